@@ -1,0 +1,18 @@
+//! The pure core of hookline: what an attempt's result means, how long to wait before the next
+//! one, whether there is a next one at all, and what the whole schedule adds up to.
+//!
+//! Nothing here does I/O, reads a clock or draws random numbers: time is an argument and jitter
+//! is a hash of the delivery id and the attempt number. That keeps every decision reproducible
+//! (a restart or a replay computes the same schedule) and lets property tests cover it.
+
+mod classify;
+mod retry;
+mod schedule;
+
+pub use classify::{classify, revokes_subscription, AttemptResult, Outcome};
+pub use retry::{DeadReason, Decision, Jitter, PolicyError, RetryPolicy};
+pub use schedule::{Schedule, ScheduleRow, WindowFit};
+
+/// Milliseconds since the Unix epoch. Every persisted time in hookline uses this unit, so the
+/// policy can do its arithmetic without caring which store or clock produced it.
+pub type UnixMs = i64;

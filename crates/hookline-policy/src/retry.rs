@@ -1,0 +1,405 @@
+//! The retry decision: capped exponential backoff with deterministic jitter, inside an attempt
+//! budget and a delivery window. "Try again" without a budget is a bug, so every path through
+//! [`RetryPolicy::decide`] either delivers, reschedules at a time inside the window, or names
+//! the reason the delivery is dead.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::{Outcome, UnixMs};
+
+/// How the nominal delay is spread so a failed batch does not come back at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Jitter {
+    /// Uniform in `[d/2, d]`: keeps most of the backoff while spreading the herd.
+    Equal,
+    /// Uniform in `[0, d]`.
+    Full,
+    /// Exactly `d`.
+    None,
+}
+
+impl Jitter {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "equal" => Jitter::Equal,
+            "full" => Jitter::Full,
+            "none" => Jitter::None,
+            _ => return None,
+        })
+    }
+
+    /// The smallest and largest delay this jitter can turn `nominal` into.
+    pub fn bounds(self, nominal: Duration) -> (Duration, Duration) {
+        match self {
+            Jitter::Equal => (nominal / 2, nominal),
+            Jitter::Full => (Duration::ZERO, nominal),
+            Jitter::None => (nominal, nominal),
+        }
+    }
+}
+
+/// Why a delivery ended without being delivered. The names are an API contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeadReason {
+    PermanentFailure,
+    AttemptsExhausted,
+    WindowExpired,
+    NextDelayExceedsWindow,
+    SubscriptionRevoked,
+}
+
+impl DeadReason {
+    pub const ALL: [DeadReason; 5] = [
+        DeadReason::PermanentFailure,
+        DeadReason::AttemptsExhausted,
+        DeadReason::WindowExpired,
+        DeadReason::NextDelayExceedsWindow,
+        DeadReason::SubscriptionRevoked,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadReason::PermanentFailure => "permanent_failure",
+            DeadReason::AttemptsExhausted => "attempts_exhausted",
+            DeadReason::WindowExpired => "window_expired",
+            DeadReason::NextDelayExceedsWindow => "next_delay_exceeds_window",
+            DeadReason::SubscriptionRevoked => "subscription_revoked",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+impl fmt::Display for DeadReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What to do with a delivery after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Deliver,
+    Reschedule { run_at: UnixMs },
+    Dead(DeadReason),
+}
+
+/// A policy that could never deliver anything, refused at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyError {
+    MaxAttemptsZero,
+    BaseDelayZero,
+    BaseAboveMax,
+    WindowZero,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PolicyError::MaxAttemptsZero => "retry.max_attempts must be at least 1",
+            PolicyError::BaseDelayZero => "retry.base_delay must be greater than zero",
+            PolicyError::BaseAboveMax => "retry.base_delay must not exceed retry.max_delay",
+            PolicyError::WindowZero => "retry.delivery_window must be greater than zero",
+        })
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+/// The retry budget of every delivery. Built only through [`RetryPolicy::new`], so an
+/// impossible policy (no attempts, a base above its cap) can never reach the dispatcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    base_delay: Duration,
+    max_delay: Duration,
+    max_attempts: u32,
+    delivery_window: Duration,
+    jitter: Jitter,
+}
+
+impl RetryPolicy {
+    pub fn new(
+        base_delay: Duration,
+        max_delay: Duration,
+        max_attempts: u32,
+        delivery_window: Duration,
+        jitter: Jitter,
+    ) -> Result<Self, PolicyError> {
+        if max_attempts == 0 {
+            return Err(PolicyError::MaxAttemptsZero);
+        }
+        if base_delay.is_zero() {
+            return Err(PolicyError::BaseDelayZero);
+        }
+        if base_delay > max_delay {
+            return Err(PolicyError::BaseAboveMax);
+        }
+        if delivery_window.is_zero() {
+            return Err(PolicyError::WindowZero);
+        }
+        Ok(Self {
+            base_delay,
+            max_delay,
+            max_attempts,
+            delivery_window,
+            jitter,
+        })
+    }
+
+    pub fn base_delay(&self) -> Duration {
+        self.base_delay
+    }
+    pub fn max_delay(&self) -> Duration {
+        self.max_delay
+    }
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+    pub fn delivery_window(&self) -> Duration {
+        self.delivery_window
+    }
+    pub fn jitter(&self) -> Jitter {
+        self.jitter
+    }
+
+    /// `min(base_delay * 2^(n-1), max_delay)` for the wait after the n-th failed attempt.
+    pub fn nominal_delay(&self, failed_attempt: u32) -> Duration {
+        let doublings = failed_attempt.saturating_sub(1).min(63);
+        let base = self.base_delay.as_millis();
+        let max = self.max_delay.as_millis();
+        let ms = base
+            .checked_shl(doublings)
+            .filter(|v| v >> doublings == base);
+        Duration::from_millis(ms.map_or(max, |v| v.min(max)) as u64)
+    }
+
+    /// The nominal delay with jitter applied. The jitter is a hash of (delivery id, attempt), so
+    /// a failed batch spreads out, yet a restart or a re-computation gives the same answer.
+    pub fn jittered_delay(&self, delivery_id: &str, failed_attempt: u32) -> Duration {
+        let nominal = self.nominal_delay(failed_attempt);
+        let (low, high) = self.jitter.bounds(nominal);
+        let span = (high - low).as_millis() as u64;
+        if span == 0 {
+            return low;
+        }
+        let h = fnv1a64(delivery_id.as_bytes(), failed_attempt);
+        low + Duration::from_millis(h % (span + 1))
+    }
+
+    /// The decision after attempt number `attempt` (1-based, counted within the current budget)
+    /// ended with `outcome` at `now`. `window_start` is when the delivery window opened: the
+    /// first time the delivery was seen, or the moment a replay released it.
+    pub fn decide(
+        &self,
+        delivery_id: &str,
+        outcome: Outcome,
+        attempt: u32,
+        window_start: UnixMs,
+        now: UnixMs,
+    ) -> Decision {
+        match outcome {
+            Outcome::Success => Decision::Deliver,
+            Outcome::Permanent => Decision::Dead(DeadReason::PermanentFailure),
+            Outcome::Retryable => {
+                if attempt >= self.max_attempts {
+                    return Decision::Dead(DeadReason::AttemptsExhausted);
+                }
+                let window_end = window_start.saturating_add(duration_ms(self.delivery_window));
+                if now >= window_end {
+                    return Decision::Dead(DeadReason::WindowExpired);
+                }
+                let run_at =
+                    now.saturating_add(duration_ms(self.jittered_delay(delivery_id, attempt)));
+                if run_at > window_end {
+                    return Decision::Dead(DeadReason::NextDelayExceedsWindow);
+                }
+                Decision::Reschedule { run_at }
+            }
+        }
+    }
+}
+
+pub(crate) fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// FNV-1a over the id, a separator and the attempt number: cheap, stable across platforms and
+/// releases (unlike std's SipHash keys), and well enough spread for jitter.
+fn fnv1a64(id: &[u8], attempt: u32) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let attempt = attempt.to_string();
+    for b in id.iter().chain(b":").chain(attempt.as_bytes()) {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn policy(jitter: Jitter) -> RetryPolicy {
+        RetryPolicy::new(
+            Duration::from_secs(2),
+            Duration::from_secs(300),
+            6,
+            Duration::from_secs(1800),
+            jitter,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn impossible_policies_are_refused() {
+        let s = Duration::from_secs;
+        let j = Jitter::Equal;
+        assert_eq!(
+            RetryPolicy::new(s(1), s(2), 0, s(9), j),
+            Err(PolicyError::MaxAttemptsZero)
+        );
+        assert_eq!(
+            RetryPolicy::new(s(3), s(2), 1, s(9), j),
+            Err(PolicyError::BaseAboveMax)
+        );
+        assert_eq!(
+            RetryPolicy::new(s(0), s(2), 1, s(9), j),
+            Err(PolicyError::BaseDelayZero)
+        );
+        assert_eq!(
+            RetryPolicy::new(s(1), s(2), 1, s(0), j),
+            Err(PolicyError::WindowZero)
+        );
+    }
+
+    #[test]
+    fn nominal_delay_doubles_then_caps() {
+        let p = policy(Jitter::None);
+        let secs: Vec<u64> = (1..=10).map(|n| p.nominal_delay(n).as_secs()).collect();
+        assert_eq!(secs, [2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+        assert_eq!(p.nominal_delay(u32::MAX), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn the_four_terminal_paths() {
+        let p = policy(Jitter::None);
+        let t0 = 1_000_000;
+        assert_eq!(
+            p.decide("d", Outcome::Success, 1, t0, t0),
+            Decision::Deliver
+        );
+        assert_eq!(
+            p.decide("d", Outcome::Permanent, 1, t0, t0),
+            Decision::Dead(DeadReason::PermanentFailure)
+        );
+        assert_eq!(
+            p.decide("d", Outcome::Retryable, 1, t0, t0 + 10),
+            Decision::Reschedule {
+                run_at: t0 + 10 + 2000
+            }
+        );
+        assert_eq!(
+            p.decide("d", Outcome::Retryable, 6, t0, t0),
+            Decision::Dead(DeadReason::AttemptsExhausted)
+        );
+        assert_eq!(
+            p.decide("d", Outcome::Retryable, 2, t0, t0 + 1_800_000),
+            Decision::Dead(DeadReason::WindowExpired)
+        );
+        // 4 s of delay would end 1 s past the window.
+        assert_eq!(
+            p.decide("d", Outcome::Retryable, 2, t0, t0 + 1_797_000),
+            Decision::Dead(DeadReason::NextDelayExceedsWindow)
+        );
+    }
+
+    #[test]
+    fn reason_names_round_trip() {
+        for r in DeadReason::ALL {
+            assert_eq!(DeadReason::parse(r.as_str()), Some(r));
+        }
+        assert_eq!(DeadReason::parse("bored"), None);
+    }
+
+    fn any_policy() -> impl Strategy<Value = RetryPolicy> {
+        (
+            1u64..120_000,
+            0u64..3_600_000,
+            1u32..20,
+            1u64..86_400_000,
+            prop_oneof![Just(Jitter::Equal), Just(Jitter::Full), Just(Jitter::None)],
+        )
+            .prop_map(|(base, extra, attempts, window, jitter)| {
+                RetryPolicy::new(
+                    Duration::from_millis(base),
+                    Duration::from_millis(base + extra),
+                    attempts,
+                    Duration::from_millis(window),
+                    jitter,
+                )
+                .unwrap()
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn delay_never_exceeds_max_and_stays_in_jitter_bounds(
+            p in any_policy(), id in "[a-z0-9:_-]{1,40}", n in 1u32..64
+        ) {
+            let nominal = p.nominal_delay(n);
+            prop_assert!(nominal <= p.max_delay());
+            prop_assert!(nominal >= p.base_delay());
+            let d = p.jittered_delay(&id, n);
+            let (low, high) = p.jitter().bounds(nominal);
+            prop_assert!(d >= low && d <= high, "{d:?} outside {low:?}..={high:?}");
+            prop_assert!(d <= p.max_delay());
+        }
+
+        #[test]
+        fn jitter_is_deterministic(p in any_policy(), id in ".{1,40}", n in 1u32..64) {
+            prop_assert_eq!(p.jittered_delay(&id, n), p.jittered_delay(&id, n));
+        }
+
+        #[test]
+        fn a_reschedule_never_leaves_the_window(
+            p in any_policy(), id in "[a-z0-9]{1,20}", n in 1u32..30,
+            start in 0i64..1_000_000_000_000, elapsed in 0i64..100_000_000
+        ) {
+            let now = start + elapsed;
+            match p.decide(&id, Outcome::Retryable, n, start, now) {
+                Decision::Reschedule { run_at } => {
+                    prop_assert!(n < p.max_attempts());
+                    prop_assert!(run_at >= now);
+                    prop_assert!(run_at <= start + duration_ms(p.delivery_window()));
+                    prop_assert!(run_at - now <= duration_ms(p.max_delay()));
+                }
+                Decision::Dead(r) => prop_assert!(matches!(
+                    r,
+                    DeadReason::AttemptsExhausted
+                        | DeadReason::WindowExpired
+                        | DeadReason::NextDelayExceedsWindow
+                )),
+                Decision::Deliver => prop_assert!(false, "a failure was delivered"),
+            }
+        }
+
+        /// Following the decisions from the first attempt always ends, within the budget.
+        #[test]
+        fn every_delivery_ends(p in any_policy(), id in "[a-z0-9]{1,20}", start in 0i64..1_000_000_000) {
+            let mut now = start;
+            let mut attempt = 1;
+            loop {
+                match p.decide(&id, Outcome::Retryable, attempt, start, now) {
+                    Decision::Reschedule { run_at } => { now = run_at; attempt += 1; }
+                    Decision::Dead(_) => break,
+                    Decision::Deliver => unreachable!(),
+                }
+                prop_assert!(attempt <= p.max_attempts());
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! hookline's durable queue. One trait, [`Store`], that every backend implements and one
+//! conformance suite (`tests/conformance.rs`) that every backend passes, so the dispatcher and
+//! the API never know which database they run on.
+//!
+//! The trait is shaped by the invariants: `publish` commits an event with all its deliveries in
+//! one transaction; `claim_due` leases due deliveries straight from the due-time index and never
+//! past a subscriber's in-flight cap; `complete` is fenced by the lease, so a worker that lost
+//! its lease changes nothing; every transition persists `run_at`, the attempt count and the
+//! window atomically. Nothing here reads a clock: `now` is always an argument.
+
+mod model;
+mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use hookline_policy::UnixMs;
+
+pub use model::*;
+pub use sqlite::SqliteStore;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("the store is shut down")]
+    Closed,
+    #[error("storage failure: {0}")]
+    Backend(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Answers when the store can serve reads and writes.
+    async fn ping(&self) -> Result<()>;
+
+    async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber>;
+    async fn get_subscriber(&self, id: &str) -> Result<Subscriber>;
+    async fn list_subscribers(
+        &self,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Subscriber>>;
+    /// A paused subscriber's deliveries wait without spending attempts; resuming releases them.
+    async fn update_subscriber(
+        &self,
+        id: &str,
+        patch: SubscriberPatch,
+        now: UnixMs,
+    ) -> Result<Subscriber>;
+    /// Final: the subscriber is never sent to again and its pending deliveries die with
+    /// `subscription_revoked`.
+    async fn revoke_subscriber(&self, id: &str, now: UnixMs) -> Result<Subscriber>;
+
+    /// Commits the event and one delivery per matching, non-revoked subscriber, all at once.
+    async fn publish(&self, event: NewEvent, now: UnixMs) -> Result<PublishOutcome>;
+    async fn get_event(&self, id: &str) -> Result<Event>;
+
+    /// Leases up to `limit` due deliveries, oldest due first, counting each as an attempt.
+    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ClaimedDelivery>>;
+    /// Leases deliveries whose lease ran out (their worker was lost) so the caller can record
+    /// the lost attempt and let the policy decide what follows.
+    async fn rescue_expired(
+        &self,
+        now: UnixMs,
+        limit: usize,
+        lease_ms: i64,
+    ) -> Result<Vec<ClaimedDelivery>>;
+    /// Applies completions in one transaction; each is fenced by its lease.
+    async fn complete(
+        &self,
+        completions: Vec<Completion>,
+        now: UnixMs,
+    ) -> Result<Vec<CompletionResult>>;
+    /// The earliest `run_at` among deliveries waiting to be claimed, and the earliest lease
+    /// expiry among deliveries in flight: when an idle worker next has something to do.
+    async fn next_wakeup(&self) -> Result<Option<UnixMs>>;
+
+    async fn get_delivery(&self, id: &str) -> Result<Delivery>;
+    async fn list_deliveries(
+        &self,
+        filter: DeliveryFilter,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Delivery>>;
+    async fn list_dead_letters(
+        &self,
+        filter: DeadLetterFilter,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<DeadLetter>>;
+
+    /// Moves up to `limit` dead letters matching the filter back to the queue, with a fresh
+    /// budget and window, released at most `per_second`, and records the audit, atomically.
+    /// Subscribers that are revoked are never selected.
+    async fn replay(&self, request: ReplayRequest, now: UnixMs) -> Result<Replay>;
+    async fn get_replay(&self, id: &str) -> Result<Replay>;
+    async fn list_replays(&self, limit: u32, cursor: Option<String>) -> Result<Page<Replay>>;
+}
+
+/// Opens the backend a database URL names: `sqlite://PATH` (the embedded default).
+pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        if path.is_empty() {
+            return Err(StoreError::Invalid(
+                "database: sqlite:// needs a file path, e.g. sqlite://hookline.db".into(),
+            ));
+        }
+        return Ok(Arc::new(SqliteStore::open(path).await?));
+    }
+    Err(StoreError::Invalid(format!(
+        "database: unsupported URL {url:?}; expected sqlite://PATH"
+    )))
+}
+
+/// Parses a list cursor; every backend pages by its row key.
+pub(crate) fn parse_cursor(cursor: Option<String>) -> Result<i64> {
+    match cursor {
+        None => Ok(0),
+        Some(c) => c.parse::<i64>().ok().filter(|v| *v >= 0).ok_or_else(|| {
+            StoreError::Invalid(format!("cursor {c:?} is not a cursor this API returned"))
+        }),
+    }
+}

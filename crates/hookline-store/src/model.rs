@@ -1,0 +1,323 @@
+//! The records the queue keeps. These are plain data: every decision about them is made by
+//! `hookline-policy` or the dispatcher, and every backend stores exactly these fields.
+
+use std::sync::Arc;
+
+use hookline_policy::{DeadReason, Outcome, UnixMs};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubscriberStatus {
+    Active,
+    Paused,
+    /// Final: kept for the record, never sent to again.
+    Revoked,
+}
+
+impl SubscriberStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubscriberStatus::Active => "active",
+            SubscriberStatus::Paused => "paused",
+            SubscriberStatus::Revoked => "revoked",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "active" => SubscriberStatus::Active,
+            "paused" => SubscriberStatus::Paused,
+            "revoked" => SubscriberStatus::Revoked,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscriber {
+    pub id: String,
+    pub url: String,
+    /// Empty means every event type.
+    pub event_types: Vec<String>,
+    pub secret: String,
+    pub status: SubscriberStatus,
+    pub created_at: UnixMs,
+    pub updated_at: UnixMs,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewSubscriber {
+    pub id: String,
+    pub url: String,
+    pub event_types: Vec<String>,
+    pub secret: String,
+}
+
+/// A partial update. Revocation is not a patch: it has consequences (pending deliveries die),
+/// so it goes through [`crate::Store::revoke_subscriber`].
+#[derive(Debug, Clone, Default)]
+pub struct SubscriberPatch {
+    pub url: Option<String>,
+    pub event_types: Option<Vec<String>>,
+    /// Only `Active` or `Paused`.
+    pub status: Option<SubscriberStatus>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    pub id: String,
+    pub event_type: String,
+    /// Canonical JSON text of the payload: stored once, sent verbatim as `data`.
+    pub payload: String,
+    pub payload_version: i64,
+}
+
+/// The answer to a publish, kept so a repeated publish can be answered identically.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventReceipt {
+    pub id: String,
+    pub event_type: String,
+    pub deliveries: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishOutcome {
+    /// The event and all its deliveries are committed.
+    Accepted(EventReceipt),
+    /// The same id with the same type, payload and version was accepted before; nothing new.
+    AlreadyAccepted(EventReceipt),
+    /// The id exists with a different body.
+    Conflict,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    Scheduled,
+    InFlight,
+    Delivered,
+    Dead,
+}
+
+impl DeliveryState {
+    pub const ALL: [DeliveryState; 4] = [
+        DeliveryState::Scheduled,
+        DeliveryState::InFlight,
+        DeliveryState::Delivered,
+        DeliveryState::Dead,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Scheduled => "scheduled",
+            DeliveryState::InFlight => "in_flight",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Dead => "dead",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+/// Delivery counts of one event, by state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StateCounts {
+    pub scheduled: u64,
+    pub in_flight: u64,
+    pub delivered: u64,
+    pub dead: u64,
+}
+
+impl StateCounts {
+    pub fn add(&mut self, state: DeliveryState, n: u64) {
+        match state {
+            DeliveryState::Scheduled => self.scheduled += n,
+            DeliveryState::InFlight => self.in_flight += n,
+            DeliveryState::Delivered => self.delivered += n,
+            DeliveryState::Dead => self.dead += n,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub id: String,
+    pub event_type: String,
+    pub payload: String,
+    pub payload_version: i64,
+    pub accepted_at: UnixMs,
+    pub deliveries: u64,
+    pub counts: StateCounts,
+}
+
+/// One attempt, as the append-only history records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    /// The attempt's number within its budget (a replay starts a new budget at 1).
+    pub ordinal: u32,
+    pub started_at: UnixMs,
+    pub duration_ms: u64,
+    pub outcome: Outcome,
+    pub status: Option<u16>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// `<event id>:<subscriber id>`: the `webhook-id` of every attempt, forever.
+    pub id: String,
+    pub event_id: String,
+    pub subscriber_id: String,
+    pub state: DeliveryState,
+    /// Attempts spent in the current budget.
+    pub attempts: u32,
+    pub first_seen: UnixMs,
+    /// When the current delivery window opened: `first_seen`, or the release time of a replay.
+    pub window_start: UnixMs,
+    /// When the next attempt is due (scheduled deliveries only).
+    pub next_attempt_at: Option<UnixMs>,
+    pub dead_reason: Option<DeadReason>,
+    pub dead_at: Option<UnixMs>,
+    pub attempt_history: Vec<AttemptRecord>,
+}
+
+/// A dead letter: everything needed to decide whether to replay it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    pub delivery_id: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub subscriber_id: String,
+    pub payload_version: i64,
+    pub reason: DeadReason,
+    pub dead_at: UnixMs,
+    pub attempt_history: Vec<AttemptRecord>,
+}
+
+/// A page of a list; `next_cursor` is opaque to callers.
+#[derive(Debug, Clone)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryFilter {
+    pub event_id: Option<String>,
+    pub subscriber_id: Option<String>,
+    pub state: Option<DeliveryState>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct DeadLetterFilter {
+    pub reason: Option<DeadReason>,
+    pub subscriber_id: Option<String>,
+}
+
+/// What a claim asks for.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    pub now: UnixMs,
+    /// At most this many deliveries: the caller's free in-flight slots.
+    pub limit: usize,
+    /// How long the claim is valid; past it, the delivery is presumed lost and is rescued.
+    pub lease_ms: i64,
+    /// No subscriber ever has more than this many deliveries in flight.
+    pub max_in_flight_per_subscriber: u32,
+}
+
+/// Where and how to send: shared by every delivery of a claim batch to the same subscriber.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    pub subscriber_id: String,
+    pub url: String,
+    pub secret: String,
+}
+
+/// The event as a subscriber sees it: shared by every delivery of a claim batch for the event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventBody {
+    pub id: String,
+    pub event_type: String,
+    pub payload: String,
+    pub payload_version: i64,
+    pub accepted_at: UnixMs,
+}
+
+/// Opaque store key of a delivery row; cheaper to fence on than the text id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DeliveryKey(pub i64);
+
+/// A delivery leased to the caller, with everything needed to attempt it.
+#[derive(Debug, Clone)]
+pub struct ClaimedDelivery {
+    pub key: DeliveryKey,
+    pub id: String,
+    /// Fences the completion: only the holder of the current lease can complete the delivery.
+    pub lease: i64,
+    /// The number of the attempt this claim is for, already counted against the budget.
+    pub attempt: u32,
+    pub first_seen: UnixMs,
+    pub window_start: UnixMs,
+    /// When it became due: the start of its wait in the ready queue.
+    pub due_at: UnixMs,
+    /// True when this claim rescued a delivery whose previous lease ran out: that attempt's
+    /// outcome is unknown and must be recorded before anything else.
+    pub rescued: bool,
+    pub destination: Arc<Destination>,
+    pub event: Arc<EventBody>,
+}
+
+/// The end state an attempt leads to, chosen by the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    Delivered,
+    Reschedule { run_at: UnixMs },
+    Dead(DeadReason),
+}
+
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub key: DeliveryKey,
+    pub lease: i64,
+    pub attempt: AttemptRecord,
+    pub transition: Transition,
+    /// The subscriber answered 410 Gone: revoke it along with this completion.
+    pub revoke_subscriber: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompletionResult {
+    Applied,
+    /// The lease was lost (rescued by another claim): nothing changed.
+    LeaseLost,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReplayRequest {
+    pub reason: DeadReason,
+    pub subscriber_id: Option<String>,
+    pub limit: u32,
+    /// Release at most this many per second; `None` releases all at once.
+    pub per_second: Option<f64>,
+    /// Who asked (an API token name), for the audit.
+    pub requested_by: Option<String>,
+}
+
+/// The audit record of one replay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replay {
+    pub id: String,
+    pub created_at: UnixMs,
+    pub reason: DeadReason,
+    pub subscriber_id: Option<String>,
+    pub limit: u32,
+    pub per_second: Option<f64>,
+    pub requested_by: Option<String>,
+    pub selected: u64,
+    pub delivery_ids: Vec<String>,
+    /// How many of the selected have been delivered since.
+    pub delivered: u64,
+    /// How many of the selected have died again since.
+    pub dead: u64,
+}

@@ -1,0 +1,236 @@
+//! The embedded default backend. One file, no server: a single write connection behind group
+//! commit (see `writer`) and a small pool of read connections that WAL lets run beside it.
+//! One hookline process owns a database file; running several against one file is what the
+//! PostgreSQL backend is for.
+
+mod reads;
+mod schema;
+mod writer;
+mod writes;
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use hookline_policy::UnixMs;
+use rusqlite::{Connection, OpenFlags};
+
+use crate::*;
+use writer::WriterHandle;
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Backend(e.to_string())
+    }
+}
+
+pub struct SqliteStore {
+    writer: WriterHandle,
+    readers: Arc<ReaderPool>,
+}
+
+/// Read connections, opened on demand and kept for reuse.
+struct ReaderPool {
+    path: String,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl ReaderPool {
+    fn take(&self) -> Result<Connection> {
+        if let Some(conn) = self.idle.lock().expect("reader pool poisoned").pop() {
+            return Ok(conn);
+        }
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Ok(conn)
+    }
+
+    fn give_back(&self, conn: Connection) {
+        self.idle.lock().expect("reader pool poisoned").push(conn);
+    }
+}
+
+impl SqliteStore {
+    pub async fn open(path: &str) -> Result<Self> {
+        let path = path.to_owned();
+        tokio::task::spawn_blocking(move || Self::open_blocking(path))
+            .await
+            .map_err(|e| StoreError::Backend(e.to_string()))?
+    }
+
+    fn open_blocking(path: String) -> Result<Self> {
+        let mut conn = Connection::open(&path).map_err(|e| {
+            StoreError::Invalid(format!("database: cannot open SQLite file {path:?}: {e}"))
+        })?;
+        // WAL lets readers run beside the writer; FULL makes every commit survive power loss,
+        // and group commit keeps that to one fsync per batch.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        schema::migrate(&mut conn)?;
+        Ok(Self {
+            writer: WriterHandle::spawn(conn)?,
+            readers: Arc::new(ReaderPool {
+                path,
+                idle: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// Runs a read on a pooled connection off the async threads.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let pool = self.readers.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = pool.take()?;
+            let result = f(&conn);
+            pool.give_back(conn);
+            result
+        })
+        .await
+        .map_err(|e| StoreError::Backend(e.to_string()))?
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn ping(&self) -> Result<()> {
+        self.read(|c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
+            .await
+    }
+
+    async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber> {
+        self.writer
+            .write(move |w| writes::create_subscriber(&w.conn, new, now))
+            .await
+    }
+
+    async fn get_subscriber(&self, id: &str) -> Result<Subscriber> {
+        let id = id.to_owned();
+        self.read(move |c| reads::subscriber(c, &id)).await
+    }
+
+    async fn list_subscribers(
+        &self,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Subscriber>> {
+        let after = parse_cursor(cursor)?;
+        self.read(move |c| reads::subscribers(c, limit, after))
+            .await
+    }
+
+    async fn update_subscriber(
+        &self,
+        id: &str,
+        patch: SubscriberPatch,
+        now: UnixMs,
+    ) -> Result<Subscriber> {
+        let id = id.to_owned();
+        self.writer
+            .write(move |w| writes::update_subscriber(&w.conn, &id, patch, now))
+            .await
+    }
+
+    async fn revoke_subscriber(&self, id: &str, now: UnixMs) -> Result<Subscriber> {
+        let id = id.to_owned();
+        self.writer
+            .write(move |w| {
+                writes::revoke_subscriber(&w.conn, &id, now)?;
+                reads::subscriber(&w.conn, &id)
+            })
+            .await
+    }
+
+    async fn publish(&self, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
+        self.writer
+            .write(move |w| writes::publish(&w.conn, event, now))
+            .await
+    }
+
+    async fn get_event(&self, id: &str) -> Result<Event> {
+        let id = id.to_owned();
+        self.read(move |c| reads::event(c, &id)).await
+    }
+
+    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
+        self.writer
+            .write(move |w| writes::claim_due(w, request))
+            .await
+    }
+
+    async fn rescue_expired(
+        &self,
+        now: UnixMs,
+        limit: usize,
+        lease_ms: i64,
+    ) -> Result<Vec<ClaimedDelivery>> {
+        self.writer
+            .write(move |w| writes::rescue_expired(&w.conn, now, limit, lease_ms))
+            .await
+    }
+
+    async fn complete(
+        &self,
+        completions: Vec<Completion>,
+        now: UnixMs,
+    ) -> Result<Vec<CompletionResult>> {
+        self.writer
+            .write(move |w| writes::complete(w, completions, now))
+            .await
+    }
+
+    async fn next_wakeup(&self) -> Result<Option<UnixMs>> {
+        self.read(reads::next_wakeup).await
+    }
+
+    async fn get_delivery(&self, id: &str) -> Result<Delivery> {
+        let id = id.to_owned();
+        self.read(move |c| reads::delivery(c, &id)).await
+    }
+
+    async fn list_deliveries(
+        &self,
+        filter: DeliveryFilter,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Delivery>> {
+        let after = parse_cursor(cursor)?;
+        self.read(move |c| reads::deliveries(c, &filter, limit, after))
+            .await
+    }
+
+    async fn list_dead_letters(
+        &self,
+        filter: DeadLetterFilter,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<DeadLetter>> {
+        let after = parse_cursor(cursor)?;
+        self.read(move |c| reads::dead_letters(c, &filter, limit, after))
+            .await
+    }
+
+    async fn replay(&self, request: ReplayRequest, now: UnixMs) -> Result<Replay> {
+        self.writer
+            .write(move |w| {
+                let id = writes::replay(&w.conn, request, now)?;
+                reads::replay(&w.conn, &id)
+            })
+            .await
+    }
+
+    async fn get_replay(&self, id: &str) -> Result<Replay> {
+        let id = id.to_owned();
+        self.read(move |c| reads::replay(c, &id)).await
+    }
+
+    async fn list_replays(&self, limit: u32, cursor: Option<String>) -> Result<Page<Replay>> {
+        let after = parse_cursor(cursor)?;
+        self.read(move |c| reads::replays(c, limit, after)).await
+    }
+}

@@ -1,0 +1,358 @@
+//! Every read. These run on pooled read connections, and a few on the writer's connection when
+//! a write answers with the row it wrote.
+
+use hookline_policy::{DeadReason, Outcome, UnixMs};
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
+
+use crate::*;
+
+/// Fetches `limit + 1` rows keyed by their sequence, and turns the extra row into a cursor.
+fn page<T>(mut rows: Vec<(i64, T)>, limit: u32) -> Page<T> {
+    let next_cursor = if rows.len() > limit as usize {
+        rows.truncate(limit as usize);
+        rows.last().map(|(seq, _)| seq.to_string())
+    } else {
+        None
+    };
+    Page {
+        items: rows.into_iter().map(|(_, item)| item).collect(),
+        next_cursor,
+    }
+}
+
+fn not_found(what: &str, id: &str) -> StoreError {
+    StoreError::NotFound(format!("{what} {id:?}"))
+}
+
+fn corrupt(what: &str, value: &str) -> rusqlite::Error {
+    rusqlite::Error::InvalidColumnType(0, format!("{what} {value:?}"), rusqlite::types::Type::Text)
+}
+
+const SUBSCRIBER_COLUMNS: &str =
+    "seq, id, url, event_types, secret, status, created_at, updated_at";
+
+fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
+    let types: String = r.get(3)?;
+    let status: String = r.get(5)?;
+    Ok((
+        r.get(0)?,
+        Subscriber {
+            id: r.get(1)?,
+            url: r.get(2)?,
+            event_types: serde_json::from_str(&types)
+                .map_err(|_| corrupt("event_types", &types))?,
+            secret: r.get(4)?,
+            status: SubscriberStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
+            created_at: r.get(6)?,
+            updated_at: r.get(7)?,
+        },
+    ))
+}
+
+pub(super) fn subscriber(c: &Connection, id: &str) -> Result<Subscriber> {
+    c.prepare_cached(&format!(
+        "SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE id = ?1"
+    ))?
+    .query_row([id], subscriber_row)
+    .optional()?
+    .map(|(_, s)| s)
+    .ok_or_else(|| not_found("subscriber", id))
+}
+
+pub(super) fn subscribers(c: &Connection, limit: u32, after: i64) -> Result<Page<Subscriber>> {
+    let rows = c
+        .prepare_cached(&format!(
+            "SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+        ))?
+        .query_map(params![after, limit + 1], subscriber_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(page(rows, limit))
+}
+
+pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
+    let mut event = c
+        .prepare_cached(
+            "SELECT id, type, payload, payload_version, accepted_at, deliveries FROM events WHERE id = ?1",
+        )?
+        .query_row([id], |r| {
+            Ok(Event {
+                id: r.get(0)?,
+                event_type: r.get(1)?,
+                payload: r.get(2)?,
+                payload_version: r.get(3)?,
+                accepted_at: r.get(4)?,
+                deliveries: r.get(5)?,
+                counts: StateCounts::default(),
+            })
+        })
+        .optional()?
+        .ok_or_else(|| not_found("event", id))?;
+    let mut stmt = c.prepare_cached(
+        "SELECT state, count(*) FROM deliveries WHERE event_id = ?1 GROUP BY state",
+    )?;
+    let mut rows = stmt.query([id])?;
+    while let Some(r) = rows.next()? {
+        let state: String = r.get(0)?;
+        let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
+        event.counts.add(state, r.get(1)?);
+    }
+    Ok(event)
+}
+
+fn history(c: &Connection, key: i64) -> Result<Vec<AttemptRecord>> {
+    let rows = c
+        .prepare_cached(
+            "SELECT ordinal, started_at, duration_ms, outcome, status, error
+             FROM attempts WHERE delivery_seq = ?1 ORDER BY rowid",
+        )?
+        .query_map([key], |r| {
+            let outcome: String = r.get(3)?;
+            Ok(AttemptRecord {
+                ordinal: r.get(0)?,
+                started_at: r.get(1)?,
+                duration_ms: r.get::<_, i64>(2)? as u64,
+                outcome: Outcome::parse(&outcome).ok_or_else(|| corrupt("outcome", &outcome))?,
+                status: r.get(4)?,
+                error: r.get(5)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+fn dead_reason(value: Option<String>) -> rusqlite::Result<Option<DeadReason>> {
+    value
+        .map(|v| DeadReason::parse(&v).ok_or_else(|| corrupt("dead_reason", &v)))
+        .transpose()
+}
+
+const DELIVERY_COLUMNS: &str = "d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, \
+                                d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at";
+
+fn delivery_row(r: &Row<'_>) -> rusqlite::Result<(i64, Delivery)> {
+    let state: String = r.get(4)?;
+    let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
+    Ok((
+        r.get(0)?,
+        Delivery {
+            id: r.get(1)?,
+            event_id: r.get(2)?,
+            subscriber_id: r.get(3)?,
+            state,
+            attempts: r.get(5)?,
+            first_seen: r.get(6)?,
+            window_start: r.get(7)?,
+            next_attempt_at: if state == DeliveryState::Scheduled {
+                r.get(8)?
+            } else {
+                None
+            },
+            dead_reason: dead_reason(r.get(9)?)?,
+            dead_at: r.get(10)?,
+            attempt_history: Vec::new(),
+        },
+    ))
+}
+
+fn with_history(c: &Connection, rows: Vec<(i64, Delivery)>) -> Result<Vec<(i64, Delivery)>> {
+    rows.into_iter()
+        .map(|(key, mut d)| {
+            d.attempt_history = history(c, key)?;
+            Ok((key, d))
+        })
+        .collect()
+}
+
+pub(super) fn delivery(c: &Connection, id: &str) -> Result<Delivery> {
+    let row = c
+        .prepare_cached(&format!(
+            "SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE d.id = ?1"
+        ))?
+        .query_row([id], delivery_row)
+        .optional()?
+        .ok_or_else(|| not_found("delivery", id))?;
+    Ok(with_history(c, vec![row])?.remove(0).1)
+}
+
+/// `WHERE` clauses built from the filters that are set, so each list can use its index.
+#[derive(Default)]
+struct Conditions {
+    sql: Vec<&'static str>,
+    values: Vec<Value>,
+}
+
+impl Conditions {
+    fn add(&mut self, clause: &'static str, value: Option<Value>) {
+        if let Some(v) = value {
+            self.sql.push(clause);
+            self.values.push(v);
+        }
+    }
+
+    fn query<T>(
+        mut self,
+        c: &Connection,
+        select: &str,
+        after: i64,
+        limit: u32,
+        row: impl FnMut(&Row<'_>) -> rusqlite::Result<(i64, T)>,
+    ) -> Result<Vec<(i64, T)>> {
+        self.add("d.seq > ?", Some(Value::Integer(after)));
+        let sql = format!(
+            "{select} WHERE {} ORDER BY d.seq LIMIT {}",
+            self.sql.join(" AND "),
+            limit as u64 + 1
+        );
+        let rows = c
+            .prepare_cached(&sql)?
+            .query_map(params_from_iter(self.values), row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+}
+
+pub(super) fn deliveries(
+    c: &Connection,
+    filter: &DeliveryFilter,
+    limit: u32,
+    after: i64,
+) -> Result<Page<Delivery>> {
+    let mut cond = Conditions::default();
+    cond.add("d.event_id = ?", filter.event_id.clone().map(Value::Text));
+    cond.add(
+        "d.subscriber_id = ?",
+        filter.subscriber_id.clone().map(Value::Text),
+    );
+    cond.add(
+        "d.state = ?",
+        filter.state.map(|s| Value::Text(s.as_str().into())),
+    );
+    let select = format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d");
+    let rows = cond.query(c, &select, after, limit, delivery_row)?;
+    Ok(page(with_history(c, rows)?, limit))
+}
+
+pub(super) fn dead_letters(
+    c: &Connection,
+    filter: &DeadLetterFilter,
+    limit: u32,
+    after: i64,
+) -> Result<Page<DeadLetter>> {
+    let mut cond = Conditions::default();
+    cond.add("d.state = ?", Some(Value::Text("dead".into())));
+    cond.add(
+        "d.dead_reason = ?",
+        filter.reason.map(|r| Value::Text(r.as_str().into())),
+    );
+    cond.add(
+        "d.subscriber_id = ?",
+        filter.subscriber_id.clone().map(Value::Text),
+    );
+    let rows = cond.query(
+        c,
+        "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id, e.payload_version, d.dead_reason, d.dead_at
+         FROM deliveries d JOIN events e ON e.id = d.event_id",
+        after,
+        limit,
+        |r| {
+            Ok((
+                r.get(0)?,
+                DeadLetter {
+                    delivery_id: r.get(1)?,
+                    event_id: r.get(2)?,
+                    event_type: r.get(3)?,
+                    subscriber_id: r.get(4)?,
+                    payload_version: r.get(5)?,
+                    reason: dead_reason(r.get(6)?)?.ok_or_else(|| corrupt("dead_reason", ""))?,
+                    dead_at: r.get(7)?,
+                    attempt_history: Vec::new(),
+                },
+            ))
+        },
+    )?;
+    let rows = rows
+        .into_iter()
+        .map(|(key, mut d)| {
+            d.attempt_history = history(c, key)?;
+            Ok((key, d))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(page(rows, limit))
+}
+
+pub(super) fn next_wakeup(c: &Connection) -> Result<Option<UnixMs>> {
+    let due: Option<i64> = c
+        .prepare_cached(
+            "SELECT min(run_at) FROM deliveries WHERE state = 'scheduled' AND held = 0",
+        )?
+        .query_row([], |r| r.get(0))?;
+    let expiry: Option<i64> = c
+        .prepare_cached("SELECT min(lease_expires) FROM deliveries WHERE state = 'in_flight'")?
+        .query_row([], |r| r.get(0))?;
+    Ok(match (due, expiry) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    })
+}
+
+const REPLAY_COLUMNS: &str =
+    "seq, id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected";
+
+fn replay_row(c: &Connection, r: &Row<'_>) -> Result<(i64, Replay)> {
+    let seq: i64 = r.get(0)?;
+    let reason: String = r.get(3)?;
+    let delivery_ids = c
+        .prepare_cached(
+            "SELECT d.id FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
+             WHERE ri.replay_seq = ?1 ORDER BY d.seq",
+        )?
+        .query_map([seq], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let (delivered, dead): (u64, u64) = c
+        .prepare_cached(
+            "SELECT coalesce(sum(d.state = 'delivered'), 0), coalesce(sum(d.state = 'dead'), 0)
+             FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
+             WHERE ri.replay_seq = ?1",
+        )?
+        .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok((
+        seq,
+        Replay {
+            id: r.get(1)?,
+            created_at: r.get(2)?,
+            reason: DeadReason::parse(&reason).ok_or_else(|| corrupt("reason", &reason))?,
+            subscriber_id: r.get(4)?,
+            limit: r.get(5)?,
+            per_second: r.get(6)?,
+            requested_by: r.get(7)?,
+            selected: r.get(8)?,
+            delivery_ids,
+            delivered,
+            dead,
+        },
+    ))
+}
+
+pub(super) fn replay(c: &Connection, id: &str) -> Result<Replay> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {REPLAY_COLUMNS} FROM replays WHERE id = ?1"
+    ))?;
+    let mut rows = stmt.query([id])?;
+    match rows.next()? {
+        Some(r) => Ok(replay_row(c, r)?.1),
+        None => Err(not_found("replay", id)),
+    }
+}
+
+pub(super) fn replays(c: &Connection, limit: u32, after: i64) -> Result<Page<Replay>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {REPLAY_COLUMNS} FROM replays WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+    ))?;
+    let mut rows = stmt.query(params![after, limit + 1])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(replay_row(c, r)?);
+    }
+    Ok(page(out, limit))
+}

@@ -1,0 +1,493 @@
+//! Every write, each run by the writer thread inside a group transaction.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use hookline_policy::{DeadReason, UnixMs};
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
+
+use super::reads;
+use super::writer::Writer;
+use crate::*;
+
+/// Upper bound on due rows one claim looks at, so a wall of rows that cannot be claimed right
+/// now (their subscriber is at its cap) cannot make a claim slow.
+fn scan_budget(limit: usize) -> usize {
+    4096 + 4 * limit
+}
+
+pub(super) fn create_subscriber(
+    c: &Connection,
+    new: NewSubscriber,
+    now: UnixMs,
+) -> Result<Subscriber> {
+    let types = serde_json::to_string(&new.event_types).expect("strings serialize");
+    let inserted = c
+        .prepare_cached(
+            "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?5)",
+        )?
+        .execute(params![new.id, new.url, types, new.secret, now]);
+    match inserted {
+        Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
+            Err(StoreError::Conflict(format!(
+                "subscriber {:?} already exists",
+                new.id
+            )))
+        }
+        other => {
+            other?;
+            reads::subscriber(c, &new.id)
+        }
+    }
+}
+
+pub(super) fn update_subscriber(
+    c: &Connection,
+    id: &str,
+    patch: SubscriberPatch,
+    now: UnixMs,
+) -> Result<Subscriber> {
+    let current = reads::subscriber(c, id)?;
+    if current.status == SubscriberStatus::Revoked {
+        return Err(StoreError::Conflict(format!(
+            "subscriber {id:?} is revoked; revocation is final"
+        )));
+    }
+    let status = patch.status.unwrap_or(current.status);
+    if status == SubscriberStatus::Revoked {
+        return Err(StoreError::Invalid(
+            "a subscriber is revoked by deleting it, not by a status change".into(),
+        ));
+    }
+    let url = patch.url.unwrap_or(current.url);
+    let types = patch.event_types.unwrap_or(current.event_types);
+    c.prepare_cached(
+        "UPDATE subscribers SET url = ?2, event_types = ?3, status = ?4, updated_at = ?5 WHERE id = ?1",
+    )?
+    .execute(params![
+        id,
+        url,
+        serde_json::to_string(&types).expect("strings serialize"),
+        status.as_str(),
+        now
+    ])?;
+    if current.status == SubscriberStatus::Paused && status == SubscriberStatus::Active {
+        // Claims set `held` on deliveries of a paused subscriber; resuming puts them back in
+        // the due index, at the run_at they always kept.
+        c.prepare_cached(
+            "UPDATE deliveries SET held = 0 WHERE subscriber_id = ?1 AND state = 'scheduled' AND held = 1",
+        )?
+        .execute([id])?;
+    }
+    reads::subscriber(c, id)
+}
+
+pub(super) fn revoke_subscriber(c: &Connection, id: &str, now: UnixMs) -> Result<()> {
+    let updated = c
+        .prepare_cached(
+            "UPDATE subscribers SET status = 'revoked', updated_at = ?2 WHERE id = ?1 AND status != 'revoked'",
+        )?
+        .execute(params![id, now])?;
+    if updated == 0 {
+        // Either unknown (an error) or already revoked (nothing more to do).
+        reads::subscriber(c, id)?;
+        return Ok(());
+    }
+    c.prepare_cached(
+        "UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, held = 0, updated_at = ?3
+         WHERE subscriber_id = ?1 AND state = 'scheduled'",
+    )?
+    .execute(params![id, DeadReason::SubscriptionRevoked.as_str(), now])?;
+    Ok(())
+}
+
+pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
+    let existing = c
+        .prepare_cached(
+            "SELECT type, payload, payload_version, deliveries FROM events WHERE id = ?1",
+        )?
+        .query_row([&event.id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, u64>(3)?,
+            ))
+        })
+        .optional()?;
+    if let Some((event_type, payload, version, deliveries)) = existing {
+        let same = event_type == event.event_type
+            && payload == event.payload
+            && version == event.payload_version;
+        return Ok(if same {
+            PublishOutcome::AlreadyAccepted(EventReceipt {
+                id: event.id,
+                event_type,
+                deliveries,
+            })
+        } else {
+            PublishOutcome::Conflict
+        });
+    }
+    // One statement fans the event out to every matching subscriber that is not revoked.
+    let deliveries = c
+        .prepare_cached(
+            "INSERT INTO deliveries
+                 (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at)
+             SELECT ?1 || ':' || s.id, ?1, s.id, 'scheduled', s.status = 'paused', ?3, ?3, ?3, ?3
+             FROM subscribers s
+             WHERE s.status != 'revoked'
+               AND (s.event_types = '[]'
+                    OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))
+             ORDER BY s.seq",
+        )?
+        .execute(params![event.id, event.event_type, now])? as u64;
+    c.prepare_cached(
+        "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        event.id,
+        event.event_type,
+        event.payload,
+        event.payload_version,
+        now,
+        deliveries
+    ])?;
+    Ok(PublishOutcome::Accepted(EventReceipt {
+        id: event.id,
+        event_type: event.event_type,
+        deliveries,
+    }))
+}
+
+/// A due or expired row, before it is leased.
+struct Candidate {
+    key: i64,
+    id: String,
+    event_id: String,
+    subscriber_id: String,
+    attempts: u32,
+    first_seen: UnixMs,
+    window_start: UnixMs,
+    run_at: UnixMs,
+}
+
+const CANDIDATE_COLUMNS: &str =
+    "seq, id, event_id, subscriber_id, attempts, first_seen, window_start, run_at";
+
+fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
+    Ok(Candidate {
+        key: r.get(0)?,
+        id: r.get(1)?,
+        event_id: r.get(2)?,
+        subscriber_id: r.get(3)?,
+        attempts: r.get(4)?,
+        first_seen: r.get(5)?,
+        window_start: r.get(6)?,
+        run_at: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
+    })
+}
+
+/// Subscribers and events met during one claim, loaded once each: a fan-out batch shares one
+/// event body across all its deliveries.
+#[derive(Default)]
+struct Lookups {
+    subscribers: HashMap<String, (SubscriberStatus, Arc<Destination>)>,
+    events: HashMap<String, Arc<EventBody>>,
+}
+
+impl Lookups {
+    fn subscriber(
+        &mut self,
+        c: &Connection,
+        id: &str,
+    ) -> Result<(SubscriberStatus, Arc<Destination>)> {
+        if let Some(found) = self.subscribers.get(id) {
+            return Ok(found.clone());
+        }
+        let s = reads::subscriber(c, id)?;
+        let found = (
+            s.status,
+            Arc::new(Destination {
+                subscriber_id: s.id,
+                url: s.url,
+                secret: s.secret,
+            }),
+        );
+        self.subscribers.insert(id.to_owned(), found.clone());
+        Ok(found)
+    }
+
+    fn event(&mut self, c: &Connection, id: &str) -> Result<Arc<EventBody>> {
+        if let Some(found) = self.events.get(id) {
+            return Ok(found.clone());
+        }
+        let body = c
+            .prepare_cached(
+                "SELECT id, type, payload, payload_version, accepted_at FROM events WHERE id = ?1",
+            )?
+            .query_row([id], |r| {
+                Ok(EventBody {
+                    id: r.get(0)?,
+                    event_type: r.get(1)?,
+                    payload: r.get(2)?,
+                    payload_version: r.get(3)?,
+                    accepted_at: r.get(4)?,
+                })
+            })?;
+        let body = Arc::new(body);
+        self.events.insert(id.to_owned(), body.clone());
+        Ok(body)
+    }
+
+    fn claimed(
+        &mut self,
+        c: &Connection,
+        row: Candidate,
+        lease: i64,
+        attempt: u32,
+        rescued: bool,
+    ) -> Result<ClaimedDelivery> {
+        let (_, destination) = self.subscriber(c, &row.subscriber_id)?;
+        Ok(ClaimedDelivery {
+            key: DeliveryKey(row.key),
+            event: self.event(c, &row.event_id)?,
+            id: row.id,
+            lease,
+            attempt,
+            first_seen: row.first_seen,
+            window_start: row.window_start,
+            due_at: row.run_at,
+            rescued,
+            destination,
+        })
+    }
+}
+
+fn new_lease() -> i64 {
+    rand::random::<i64>()
+}
+
+pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
+    if req.limit == 0 {
+        return Ok(Vec::new());
+    }
+    let cap = req.max_in_flight_per_subscriber;
+    let at_cap: Vec<&String> = w
+        .in_flight
+        .iter()
+        .filter(|(_, n)| **n >= cap)
+        .map(|(s, _)| s)
+        .collect();
+    let at_cap = serde_json::to_string(&at_cap).expect("strings serialize");
+
+    let c = &w.conn;
+    let mut lookups = Lookups::default();
+    let mut lease_rows = Vec::new();
+    let mut hold = Vec::new();
+    let mut taken: HashMap<String, u32> = HashMap::new();
+    {
+        let mut stmt = c.prepare_cached(&format!(
+            "SELECT {CANDIDATE_COLUMNS} FROM deliveries
+             WHERE state = 'scheduled' AND held = 0 AND run_at <= ?1
+               AND subscriber_id NOT IN (SELECT value FROM json_each(?2))
+             ORDER BY run_at"
+        ))?;
+        let mut rows = stmt.query(params![req.now, at_cap])?;
+        let mut scanned = 0;
+        while let Some(r) = rows.next()? {
+            scanned += 1;
+            if scanned > scan_budget(req.limit) {
+                break;
+            }
+            let row = candidate(r)?;
+            let (status, _) = lookups.subscriber(c, &row.subscriber_id)?;
+            if status != SubscriberStatus::Active {
+                // Paused (revoked subscribers have no scheduled deliveries): park it off the
+                // due index until the subscriber resumes.
+                hold.push(row.key);
+                continue;
+            }
+            let in_flight = w.in_flight.get(&row.subscriber_id).copied().unwrap_or(0);
+            let taken = taken.entry(row.subscriber_id.clone()).or_default();
+            if in_flight + *taken >= cap {
+                continue;
+            }
+            *taken += 1;
+            lease_rows.push(row);
+            if lease_rows.len() == req.limit {
+                break;
+            }
+        }
+    }
+    for key in hold {
+        c.prepare_cached("UPDATE deliveries SET held = 1 WHERE seq = ?1")?
+            .execute([key])?;
+    }
+    let lease = new_lease();
+    let expires = req.now + req.lease_ms;
+    let mut claimed = Vec::with_capacity(lease_rows.len());
+    for row in lease_rows {
+        c.prepare_cached(
+            "UPDATE deliveries SET state = 'in_flight', attempts = attempts + 1,
+                 lease_token = ?2, lease_expires = ?3, updated_at = ?4
+             WHERE seq = ?1",
+        )?
+        .execute(params![row.key, lease, expires, req.now])?;
+        *w.in_flight.entry(row.subscriber_id.clone()).or_default() += 1;
+        let attempt = row.attempts + 1;
+        claimed.push(lookups.claimed(c, row, lease, attempt, false)?);
+    }
+    Ok(claimed)
+}
+
+pub(super) fn rescue_expired(
+    c: &Connection,
+    now: UnixMs,
+    limit: usize,
+    lease_ms: i64,
+) -> Result<Vec<ClaimedDelivery>> {
+    let rows = c
+        .prepare_cached(&format!(
+            "SELECT {CANDIDATE_COLUMNS} FROM deliveries
+             WHERE state = 'in_flight' AND lease_expires <= ?1
+             ORDER BY lease_expires LIMIT ?2"
+        ))?
+        .query_map(params![now, limit as i64], candidate)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let lease = new_lease();
+    let mut lookups = Lookups::default();
+    let mut rescued = Vec::with_capacity(rows.len());
+    for row in rows {
+        c.prepare_cached(
+            "UPDATE deliveries SET lease_token = ?2, lease_expires = ?3, updated_at = ?4 WHERE seq = ?1",
+        )?
+        .execute(params![row.key, lease, now + lease_ms, now])?;
+        // The lost attempt was counted when it was claimed.
+        let attempt = row.attempts;
+        rescued.push(lookups.claimed(c, row, lease, attempt, true)?);
+    }
+    Ok(rescued)
+}
+
+pub(super) fn complete(
+    w: &mut Writer,
+    completions: Vec<Completion>,
+    now: UnixMs,
+) -> Result<Vec<CompletionResult>> {
+    let mut results = Vec::with_capacity(completions.len());
+    for done in completions {
+        let c = &w.conn;
+        let holder = c
+            .prepare_cached(
+                "SELECT subscriber_id FROM deliveries
+                 WHERE seq = ?1 AND state = 'in_flight' AND lease_token = ?2",
+            )?
+            .query_row(params![done.key.0, done.lease], |r| r.get::<_, String>(0))
+            .optional()?;
+        let Some(subscriber_id) = holder else {
+            results.push(CompletionResult::LeaseLost);
+            continue;
+        };
+        let mut transition = done.transition;
+        if matches!(transition, Transition::Reschedule { .. })
+            && reads::subscriber(c, &subscriber_id)?.status == SubscriberStatus::Revoked
+        {
+            transition = Transition::Dead(DeadReason::SubscriptionRevoked);
+        }
+        let (state, run_at, reason) = match transition {
+            Transition::Delivered => (DeliveryState::Delivered, None, None),
+            Transition::Reschedule { run_at } => (DeliveryState::Scheduled, Some(run_at), None),
+            Transition::Dead(reason) => (DeliveryState::Dead, None, Some(reason.as_str())),
+        };
+        c.prepare_cached(
+            "UPDATE deliveries SET state = ?2, run_at = ?3, dead_reason = ?4,
+                 dead_at = CASE WHEN ?4 IS NULL THEN NULL ELSE ?5 END,
+                 lease_token = NULL, lease_expires = NULL, updated_at = ?5
+             WHERE seq = ?1",
+        )?
+        .execute(params![done.key.0, state.as_str(), run_at, reason, now])?;
+        let a = &done.attempt;
+        c.prepare_cached(
+            "INSERT INTO attempts (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            done.key.0,
+            a.ordinal,
+            a.started_at,
+            a.duration_ms as i64,
+            a.outcome.as_str(),
+            a.status,
+            a.error
+        ])?;
+        if done.revoke_subscriber {
+            revoke_subscriber(c, &subscriber_id, now)?;
+        }
+        w.release_slot(&subscriber_id);
+        results.push(CompletionResult::Applied);
+    }
+    Ok(results)
+}
+
+pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<String> {
+    if req.limit == 0 || req.limit > 1000 {
+        return Err(StoreError::Invalid(
+            "limit must be between 1 and 1000".into(),
+        ));
+    }
+    if let Some(rate) = req.per_second {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(StoreError::Invalid(
+                "per_second must be a positive number".into(),
+            ));
+        }
+    }
+    let selected = c
+        .prepare_cached(
+            "SELECT d.seq, d.id FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+             WHERE d.state = 'dead' AND d.dead_reason = ?1
+               AND (?2 IS NULL OR d.subscriber_id = ?2)
+               AND s.status != 'revoked'
+             ORDER BY d.dead_at, d.seq LIMIT ?3",
+        )?
+        .query_map(
+            params![req.reason.as_str(), req.subscriber_id, req.limit],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+        )?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let id = format!("rpl_{:016x}", rand::random::<u64>());
+    c.prepare_cached(
+        "INSERT INTO replays (id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        id,
+        now,
+        req.reason.as_str(),
+        req.subscriber_id,
+        req.limit,
+        req.per_second,
+        req.requested_by,
+        selected.len() as i64
+    ])?;
+    let replay_seq = c.last_insert_rowid();
+    for (i, (key, _)) in selected.iter().enumerate() {
+        // Pacing is persisted as each delivery's run_at, so a restart keeps it.
+        let release = match req.per_second {
+            Some(rate) => now + (i as f64 * 1000.0 / rate) as i64,
+            None => now,
+        };
+        c.prepare_cached(
+            "UPDATE deliveries SET state = 'scheduled', held = 0, attempts = 0,
+                 window_start = ?2, run_at = ?2, dead_reason = NULL, dead_at = NULL, updated_at = ?3
+             WHERE seq = ?1",
+        )?
+        .execute(params![key, release, now])?;
+        c.prepare_cached("INSERT INTO replay_items (replay_seq, delivery_seq) VALUES (?1, ?2)")?
+            .execute(params![replay_seq, key])?;
+    }
+    Ok(id)
+}
