@@ -1,0 +1,827 @@
+//! The one test suite every storage backend passes. Each case is written once against the
+//! `Store` trait; `conformance!` instantiates all of them for a backend's harness.
+
+use std::sync::Arc;
+
+use hookline_policy::{DeadReason, Outcome};
+use hookline_store::*;
+
+/// How a backend gives each test a fresh, isolated database, and reopens it like a restart.
+#[async_trait::async_trait]
+pub trait Harness: Sized {
+    async fn fresh() -> Self;
+    async fn open(&self) -> Arc<dyn Store>;
+}
+
+struct Sqlite {
+    dir: tempfile::TempDir,
+}
+
+#[async_trait::async_trait]
+impl Harness for Sqlite {
+    async fn fresh() -> Self {
+        Sqlite {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    async fn open(&self) -> Arc<dyn Store> {
+        let path = self.dir.path().join("hookline.db");
+        open(&format!("sqlite://{}", path.display())).await.unwrap()
+    }
+}
+
+macro_rules! conformance {
+    ($module:ident, $harness:ty, $($case:ident),* $(,)?) => {
+        mod $module {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let harness = <$harness as Harness>::fresh().await;
+                    cases::$case(&harness).await;
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! all_cases {
+    ($module:ident, $harness:ty) => {
+        conformance!(
+            $module,
+            $harness,
+            subscribers_crud,
+            publish_fans_out_once,
+            claims_only_due_within_caps,
+            completion_is_fenced_by_the_lease,
+            rescue_returns_lost_attempts,
+            pause_holds_without_spending_attempts,
+            revocation_kills_pending_and_stops_fan_out,
+            dead_letters_filter_and_page,
+            replay_is_bounded_paced_and_audited,
+            state_survives_reopen,
+        );
+    };
+}
+
+all_cases!(sqlite, Sqlite);
+
+const T0: i64 = 1_800_000_000_000;
+const LEASE: i64 = 10_000;
+
+fn sub(id: &str, types: &[&str]) -> NewSubscriber {
+    NewSubscriber {
+        id: id.into(),
+        url: format!("http://127.0.0.1:9/{id}"),
+        event_types: types.iter().map(|s| s.to_string()).collect(),
+        secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0".into(),
+    }
+}
+
+fn event(id: &str, ty: &str) -> NewEvent {
+    NewEvent {
+        id: id.into(),
+        event_type: ty.into(),
+        payload: r#"{"shipment":"SHP-20418"}"#.into(),
+        payload_version: 1,
+    }
+}
+
+fn claim(now: i64, limit: usize, cap: u32) -> ClaimRequest {
+    ClaimRequest {
+        now,
+        limit,
+        lease_ms: LEASE,
+        max_in_flight_per_subscriber: cap,
+    }
+}
+
+fn attempt(c: &ClaimedDelivery, outcome: Outcome, now: i64) -> AttemptRecord {
+    AttemptRecord {
+        ordinal: c.attempt,
+        started_at: now,
+        duration_ms: 3,
+        outcome,
+        status: Some(if outcome == Outcome::Success {
+            200
+        } else {
+            503
+        }),
+        error: None,
+    }
+}
+
+fn completion(c: &ClaimedDelivery, transition: Transition, now: i64) -> Completion {
+    let outcome = match transition {
+        Transition::Delivered => Outcome::Success,
+        Transition::Reschedule { .. } => Outcome::Retryable,
+        Transition::Dead(_) => Outcome::Permanent,
+    };
+    Completion {
+        key: c.key,
+        lease: c.lease,
+        attempt: attempt(c, outcome, now),
+        transition,
+        revoke_subscriber: false,
+    }
+}
+
+async fn accepted(store: &dyn Store, e: NewEvent, now: i64) -> u64 {
+    match store.publish(e, now).await.unwrap() {
+        PublishOutcome::Accepted(r) => r.deliveries,
+        other => panic!("expected a new event, got {other:?}"),
+    }
+}
+
+/// Claims everything due and kills it, so dead-letter and replay tests have material.
+async fn kill_all(store: &dyn Store, now: i64, reason: DeadReason) -> usize {
+    let claimed = store.claim_due(claim(now, 1000, 1000)).await.unwrap();
+    let n = claimed.len();
+    let done = claimed
+        .iter()
+        .map(|c| completion(c, Transition::Dead(reason), now))
+        .collect();
+    store.complete(done, now).await.unwrap();
+    n
+}
+
+mod cases {
+    use super::*;
+
+    pub async fn subscribers_crud(h: &impl Harness) {
+        let store = h.open().await;
+        let a = store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        assert_eq!(a.status, SubscriberStatus::Active);
+        assert_eq!(a.created_at, T0);
+        assert!(matches!(
+            store.create_subscriber(sub("a", &[]), T0).await,
+            Err(StoreError::Conflict(_))
+        ));
+        assert!(matches!(
+            store.get_subscriber("nobody").await,
+            Err(StoreError::NotFound(_))
+        ));
+        for id in ["b", "c"] {
+            store.create_subscriber(sub(id, &["x"]), T0).await.unwrap();
+        }
+        let first = store.list_subscribers(2, None).await.unwrap();
+        assert_eq!(first.items.len(), 2);
+        let rest = store
+            .list_subscribers(2, first.next_cursor.clone())
+            .await
+            .unwrap();
+        assert_eq!(rest.items.len(), 1);
+        assert_eq!(rest.next_cursor, None);
+        assert!(matches!(
+            store.list_subscribers(2, Some("garbage".into())).await,
+            Err(StoreError::Invalid(_))
+        ));
+
+        let patched = store
+            .update_subscriber(
+                "b",
+                SubscriberPatch {
+                    url: Some("http://127.0.0.1:9/new".into()),
+                    event_types: Some(vec![]),
+                    status: Some(SubscriberStatus::Paused),
+                },
+                T0 + 1,
+            )
+            .await
+            .unwrap();
+        assert_eq!(patched.url, "http://127.0.0.1:9/new");
+        assert!(patched.event_types.is_empty());
+        assert_eq!(patched.status, SubscriberStatus::Paused);
+        assert_eq!(patched.updated_at, T0 + 1);
+
+        let revoked = store.revoke_subscriber("b", T0 + 2).await.unwrap();
+        assert_eq!(revoked.status, SubscriberStatus::Revoked);
+        assert!(matches!(
+            store
+                .update_subscriber("b", SubscriberPatch::default(), T0 + 3)
+                .await,
+            Err(StoreError::Conflict(_))
+        ));
+        assert!(matches!(
+            store.revoke_subscriber("nobody", T0).await,
+            Err(StoreError::NotFound(_))
+        ));
+    }
+
+    pub async fn publish_fans_out_once(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("all", &[]), T0).await.unwrap();
+        store
+            .create_subscriber(sub("ships", &["shipment.out_for_delivery"]), T0)
+            .await
+            .unwrap();
+        store
+            .create_subscriber(sub("invoices", &["invoice.paid"]), T0)
+            .await
+            .unwrap();
+        store.create_subscriber(sub("gone", &[]), T0).await.unwrap();
+        store.revoke_subscriber("gone", T0).await.unwrap();
+
+        let e = event("SHP-20418", "shipment.out_for_delivery");
+        assert_eq!(accepted(&*store, e.clone(), T0).await, 2);
+        let again = store.publish(e.clone(), T0 + 5).await.unwrap();
+        assert_eq!(
+            again,
+            PublishOutcome::AlreadyAccepted(EventReceipt {
+                id: "SHP-20418".into(),
+                event_type: "shipment.out_for_delivery".into(),
+                deliveries: 2
+            })
+        );
+        let mut changed = e.clone();
+        changed.payload = r#"{"shipment":"SHP-1"}"#.into();
+        assert_eq!(
+            store.publish(changed, T0).await.unwrap(),
+            PublishOutcome::Conflict
+        );
+        let mut bumped = e;
+        bumped.payload_version = 2;
+        assert_eq!(
+            store.publish(bumped, T0).await.unwrap(),
+            PublishOutcome::Conflict
+        );
+
+        let ev = store.get_event("SHP-20418").await.unwrap();
+        assert_eq!(ev.deliveries, 2);
+        assert_eq!(ev.accepted_at, T0);
+        assert_eq!(ev.counts.scheduled, 2);
+        let d = store.get_delivery("SHP-20418:ships").await.unwrap();
+        assert_eq!(d.event_id, "SHP-20418");
+        assert_eq!(d.subscriber_id, "ships");
+        assert_eq!(d.state, DeliveryState::Scheduled);
+        assert_eq!(d.attempts, 0);
+        assert_eq!(d.first_seen, T0);
+        assert_eq!(d.next_attempt_at, Some(T0));
+        assert!(matches!(
+            store.get_delivery("SHP-20418:invoices").await,
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.get_event("nope").await,
+            Err(StoreError::NotFound(_))
+        ));
+        // Nothing matches: the event is still recorded, with zero deliveries.
+        assert_eq!(accepted(&*store, event("e2", "nobody.cares"), T0).await, 1);
+    }
+
+    pub async fn claims_only_due_within_caps(h: &impl Harness) {
+        let store = h.open().await;
+        for id in ["a", "b"] {
+            store.create_subscriber(sub(id, &[]), T0).await.unwrap();
+        }
+        for i in 0..5 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0 + i).await;
+        }
+        // Nothing is due before it was accepted.
+        assert!(store
+            .claim_due(claim(T0 - 1, 100, 10))
+            .await
+            .unwrap()
+            .is_empty());
+        // Cap 2 per subscriber: 2 for a, 2 for b, oldest first.
+        let first = store.claim_due(claim(T0 + 10, 100, 2)).await.unwrap();
+        assert_eq!(first.len(), 4);
+        let mut ids: Vec<&str> = first.iter().map(|c| c.id.as_str()).collect();
+        ids.sort();
+        assert_eq!(ids, ["e0:a", "e0:b", "e1:a", "e1:b"]);
+        assert!(first.iter().all(|c| c.attempt == 1 && !c.rescued));
+        assert_eq!(first[0].event.payload, r#"{"shipment":"SHP-20418"}"#);
+        assert_eq!(first[0].destination.url, "http://127.0.0.1:9/a");
+        // At cap: nothing more until a slot frees.
+        assert!(store
+            .claim_due(claim(T0 + 10, 100, 2))
+            .await
+            .unwrap()
+            .is_empty());
+        store
+            .complete(
+                vec![completion(&first[0], Transition::Delivered, T0 + 11)],
+                T0 + 11,
+            )
+            .await
+            .unwrap();
+        let next = store.claim_due(claim(T0 + 12, 100, 2)).await.unwrap();
+        assert_eq!(next.len(), 1);
+        assert_eq!(
+            next[0].destination.subscriber_id,
+            first[0].destination.subscriber_id
+        );
+        // The limit is respected.
+        let limited = store.claim_due(claim(T0 + 12, 1, 100)).await.unwrap();
+        assert_eq!(limited.len(), 1);
+        let d = store.get_delivery(&first[1].id).await.unwrap();
+        assert_eq!(d.state, DeliveryState::InFlight);
+        assert_eq!(d.attempts, 1);
+    }
+
+    pub async fn completion_is_fenced_by_the_lease(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        accepted(&*store, event("e", "t"), T0).await;
+        let c = store.claim_due(claim(T0, 10, 10)).await.unwrap().remove(0);
+        let mut forged = completion(&c, Transition::Delivered, T0 + 1);
+        forged.lease = c.lease.wrapping_add(1);
+        assert_eq!(
+            store.complete(vec![forged], T0 + 1).await.unwrap(),
+            [CompletionResult::LeaseLost]
+        );
+        assert_eq!(
+            store.get_delivery("e:a").await.unwrap().state,
+            DeliveryState::InFlight
+        );
+        let run_at = T0 + 2_500;
+        let results = store
+            .complete(
+                vec![completion(&c, Transition::Reschedule { run_at }, T0 + 2)],
+                T0 + 2,
+            )
+            .await
+            .unwrap();
+        assert_eq!(results, [CompletionResult::Applied]);
+        let d = store.get_delivery("e:a").await.unwrap();
+        assert_eq!(d.state, DeliveryState::Scheduled);
+        assert_eq!(d.next_attempt_at, Some(run_at));
+        assert_eq!(d.attempts, 1);
+        assert_eq!(d.attempt_history.len(), 1);
+        assert_eq!(d.attempt_history[0].outcome, Outcome::Retryable);
+        assert_eq!(d.attempt_history[0].status, Some(503));
+        // A second completion with the same (now spent) lease changes nothing.
+        assert_eq!(
+            store
+                .complete(vec![completion(&c, Transition::Delivered, T0 + 3)], T0 + 3)
+                .await
+                .unwrap(),
+            [CompletionResult::LeaseLost]
+        );
+        assert_eq!(store.next_wakeup().await.unwrap(), Some(run_at));
+        assert!(store
+            .claim_due(claim(run_at - 1, 10, 10))
+            .await
+            .unwrap()
+            .is_empty());
+        let again = store.claim_due(claim(run_at, 10, 10)).await.unwrap();
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].attempt, 2);
+        assert_eq!(again[0].due_at, run_at);
+        store
+            .complete(
+                vec![completion(&again[0], Transition::Delivered, run_at + 5)],
+                run_at + 5,
+            )
+            .await
+            .unwrap();
+        let d = store.get_delivery("e:a").await.unwrap();
+        assert_eq!(d.state, DeliveryState::Delivered);
+        assert_eq!(d.next_attempt_at, None);
+        let ordinals: Vec<u32> = d.attempt_history.iter().map(|a| a.ordinal).collect();
+        assert_eq!(ordinals, [1, 2]);
+        assert_eq!(store.get_event("e").await.unwrap().counts.delivered, 1);
+        assert_eq!(store.next_wakeup().await.unwrap(), None);
+    }
+
+    pub async fn rescue_returns_lost_attempts(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        accepted(&*store, event("e", "t"), T0).await;
+        let lost = store.claim_due(claim(T0, 10, 10)).await.unwrap().remove(0);
+        assert_eq!(store.next_wakeup().await.unwrap(), Some(T0 + LEASE));
+        assert!(store
+            .rescue_expired(T0 + LEASE - 1, 10, LEASE)
+            .await
+            .unwrap()
+            .is_empty());
+        let rescued = store
+            .rescue_expired(T0 + LEASE, 10, LEASE)
+            .await
+            .unwrap()
+            .remove(0);
+        assert!(rescued.rescued);
+        assert_eq!(rescued.id, lost.id);
+        assert_eq!(rescued.attempt, 1, "the lost attempt was already counted");
+        assert_ne!(rescued.lease, lost.lease);
+        // The lost worker comes back: its completion is refused.
+        assert_eq!(
+            store
+                .complete(
+                    vec![completion(&lost, Transition::Delivered, T0 + LEASE)],
+                    T0 + LEASE
+                )
+                .await
+                .unwrap(),
+            [CompletionResult::LeaseLost]
+        );
+        // The rescuer records the lost attempt and the policy's decision.
+        let mut done = completion(
+            &rescued,
+            Transition::Reschedule {
+                run_at: T0 + LEASE + 100,
+            },
+            T0 + LEASE,
+        );
+        done.attempt.outcome = Outcome::Retryable;
+        done.attempt.status = None;
+        done.attempt.error = Some("lease expired".into());
+        assert_eq!(
+            store.complete(vec![done], T0 + LEASE).await.unwrap(),
+            [CompletionResult::Applied]
+        );
+        let d = store.get_delivery("e:a").await.unwrap();
+        assert_eq!(d.attempts, 1);
+        assert_eq!(d.attempt_history[0].error.as_deref(), Some("lease expired"));
+        assert_eq!(
+            store
+                .claim_due(claim(T0 + LEASE + 100, 10, 10))
+                .await
+                .unwrap()[0]
+                .attempt,
+            2
+        );
+    }
+
+    pub async fn pause_holds_without_spending_attempts(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        store.create_subscriber(sub("b", &[]), T0).await.unwrap();
+        let pause = SubscriberPatch {
+            status: Some(SubscriberStatus::Paused),
+            ..Default::default()
+        };
+        store
+            .update_subscriber("a", pause.clone(), T0)
+            .await
+            .unwrap();
+        accepted(&*store, event("e1", "t"), T0).await;
+        let claimed = store.claim_due(claim(T0, 10, 10)).await.unwrap();
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(claimed[0].id, "e1:b");
+        // Paused after its deliveries were created: they are parked when met.
+        store.update_subscriber("b", pause, T0).await.unwrap();
+        accepted(&*store, event("e2", "t"), T0 + 1).await;
+        assert!(store
+            .claim_due(claim(T0 + 2, 10, 10))
+            .await
+            .unwrap()
+            .is_empty());
+        assert_eq!(store.get_delivery("e1:a").await.unwrap().attempts, 0);
+        assert_eq!(
+            store.get_delivery("e2:b").await.unwrap().state,
+            DeliveryState::Scheduled
+        );
+        let resume = SubscriberPatch {
+            status: Some(SubscriberStatus::Active),
+            ..Default::default()
+        };
+        store
+            .update_subscriber("a", resume.clone(), T0 + 3)
+            .await
+            .unwrap();
+        store.update_subscriber("b", resume, T0 + 3).await.unwrap();
+        let mut ids: Vec<String> = store
+            .claim_due(claim(T0 + 3, 10, 10))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        ids.sort();
+        assert_eq!(ids, ["e1:a", "e2:a", "e2:b"]);
+    }
+
+    pub async fn revocation_kills_pending_and_stops_fan_out(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        store.create_subscriber(sub("b", &[]), T0).await.unwrap();
+        accepted(&*store, event("e1", "t"), T0).await;
+        accepted(&*store, event("e2", "t"), T0 + 1).await;
+        // e1:a and e1:b in flight, e2:* scheduled.
+        let inflight = store.claim_due(claim(T0, 10, 10)).await.unwrap();
+        assert_eq!(inflight.len(), 2);
+        store.revoke_subscriber("a", T0 + 2).await.unwrap();
+        let d = store.get_delivery("e2:a").await.unwrap();
+        assert_eq!(d.state, DeliveryState::Dead);
+        assert_eq!(d.dead_reason, Some(DeadReason::SubscriptionRevoked));
+        assert_eq!(d.dead_at, Some(T0 + 2));
+        // The in-flight attempt fails retryably: it cannot be rescheduled to a revoked subscriber.
+        let a = inflight.iter().find(|c| c.id == "e1:a").unwrap();
+        store
+            .complete(
+                vec![completion(
+                    a,
+                    Transition::Reschedule { run_at: T0 + 10 },
+                    T0 + 3,
+                )],
+                T0 + 3,
+            )
+            .await
+            .unwrap();
+        let d = store.get_delivery("e1:a").await.unwrap();
+        assert_eq!(d.dead_reason, Some(DeadReason::SubscriptionRevoked));
+        assert_eq!(accepted(&*store, event("e3", "t"), T0 + 4).await, 1);
+
+        // A 410 from b revokes b along with the completion.
+        let b = inflight.iter().find(|c| c.id == "e1:b").unwrap();
+        let mut gone = completion(b, Transition::Dead(DeadReason::PermanentFailure), T0 + 5);
+        gone.attempt.status = Some(410);
+        gone.revoke_subscriber = true;
+        store.complete(vec![gone], T0 + 5).await.unwrap();
+        assert_eq!(
+            store.get_subscriber("b").await.unwrap().status,
+            SubscriberStatus::Revoked
+        );
+        assert_eq!(
+            store.get_delivery("e1:b").await.unwrap().dead_reason,
+            Some(DeadReason::PermanentFailure)
+        );
+        for id in ["e2:b", "e3:b"] {
+            assert_eq!(
+                store.get_delivery(id).await.unwrap().dead_reason,
+                Some(DeadReason::SubscriptionRevoked),
+                "{id}"
+            );
+        }
+        assert!(store
+            .claim_due(claim(T0 + 100, 10, 10))
+            .await
+            .unwrap()
+            .is_empty());
+    }
+
+    pub async fn dead_letters_filter_and_page(h: &impl Harness) {
+        let store = h.open().await;
+        for id in ["a", "b"] {
+            store.create_subscriber(sub(id, &[]), T0).await.unwrap();
+        }
+        for i in 0..3 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        assert_eq!(
+            kill_all(&*store, T0 + 1, DeadReason::AttemptsExhausted).await,
+            6
+        );
+        accepted(&*store, event("p", "t"), T0 + 2).await;
+        assert_eq!(
+            kill_all(&*store, T0 + 3, DeadReason::PermanentFailure).await,
+            2
+        );
+
+        let all = store
+            .list_dead_letters(DeadLetterFilter::default(), 100, None)
+            .await
+            .unwrap();
+        assert_eq!(all.items.len(), 8);
+        let exhausted_a = store
+            .list_dead_letters(
+                DeadLetterFilter {
+                    reason: Some(DeadReason::AttemptsExhausted),
+                    subscriber_id: Some("a".into()),
+                },
+                2,
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(exhausted_a.items.len(), 2);
+        let more = store
+            .list_dead_letters(
+                DeadLetterFilter {
+                    reason: Some(DeadReason::AttemptsExhausted),
+                    subscriber_id: Some("a".into()),
+                },
+                2,
+                exhausted_a.next_cursor,
+            )
+            .await
+            .unwrap();
+        assert_eq!(more.items.len(), 1);
+        assert_eq!(more.next_cursor, None);
+        let item = &more.items[0];
+        assert_eq!(item.subscriber_id, "a");
+        assert_eq!(item.event_type, "t");
+        assert_eq!(item.payload_version, 1);
+        assert_eq!(item.dead_at, T0 + 1);
+        assert_eq!(item.attempt_history.len(), 1);
+
+        let delivered_filter = DeliveryFilter {
+            state: Some(DeliveryState::Dead),
+            subscriber_id: Some("b".into()),
+            event_id: Some("p".into()),
+        };
+        let listed = store
+            .list_deliveries(delivered_filter, 10, None)
+            .await
+            .unwrap();
+        assert_eq!(listed.items.len(), 1);
+        assert_eq!(listed.items[0].id, "p:b");
+    }
+
+    pub async fn replay_is_bounded_paced_and_audited(h: &impl Harness) {
+        let store = h.open().await;
+        for id in ["a", "b", "gone"] {
+            store.create_subscriber(sub(id, &[]), T0).await.unwrap();
+        }
+        for i in 0..4 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        kill_all(&*store, T0 + 1, DeadReason::AttemptsExhausted).await;
+        store.revoke_subscriber("gone", T0 + 2).await.unwrap();
+
+        let bad = ReplayRequest {
+            reason: DeadReason::AttemptsExhausted,
+            subscriber_id: None,
+            limit: 0,
+            per_second: None,
+            requested_by: None,
+        };
+        assert!(matches!(
+            store.replay(bad.clone(), T0).await,
+            Err(StoreError::Invalid(_))
+        ));
+        assert!(matches!(
+            store
+                .replay(
+                    ReplayRequest {
+                        limit: 1001,
+                        ..bad.clone()
+                    },
+                    T0
+                )
+                .await,
+            Err(StoreError::Invalid(_))
+        ));
+        assert!(matches!(
+            store
+                .replay(
+                    ReplayRequest {
+                        limit: 1,
+                        per_second: Some(0.0),
+                        ..bad.clone()
+                    },
+                    T0
+                )
+                .await,
+            Err(StoreError::Invalid(_))
+        ));
+
+        let now = T0 + 60_000;
+        let replay = store
+            .replay(
+                ReplayRequest {
+                    reason: DeadReason::AttemptsExhausted,
+                    subscriber_id: None,
+                    limit: 5,
+                    per_second: Some(2.0),
+                    requested_by: Some("oncall".into()),
+                },
+                now,
+            )
+            .await
+            .unwrap();
+        assert_eq!(replay.selected, 5);
+        assert_eq!(replay.delivery_ids.len(), 5);
+        assert!(replay.delivery_ids.iter().all(|id| !id.ends_with(":gone")));
+        assert_eq!(replay.requested_by.as_deref(), Some("oncall"));
+        assert_eq!((replay.delivered, replay.dead), (0, 0));
+        let mut release: Vec<i64> = Vec::new();
+        for id in &replay.delivery_ids {
+            let d = store.get_delivery(id).await.unwrap();
+            assert_eq!(d.state, DeliveryState::Scheduled);
+            assert_eq!(d.attempts, 0, "a fresh budget");
+            assert_eq!(d.dead_reason, None);
+            assert_eq!(d.first_seen, T0, "first_seen is history and stays");
+            assert_eq!(Some(d.window_start), d.next_attempt_at, "a fresh window");
+            release.push(d.next_attempt_at.unwrap());
+        }
+        release.sort();
+        assert_eq!(
+            release,
+            [now, now + 500, now + 1000, now + 1500, now + 2000]
+        );
+        // 12 died (3 subscribers x 4 events), 5 were replayed; the 4 on "gone" are among the 7 left.
+        let left = store
+            .list_dead_letters(
+                DeadLetterFilter {
+                    reason: Some(DeadReason::AttemptsExhausted),
+                    subscriber_id: None,
+                },
+                100,
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(left.items.len(), 7);
+        assert_eq!(
+            left.items
+                .iter()
+                .filter(|d| d.subscriber_id == "gone")
+                .count(),
+            4
+        );
+
+        // Paced: only the first is due at `now`.
+        let first = store.claim_due(claim(now, 100, 100)).await.unwrap();
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].attempt, 1);
+        assert_eq!(first[0].window_start, now);
+        store
+            .complete(vec![completion(&first[0], Transition::Delivered, now)], now)
+            .await
+            .unwrap();
+        let second = store.claim_due(claim(now + 500, 100, 100)).await.unwrap();
+        store
+            .complete(
+                vec![completion(
+                    &second[0],
+                    Transition::Dead(DeadReason::PermanentFailure),
+                    now + 500,
+                )],
+                now + 500,
+            )
+            .await
+            .unwrap();
+        let audit = store.get_replay(&replay.id).await.unwrap();
+        assert_eq!((audit.delivered, audit.dead), (1, 1));
+        assert_eq!(audit.created_at, now);
+        assert_eq!(audit.limit, 5);
+        assert_eq!(audit.per_second, Some(2.0));
+        let listed = store.list_replays(10, None).await.unwrap();
+        assert_eq!(listed.items.len(), 1);
+        assert!(matches!(
+            store.get_replay("rpl_nope").await,
+            Err(StoreError::NotFound(_))
+        ));
+
+        // A replay filtered to a subscriber touches only it; the revoked one is never chosen.
+        let only_gone = store
+            .replay(
+                ReplayRequest {
+                    subscriber_id: Some("gone".into()),
+                    limit: 10,
+                    ..bad.clone()
+                },
+                now,
+            )
+            .await
+            .unwrap();
+        assert_eq!(only_gone.selected, 0);
+        let only_b = store
+            .replay(
+                ReplayRequest {
+                    subscriber_id: Some("b".into()),
+                    limit: 10,
+                    ..bad
+                },
+                now,
+            )
+            .await
+            .unwrap();
+        assert!(only_b.delivery_ids.iter().all(|id| id.ends_with(":b")));
+    }
+
+    pub async fn state_survives_reopen(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        accepted(&*store, event("e", "t"), T0).await;
+        let c = store.claim_due(claim(T0, 10, 10)).await.unwrap().remove(0);
+        store
+            .complete(
+                vec![completion(
+                    &c,
+                    Transition::Reschedule { run_at: T0 + 4_321 },
+                    T0 + 1,
+                )],
+                T0 + 1,
+            )
+            .await
+            .unwrap();
+        accepted(&*store, event("f", "t"), T0 + 2).await;
+        let in_flight = store.claim_due(claim(T0 + 2, 1, 10)).await.unwrap();
+        assert_eq!(in_flight[0].id, "f:a");
+        let before = store.get_delivery("e:a").await.unwrap();
+        drop(store);
+
+        let store = h.open().await;
+        let after = store.get_delivery("e:a").await.unwrap();
+        assert_eq!(after, before);
+        assert_eq!(after.next_attempt_at, Some(T0 + 4_321));
+        assert_eq!(after.first_seen, T0);
+        assert_eq!(after.attempts, 1);
+        // The delivery left in flight by the "dead" process still occupies its slot (cap 1)
+        // until its lease runs out and it is rescued.
+        assert!(store
+            .claim_due(claim(T0 + 5_000, 10, 1))
+            .await
+            .unwrap()
+            .is_empty());
+        let rescued = store
+            .rescue_expired(T0 + 2 + LEASE, 10, LEASE)
+            .await
+            .unwrap();
+        assert_eq!(rescued.len(), 1);
+        assert_eq!(rescued[0].id, "f:a");
+    }
+}
