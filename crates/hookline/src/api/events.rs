@@ -1,0 +1,121 @@
+//! `/v1/events`: publish once, fan out to every matching subscriber.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use hookline_store::{NewEvent, PublishOutcome};
+use serde_json::{Map, Value};
+
+use super::error::parse_json;
+use super::{validate, views, ApiError, ApiState};
+
+type Answer = Result<(StatusCode, Json<Value>), ApiError>;
+
+const FIELDS: [&str; 4] = ["id", "type", "payload", "payload_version"];
+
+/// Reads the body by hand: `"payload": null` is a valid payload, which an `Option` field could
+/// not tell apart from a missing one.
+fn new_event(body: &[u8], max_payload_bytes: usize, now: i64) -> Result<NewEvent, ApiError> {
+    let mut fields: Map<String, Value> = match parse_json::<Value>(body)? {
+        Value::Object(map) => map,
+        _ => return Err(ApiError::invalid("request body must be a JSON object")),
+    };
+    if let Some(unknown) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(ApiError::invalid(format!(
+            "unknown field `{unknown}`, expected one of `id`, `type`, `payload`, `payload_version`"
+        )));
+    }
+    let id = match fields.remove("id") {
+        None | Some(Value::Null) => validate::generate("evt", now),
+        Some(Value::String(id)) => {
+            validate::event_id(&id)?;
+            id
+        }
+        Some(_) => return Err(ApiError::invalid("id must be a string")),
+    };
+    let event_type = match fields.remove("type") {
+        Some(Value::String(t)) => {
+            validate::event_type(&t)?;
+            t
+        }
+        None | Some(Value::Null) => return Err(ApiError::invalid("type is required")),
+        Some(_) => return Err(ApiError::invalid("type must be a string")),
+    };
+    let payload = fields
+        .remove("payload")
+        .ok_or_else(|| ApiError::invalid("payload is required (any JSON value)"))?;
+    // Canonical text (object keys sorted), so the same payload always compares equal.
+    let payload = serde_json::to_string(&payload).expect("a JSON value serializes");
+    if payload.len() > max_payload_bytes {
+        return Err(ApiError::too_large(format!(
+            "payload is {} bytes; the limit is {max_payload_bytes}",
+            payload.len()
+        )));
+    }
+    let payload_version = match fields.remove("payload_version") {
+        None | Some(Value::Null) => 1,
+        Some(v) => v
+            .as_i64()
+            .filter(|v| *v >= 0)
+            .ok_or_else(|| ApiError::invalid("payload_version must be a non-negative integer"))?,
+    };
+    Ok(NewEvent {
+        id,
+        event_type,
+        payload,
+        payload_version,
+    })
+}
+
+pub async fn publish(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -> Answer {
+    let now = ctx.clock.now_ms();
+    let event = new_event(&body?, ctx.max_payload_bytes, now)?;
+    let id = event.id.clone();
+    match ctx.store.publish(event, now).await? {
+        PublishOutcome::Accepted(receipt) => {
+            ctx.wake.notify_one();
+            Ok((StatusCode::ACCEPTED, Json(views::receipt(&receipt))))
+        }
+        PublishOutcome::AlreadyAccepted(receipt) => {
+            Ok((StatusCode::OK, Json(views::receipt(&receipt))))
+        }
+        PublishOutcome::Conflict => Err(ApiError::conflict(format!(
+            "event {id:?} was already accepted with a different type, payload or payload_version"
+        ))),
+    }
+}
+
+pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+    let event = ctx.store.get_event(&id).await?;
+    Ok((StatusCode::OK, Json(views::event(&event))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(body: &str) -> Result<NewEvent, ApiError> {
+        new_event(body.as_bytes(), 64, 0)
+    }
+
+    #[test]
+    fn bodies() {
+        let e = parse(r#"{"id":"e1","type":"t","payload":{"b":1,"a":[true,null]}}"#).unwrap();
+        assert_eq!(e.payload, r#"{"a":[true,null],"b":1}"#);
+        assert_eq!(e.payload_version, 1);
+        assert_eq!(parse(r#"{"type":"t","payload":null}"#).unwrap().payload, "null");
+        assert!(parse(r#"{"type":"t","payload":1}"#).unwrap().id.starts_with("evt_"));
+        let status = |b: &str| parse(b).unwrap_err().status.as_u16();
+        assert_eq!(status("{"), 400);
+        assert_eq!(status("[1]"), 422);
+        assert_eq!(status(r#"{"payload":1}"#), 422);
+        assert_eq!(status(r#"{"type":"t"}"#), 422);
+        assert_eq!(status(r#"{"type":5,"payload":1}"#), 422);
+        assert_eq!(status(r#"{"type":"t","payload":1,"extra":1}"#), 422);
+        assert_eq!(status(r#"{"type":"t","payload":1,"payload_version":-1}"#), 422);
+        assert_eq!(status(r#"{"id":"a b","type":"t","payload":1}"#), 422);
+        assert_eq!(status(&format!(r#"{{"type":"t","payload":"{}"}}"#, "x".repeat(63))), 413);
+    }
+}

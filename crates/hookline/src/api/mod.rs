@@ -1,0 +1,104 @@
+//! The HTTP API. Handlers validate everything before touching the store, so a bad request
+//! changes nothing; the store answers `publish` only after the event and all its deliveries are
+//! committed, which is when `POST /v1/events` may say 202.
+
+mod deliveries;
+mod error;
+mod events;
+mod subscribers;
+mod validate;
+mod views;
+
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use hookline_store::Store;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+use crate::clock::Clock;
+pub use error::ApiError;
+
+/// Room for the event envelope (id, type, version) around a payload of the maximum size.
+const ENVELOPE_BYTES: usize = 64 * 1024;
+pub const MAX_PAGE: u32 = 1000;
+pub const DEFAULT_PAGE: u32 = 100;
+
+pub struct ApiContext {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub allow_private_destinations: bool,
+    pub max_payload_bytes: usize,
+    /// Wakes the dispatcher when something may have become due.
+    pub wake: Arc<Notify>,
+}
+
+pub type ApiState = State<Arc<ApiContext>>;
+
+pub fn router(ctx: Arc<ApiContext>) -> Router {
+    let body_limit = ctx.max_payload_bytes + ENVELOPE_BYTES;
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route(
+            "/v1/subscribers",
+            post(subscribers::create).get(subscribers::list),
+        )
+        .route(
+            "/v1/subscribers/{id}",
+            get(subscribers::get)
+                .patch(subscribers::update)
+                .delete(subscribers::revoke),
+        )
+        .route("/v1/subscribers/{id}/secret", get(subscribers::secret))
+        .route("/v1/events", post(events::publish))
+        .route("/v1/events/{id}", get(events::get))
+        .route("/v1/deliveries", get(deliveries::list))
+        .route("/v1/deliveries/{id}", get(deliveries::get))
+        .route("/v1/dead-letters", get(deliveries::list_dead_letters))
+        .route("/v1/dead-letters/replay", post(deliveries::replay))
+        .route("/v1/replays", get(deliveries::list_replays))
+        .route("/v1/replays/{id}", get(deliveries::get_replay))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(ctx)
+}
+
+async fn healthz(State(ctx): ApiState) -> (StatusCode, Json<Value>) {
+    match ctx.store.ping().await {
+        Ok(()) => (StatusCode::OK, Json(json!({"status": "ok"}))),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "unavailable", "error": e.to_string()})),
+        ),
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+/// `limit` and `cursor` of every list.
+#[derive(Debug, Deserialize)]
+pub struct PageQuery {
+    pub limit: Option<u32>,
+    pub cursor: Option<String>,
+}
+
+impl PageQuery {
+    pub fn limit(&self) -> Result<u32, ApiError> {
+        page_limit(self.limit)
+    }
+}
+
+pub fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
+    match limit.unwrap_or(DEFAULT_PAGE) {
+        n @ 1..=MAX_PAGE => Ok(n),
+        n => Err(ApiError::invalid(format!(
+            "limit must be between 1 and {MAX_PAGE}, not {n}"
+        ))),
+    }
+}

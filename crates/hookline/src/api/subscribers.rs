@@ -1,0 +1,147 @@
+//! `/v1/subscribers`: who receives what, and where.
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use hookline_store::{NewSubscriber, SubscriberPatch, SubscriberStatus};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::error::parse_json;
+use super::{validate, views, ApiError, ApiState, PageQuery};
+use crate::destination::check_url;
+use crate::signer::{new_secret, SigningKey};
+
+type Answer = Result<(StatusCode, Json<Value>), ApiError>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    id: Option<String>,
+    url: String,
+    event_types: Option<Vec<String>>,
+    secret: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchBody {
+    url: Option<String>,
+    event_types: Option<Vec<String>>,
+    status: Option<String>,
+}
+
+pub const MAX_EVENT_TYPES: usize = 100;
+
+fn event_types(types: Vec<String>) -> Result<Vec<String>, ApiError> {
+    if types.len() > MAX_EVENT_TYPES {
+        return Err(ApiError::invalid(format!(
+            "event_types may list at most {MAX_EVENT_TYPES} types"
+        )));
+    }
+    for t in &types {
+        validate::event_type(t)?;
+    }
+    let mut types = types;
+    types.sort();
+    types.dedup();
+    Ok(types)
+}
+
+async fn url(ctx: &super::ApiContext, raw: &str) -> Result<String, ApiError> {
+    check_url(raw, ctx.allow_private_destinations)
+        .await
+        .map(|u| u.to_string())
+        .map_err(|e| ApiError::invalid(e.to_string()))
+}
+
+pub async fn create(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -> Answer {
+    let body: CreateBody = parse_json(&body?)?;
+    let now = ctx.clock.now_ms();
+    let id = match body.id {
+        Some(id) => {
+            validate::subscriber_id(&id)?;
+            id
+        }
+        None => validate::generate("sub", now),
+    };
+    let secret = match body.secret {
+        Some(secret) => {
+            SigningKey::from_secret(&secret).map_err(|e| ApiError::invalid(e.to_string()))?;
+            secret
+        }
+        None => new_secret(),
+    };
+    let new = NewSubscriber {
+        url: url(&ctx, &body.url).await?,
+        event_types: event_types(body.event_types.unwrap_or_default())?,
+        id,
+        secret,
+    };
+    let created = ctx.store.create_subscriber(new, now).await?;
+    Ok((StatusCode::CREATED, Json(views::subscriber(&created, true))))
+}
+
+pub async fn list(
+    State(ctx): ApiState,
+    query: Result<Query<PageQuery>, QueryRejection>,
+) -> Answer {
+    let Query(q) = query?;
+    let page = ctx.store.list_subscribers(q.limit()?, q.cursor).await?;
+    Ok((
+        StatusCode::OK,
+        Json(views::page(&page, |s| views::subscriber(s, false))),
+    ))
+}
+
+pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+    let s = ctx.store.get_subscriber(&id).await?;
+    Ok((StatusCode::OK, Json(views::subscriber(&s, false))))
+}
+
+pub async fn secret(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+    let s = ctx.store.get_subscriber(&id).await?;
+    Ok((StatusCode::OK, Json(json!({"secret": s.secret}))))
+}
+
+pub async fn update(
+    State(ctx): ApiState,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let body: PatchBody = parse_json(&body?)?;
+    let status = match body.status.as_deref() {
+        None => None,
+        Some("active") => Some(SubscriberStatus::Active),
+        Some("paused") => Some(SubscriberStatus::Paused),
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "status must be \"active\" or \"paused\", not {other:?} (DELETE revokes)"
+            )))
+        }
+    };
+    let patch = SubscriberPatch {
+        url: match body.url {
+            Some(raw) => Some(url(&ctx, &raw).await?),
+            None => None,
+        },
+        event_types: body.event_types.map(event_types).transpose()?,
+        status,
+    };
+    let resumed = status == Some(SubscriberStatus::Active);
+    let s = ctx
+        .store
+        .update_subscriber(&id, patch, ctx.clock.now_ms())
+        .await?;
+    if resumed {
+        ctx.wake.notify_one();
+    }
+    Ok((StatusCode::OK, Json(views::subscriber(&s, false))))
+}
+
+pub async fn revoke(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+    let s = ctx.store.revoke_subscriber(&id, ctx.clock.now_ms()).await?;
+    Ok((StatusCode::OK, Json(views::subscriber(&s, false))))
+}

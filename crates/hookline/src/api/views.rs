@@ -1,0 +1,113 @@
+//! How records look in JSON. Times are RFC 3339; secrets appear only where a view asks for them.
+
+use hookline_store::*;
+use serde_json::value::RawValue;
+use serde_json::{json, Map, Value};
+
+use crate::clock::rfc3339;
+
+pub fn subscriber(s: &Subscriber, with_secret: bool) -> Value {
+    let mut v = json!({
+        "id": s.id,
+        "url": s.url,
+        "event_types": s.event_types,
+        "status": s.status.as_str(),
+        "created_at": rfc3339(s.created_at),
+        "updated_at": rfc3339(s.updated_at),
+    });
+    if with_secret {
+        v["secret"] = json!(s.secret);
+    }
+    v
+}
+
+/// Embeds stored canonical JSON without re-parsing it into a tree.
+pub fn raw_json(text: &str) -> Box<RawValue> {
+    RawValue::from_string(text.to_owned()).expect("stored payloads are valid JSON")
+}
+
+pub fn event(e: &Event) -> Value {
+    json!({
+        "id": e.id,
+        "type": e.event_type,
+        "payload": raw_json(&e.payload),
+        "payload_version": e.payload_version,
+        "accepted_at": rfc3339(e.accepted_at),
+        "deliveries": e.deliveries,
+        "counts": e.counts,
+    })
+}
+
+pub fn receipt(r: &EventReceipt) -> Value {
+    json!({"id": r.id, "type": r.event_type, "deliveries": r.deliveries})
+}
+
+pub fn attempt(a: &AttemptRecord) -> Value {
+    let mut v = Map::new();
+    v.insert("ordinal".into(), json!(a.ordinal));
+    v.insert("started_at".into(), json!(rfc3339(a.started_at)));
+    v.insert("duration_ms".into(), json!(a.duration_ms));
+    v.insert("outcome".into(), json!(a.outcome.as_str()));
+    if let Some(status) = a.status {
+        v.insert("status".into(), json!(status));
+    }
+    if let Some(error) = &a.error {
+        v.insert("error".into(), json!(error));
+    }
+    Value::Object(v)
+}
+
+fn history(h: &[AttemptRecord]) -> Value {
+    Value::Array(h.iter().map(attempt).collect())
+}
+
+pub fn delivery(d: &Delivery) -> Value {
+    json!({
+        "id": d.id,
+        "event_id": d.event_id,
+        "subscriber_id": d.subscriber_id,
+        "state": d.state.as_str(),
+        "attempts": d.attempts,
+        "first_seen": rfc3339(d.first_seen),
+        "window_start": rfc3339(d.window_start),
+        "next_attempt_at": d.next_attempt_at.map(rfc3339),
+        "dead_reason": d.dead_reason.map(|r| r.as_str()),
+        "dead_at": d.dead_at.map(rfc3339),
+        "attempt_history": history(&d.attempt_history),
+    })
+}
+
+pub fn dead_letter(d: &DeadLetter) -> Value {
+    json!({
+        "delivery_id": d.delivery_id,
+        "event_id": d.event_id,
+        "event_type": d.event_type,
+        "subscriber_id": d.subscriber_id,
+        "payload_version": d.payload_version,
+        "reason": d.reason.as_str(),
+        "dead_at": rfc3339(d.dead_at),
+        "attempt_history": history(&d.attempt_history),
+    })
+}
+
+pub fn replay(r: &Replay) -> Value {
+    json!({
+        "id": r.id,
+        "created_at": rfc3339(r.created_at),
+        "filter": {"reason": r.reason.as_str(), "subscriber_id": r.subscriber_id},
+        "limit": r.limit,
+        "per_second": r.per_second,
+        "requested_by": r.requested_by,
+        "selected": r.selected,
+        "delivery_ids": r.delivery_ids,
+        "delivered": r.delivered,
+        "dead": r.dead,
+    })
+}
+
+pub fn page<T>(p: &Page<T>, view: impl Fn(&T) -> Value) -> Value {
+    json!({
+        "items": p.items.iter().map(view).collect::<Vec<_>>(),
+        "next_cursor": p.next_cursor,
+    })
+}

@@ -1,0 +1,120 @@
+//! `hookline dlq`: the dead-letter queue through the HTTP API, as tables an operator can read.
+
+use serde_json::{json, Value};
+
+use super::table;
+
+async fn call(request: reqwest::RequestBuilder, api: &str) -> Result<Value, String> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| format!("cannot reach the hookline API at {api}: {e}"))?;
+    let status = response.status();
+    let body: Value = response
+        .json()
+        .await
+        .map_err(|e| format!("the API at {api} answered {status} without JSON: {e}"))?;
+    if !status.is_success() {
+        let message = body["error"]["message"].as_str().unwrap_or("(no message)");
+        return Err(format!("{status}: {message}"));
+    }
+    Ok(body)
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+pub async fn list(
+    api: &str,
+    reason: Option<String>,
+    subscriber: Option<String>,
+    limit: u32,
+    cursor: Option<String>,
+) -> Result<(), String> {
+    let mut query = vec![("limit", limit.to_string())];
+    query.extend(reason.map(|r| ("reason", r)));
+    query.extend(subscriber.map(|s| ("subscriber_id", s)));
+    query.extend(cursor.map(|c| ("cursor", c)));
+    let url = format!("{}/v1/dead-letters", api.trim_end_matches('/'));
+    let page = call(reqwest::Client::new().get(url).query(&query), api).await?;
+    print!("{}", render_list(&page));
+    Ok(())
+}
+
+pub fn render_list(page: &Value) -> String {
+    let items = page["items"].as_array().cloned().unwrap_or_default();
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|d| {
+            let history = d["attempt_history"].as_array().cloned().unwrap_or_default();
+            let last = history.last().map_or("-".into(), |a| {
+                a.get("status")
+                    .map(text)
+                    .or_else(|| a.get("error").map(text))
+                    .unwrap_or_else(|| text(&a["outcome"]))
+            });
+            vec![
+                text(&d["delivery_id"]),
+                text(&d["subscriber_id"]),
+                text(&d["event_type"]),
+                text(&d["reason"]),
+                text(&d["dead_at"]),
+                history.len().to_string(),
+                last,
+            ]
+        })
+        .collect();
+    let mut out = table::render(
+        &["DELIVERY", "SUBSCRIBER", "EVENT TYPE", "REASON", "DEAD AT", "ATTEMPTS", "LAST"],
+        &rows,
+    );
+    out += &format!("{} dead letter(s) shown", items.len());
+    match page["next_cursor"].as_str() {
+        Some(c) => out += &format!("; more with --cursor {c}\n"),
+        None => out += "\n",
+    }
+    out
+}
+
+pub async fn replay(
+    api: &str,
+    reason: String,
+    subscriber: Option<String>,
+    limit: u32,
+    per_second: Option<f64>,
+) -> Result<(), String> {
+    let body = json!({
+        "reason": reason,
+        "subscriber_id": subscriber,
+        "limit": limit,
+        "per_second": per_second,
+    });
+    let base = api.trim_end_matches('/');
+    let client = reqwest::Client::new();
+    let answer = call(client.post(format!("{base}/v1/dead-letters/replay")).json(&body), api).await?;
+    let id = text(&answer["replay_id"]);
+    let audit = call(client.get(format!("{base}/v1/replays/{id}")), api).await?;
+    let ids: Vec<Vec<String>> = audit["delivery_ids"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|d| vec![text(d)])
+        .collect();
+    print!("{}", table::render(&["REPLAYED DELIVERY"], &ids));
+    println!(
+        "replay {id}: {} dead letter(s) with reason {reason}{} released{}",
+        text(&answer["selected"]),
+        body["subscriber_id"]
+            .as_str()
+            .map_or(String::new(), |s| format!(" for subscriber {s}")),
+        per_second.map_or(String::new(), |r| format!(" at most {r}/s")),
+    );
+    println!("follow it: GET {base}/v1/replays/{id}");
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! The command line: `serve`, `schedule`, `dlq`.
+
+mod dlq;
+mod schedule;
+mod serve;
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hookline",
+    version,
+    about = "Webhook fan-out delivery: at least once, bounded retries, isolated failures, audited dead-letter replay."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP API and the delivery workers in one process.
+    Serve(ServeArgs),
+    /// Print the retry schedule the configured policy implies, attempt by attempt.
+    Schedule(ConfigArg),
+    /// Inspect and replay the dead-letter queue of a running hookline.
+    #[command(subcommand)]
+    Dlq(DlqCommand),
+}
+
+#[derive(Debug, Args)]
+struct ConfigArg {
+    /// TOML config file.
+    #[arg(long, env = "HOOKLINE_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, env = "HOOKLINE_LISTEN")]
+    listen: Option<String>,
+    /// Database URL [default: sqlite://hookline.db].
+    #[arg(long, env = "HOOKLINE_DATABASE")]
+    database: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct ApiArg {
+    /// Base URL of the hookline API.
+    #[arg(long, env = "HOOKLINE_API", default_value = "http://127.0.0.1:8080")]
+    api: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum DlqCommand {
+    /// List dead letters, newest filters first.
+    List {
+        /// Only this reason (permanent_failure, attempts_exhausted, window_expired,
+        /// next_delay_exceeds_window, subscription_revoked).
+        #[arg(long)]
+        reason: Option<String>,
+        /// Only this subscriber.
+        #[arg(long)]
+        subscriber: Option<String>,
+        /// At most this many rows (1..=1000).
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+        /// Continue from a previous page's cursor.
+        #[arg(long)]
+        cursor: Option<String>,
+        #[command(flatten)]
+        api: ApiArg,
+    },
+    /// Replay dead letters of one reason, in a bounded, audited batch.
+    Replay {
+        /// The reason to replay.
+        #[arg(long)]
+        reason: String,
+        /// Only this subscriber's dead letters.
+        #[arg(long)]
+        subscriber: Option<String>,
+        /// How many to replay at most (1..=1000).
+        #[arg(long)]
+        limit: u32,
+        /// Release at most this many per second.
+        #[arg(long)]
+        per_second: Option<f64>,
+        #[command(flatten)]
+        api: ApiArg,
+    },
+}
+
+/// Runs the parsed command line; errors are printed here and become the exit code.
+pub async fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Schedule(args) => schedule::run(args.config.as_deref()),
+        Command::Dlq(DlqCommand::List {
+            reason,
+            subscriber,
+            limit,
+            cursor,
+            api,
+        }) => dlq::list(&api.api, reason, subscriber, limit, cursor).await,
+        Command::Dlq(DlqCommand::Replay {
+            reason,
+            subscriber,
+            limit,
+            per_second,
+            api,
+        }) => dlq::replay(&api.api, reason, subscriber, limit, per_second).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! `hookline schedule`: the brief's "do the arithmetic", printed before anything is deployed.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::table;
+use crate::config::{Config, Overrides};
+
+pub fn run(config: Option<&Path>) -> Result<(), String> {
+    let config = Config::load(config, Overrides::default()).map_err(|e| e.to_string())?;
+    print!("{}", render(&config));
+    Ok(())
+}
+
+fn human(d: Duration) -> String {
+    if d.is_zero() {
+        return "0s".into();
+    }
+    // Whole milliseconds: jitter halves can leave sub-millisecond noise that helps no one.
+    humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
+}
+
+pub fn render(config: &Config) -> String {
+    let p = &config.retry;
+    let timeout = config.delivery.attempt_timeout;
+    let s = p.schedule(timeout);
+    let jitter = match p.jitter() {
+        hookline_policy::Jitter::Equal => "equal [d/2, d]",
+        hookline_policy::Jitter::Full => "full [0, d]",
+        hookline_policy::Jitter::None => "none",
+    };
+    let mut out = format!(
+        "retry policy: base_delay {}, max_delay {}, max_attempts {}, delivery_window {}, \
+         jitter {jitter}, attempt_timeout {}\n\n",
+        human(p.base_delay()),
+        human(p.max_delay()),
+        p.max_attempts(),
+        human(p.delivery_window()),
+        human(timeout),
+    );
+    let rows: Vec<Vec<String>> = s
+        .rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.attempt.to_string(),
+                if r.attempt == 1 {
+                    "-".into()
+                } else {
+                    human(r.nominal_delay)
+                },
+                human(r.earliest),
+                human(r.latest),
+                r.fit.as_str().into(),
+            ]
+        })
+        .collect();
+    out += &table::render(
+        &["ATTEMPT", "NOMINAL DELAY", "EARLIEST", "LATEST", "FITS WINDOW"],
+        &rows,
+    );
+    out += "\nEARLIEST: shortest jitter and instant failures. LATEST: longest jitter and every \
+            earlier attempt running to its timeout.\nTimes are since the delivery was first seen \
+            and leave out queue wait.\n\n";
+    out += &format!(
+        "worst case: {} attempts per delivery (retry amplification up to {}x)\n",
+        s.worst_case_attempts, s.worst_case_attempts
+    );
+    out += &format!(
+        "last attempt starts at most {} after first seen (delivery window {})\n",
+        human(s.last_attempt_latest),
+        human(p.delivery_window())
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_schedule() {
+        let text = render(&Config::from_toml("").unwrap());
+        assert!(text.contains("max_attempts 6"), "{text}");
+        assert!(text.contains("2        2s             1s        12s     yes"), "{text}");
+        assert!(text.contains("6        32s            31s       1m 52s  yes"), "{text}");
+        assert!(text.contains("worst case: 6 attempts per delivery"), "{text}");
+        assert!(text.contains("at most 1m 52s after first seen (delivery window 30m)"), "{text}");
+    }
+}

@@ -1,0 +1,97 @@
+//! Time as a dependency. The dispatcher reads the time and waits for it only through [`Clock`],
+//! so tests move time forward instead of sleeping through a retry delay.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hookline_policy::UnixMs;
+use tokio::sync::watch;
+
+pub type SleepFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+pub trait Clock: Send + Sync + 'static {
+    fn now_ms(&self) -> UnixMs;
+    /// Completes once `now_ms() >= deadline`.
+    fn sleep_until(&self, deadline: UnixMs) -> SleepFuture;
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> UnixMs {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+
+    fn sleep_until(&self, deadline: UnixMs) -> SleepFuture {
+        let wait = (deadline - self.now_ms()).max(0) as u64;
+        Box::pin(tokio::time::sleep(Duration::from_millis(wait)))
+    }
+}
+
+/// A clock that moves only when told to. Sleepers wake when it is advanced past their deadline.
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    now: Arc<watch::Sender<UnixMs>>,
+}
+
+impl ManualClock {
+    pub fn new(start: UnixMs) -> Self {
+        Self {
+            now: Arc::new(watch::channel(start).0),
+        }
+    }
+
+    pub fn advance(&self, by: Duration) {
+        self.now.send_modify(|t| *t += by.as_millis() as i64);
+    }
+
+    pub fn set(&self, to: UnixMs) {
+        self.now.send_modify(|t| *t = (*t).max(to));
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> UnixMs {
+        *self.now.borrow()
+    }
+
+    fn sleep_until(&self, deadline: UnixMs) -> SleepFuture {
+        let mut rx = self.now.subscribe();
+        Box::pin(async move {
+            let _ = rx.wait_for(|now| *now >= deadline).await;
+        })
+    }
+}
+
+/// RFC 3339 with milliseconds, UTC: the one way hookline writes times in JSON and tables.
+pub fn rfc3339(ms: UnixMs) -> String {
+    let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_manual_sleeper_wakes_when_time_passes_its_deadline() {
+        let clock = ManualClock::new(1_000);
+        let sleeper = tokio::spawn(clock.sleep_until(3_000));
+        clock.advance(Duration::from_millis(1_000));
+        tokio::task::yield_now().await;
+        assert!(!sleeper.is_finished());
+        clock.advance(Duration::from_millis(1_000));
+        sleeper.await.unwrap();
+        assert_eq!(clock.now_ms(), 3_000);
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        assert_eq!(rfc3339(1_786_784_400_123), "2026-08-15T09:00:00.123Z");
+    }
+}

@@ -1,0 +1,289 @@
+//! Configuration: defaults, overridden by the TOML file, overridden by flags and environment.
+//! Everything is checked at start-up, and a bad value is refused with a message naming its key,
+//! so a typo can never silently become a default.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use hookline_policy::{Jitter, RetryPolicy};
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("config key `{key}`: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        message: message.into(),
+    }
+}
+
+/// The file as written. Every field is optional; unknown keys are refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<String>,
+    database: Option<String>,
+    allow_private_destinations: Option<bool>,
+    max_payload_bytes: Option<u64>,
+    #[serde(default)]
+    delivery: DeliveryFile,
+    #[serde(default)]
+    retry: RetryFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeliveryFile {
+    concurrency: Option<u64>,
+    attempt_timeout: Option<String>,
+    max_in_flight_per_subscriber: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryFile {
+    base_delay: Option<String>,
+    max_delay: Option<String>,
+    max_attempts: Option<u64>,
+    delivery_window: Option<String>,
+    jitter: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DeliveryConfig {
+    /// Attempts in flight in this process.
+    pub concurrency: usize,
+    pub attempt_timeout: Duration,
+    pub max_in_flight_per_subscriber: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub database: String,
+    pub allow_private_destinations: bool,
+    pub max_payload_bytes: usize,
+    pub delivery: DeliveryConfig,
+    pub retry: RetryPolicy,
+}
+
+/// Values given on the command line or in the environment; they win over the file.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub listen: Option<String>,
+    pub database: Option<String>,
+}
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub const DEFAULT_DATABASE: &str = "sqlite://hookline.db";
+
+impl Config {
+    /// Loads `path` (if any) and applies `overrides` on top.
+    pub fn load(path: Option<&Path>, overrides: Overrides) -> Result<Self, ConfigError> {
+        let file = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                Self::parse_file(&text).map_err(|e| match e {
+                    ConfigError::Parse { message, .. } => ConfigError::Parse {
+                        path: path.display().to_string(),
+                        message,
+                    },
+                    other => other,
+                })?
+            }
+            None => FileConfig::default(),
+        };
+        Self::resolve(file, overrides)
+    }
+
+    /// Parses a config file's text with no overrides.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        Self::resolve(Self::parse_file(text)?, Overrides::default())
+    }
+
+    fn parse_file(text: &str) -> Result<FileConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: "<config>".into(),
+            message: e.message().to_string(),
+        })
+    }
+
+    fn resolve(file: FileConfig, overrides: Overrides) -> Result<Self, ConfigError> {
+        let listen = overrides
+            .listen
+            .or(file.listen)
+            .unwrap_or_else(|| DEFAULT_LISTEN.into());
+        let listen = listen.parse().map_err(|_| {
+            invalid("listen", format!("{listen:?} is not an address like 127.0.0.1:8080"))
+        })?;
+        let database = overrides
+            .database
+            .or(file.database)
+            .unwrap_or_else(|| DEFAULT_DATABASE.into());
+        let max_payload_bytes = positive("max_payload_bytes", file.max_payload_bytes, 262_144)?;
+
+        let d = file.delivery;
+        let delivery = DeliveryConfig {
+            concurrency: positive("delivery.concurrency", d.concurrency, 256)? as usize,
+            attempt_timeout: duration("delivery.attempt_timeout", d.attempt_timeout, "10s")?,
+            max_in_flight_per_subscriber: u32::try_from(positive(
+                "delivery.max_in_flight_per_subscriber",
+                d.max_in_flight_per_subscriber,
+                16,
+            )?)
+            .map_err(|_| invalid("delivery.max_in_flight_per_subscriber", "is too large"))?,
+        };
+
+        let r = file.retry;
+        let jitter = r.jitter.unwrap_or_else(|| "equal".into());
+        let jitter = Jitter::parse(&jitter).ok_or_else(|| {
+            invalid(
+                "retry.jitter",
+                format!("{jitter:?} is not one of \"equal\", \"full\", \"none\""),
+            )
+        })?;
+        let max_attempts = r.max_attempts.unwrap_or(6);
+        if max_attempts == 0 {
+            return Err(invalid("retry.max_attempts", "must be at least 1"));
+        }
+        let max_attempts = u32::try_from(max_attempts)
+            .map_err(|_| invalid("retry.max_attempts", "is too large"))?;
+        let base_delay = duration("retry.base_delay", r.base_delay, "2s")?;
+        let max_delay = duration("retry.max_delay", r.max_delay, "5m")?;
+        let window = duration("retry.delivery_window", r.delivery_window, "30m")?;
+        let retry = RetryPolicy::new(base_delay, max_delay, max_attempts, window, jitter)
+            .map_err(|e| invalid(policy_key(&e), e.to_string()))?;
+
+        Ok(Config {
+            listen,
+            database,
+            allow_private_destinations: file.allow_private_destinations.unwrap_or(false),
+            max_payload_bytes: max_payload_bytes as usize,
+            delivery,
+            retry,
+        })
+    }
+}
+
+fn policy_key(e: &hookline_policy::PolicyError) -> &'static str {
+    use hookline_policy::PolicyError::*;
+    match e {
+        MaxAttemptsZero => "retry.max_attempts",
+        BaseDelayZero | BaseAboveMax => "retry.base_delay",
+        WindowZero => "retry.delivery_window",
+    }
+}
+
+fn positive(key: &'static str, value: Option<u64>, default: u64) -> Result<u64, ConfigError> {
+    match value.unwrap_or(default) {
+        0 => Err(invalid(key, "must be greater than zero")),
+        v => Ok(v),
+    }
+}
+
+fn duration(key: &'static str, value: Option<String>, default: &str) -> Result<Duration, ConfigError> {
+    let text = value.unwrap_or_else(|| default.into());
+    let d = parse_duration(&text).map_err(|m| invalid(key, m))?;
+    if d.is_zero() {
+        return Err(invalid(key, "must be greater than zero"));
+    }
+    Ok(d)
+}
+
+/// Durations like "250ms", "2s", "5m", "1h30m", "24h".
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{text:?} is not a duration like \"250ms\", \"2s\" or \"5m\" ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = r#"
+listen = "127.0.0.1:8080"
+database = "sqlite://hookline.db"
+allow_private_destinations = false
+max_payload_bytes = 262144
+
+[delivery]
+concurrency = 256
+attempt_timeout = "10s"
+max_in_flight_per_subscriber = 16
+
+[retry]
+base_delay = "2s"
+max_delay = "5m"
+max_attempts = 6
+delivery_window = "30m"
+jitter = "equal"
+"#;
+
+    #[test]
+    fn the_documented_file_parses_to_the_defaults() {
+        let c = Config::from_toml(FULL).unwrap();
+        let d = Config::from_toml("").unwrap();
+        assert_eq!(c.listen, d.listen);
+        assert_eq!(c.database, d.database);
+        assert_eq!(c.retry, d.retry);
+        assert_eq!(c.delivery.concurrency, 256);
+        assert_eq!(c.delivery.attempt_timeout, Duration::from_secs(10));
+        assert_eq!(c.delivery.max_in_flight_per_subscriber, 16);
+        assert_eq!(c.retry.max_delay(), Duration::from_secs(300));
+        assert_eq!(c.retry.jitter(), Jitter::Equal);
+        assert_eq!(c.max_payload_bytes, 262_144);
+    }
+
+    fn refused(text: &str) -> String {
+        Config::from_toml(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn bad_values_are_refused_naming_the_key() {
+        assert!(refused("colour = \"red\"").contains("unknown field `colour`"));
+        assert!(refused("[retry]\nbackoff = \"2s\"").contains("unknown field `backoff`"));
+        assert!(refused("[retry]\nmax_attempts = 0").contains("retry.max_attempts"));
+        assert!(refused("[retry]\nbase_delay = \"10m\"").contains("retry.base_delay"));
+        assert!(refused("[retry]\nbase_delay = \"soon\"").contains("retry.base_delay"));
+        assert!(refused("[retry]\ndelivery_window = \"0s\"").contains("retry.delivery_window"));
+        assert!(refused("[retry]\njitter = \"lots\"").contains("retry.jitter"));
+        assert!(refused("[delivery]\nconcurrency = 0").contains("delivery.concurrency"));
+        assert!(refused("[delivery]\nattempt_timeout = 5").contains("invalid type"));
+        assert!(refused("listen = \"everywhere\"").contains("listen"));
+        assert!(refused("max_payload_bytes = 0").contains("max_payload_bytes"));
+    }
+
+    #[test]
+    fn overrides_win_over_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.toml");
+        std::fs::write(&path, "listen = \"127.0.0.1:1\"\ndatabase = \"sqlite://a.db\"").unwrap();
+        let c = Config::load(
+            Some(&path),
+            Overrides {
+                listen: Some("127.0.0.1:2".into()),
+                database: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(c.listen.port(), 2);
+        assert_eq!(c.database, "sqlite://a.db");
+        let missing = Config::load(Some(&dir.path().join("nope.toml")), Overrides::default());
+        assert!(missing.unwrap_err().to_string().contains("nope.toml"));
+    }
+}

@@ -1,0 +1,245 @@
+//! The delivery loop: claim -> send -> decide -> commit.
+//!
+//! The dispatcher holds no schedule of its own. A delivery waiting for a retry is a row in the
+//! store with a `run_at`, never a timer or a task here, so a slow or dead destination holds at
+//! most the in-flight slots the store's per-subscriber cap lets it claim, and a restart loses
+//! nothing. Completions go to one committer that writes them in batches (group commit).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hookline_policy::{
+    classify, revokes_subscription, AttemptResult, Decision, RetryPolicy, UnixMs,
+};
+use hookline_store::{
+    AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, Store, Transition,
+};
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::task::JoinSet;
+
+use crate::clock::Clock;
+use crate::config::DeliveryConfig;
+use crate::sender::{AttemptReport, Sender};
+
+/// When nothing says otherwise, look at the store this often anyway.
+const IDLE_POLL_MS: i64 = 1_000;
+/// How often to look for deliveries whose worker was lost.
+const RESCUE_EVERY_MS: i64 = 1_000;
+/// A lease outlives the attempt timeout by this much, to cover the commit of its completion.
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
+/// Completions written per transaction at most.
+const MAX_COMPLETIONS_PER_COMMIT: usize = 1024;
+
+/// Everything an attempt needs, shared by all attempt tasks.
+struct Shared {
+    store: Arc<dyn Store>,
+    policy: RetryPolicy,
+    clock: Arc<dyn Clock>,
+    sender: Sender,
+    wake: Arc<Notify>,
+    in_flight: AtomicUsize,
+}
+
+pub struct Dispatcher {
+    shared: Arc<Shared>,
+    delivery: DeliveryConfig,
+    lease_ms: i64,
+}
+
+/// Controls a running dispatcher.
+pub struct DispatcherHandle {
+    wake: Arc<Notify>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DispatcherHandle {
+    /// Something new may be due (a publish, a resume, a replay): look now.
+    pub fn waker(&self) -> Arc<Notify> {
+        self.wake.clone()
+    }
+
+    /// Stops claiming, lets in-flight attempts finish and commits their outcomes.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+impl Dispatcher {
+    pub fn spawn(
+        store: Arc<dyn Store>,
+        policy: RetryPolicy,
+        delivery: DeliveryConfig,
+        clock: Arc<dyn Clock>,
+    ) -> DispatcherHandle {
+        let wake = Arc::new(Notify::new());
+        let lease_ms = (delivery.attempt_timeout + LEASE_MARGIN).as_millis() as i64;
+        let dispatcher = Dispatcher {
+            shared: Arc::new(Shared {
+                store,
+                policy,
+                clock,
+                sender: Sender::new(delivery.attempt_timeout),
+                wake: wake.clone(),
+                in_flight: AtomicUsize::new(0),
+            }),
+            delivery,
+            lease_ms,
+        };
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(dispatcher.run(stopped));
+        DispatcherHandle { wake, stop, task }
+    }
+
+    async fn run(self, mut stop: watch::Receiver<bool>) {
+        let s = &self.shared;
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let committer = tokio::spawn(commit_loop(s.clone(), done_rx));
+        let mut attempts = JoinSet::new();
+        let mut next_rescue: UnixMs = 0;
+        while !*stop.borrow() {
+            let now = s.clock.now_ms();
+            let free = self.delivery.concurrency - s.in_flight.load(Ordering::Acquire);
+            let mut batch = Vec::new();
+            if free > 0 && now >= next_rescue {
+                next_rescue = now + RESCUE_EVERY_MS;
+                match s.store.rescue_expired(now, free, self.lease_ms).await {
+                    Ok(rescued) => batch = rescued,
+                    Err(e) => tracing::error!(error = %e, "rescue of expired leases failed"),
+                }
+            }
+            let want = free - batch.len();
+            let mut filled = false;
+            if want > 0 {
+                let request = ClaimRequest {
+                    now,
+                    limit: want,
+                    lease_ms: self.lease_ms,
+                    max_in_flight_per_subscriber: self.delivery.max_in_flight_per_subscriber,
+                };
+                match s.store.claim_due(request).await {
+                    Ok(claimed) => {
+                        filled = claimed.len() == want;
+                        batch.extend(claimed);
+                    }
+                    Err(e) => tracing::error!(error = %e, "claim failed"),
+                }
+            }
+            for delivery in batch {
+                s.in_flight.fetch_add(1, Ordering::AcqRel);
+                attempts.spawn(attempt(s.clone(), delivery, done_tx.clone()));
+            }
+            while attempts.try_join_next().is_some() {}
+            if filled {
+                continue;
+            }
+            let deadline = match s.store.next_wakeup().await {
+                Ok(Some(t)) if t > now => t.min(now + IDLE_POLL_MS),
+                _ => now + IDLE_POLL_MS,
+            };
+            tokio::select! {
+                _ = s.wake.notified() => {}
+                _ = s.clock.sleep_until(deadline) => {}
+                _ = stop.changed() => {}
+            }
+        }
+        tracing::info!(
+            in_flight = s.in_flight.load(Ordering::Acquire),
+            "dispatcher stopping: finishing in-flight attempts"
+        );
+        while attempts.join_next().await.is_some() {}
+        drop(done_tx);
+        let _ = committer.await;
+    }
+}
+
+/// Message for a rescued delivery's lost attempt.
+const LOST_ATTEMPT: &str =
+    "attempt lost: the worker stopped before recording an outcome (lease expired)";
+
+async fn attempt(
+    s: Arc<Shared>,
+    d: ClaimedDelivery,
+    done: mpsc::UnboundedSender<(String, Completion)>,
+) {
+    let started_at = s.clock.now_ms();
+    let timer = Instant::now();
+    let report = if d.rescued {
+        AttemptReport {
+            result: AttemptResult::Lost,
+            error: Some(LOST_ATTEMPT.into()),
+        }
+    } else {
+        s.sender.send(&d, started_at.div_euclid(1000)).await
+    };
+    let duration_ms = timer.elapsed().as_millis() as u64;
+    let now = s.clock.now_ms();
+    let outcome = classify(report.result);
+    let transition = match s
+        .policy
+        .decide(&d.id, outcome, d.attempt, d.window_start, now)
+    {
+        Decision::Deliver => Transition::Delivered,
+        Decision::Reschedule { run_at } => Transition::Reschedule { run_at },
+        Decision::Dead(reason) => {
+            tracing::info!(delivery = %d.id, %reason, attempt = d.attempt, "delivery dead");
+            Transition::Dead(reason)
+        }
+    };
+    let status = match report.result {
+        AttemptResult::Status(code) => Some(code),
+        _ => None,
+    };
+    tracing::debug!(delivery = %d.id, attempt = d.attempt, ?status, outcome = outcome.as_str(), "attempt");
+    let completion = Completion {
+        key: d.key,
+        lease: d.lease,
+        attempt: AttemptRecord {
+            ordinal: d.attempt,
+            started_at,
+            duration_ms,
+            outcome,
+            status,
+            error: report.error,
+        },
+        transition,
+        revoke_subscriber: revokes_subscription(report.result),
+    };
+    let _ = done.send((d.id, completion));
+    s.in_flight.fetch_sub(1, Ordering::AcqRel);
+    s.wake.notify_one();
+}
+
+/// Writes completions in batches: everything that finished while the previous batch was being
+/// committed goes into the next transaction.
+async fn commit_loop(s: Arc<Shared>, mut done: mpsc::UnboundedReceiver<(String, Completion)>) {
+    let mut batch = Vec::new();
+    while done.recv_many(&mut batch, MAX_COMPLETIONS_PER_COMMIT).await > 0 {
+        let (ids, completions): (Vec<String>, Vec<Completion>) = batch.drain(..).unzip();
+        let mut tries = 0;
+        let results = loop {
+            match s.store.complete(completions.clone(), s.clock.now_ms()).await {
+                Ok(results) => break results,
+                Err(e) if tries < 5 => {
+                    tries += 1;
+                    tracing::warn!(error = %e, tries, "committing completions failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200 * tries)).await;
+                }
+                Err(e) => {
+                    // The deliveries stay leased; once the leases run out they are rescued and
+                    // these attempts are recorded as lost. Nothing is dropped.
+                    tracing::error!(error = %e, count = ids.len(), "completions not committed");
+                    break Vec::new();
+                }
+            }
+        };
+        for (id, result) in ids.iter().zip(results) {
+            if result == CompletionResult::LeaseLost {
+                tracing::warn!(delivery = %id, "completion ignored: its lease was lost to a rescue");
+            }
+        }
+        s.wake.notify_one();
+    }
+}

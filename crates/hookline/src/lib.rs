@@ -1,0 +1,13 @@
+//! hookline: webhook fan-out delivery. Publish an event once; hookline delivers it to every
+//! subscribed endpoint at least once, with bounded retries, isolated failures and an audited
+//! dead-letter queue. See `docs/ARCHITECTURE.md` for the map.
+
+pub mod api;
+pub mod app;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod destination;
+pub mod dispatcher;
+pub mod sender;
+pub mod signer;
