@@ -129,7 +129,10 @@ impl Config {
             .or(file.listen)
             .unwrap_or_else(|| DEFAULT_LISTEN.into());
         let listen = listen.parse().map_err(|_| {
-            invalid("listen", format!("{listen:?} is not an address like 127.0.0.1:8080"))
+            invalid(
+                "listen",
+                format!("{listen:?} is not an address like 127.0.0.1:8080"),
+            )
         })?;
         let database = overrides
             .database
@@ -196,7 +199,11 @@ fn positive(key: &'static str, value: Option<u64>, default: u64) -> Result<u64, 
     }
 }
 
-fn duration(key: &'static str, value: Option<String>, default: &str) -> Result<Duration, ConfigError> {
+fn duration(
+    key: &'static str,
+    value: Option<String>,
+    default: &str,
+) -> Result<Duration, ConfigError> {
     let text = value.unwrap_or_else(|| default.into());
     let d = parse_duration(&text).map_err(|m| invalid(key, m))?;
     if d.is_zero() {
@@ -272,7 +279,11 @@ jitter = "equal"
     fn overrides_win_over_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("h.toml");
-        std::fs::write(&path, "listen = \"127.0.0.1:1\"\ndatabase = \"sqlite://a.db\"").unwrap();
+        std::fs::write(
+            &path,
+            "listen = \"127.0.0.1:1\"\ndatabase = \"sqlite://a.db\"",
+        )
+        .unwrap();
         let c = Config::load(
             Some(&path),
             Overrides {

@@ -133,7 +133,12 @@ mod tests {
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["93.184.216.34", "1.1.1.1", "2606:4700::1111", "64:ff9b::101:101"] {
+        for ip in [
+            "93.184.216.34",
+            "1.1.1.1",
+            "2606:4700::1111",
+            "64:ff9b::101:101",
+        ] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
     }

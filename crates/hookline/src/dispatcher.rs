@@ -220,7 +220,11 @@ async fn commit_loop(s: Arc<Shared>, mut done: mpsc::UnboundedReceiver<(String, 
         let (ids, completions): (Vec<String>, Vec<Completion>) = batch.drain(..).unzip();
         let mut tries = 0;
         let results = loop {
-            match s.store.complete(completions.clone(), s.clock.now_ms()).await {
+            match s
+                .store
+                .complete(completions.clone(), s.clock.now_ms())
+                .await
+            {
                 Ok(results) => break results,
                 Err(e) if tries < 5 => {
                     tries += 1;

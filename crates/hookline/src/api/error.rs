@@ -52,9 +52,11 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::NotFound(what) => {
-                Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} not found"))
-            }
+            StoreError::NotFound(what) => Self::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("{what} not found"),
+            ),
             StoreError::Conflict(m) => Self::conflict(m),
             StoreError::Invalid(m) => Self::invalid(m),
             StoreError::Closed => Self::new(

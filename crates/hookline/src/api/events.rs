@@ -105,8 +105,14 @@ mod tests {
         let e = parse(r#"{"id":"e1","type":"t","payload":{"b":1,"a":[true,null]}}"#).unwrap();
         assert_eq!(e.payload, r#"{"a":[true,null],"b":1}"#);
         assert_eq!(e.payload_version, 1);
-        assert_eq!(parse(r#"{"type":"t","payload":null}"#).unwrap().payload, "null");
-        assert!(parse(r#"{"type":"t","payload":1}"#).unwrap().id.starts_with("evt_"));
+        assert_eq!(
+            parse(r#"{"type":"t","payload":null}"#).unwrap().payload,
+            "null"
+        );
+        assert!(parse(r#"{"type":"t","payload":1}"#)
+            .unwrap()
+            .id
+            .starts_with("evt_"));
         let status = |b: &str| parse(b).unwrap_err().status.as_u16();
         assert_eq!(status("{"), 400);
         assert_eq!(status("[1]"), 422);
@@ -114,8 +120,14 @@ mod tests {
         assert_eq!(status(r#"{"type":"t"}"#), 422);
         assert_eq!(status(r#"{"type":5,"payload":1}"#), 422);
         assert_eq!(status(r#"{"type":"t","payload":1,"extra":1}"#), 422);
-        assert_eq!(status(r#"{"type":"t","payload":1,"payload_version":-1}"#), 422);
+        assert_eq!(
+            status(r#"{"type":"t","payload":1,"payload_version":-1}"#),
+            422
+        );
         assert_eq!(status(r#"{"id":"a b","type":"t","payload":1}"#), 422);
-        assert_eq!(status(&format!(r#"{{"type":"t","payload":"{}"}}"#, "x".repeat(63))), 413);
+        assert_eq!(
+            status(&format!(r#"{{"type":"t","payload":"{}"}}"#, "x".repeat(63))),
+            413
+        );
     }
 }

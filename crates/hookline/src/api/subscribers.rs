@@ -84,10 +84,7 @@ pub async fn create(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -
     Ok((StatusCode::CREATED, Json(views::subscriber(&created, true))))
 }
 
-pub async fn list(
-    State(ctx): ApiState,
-    query: Result<Query<PageQuery>, QueryRejection>,
-) -> Answer {
+pub async fn list(State(ctx): ApiState, query: Result<Query<PageQuery>, QueryRejection>) -> Answer {
     let Query(q) = query?;
     let page = ctx.store.list_subscribers(q.limit()?, q.cursor).await?;
     Ok((

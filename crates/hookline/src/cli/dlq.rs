@@ -70,7 +70,15 @@ pub fn render_list(page: &Value) -> String {
         })
         .collect();
     let mut out = table::render(
-        &["DELIVERY", "SUBSCRIBER", "EVENT TYPE", "REASON", "DEAD AT", "ATTEMPTS", "LAST"],
+        &[
+            "DELIVERY",
+            "SUBSCRIBER",
+            "EVENT TYPE",
+            "REASON",
+            "DEAD AT",
+            "ATTEMPTS",
+            "LAST",
+        ],
         &rows,
     );
     out += &format!("{} dead letter(s) shown", items.len());
@@ -96,7 +104,13 @@ pub async fn replay(
     });
     let base = api.trim_end_matches('/');
     let client = reqwest::Client::new();
-    let answer = call(client.post(format!("{base}/v1/dead-letters/replay")).json(&body), api).await?;
+    let answer = call(
+        client
+            .post(format!("{base}/v1/dead-letters/replay"))
+            .json(&body),
+        api,
+    )
+    .await?;
     let id = text(&answer["replay_id"]);
     let audit = call(client.get(format!("{base}/v1/replays/{id}")), api).await?;
     let ids: Vec<Vec<String>> = audit["delivery_ids"]

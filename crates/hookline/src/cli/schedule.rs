@@ -56,7 +56,13 @@ pub fn render(config: &Config) -> String {
         })
         .collect();
     out += &table::render(
-        &["ATTEMPT", "NOMINAL DELAY", "EARLIEST", "LATEST", "FITS WINDOW"],
+        &[
+            "ATTEMPT",
+            "NOMINAL DELAY",
+            "EARLIEST",
+            "LATEST",
+            "FITS WINDOW",
+        ],
         &rows,
     );
     out += "\nEARLIEST: shortest jitter and instant failures. LATEST: longest jitter and every \
@@ -82,9 +88,21 @@ mod tests {
     fn the_default_schedule() {
         let text = render(&Config::from_toml("").unwrap());
         assert!(text.contains("max_attempts 6"), "{text}");
-        assert!(text.contains("2        2s             1s        12s     yes"), "{text}");
-        assert!(text.contains("6        32s            31s       1m 52s  yes"), "{text}");
-        assert!(text.contains("worst case: 6 attempts per delivery"), "{text}");
-        assert!(text.contains("at most 1m 52s after first seen (delivery window 30m)"), "{text}");
+        assert!(
+            text.contains("2        2s             1s        12s     yes"),
+            "{text}"
+        );
+        assert!(
+            text.contains("6        32s            31s       1m 52s  yes"),
+            "{text}"
+        );
+        assert!(
+            text.contains("worst case: 6 attempts per delivery"),
+            "{text}"
+        );
+        assert!(
+            text.contains("at most 1m 52s after first seen (delivery window 30m)"),
+            "{text}"
+        );
     }
 }

@@ -1,0 +1,462 @@
+//! The HTTP contract: every bad input gets a clear error and changes nothing; publishing is
+//! idempotent by event id; dead letters are replayed by reason in bounded, audited batches, from
+//! the API and from the `hookline dlq` command line.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or("<no error code>")
+}
+
+async fn raw_post(app: &TestApp, path: &str, body: &str) -> (u16, Value) {
+    let resp = app
+        .http
+        .post(format!("{}{path}", app.base()))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    (resp.status().as_u16(), resp.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn bad_inputs_get_clear_errors_and_change_nothing() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start("max_payload_bytes = 1024").await;
+    app.subscriber("s1", &rx.url("/ok")).await;
+
+    let cases: Vec<(&str, String, u16, &str)> = vec![
+        ("/v1/events", "{\"type\": ".into(), 400, "malformed_json"),
+        (
+            "/v1/events",
+            r#"{"payload": {}}"#.into(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/events",
+            r#"{"type": "t"}"#.into(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/events",
+            r#"{"type": "t", "payload": 1, "colour": 1}"#.into(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/events",
+            r#"{"id": "no spaces", "type": "t", "payload": 1}"#.into(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/events",
+            format!(r#"{{"type": "t", "payload": "{}"}}"#, "x".repeat(2000)),
+            413,
+            "payload_too_large",
+        ),
+        (
+            "/v1/events",
+            format!(r#"{{"type": "t", "payload": "{}"}}"#, "x".repeat(200_000)),
+            413,
+            "payload_too_large",
+        ),
+        ("/v1/subscribers", "not json".into(), 400, "malformed_json"),
+        (
+            "/v1/subscribers",
+            r#"{"id": "s2"}"#.into(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/subscribers",
+            r#"{"url": "ftp://x.example/"}"#.into(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/subscribers",
+            r#"{"url": "not a url"}"#.into(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/subscribers",
+            format!(r#"{{"id": "a:b", "url": "{}"}}"#, rx.url("/x")),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/subscribers",
+            format!(r#"{{"url": "{}", "secret": "hunter2"}}"#, rx.url("/x")),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/subscribers",
+            format!(r#"{{"id": "s1", "url": "{}"}}"#, rx.url("/x")),
+            409,
+            "conflict",
+        ),
+        (
+            "/v1/dead-letters/replay",
+            r#"{"reason": "permanent_failure"}"#.into(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/dead-letters/replay",
+            r#"{"reason": "bored", "limit": 1}"#.into(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/dead-letters/replay",
+            r#"{"reason": "permanent_failure", "limit": 0}"#.into(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/dead-letters/replay",
+            r#"{"reason": "permanent_failure", "limit": 1001}"#.into(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/dead-letters/replay",
+            r#"{"reason": "permanent_failure", "limit": 5, "per_second": -1}"#.into(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/dead-letters/replay",
+            r#"{"reason": "permanent_failure", "limit": 5, "subscriber_id": "ghost"}"#.into(),
+            404,
+            "not_found",
+        ),
+    ];
+    for (path, body, status, expected) in &cases {
+        let (got, answer) = raw_post(&app, path, body).await;
+        assert_eq!(
+            (got, code(&answer)),
+            (*status, *expected),
+            "POST {path} {body:.80}: {answer}"
+        );
+        assert!(answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()));
+    }
+    for (path, status) in [
+        ("/v1/events/nope", 404),
+        ("/v1/deliveries/nope:s1", 404),
+        ("/v1/subscribers/ghost", 404),
+        ("/v1/replays/rpl_nope", 404),
+        ("/v1/deliveries?state=happy", 422),
+        ("/v1/deliveries?limit=0", 422),
+        ("/v1/dead-letters?reason=bored", 422),
+        ("/v1/dead-letters?cursor=xyz", 422),
+        ("/v1/nothing-here", 404),
+    ] {
+        let (got, answer) = app.call("GET", path, None).await;
+        assert_eq!(got, status, "GET {path}: {answer}");
+        assert!(answer["error"]["code"].is_string(), "GET {path}: {answer}");
+    }
+    let (got, answer) = app
+        .call(
+            "PATCH",
+            "/v1/subscribers/s1",
+            Some(json!({"status": "revoked"})),
+        )
+        .await;
+    assert_eq!((got, code(&answer)), (422, "invalid_request"));
+
+    // Nothing above was stored.
+    let (_, subs) = app.call("GET", "/v1/subscribers", None).await;
+    assert_eq!(subs["items"].as_array().unwrap().len(), 1);
+    let (_, deliveries) = app.call("GET", "/v1/deliveries", None).await;
+    assert_eq!(deliveries["items"], json!([]));
+    let (_, replays) = app.call("GET", "/v1/replays", None).await;
+    assert_eq!(replays["items"], json!([]));
+    assert!(rx.received().is_empty());
+    let (got, health) = app.call("GET", "/healthz", None).await;
+    assert_eq!((got, health["status"].as_str()), (200, Some("ok")));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn private_destinations_are_refused_by_default() {
+    let app = TestApp::start_guarded("").await;
+    for url in [
+        "http://127.0.0.1:9/x",
+        "http://[::1]:9/x",
+        "http://10.0.0.1/x",
+        "http://169.254.169.254/latest",
+    ] {
+        let (got, answer) = app
+            .call("POST", "/v1/subscribers", Some(json!({"url": url})))
+            .await;
+        assert_eq!(
+            (got, code(&answer)),
+            (422, "invalid_request"),
+            "{url}: {answer}"
+        );
+        assert!(answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("allow_private_destinations"));
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn publishing_is_idempotent_by_event_id() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start("").await;
+    for id in ["a", "b"] {
+        app.subscriber(id, &rx.url("/ok")).await;
+    }
+    let (_, filtered) = app
+        .call(
+            "POST",
+            "/v1/subscribers",
+            Some(json!({"id": "invoices", "url": rx.url("/inv"), "event_types": ["invoice.paid"]})),
+        )
+        .await;
+    assert_eq!(filtered["event_types"], json!(["invoice.paid"]));
+    let body = json!({"id": "SHP-1", "type": "shipment.out_for_delivery", "payload": {"a": 1, "b": [1, 2]}});
+    let (first, receipt) = app.call("POST", "/v1/events", Some(body.clone())).await;
+    assert_eq!((first, receipt["deliveries"].as_u64()), (202, Some(2)));
+    // The same event again, keys in another order: the original answer, nothing new.
+    let reordered = json!({"payload": {"b": [1, 2], "a": 1}, "type": "shipment.out_for_delivery", "id": "SHP-1"});
+    let (again, same) = app.call("POST", "/v1/events", Some(reordered)).await;
+    assert_eq!((again, &same), (200, &receipt));
+    let (changed, answer) = app
+        .call(
+            "POST",
+            "/v1/events",
+            Some(json!({"id": "SHP-1", "type": "shipment.out_for_delivery", "payload": {"a": 2}})),
+        )
+        .await;
+    assert_eq!((changed, code(&answer)), (409, "conflict"));
+    let (_, listed) = app.call("GET", "/v1/deliveries?event_id=SHP-1", None).await;
+    assert_eq!(listed["items"].as_array().unwrap().len(), 2);
+    let (_, event) = app.call("GET", "/v1/events/SHP-1", None).await;
+    assert_eq!(event["payload"], json!({"a": 1, "b": [1, 2]}));
+    assert_eq!(event["deliveries"], 2);
+    // Without an id, hookline names the event.
+    let (code_new, generated) = app
+        .call(
+            "POST",
+            "/v1/events",
+            Some(json!({"type": "invoice.paid", "payload": null})),
+        )
+        .await;
+    assert_eq!(code_new, 202);
+    assert!(generated["id"].as_str().unwrap().starts_with("evt_"));
+    assert_eq!(generated["deliveries"], 3);
+    app.stop().await;
+}
+
+fn run_cli(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[tokio::test]
+async fn dead_letters_replay_by_reason_in_bounded_audited_batches() {
+    let rx = Receiver::start(|_, _| 400).await;
+    let app = TestApp::start("").await;
+    for id in ["a", "b"] {
+        app.subscriber(id, &rx.url(&format!("/{id}"))).await;
+    }
+    for i in 0..4 {
+        app.publish(&format!("e{i}"), "t").await;
+    }
+    eventually("8 dead letters", async || {
+        let (_, dead) = app
+            .call("GET", "/v1/dead-letters?reason=permanent_failure", None)
+            .await;
+        (dead["items"].as_array().unwrap().len() == 8).then_some(())
+    })
+    .await;
+
+    // The operator's view, from the command line.
+    let base = app.base();
+    let (ok, table) = tokio::task::spawn_blocking({
+        let base = base.clone();
+        move || {
+            run_cli(&[
+                "dlq",
+                "list",
+                "--api",
+                &base,
+                "--reason",
+                "permanent_failure",
+                "--limit",
+                "5",
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{table}");
+    assert!(
+        table.contains("REASON") && table.contains("permanent_failure"),
+        "{table}"
+    );
+    assert!(
+        table.contains("5 dead letter(s) shown; more with --cursor"),
+        "{table}"
+    );
+
+    rx.set_behaviour(|_, _| 200); // the subscribers are fixed
+    let (got, answer) = app
+        .call(
+            "POST",
+            "/v1/dead-letters/replay",
+            Some(json!({"reason": "permanent_failure", "limit": 3})),
+        )
+        .await;
+    assert_eq!((got, answer["selected"].as_u64()), (202, Some(3)));
+    let replay_id = answer["replay_id"].as_str().unwrap().to_owned();
+    let audit = eventually("the replay to deliver", async || {
+        let (_, audit) = app
+            .call("GET", &format!("/v1/replays/{replay_id}"), None)
+            .await;
+        (audit["delivered"] == 3).then_some(audit)
+    })
+    .await;
+    assert_eq!(
+        audit["filter"],
+        json!({"reason": "permanent_failure", "subscriber_id": null})
+    );
+    assert_eq!(
+        (
+            audit["limit"].as_u64(),
+            audit["selected"].as_u64(),
+            audit["dead"].as_u64()
+        ),
+        (Some(3), Some(3), Some(0))
+    );
+    let replayed: Vec<String> = audit["delivery_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(replayed.len(), 3);
+    for id in &replayed {
+        // Same webhook-id on the replayed attempt as on the original.
+        let got = rx.received_for(id);
+        assert_eq!(got.len(), 2, "{id}");
+        assert_eq!(got[1].attempt, "1", "a fresh budget starts at attempt 1");
+        let d = app.delivery(id).await;
+        assert_eq!(d["state"], "delivered");
+        assert_eq!(d["attempt_history"].as_array().unwrap().len(), 2);
+    }
+    assert_eq!(rx.received().len(), 8 + 3, "exactly the limit was replayed");
+    let (_, left) = app
+        .call("GET", "/v1/dead-letters?reason=permanent_failure", None)
+        .await;
+    assert_eq!(left["items"].as_array().unwrap().len(), 5);
+
+    // Paced: 2 per second releases the second 500 ms after the first (on the manual clock).
+    let (_, paced) = app
+        .call(
+            "POST",
+            "/v1/dead-letters/replay",
+            Some(json!({"reason": "permanent_failure", "subscriber_id": "b", "limit": 2, "per_second": 2})),
+        )
+        .await;
+    let (_, audit) = app
+        .call(
+            "GET",
+            &format!("/v1/replays/{}", paced["replay_id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(audit["per_second"], 2.0);
+    let mut release: Vec<String> = Vec::new();
+    for id in audit["delivery_ids"].as_array().unwrap() {
+        let id = id.as_str().unwrap();
+        assert!(id.ends_with(":b"), "{id}");
+        release.push(
+            app.delivery(id).await["window_start"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    release.sort();
+    let ms = |t: &str| humantime::parse_rfc3339(t).unwrap();
+    assert_eq!(
+        ms(&release[1])
+            .duration_since(ms(&release[0]))
+            .unwrap()
+            .as_millis(),
+        500
+    );
+
+    // And from the command line: the rest of the reason, printed with its replay id.
+    let (ok, out) = tokio::task::spawn_blocking(move || {
+        run_cli(&[
+            "dlq",
+            "replay",
+            "--api",
+            &base,
+            "--reason",
+            "permanent_failure",
+            "--limit",
+            "1000",
+        ])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    assert!(out.contains("replay rpl_"), "{out}");
+    assert!(
+        out.contains("3 dead letter(s) with reason permanent_failure"),
+        "{out}"
+    );
+    let (_, replays) = app.call("GET", "/v1/replays", None).await;
+    assert_eq!(replays["items"].as_array().unwrap().len(), 3);
+    app.stop().await;
+}
+
+#[test]
+fn every_command_has_help_and_the_binary_a_version() {
+    let (ok, version) = run_cli(&["--version"]);
+    assert!(ok && version.starts_with("hookline "), "{version}");
+    for args in [
+        vec!["--help"],
+        vec!["serve", "--help"],
+        vec!["schedule", "--help"],
+        vec!["dlq", "--help"],
+        vec!["dlq", "list", "--help"],
+        vec!["dlq", "replay", "--help"],
+    ] {
+        let (ok, help) = run_cli(&args);
+        assert!(ok && help.contains("Usage:"), "{args:?}: {help}");
+    }
+    let (ok, schedule) = run_cli(&["schedule"]);
+    assert!(
+        ok && schedule.contains("worst case: 6 attempts"),
+        "{schedule}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[retry]\nmax_attempts = 0\n").unwrap();
+    let (ok, error) = run_cli(&["schedule", "--config", bad.to_str().unwrap()]);
+    assert!(!ok && error.contains("retry.max_attempts"), "{error}");
+}

@@ -1,0 +1,334 @@
+//! Test fixtures: a real HTTP receiver on a 127.0.0.1 port, and a hookline running in-process
+//! on a temporary SQLite file with a manual clock.
+
+#![allow(dead_code)] // each test binary uses its own part of these fixtures
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::Router;
+use hookline::app::{self, RunningApp};
+use hookline::clock::ManualClock;
+use hookline::config::Config;
+use serde_json::{json, Value};
+
+/// One request as the receiver saw it.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub path: String,
+    pub webhook_id: String,
+    pub attempt: String,
+    pub timestamp: String,
+    pub signature: String,
+    pub user_agent: String,
+    pub content_type: String,
+    pub body: Vec<u8>,
+}
+
+impl Received {
+    pub fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("webhook-id", self.webhook_id.parse().unwrap());
+        h.insert("webhook-timestamp", self.timestamp.parse().unwrap());
+        h.insert("webhook-signature", self.signature.parse().unwrap());
+        h
+    }
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+}
+
+/// Decides the answer to the n-th request (1-based) for a webhook-id on a path.
+pub type Behaviour = Arc<dyn Fn(&str, u32) -> u16 + Send + Sync>;
+
+#[derive(Default)]
+struct Record {
+    received: Vec<Received>,
+    per_id: HashMap<String, u32>,
+    /// Successful receipts per webhook-id. A deduplicating subscriber changes its visible state
+    /// on the first and recognises the rest as duplicates.
+    applied: HashMap<String, u32>,
+}
+
+#[derive(Clone)]
+pub struct Receiver {
+    pub addr: SocketAddr,
+    record: Arc<Mutex<Record>>,
+    behaviour: Arc<Mutex<Behaviour>>,
+    /// While held, first requests for a webhook-id wait here before answering.
+    gate: Arc<tokio::sync::RwLock<()>>,
+}
+
+async fn receive(
+    State(r): State<Receiver>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> StatusCode {
+    let h = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    let got = Received {
+        path: uri.path().to_owned(),
+        webhook_id: h("webhook-id"),
+        attempt: h("webhook-attempt"),
+        timestamp: h("webhook-timestamp"),
+        signature: h("webhook-signature"),
+        user_agent: h("user-agent"),
+        content_type: h("content-type"),
+        body: body.to_vec(),
+    };
+    let nth = {
+        let mut rec = r.record.lock().unwrap();
+        let n = rec.per_id.entry(got.webhook_id.clone()).or_default();
+        *n += 1;
+        let n = *n;
+        rec.received.push(got.clone());
+        n
+    };
+    let _held = if nth == 1 {
+        Some(r.gate.read().await)
+    } else {
+        None
+    };
+    let behaviour = r.behaviour.lock().unwrap().clone();
+    let status = behaviour(&got.path, nth);
+    if (200..300).contains(&status) {
+        // Idempotent processing: the state change happens once per webhook-id.
+        *r.record
+            .lock()
+            .unwrap()
+            .applied
+            .entry(got.webhook_id)
+            .or_default() += 1;
+    }
+    StatusCode::from_u16(status).unwrap()
+}
+
+impl Receiver {
+    pub async fn start(behaviour: impl Fn(&str, u32) -> u16 + Send + Sync + 'static) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let r = Receiver {
+            addr: listener.local_addr().unwrap(),
+            record: Default::default(),
+            behaviour: Arc::new(Mutex::new(Arc::new(behaviour))),
+            gate: Default::default(),
+        };
+        let app = Router::new().fallback(receive).with_state(r.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        r
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn set_behaviour(&self, behaviour: impl Fn(&str, u32) -> u16 + Send + Sync + 'static) {
+        *self.behaviour.lock().unwrap() = Arc::new(behaviour);
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.record.lock().unwrap().received.clone()
+    }
+
+    pub fn received_for(&self, webhook_id: &str) -> Vec<Received> {
+        self.received()
+            .into_iter()
+            .filter(|r| r.webhook_id == webhook_id)
+            .collect()
+    }
+
+    /// How many visible state changes a deduplicating subscriber made: one per webhook-id.
+    pub fn applied(&self) -> usize {
+        self.record.lock().unwrap().applied.len()
+    }
+
+    /// Successful receipts that a deduplicating subscriber recognised as repeats.
+    pub fn duplicates(&self) -> u32 {
+        let rec = self.record.lock().unwrap();
+        rec.applied.values().map(|n| n - 1).sum()
+    }
+
+    /// Holds the first request of every webhook-id until the guard is dropped; repeats pass.
+    pub async fn hold(&self) -> tokio::sync::RwLockWriteGuard<'_, ()> {
+        self.gate.write().await
+    }
+}
+
+pub fn unix_ms_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Polls `check` until it returns `Some`, for at most 20 s of real time. This waits for the
+/// system to make progress (a request to cross a socket), never for a retry delay: retry delays
+/// pass only when a test advances the manual clock.
+pub async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+pub struct TestApp {
+    pub app: Option<RunningApp>,
+    pub clock: ManualClock,
+    pub config: Config,
+    pub dir: tempfile::TempDir,
+    pub http: reqwest::Client,
+}
+
+impl TestApp {
+    /// Starts hookline with the given extra TOML (on top of a test base config).
+    pub async fn start(extra: &str) -> Self {
+        Self::start_in(extra, true).await
+    }
+
+    /// Like `start`, with the SSRF guard on, as in production.
+    pub async fn start_guarded(extra: &str) -> Self {
+        Self::start_in(extra, false).await
+    }
+
+    pub fn db_path(dir: &tempfile::TempDir) -> PathBuf {
+        dir.path().join("hookline.db")
+    }
+
+    async fn start_in(extra: &str, allow_private: bool) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(unix_ms_now());
+        let toml = format!(
+            "listen = \"127.0.0.1:0\"\ndatabase = \"sqlite://{}\"\nallow_private_destinations = {allow_private}\n{extra}",
+            Self::db_path(&dir).display()
+        );
+        let config = Config::from_toml(&toml).unwrap();
+        let app = app::start(&config, Arc::new(clock.clone())).await.unwrap();
+        TestApp {
+            app: Some(app),
+            clock,
+            config,
+            dir,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// A clean stop and a fresh start on the same database and clock: a restart.
+    pub async fn restart(mut self) -> Self {
+        self.app.take().unwrap().shutdown().await;
+        let TestApp {
+            dir, clock, config, ..
+        } = self;
+        let app = app::start(&config, Arc::new(clock.clone())).await.unwrap();
+        TestApp {
+            app: Some(app),
+            clock,
+            config,
+            dir,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://{}", self.app.as_ref().unwrap().addr)
+    }
+
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let url = format!("{}{path}", self.base());
+        let req = match method {
+            "GET" => self.http.get(url),
+            "POST" => self.http.post(url),
+            "PATCH" => self.http.patch(url),
+            "DELETE" => self.http.delete(url),
+            _ => unreachable!(),
+        };
+        let req = match body {
+            Some(b) => req.json(&b),
+            None => req,
+        };
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    pub async fn subscriber(&self, id: &str, url: &str) -> Value {
+        let (status, body) = self
+            .call(
+                "POST",
+                "/v1/subscribers",
+                Some(json!({"id": id, "url": url})),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        body
+    }
+
+    pub async fn publish(&self, id: &str, event_type: &str) -> Value {
+        let (status, body) = self
+            .call(
+                "POST",
+                "/v1/events",
+                Some(json!({"id": id, "type": event_type, "payload": {"shipment": id, "status": "out_for_delivery"}})),
+            )
+            .await;
+        assert_eq!(status, 202, "{body}");
+        body
+    }
+
+    pub async fn delivery(&self, id: &str) -> Value {
+        let (status, body) = self
+            .call("GET", &format!("/v1/deliveries/{id}"), None)
+            .await;
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
+    /// Waits until the delivery satisfies `pred`, and returns it.
+    pub async fn delivery_when(
+        &self,
+        id: &str,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        eventually(what, async || {
+            let d = self.delivery(id).await;
+            pred(&d).then_some(d)
+        })
+        .await
+    }
+
+    /// Moves the manual clock to the delivery's next attempt.
+    pub async fn advance_to_next_attempt(&self, id: &str) {
+        let d = self.delivery(id).await;
+        let at = d["next_attempt_at"]
+            .as_str()
+            .expect("delivery is scheduled");
+        let at = humantime::parse_rfc3339(at).unwrap();
+        let ms = at.duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+        self.clock.set(ms);
+    }
+
+    pub async fn stop(mut self) {
+        self.app.take().unwrap().shutdown().await;
+    }
+}
+
+pub fn state(d: &Value) -> &str {
+    d["state"].as_str().unwrap()
+}

@@ -1,0 +1,379 @@
+//! The brief's delivery paths, end to end: real HTTP to a local receiver, the real SQLite store,
+//! and a manual clock, so retry delays pass when the test says so and never by sleeping.
+
+mod common;
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use common::*;
+use serde_json::{json, Value};
+
+fn ms(rfc3339: &Value) -> i64 {
+    let t = humantime::parse_rfc3339(rfc3339.as_str().unwrap()).unwrap();
+    t.duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+fn attempts(d: &Value) -> u64 {
+    d["attempts"].as_u64().unwrap()
+}
+
+/// The wait the policy chose after the last failed attempt (the clock did not move meanwhile).
+fn last_delay_ms(d: &Value) -> i64 {
+    let history = d["attempt_history"].as_array().unwrap();
+    ms(&d["next_attempt_at"]) - ms(&history.last().unwrap()["started_at"])
+}
+
+fn verify(secret: &str, r: &Received) {
+    standardwebhooks::Webhook::new(secret)
+        .unwrap()
+        .verify(&r.body, &r.headers())
+        .expect("the reference Standard Webhooks verifier accepts the signature");
+}
+
+#[tokio::test]
+async fn a_clean_first_attempt() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start("").await;
+    let sub = app
+        .subscriber("subscriber-731", &rx.url("/hooks/731"))
+        .await;
+    let secret = sub["secret"].as_str().unwrap();
+    assert!(secret.starts_with("whsec_"));
+    assert_eq!(sub["status"], "active");
+    let receipt = app.publish("SHP-20418", "shipment.out_for_delivery").await;
+    assert_eq!(
+        receipt,
+        json!({"id": "SHP-20418", "type": "shipment.out_for_delivery", "deliveries": 1})
+    );
+
+    let id = "SHP-20418:subscriber-731";
+    let d = app
+        .delivery_when(id, "delivered", |d| state(d) == "delivered")
+        .await;
+    assert_eq!(attempts(&d), 1);
+    assert_eq!(d["attempt_history"][0]["outcome"], "success");
+    assert_eq!(d["attempt_history"][0]["status"], 200);
+    assert_eq!(d["next_attempt_at"], Value::Null);
+
+    let got = rx.received();
+    assert_eq!(got.len(), 1);
+    let r = &got[0];
+    assert_eq!(r.path, "/hooks/731");
+    assert_eq!(r.webhook_id, id);
+    assert_eq!(r.attempt, "1");
+    assert_eq!(r.content_type, "application/json");
+    assert!(r.user_agent.starts_with("hookline/"), "{}", r.user_agent);
+    verify(secret, r);
+    let body = r.json();
+    assert_eq!(body["id"], "SHP-20418");
+    assert_eq!(body["type"], "shipment.out_for_delivery");
+    assert_eq!(body["payload_version"], 1);
+    assert_eq!(
+        body["data"],
+        json!({"shipment": "SHP-20418", "status": "out_for_delivery"})
+    );
+    let (_, event) = app.call("GET", "/v1/events/SHP-20418", None).await;
+    assert_eq!(body["timestamp"], event["accepted_at"]);
+    assert_eq!(event["counts"]["delivered"], 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_retry_followed_by_success() {
+    let rx = Receiver::start(|_, n| if n <= 2 { 503 } else { 200 }).await;
+    let app = TestApp::start("").await;
+    let secret = app.subscriber("s1", &rx.url("/flaky")).await["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.publish("e1", "t").await;
+    let id = "e1:s1";
+
+    let d = app
+        .delivery_when(id, "first failure", |d| {
+            attempts(d) == 1 && state(d) == "scheduled"
+        })
+        .await;
+    assert_eq!(d["attempt_history"][0]["outcome"], "retryable");
+    assert_eq!(d["attempt_history"][0]["status"], 503);
+    // Equal jitter of a 2 s base: the first wait is within [1 s, 2 s].
+    assert!((1000..=2000).contains(&last_delay_ms(&d)), "{d}");
+
+    app.advance_to_next_attempt(id).await;
+    let d = app
+        .delivery_when(id, "second failure", |d| {
+            attempts(d) == 2 && state(d) == "scheduled"
+        })
+        .await;
+    assert!((2000..=4000).contains(&last_delay_ms(&d)), "{d}");
+
+    app.advance_to_next_attempt(id).await;
+    let d = app
+        .delivery_when(id, "delivered", |d| state(d) == "delivered")
+        .await;
+    assert_eq!(attempts(&d), 3);
+    let outcomes: Vec<&str> = d["attempt_history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["retryable", "retryable", "success"]);
+
+    let got = rx.received_for(id);
+    assert_eq!(got.len(), 3);
+    let numbers: Vec<&str> = got.iter().map(|r| r.attempt.as_str()).collect();
+    assert_eq!(numbers, ["1", "2", "3"]);
+    for r in &got {
+        verify(&secret, r);
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_permanent_failure_goes_straight_to_the_dead_letter_queue() {
+    let rx = Receiver::start(|_, _| 400).await;
+    let app = TestApp::start("").await;
+    app.subscriber("s1", &rx.url("/bad")).await;
+    app.publish("e1", "t").await;
+    let d = app
+        .delivery_when("e1:s1", "dead", |d| state(d) == "dead")
+        .await;
+    assert_eq!(d["dead_reason"], "permanent_failure");
+    assert_eq!(attempts(&d), 1);
+    assert_eq!(d["next_attempt_at"], Value::Null);
+    assert_eq!(d["attempt_history"][0]["outcome"], "permanent");
+    assert_eq!(d["attempt_history"][0]["status"], 400);
+
+    let (_, dead) = app
+        .call("GET", "/v1/dead-letters?reason=permanent_failure", None)
+        .await;
+    let items = dead["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["delivery_id"], "e1:s1");
+    assert_eq!(items[0]["event_type"], "t");
+    assert_eq!(items[0]["payload_version"], 1);
+    assert_eq!(items[0]["attempt_history"].as_array().unwrap().len(), 1);
+    assert_eq!(rx.received_for("e1:s1").len(), 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_exhausted_retry_budget() {
+    let rx = Receiver::start(|_, _| 503).await;
+    let app = TestApp::start("[retry]\nmax_attempts = 3").await;
+    app.subscriber("s1", &rx.url("/down")).await;
+    app.publish("e1", "t").await;
+    let id = "e1:s1";
+    for n in 1..3 {
+        app.delivery_when(id, "a failure", |d| {
+            attempts(d) == n && state(d) == "scheduled"
+        })
+        .await;
+        app.advance_to_next_attempt(id).await;
+    }
+    let d = app.delivery_when(id, "dead", |d| state(d) == "dead").await;
+    assert_eq!(d["dead_reason"], "attempts_exhausted");
+    assert_eq!(attempts(&d), 3);
+    assert_eq!(d["attempt_history"].as_array().unwrap().len(), 3);
+    assert_eq!(rx.received_for(id).len(), 3);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn gone_revokes_the_subscription() {
+    let rx = Receiver::start(|path, _| if path == "/gone" { 410 } else { 200 }).await;
+    // One slot per subscriber: the second delivery waits while the first gets its 410.
+    let app = TestApp::start("[delivery]\nmax_in_flight_per_subscriber = 1").await;
+    app.subscriber("gone", &rx.url("/gone")).await;
+    app.subscriber("fine", &rx.url("/fine")).await;
+    app.publish("e1", "t").await;
+    app.publish("e2", "t").await;
+
+    let (_, s) = eventually("revocation", async || {
+        let (code, s) = app.call("GET", "/v1/subscribers/gone", None).await;
+        (s["status"] == "revoked").then_some((code, s))
+    })
+    .await;
+    assert!(s.get("secret").is_none(), "secrets stay out of reads");
+    let mut reasons = Vec::new();
+    for id in ["e1:gone", "e2:gone"] {
+        let d = app.delivery_when(id, "dead", |d| state(d) == "dead").await;
+        reasons.push((d["dead_reason"].as_str().unwrap().to_owned(), attempts(&d)));
+    }
+    reasons.sort();
+    assert_eq!(
+        reasons,
+        [
+            ("permanent_failure".to_owned(), 1),
+            ("subscription_revoked".to_owned(), 0)
+        ]
+    );
+    assert_eq!(
+        rx.received().iter().filter(|r| r.path == "/gone").count(),
+        1
+    );
+    // Never sent to again: a new event fans out to the remaining subscriber only.
+    assert_eq!(app.publish("e3", "t").await["deliveries"], 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_delivery_window_ends_retries() {
+    let rx = Receiver::start(|_, _| 503).await;
+
+    // A failure after the window closed: window_expired.
+    let app = TestApp::start(
+        "[retry]\nbase_delay = \"2s\"\nmax_delay = \"2s\"\ndelivery_window = \"3s\"\njitter = \"none\"",
+    )
+    .await;
+    app.subscriber("s1", &rx.url("/down")).await;
+    app.publish("e1", "t").await;
+    let d = app
+        .delivery_when("e1:s1", "first failure", |d| {
+            attempts(d) == 1 && state(d) == "scheduled"
+        })
+        .await;
+    app.clock.set(ms(&d["first_seen"]) + 10_000);
+    let d = app
+        .delivery_when("e1:s1", "dead", |d| state(d) == "dead")
+        .await;
+    assert_eq!(d["dead_reason"], "window_expired");
+    assert_eq!(attempts(&d), 2);
+    app.stop().await;
+
+    // A next delay that would end past the window: next_delay_exceeds_window.
+    let app = TestApp::start(
+        "[retry]\nbase_delay = \"4s\"\nmax_delay = \"4s\"\ndelivery_window = \"5s\"\njitter = \"none\"",
+    )
+    .await;
+    app.subscriber("s1", &rx.url("/down")).await;
+    app.publish("e2", "t").await;
+    let d = app
+        .delivery_when("e2:s1", "first failure", |d| {
+            attempts(d) == 1 && state(d) == "scheduled"
+        })
+        .await;
+    assert_eq!(last_delay_ms(&d), 4000);
+    app.advance_to_next_attempt("e2:s1").await;
+    let d = app
+        .delivery_when("e2:s1", "dead", |d| state(d) == "dead")
+        .await;
+    assert_eq!(d["dead_reason"], "next_delay_exceeds_window");
+    assert_eq!(attempts(&d), 2);
+    app.stop().await;
+}
+
+/// A worker delivers, but its confirmation is lost (here: the answer comes only after its lease
+/// ran out and the delivery was rescued and retried). The subscriber sees the same webhook-id
+/// twice and, deduplicating by it, changes its state once.
+#[tokio::test]
+async fn a_duplicate_delivery_changes_subscriber_state_once() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start("[delivery]\nattempt_timeout = \"5s\"").await;
+    app.subscriber("s1", &rx.url("/dedup")).await;
+    let gate = rx.hold().await;
+    app.publish("e1", "t").await;
+    eventually("the first attempt to arrive", async || {
+        (rx.received().len() == 1).then_some(())
+    })
+    .await;
+    // Past the lease (attempt timeout + 5 s): the attempt is presumed lost and rescued.
+    app.clock.advance(Duration::from_secs(11));
+    let d = app
+        .delivery_when("e1:s1", "rescue", |d| {
+            state(d) == "scheduled" && attempts(d) == 1
+        })
+        .await;
+    let lost = &d["attempt_history"][0];
+    assert_eq!(lost["outcome"], "retryable");
+    assert!(
+        lost["error"].as_str().unwrap().contains("lease expired"),
+        "{d}"
+    );
+    app.advance_to_next_attempt("e1:s1").await;
+    app.delivery_when("e1:s1", "delivered", |d| state(d) == "delivered")
+        .await;
+    drop(gate); // the first, stale attempt now answers 200 too
+    eventually("the stale answer", async || {
+        (rx.duplicates() == 1).then_some(())
+    })
+    .await;
+
+    let got = rx.received_for("e1:s1");
+    assert_eq!(got.len(), 2);
+    assert_eq!(rx.applied(), 1, "one visible state change");
+    let app = app.restart().await; // flushes every pending completion first
+    let d = app.delivery("e1:s1").await;
+    assert_eq!(state(&d), "delivered");
+    assert_eq!(
+        d["attempt_history"].as_array().unwrap().len(),
+        2,
+        "the stale completion changed nothing: {d}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_restart_does_not_change_run_at() {
+    let rx = Receiver::start(|_, n| if n == 1 { 503 } else { 200 }).await;
+    let app = TestApp::start("").await;
+    app.subscriber("s1", &rx.url("/later")).await;
+    app.publish("e1", "t").await;
+    let before = app
+        .delivery_when("e1:s1", "first failure", |d| {
+            state(d) == "scheduled" && attempts(d) == 1
+        })
+        .await;
+    let app = app.restart().await;
+    let after = app.delivery("e1:s1").await;
+    assert_eq!(
+        before, after,
+        "run_at, attempts and first_seen survive a restart"
+    );
+    app.advance_to_next_attempt("e1:s1").await;
+    let d = app
+        .delivery_when("e1:s1", "delivered", |d| state(d) == "delivered")
+        .await;
+    assert_eq!(d["first_seen"], before["first_seen"]);
+    let ids: Vec<String> = rx.received().into_iter().map(|r| r.webhook_id).collect();
+    assert_eq!(ids, ["e1:s1", "e1:s1"]);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_paused_subscriber_waits_without_spending_attempts() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start("").await;
+    app.subscriber("s1", &rx.url("/p")).await;
+    app.subscriber("s2", &rx.url("/q")).await;
+    let (code, s) = app
+        .call(
+            "PATCH",
+            "/v1/subscribers/s1",
+            Some(json!({"status": "paused"})),
+        )
+        .await;
+    assert_eq!((code, s["status"].as_str()), (200, Some("paused")));
+    app.publish("e1", "t").await;
+    app.clock.advance(Duration::from_secs(60));
+    // The active subscriber's delivery, due at the same moment, proves the claim looked.
+    app.delivery_when("e1:s2", "the active subscriber's delivery", |d| {
+        state(d) == "delivered"
+    })
+    .await;
+    let d = app.delivery("e1:s1").await;
+    assert_eq!((state(&d), attempts(&d)), ("scheduled", 0));
+    app.call(
+        "PATCH",
+        "/v1/subscribers/s1",
+        Some(json!({"status": "active"})),
+    )
+    .await;
+    app.delivery_when("e1:s1", "delivered after resume", |d| {
+        state(d) == "delivered"
+    })
+    .await;
+    assert_eq!(rx.received_for("e1:s1").len(), 1);
+    app.stop().await;
+}
