@@ -1,0 +1,179 @@
+//! Nothing accepted is lost: the real binary is killed with SIGKILL in the middle of a
+//! 2,000-subscriber fan-out, started again on the same database, and every delivery of every
+//! event it had answered 2xx for reaches the subscriber. Then SIGTERM stops it cleanly (exit 0).
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use serde_json::json;
+
+const SUBSCRIBERS: usize = 2_000;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spawn(config: &std::path::Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_hookline"))
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+async fn healthy(http: &reqwest::Client, base: &str) {
+    eventually("hookline to answer /healthz", async || {
+        let ok = http.get(format!("{base}/healthz")).send().await;
+        ok.is_ok_and(|r| r.status().is_success()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_a_2000_subscriber_fan_out_loses_nothing() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let config = dir.path().join("hookline.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\ndatabase = \"sqlite://{}\"\nallow_private_destinations = true\n\
+             [delivery]\nattempt_timeout = \"2s\"\n",
+            dir.path().join("hookline.db").display()
+        ),
+    )
+    .unwrap();
+    let http = reqwest::Client::new();
+    let mut hookline = spawn(&config);
+    healthy(&http, &base).await;
+
+    // 2,000 subscribers, created 16 at a time.
+    let mut creators = tokio::task::JoinSet::new();
+    for worker in 0..16 {
+        let (http, base, url) = (http.clone(), base.clone(), rx.url("/fanout"));
+        creators.spawn(async move {
+            for i in (worker..SUBSCRIBERS).step_by(16) {
+                let r = http
+                    .post(format!("{base}/v1/subscribers"))
+                    .json(&json!({"id": format!("subscriber-{i}"), "url": url}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 201);
+            }
+        });
+    }
+    while creators.join_next().await.is_some() {}
+
+    // Publish until the kill; remember what was acknowledged and what was in doubt.
+    let accepted = Arc::new(Mutex::new(Vec::<String>::new()));
+    let in_doubt = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let publisher = tokio::spawn({
+        let (http, base, accepted, in_doubt, stop) =
+            (http.clone(), base.clone(), accepted.clone(), in_doubt.clone(), stop.clone());
+        async move {
+            let mut i = 0;
+            while !stop.load(Ordering::Acquire) && i < 20 {
+                let id = format!("SHP-{i}");
+                let sent = http
+                    .post(format!("{base}/v1/events"))
+                    .json(&json!({"id": id, "type": "shipment.out_for_delivery", "payload": {"n": i}}))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(r) if r.status() == 202 => accepted.lock().unwrap().push(id),
+                    Ok(r) => panic!("publish answered {}", r.status()),
+                    Err(_) => {
+                        in_doubt.lock().unwrap().push(id);
+                        break;
+                    }
+                }
+                i += 1;
+            }
+        }
+    });
+    eventually("the fan-out to be under way", async || {
+        (rx.received().len() >= 1_500).then_some(())
+    })
+    .await;
+    hookline.kill().unwrap(); // SIGKILL
+    hookline.wait().unwrap();
+    stop.store(true, Ordering::Release);
+    publisher.await.unwrap();
+    let accepted = accepted.lock().unwrap().clone();
+    let in_doubt = in_doubt.lock().unwrap().clone();
+    let before_restart = rx.received().len();
+    eprintln!(
+        "killed after {before_restart} receipts; {} events acknowledged, {} in doubt",
+        accepted.len(),
+        in_doubt.len()
+    );
+    assert!(!accepted.is_empty());
+    assert!(
+        before_restart < accepted.len() * SUBSCRIBERS,
+        "the kill came after everything was delivered; nothing was tested"
+    );
+
+    let mut hookline = spawn(&config);
+    healthy(&http, &base).await;
+    // Events whose publish was cut off by the kill are all-or-nothing.
+    let mut expected_events: Vec<String> = accepted.clone();
+    for id in &in_doubt {
+        let r = http.get(format!("{base}/v1/events/{id}")).send().await.unwrap();
+        if r.status() == 200 {
+            let event: serde_json::Value = r.json().await.unwrap();
+            assert_eq!(event["deliveries"], SUBSCRIBERS, "a partial fan-out was committed");
+            expected_events.push(id.clone());
+        } else {
+            assert_eq!(r.status(), 404);
+        }
+    }
+    let expected: HashSet<String> = expected_events
+        .iter()
+        .flat_map(|e| (0..SUBSCRIBERS).map(move |s| format!("{e}:subscriber-{s}")))
+        .collect();
+    eventually("every accepted delivery to arrive", async || {
+        let seen: HashSet<String> = rx.received().into_iter().map(|r| r.webhook_id).collect();
+        expected.is_subset(&seen).then_some(())
+    })
+    .await;
+    for id in &expected_events {
+        let event: serde_json::Value = eventually("completions to be committed", async || {
+            let e: serde_json::Value = http
+                .get(format!("{base}/v1/events/{id}"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            (e["counts"]["delivered"] == SUBSCRIBERS).then_some(e)
+        })
+        .await;
+        assert_eq!(event["counts"]["dead"], 0);
+    }
+    let seen: HashSet<String> = rx.received().into_iter().map(|r| r.webhook_id).collect();
+    assert_eq!(seen, expected, "no delivery lost, none invented");
+
+    // SIGTERM: a clean stop.
+    let pid = hookline.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = tokio::task::spawn_blocking(move || hookline.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "SIGTERM exit: {status}");
+}
