@@ -83,8 +83,13 @@ async fn kill_9_during_a_2000_subscriber_fan_out_loses_nothing() {
     let in_doubt = Arc::new(Mutex::new(Vec::<String>::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let publisher = tokio::spawn({
-        let (http, base, accepted, in_doubt, stop) =
-            (http.clone(), base.clone(), accepted.clone(), in_doubt.clone(), stop.clone());
+        let (http, base, accepted, in_doubt, stop) = (
+            http.clone(),
+            base.clone(),
+            accepted.clone(),
+            in_doubt.clone(),
+            stop.clone(),
+        );
         async move {
             let mut i = 0;
             while !stop.load(Ordering::Acquire) && i < 20 {
@@ -133,10 +138,17 @@ async fn kill_9_during_a_2000_subscriber_fan_out_loses_nothing() {
     // Events whose publish was cut off by the kill are all-or-nothing.
     let mut expected_events: Vec<String> = accepted.clone();
     for id in &in_doubt {
-        let r = http.get(format!("{base}/v1/events/{id}")).send().await.unwrap();
+        let r = http
+            .get(format!("{base}/v1/events/{id}"))
+            .send()
+            .await
+            .unwrap();
         if r.status() == 200 {
             let event: serde_json::Value = r.json().await.unwrap();
-            assert_eq!(event["deliveries"], SUBSCRIBERS, "a partial fan-out was committed");
+            assert_eq!(
+                event["deliveries"], SUBSCRIBERS,
+                "a partial fan-out was committed"
+            );
             expected_events.push(id.clone());
         } else {
             assert_eq!(r.status(), 404);
@@ -171,7 +183,11 @@ async fn kill_9_during_a_2000_subscriber_fan_out_loses_nothing() {
 
     // SIGTERM: a clean stop.
     let pid = hookline.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
     let status = tokio::task::spawn_blocking(move || hookline.wait().unwrap())
         .await
         .unwrap();

@@ -48,7 +48,8 @@ CREATE INDEX deliveries_due ON deliveries (run_at) WHERE state = 'scheduled' AND
 CREATE INDEX deliveries_lease ON deliveries (lease_expires) WHERE state = 'in_flight';
 CREATE INDEX deliveries_dead ON deliveries (dead_reason, subscriber_id) WHERE state = 'dead';
 CREATE INDEX deliveries_event ON deliveries (event_id);
-CREATE INDEX deliveries_subscriber ON deliveries (subscriber_id, state);
+-- Not on state: a transition should touch as few indexes as possible.
+CREATE INDEX deliveries_subscriber ON deliveries (subscriber_id);
 
 -- Append-only history of every attempt.
 CREATE TABLE attempts (
