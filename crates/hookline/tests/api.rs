@@ -459,4 +459,14 @@ fn every_command_has_help_and_the_binary_a_version() {
     std::fs::write(&bad, "[retry]\nmax_attempts = 0\n").unwrap();
     let (ok, error) = run_cli(&["schedule", "--config", bad.to_str().unwrap()]);
     assert!(!ok && error.contains("retry.max_attempts"), "{error}");
+    // The environment works like the flag.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+        .arg("schedule")
+        .env("HOOKLINE_CONFIG", &bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("retry.max_attempts"));
+    let (ok, error) = run_cli(&["serve", "--listen", "nowhere"]);
+    assert!(!ok && error.contains("`listen`"), "{error}");
 }

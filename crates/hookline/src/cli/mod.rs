@@ -60,7 +60,7 @@ struct ApiArg {
 
 #[derive(Debug, Subcommand)]
 enum DlqCommand {
-    /// List dead letters, newest filters first.
+    /// List dead letters, oldest first, filtered by reason and subscriber.
     List {
         /// Only this reason (permanent_failure, attempts_exhausted, window_expired,
         /// next_delay_exceeds_window, subscription_revoked).
