@@ -9,6 +9,7 @@
 //! window atomically. Nothing here reads a clock: `now` is always an argument.
 
 mod model;
+mod postgres;
 mod sqlite;
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 use hookline_policy::UnixMs;
 
 pub use model::*;
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -39,6 +41,13 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 pub trait Store: Send + Sync + 'static {
     /// Answers when the store can serve reads and writes.
     async fn ping(&self) -> Result<()>;
+
+    /// Fires when another process may have made deliveries due (a publish, a resume, a
+    /// replay), for backends that several processes share. `None` for single-process backends,
+    /// whose own API wakes the dispatcher directly.
+    fn wakeups(&self) -> Option<Arc<tokio::sync::Notify>> {
+        None
+    }
 
     async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber>;
     async fn get_subscriber(&self, id: &str) -> Result<Subscriber>;
@@ -102,10 +111,19 @@ pub trait Store: Send + Sync + 'static {
     async fn replay(&self, request: ReplayRequest, now: UnixMs) -> Result<Replay>;
     async fn get_replay(&self, id: &str) -> Result<Replay>;
     async fn list_replays(&self, limit: u32, cursor: Option<String>) -> Result<Page<Replay>>;
+
+    /// Deletes up to `batch` delivered deliveries last changed before `before`, with their
+    /// attempt history, and answers how many. Deliveries a replay audit names are kept. Small
+    /// batches keep each transaction short so workers are never blocked for long.
+    async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64>;
 }
 
-/// Opens the backend a database URL names: `sqlite://PATH` (the embedded default).
+/// Opens the backend a database URL names: `sqlite://PATH` (the embedded default) or
+/// `postgres://...` / `postgresql://...` (the scale-out backend), running its migrations.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(Arc::new(PostgresStore::open(url).await?));
+    }
     if let Some(path) = url.strip_prefix("sqlite://") {
         if path.is_empty() {
             return Err(StoreError::Invalid(
@@ -115,8 +133,49 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
         return Ok(Arc::new(SqliteStore::open(path).await?));
     }
     Err(StoreError::Invalid(format!(
-        "database: unsupported URL {url:?}; expected sqlite://PATH"
+        "database: unsupported URL {url:?}; expected sqlite://PATH or postgres://..."
     )))
+}
+
+/// The most dead letters one replay may select.
+pub const MAX_REPLAY: u32 = 1000;
+
+pub(crate) fn validate_replay(req: &ReplayRequest) -> Result<()> {
+    if req.limit == 0 || req.limit > MAX_REPLAY {
+        return Err(StoreError::Invalid(format!(
+            "limit must be between 1 and {MAX_REPLAY}"
+        )));
+    }
+    if let Some(rate) = req.per_second {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(StoreError::Invalid(
+                "per_second must be a positive number".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// When the `i`-th delivery of a replay is released: all at once, or paced `per_second`.
+pub(crate) fn release_at(now: UnixMs, i: usize, per_second: Option<f64>) -> UnixMs {
+    match per_second {
+        Some(rate) => now + (i as f64 * 1000.0 / rate) as i64,
+        None => now,
+    }
+}
+
+/// Turns `limit + 1` rows keyed by their sequence into a page: the extra row means "more".
+pub(crate) fn page<T>(mut rows: Vec<(i64, T)>, limit: u32) -> Page<T> {
+    let next_cursor = if rows.len() > limit as usize {
+        rows.truncate(limit as usize);
+        rows.last().map(|(seq, _)| seq.to_string())
+    } else {
+        None
+    };
+    Page {
+        items: rows.into_iter().map(|(_, item)| item).collect(),
+        next_cursor,
+    }
 }
 
 /// Parses a list cursor; every backend pages by its row key.

@@ -11,6 +11,8 @@ use hookline_store::*;
 pub trait Harness: Sized {
     async fn fresh() -> Self;
     async fn open(&self) -> Arc<dyn Store>;
+    /// Removes what `fresh` made (a test that fails leaves it behind for inspection).
+    async fn cleanup(self) {}
 }
 
 struct Sqlite {
@@ -30,6 +32,57 @@ impl Harness for Sqlite {
     }
 }
 
+/// Each test gets its own schema in the database `HOOKLINE_TEST_POSTGRES` names (by default the
+/// local test database), dropped when the test ends.
+struct Postgres {
+    base: String,
+    schema: String,
+}
+
+fn postgres_url() -> String {
+    std::env::var("HOOKLINE_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+async fn admin(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("PostgreSQL tests need a server at HOOKLINE_TEST_POSTGRES ({url}): {e}")
+        });
+    tokio::spawn(connection);
+    client
+}
+
+#[async_trait::async_trait]
+impl Harness for Postgres {
+    async fn fresh() -> Self {
+        let base = postgres_url();
+        let schema = format!("hl_test_{:016x}", rand::random::<u64>());
+        admin(&base)
+            .await
+            .batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .await
+            .unwrap();
+        Postgres { base, schema }
+    }
+    async fn open(&self) -> Arc<dyn Store> {
+        let sep = if self.base.contains('?') { '&' } else { '?' };
+        let url = format!(
+            "{}{sep}options=-c%20search_path%3D{}",
+            self.base, self.schema
+        );
+        open(&url).await.unwrap()
+    }
+    async fn cleanup(self) {
+        admin(&self.base)
+            .await
+            .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.schema))
+            .await
+            .unwrap();
+    }
+}
+
 macro_rules! conformance {
     ($module:ident, $harness:ty, $($case:ident),* $(,)?) => {
         mod $module {
@@ -39,6 +92,7 @@ macro_rules! conformance {
                 async fn $case() {
                     let harness = <$harness as Harness>::fresh().await;
                     cases::$case(&harness).await;
+                    harness.cleanup().await;
                 }
             )*
         }
@@ -60,11 +114,13 @@ macro_rules! all_cases {
             dead_letters_filter_and_page,
             replay_is_bounded_paced_and_audited,
             state_survives_reopen,
+            prune_removes_old_delivered_only,
         );
     };
 }
 
 all_cases!(sqlite, Sqlite);
+all_cases!(postgres, Postgres);
 
 const T0: i64 = 1_800_000_000_000;
 const LEASE: i64 = 10_000;
@@ -823,5 +879,69 @@ mod cases {
             .unwrap();
         assert_eq!(rescued.len(), 1);
         assert_eq!(rescued[0].id, "f:a");
+    }
+
+    pub async fn prune_removes_old_delivered_only(h: &impl Harness) {
+        let store = h.open().await;
+        for id in ["a", "b"] {
+            store.create_subscriber(sub(id, &[]), T0).await.unwrap();
+        }
+        accepted(&*store, event("old", "t"), T0).await;
+        accepted(&*store, event("audited", "t"), T0).await;
+        let first = store.claim_due(claim(T0, 10, 10)).await.unwrap();
+        let done = first
+            .iter()
+            .map(|c| match c.id.as_str() {
+                "old:b" => completion(c, Transition::Dead(DeadReason::PermanentFailure), T0),
+                "audited:a" => completion(c, Transition::Dead(DeadReason::AttemptsExhausted), T0),
+                _ => completion(c, Transition::Delivered, T0),
+            })
+            .collect();
+        store.complete(done, T0).await.unwrap();
+        // A replayed delivery that is then delivered stays: the audit names it.
+        let replay = store
+            .replay(
+                ReplayRequest {
+                    reason: DeadReason::AttemptsExhausted,
+                    subscriber_id: None,
+                    limit: 10,
+                    per_second: None,
+                    requested_by: None,
+                },
+                T0 + 1,
+            )
+            .await
+            .unwrap();
+        assert_eq!(replay.delivery_ids, ["audited:a"]);
+        let again = store.claim_due(claim(T0 + 1, 10, 10)).await.unwrap();
+        store
+            .complete(
+                vec![completion(&again[0], Transition::Delivered, T0 + 1)],
+                T0 + 1,
+            )
+            .await
+            .unwrap();
+        accepted(&*store, event("new", "t"), T0 + 500).await;
+        let fresh = store.claim_due(claim(T0 + 500, 10, 10)).await.unwrap();
+        let done = fresh
+            .iter()
+            .map(|c| completion(c, Transition::Delivered, T0 + 500))
+            .collect();
+        store.complete(done, T0 + 500).await.unwrap();
+
+        // old:a and audited:b were delivered at T0; nothing else qualifies. Batches of one.
+        assert_eq!(store.prune_delivered(T0 + 100, 1).await.unwrap(), 1);
+        assert_eq!(store.prune_delivered(T0 + 100, 1).await.unwrap(), 1);
+        assert_eq!(store.prune_delivered(T0 + 100, 1).await.unwrap(), 0);
+        for gone in ["old:a", "audited:b"] {
+            assert!(
+                matches!(store.get_delivery(gone).await, Err(StoreError::NotFound(_))),
+                "{gone}"
+            );
+        }
+        for kept in ["old:b", "audited:a", "new:a", "new:b"] {
+            store.get_delivery(kept).await.unwrap();
+        }
+        assert_eq!(store.get_replay(&replay.id).await.unwrap().delivered, 1);
     }
 }

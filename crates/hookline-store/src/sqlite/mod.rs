@@ -236,4 +236,10 @@ impl Store for SqliteStore {
         let after = parse_cursor(cursor)?;
         self.read(move |c| reads::replays(c, limit, after)).await
     }
+
+    async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {
+        self.writer
+            .write(move |w| writes::prune_delivered(&w.conn, before, batch))
+            .await
+    }
 }

@@ -7,20 +7,6 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 
 use crate::*;
 
-/// Fetches `limit + 1` rows keyed by their sequence, and turns the extra row into a cursor.
-fn page<T>(mut rows: Vec<(i64, T)>, limit: u32) -> Page<T> {
-    let next_cursor = if rows.len() > limit as usize {
-        rows.truncate(limit as usize);
-        rows.last().map(|(seq, _)| seq.to_string())
-    } else {
-        None
-    };
-    Page {
-        items: rows.into_iter().map(|(_, item)| item).collect(),
-        next_cursor,
-    }
-}
-
 fn not_found(what: &str, id: &str) -> StoreError {
     StoreError::NotFound(format!("{what} {id:?}"))
 }

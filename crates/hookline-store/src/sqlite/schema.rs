@@ -47,6 +47,7 @@ CREATE TABLE deliveries (
 CREATE INDEX deliveries_due ON deliveries (run_at) WHERE state = 'scheduled' AND held = 0;
 CREATE INDEX deliveries_lease ON deliveries (lease_expires) WHERE state = 'in_flight';
 CREATE INDEX deliveries_dead ON deliveries (dead_reason, subscriber_id) WHERE state = 'dead';
+CREATE INDEX deliveries_delivered ON deliveries (updated_at) WHERE state = 'delivered';
 CREATE INDEX deliveries_event ON deliveries (event_id);
 -- Not on state: a transition should touch as few indexes as possible.
 CREATE INDEX deliveries_subscriber ON deliveries (subscriber_id);
@@ -80,6 +81,7 @@ CREATE TABLE replay_items (
     delivery_seq  INTEGER NOT NULL,
     PRIMARY KEY (replay_seq, delivery_seq)
 ) WITHOUT ROWID;
+CREATE INDEX replay_items_delivery ON replay_items (delivery_seq);
 "#];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {

@@ -433,18 +433,7 @@ pub(super) fn complete(
 }
 
 pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<String> {
-    if req.limit == 0 || req.limit > 1000 {
-        return Err(StoreError::Invalid(
-            "limit must be between 1 and 1000".into(),
-        ));
-    }
-    if let Some(rate) = req.per_second {
-        if !(rate.is_finite() && rate > 0.0) {
-            return Err(StoreError::Invalid(
-                "per_second must be a positive number".into(),
-            ));
-        }
-    }
+    validate_replay(&req)?;
     let selected = c
         .prepare_cached(
             "SELECT d.seq, d.id FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
@@ -476,10 +465,7 @@ pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<
     let replay_seq = c.last_insert_rowid();
     for (i, (key, _)) in selected.iter().enumerate() {
         // Pacing is persisted as each delivery's run_at, so a restart keeps it.
-        let release = match req.per_second {
-            Some(rate) => now + (i as f64 * 1000.0 / rate) as i64,
-            None => now,
-        };
+        let release = release_at(now, i, req.per_second);
         c.prepare_cached(
             "UPDATE deliveries SET state = 'scheduled', held = 0, attempts = 0,
                  window_start = ?2, run_at = ?2, dead_reason = NULL, dead_at = NULL, updated_at = ?3
@@ -490,4 +476,23 @@ pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<
             .execute(params![replay_seq, key])?;
     }
     Ok(id)
+}
+
+pub(super) fn prune_delivered(c: &Connection, before: UnixMs, batch: u32) -> Result<u64> {
+    let keys = c
+        .prepare_cached(
+            "SELECT d.seq FROM deliveries d
+             WHERE d.state = 'delivered' AND d.updated_at < ?1
+               AND NOT EXISTS (SELECT 1 FROM replay_items ri WHERE ri.delivery_seq = d.seq)
+             LIMIT ?2",
+        )?
+        .query_map(params![before, batch], |r| r.get::<_, i64>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for key in &keys {
+        c.prepare_cached("DELETE FROM attempts WHERE delivery_seq = ?1")?
+            .execute([key])?;
+        c.prepare_cached("DELETE FROM deliveries WHERE seq = ?1")?
+            .execute([key])?;
+    }
+    Ok(keys.len() as u64)
 }

@@ -1,0 +1,301 @@
+//! The scale-out backend: many hookline processes on many machines share one PostgreSQL.
+//!
+//! What a shared database adds to the SQLite backend's guarantees: claims are made with
+//! `FOR UPDATE SKIP LOCKED` under a transaction-scoped advisory lock, so the per-subscriber
+//! in-flight cap is counted exactly across every process; every lease names its owner; a
+//! publish, resume or replay sends `NOTIFY` so idle workers in other processes wake at once.
+
+mod reads;
+mod schema;
+mod writes;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use hookline_policy::UnixMs;
+use tokio::sync::Notify;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use crate::*;
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        match e.as_db_error() {
+            Some(db) => StoreError::Backend(format!("{}: {}", db.code().code(), db.message())),
+            None => StoreError::Backend(e.to_string()),
+        }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        StoreError::Backend(format!("no PostgreSQL connection: {e}"))
+    }
+}
+
+/// Connections each process keeps; the pool is shared by the API and the dispatcher.
+const POOL_SIZE: usize = 16;
+
+pub struct PostgresStore {
+    pool: Pool,
+    /// `NOTIFY` channel, one per schema so stores in different schemas do not wake each other.
+    channel: String,
+    /// Names this process in every lease it takes, for the operator reading a stuck row.
+    owner: String,
+    wake: Arc<Notify>,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+impl PostgresStore {
+    pub async fn open(url: &str) -> Result<Self> {
+        let config = tokio_postgres::Config::from_str(url)
+            .map_err(|e| StoreError::Invalid(format!("database: bad PostgreSQL URL: {e}")))?;
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        let mut client = pool.get().await.map_err(|e| {
+            StoreError::Invalid(format!("database: cannot connect to PostgreSQL: {e}"))
+        })?;
+        schema::migrate(&mut client).await?;
+        let schema: String = client
+            .query_one("SELECT current_schema()", &[])
+            .await?
+            .get(0);
+        drop(client);
+        let channel = format!(
+            "hookline_wake_{}",
+            schema
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect::<String>()
+        );
+        let wake = Arc::new(Notify::new());
+        let listener = tokio::spawn(listen(config, channel.clone(), wake.clone()));
+        Ok(Self {
+            listener,
+            pool,
+            channel,
+            owner: format!(
+                "{}:{}",
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "hookline".into()),
+                std::process::id()
+            ),
+            wake,
+        })
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
+        Ok(self.pool.get().await?)
+    }
+}
+
+/// Keeps a connection LISTENing on the channel and turns notifications into wake-ups. When the
+/// connection drops it reconnects; meanwhile the dispatcher's poll fallback keeps things moving.
+async fn listen(config: tokio_postgres::Config, channel: String, wake: Arc<Notify>) {
+    loop {
+        match config.connect(NoTls).await {
+            Ok((client, mut connection)) => {
+                let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+                let pump_wake = wake.clone();
+                let pump = tokio::spawn(async move {
+                    let _ready = ready_tx;
+                    while let Some(message) =
+                        std::future::poll_fn(|cx| connection.poll_message(cx)).await
+                    {
+                        match message {
+                            Ok(AsyncMessage::Notification(_)) => pump_wake.notify_one(),
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::warn!(error = %e, "LISTEN connection failed");
+                                break;
+                            }
+                        }
+                    }
+                });
+                if let Err(e) = client.batch_execute(&format!("LISTEN {channel}")).await {
+                    tracing::warn!(error = %e, "LISTEN failed");
+                } else {
+                    // Anything published while we were not listening is found by this wake-up.
+                    wake.notify_one();
+                    let _ = ready_rx.await; // resolves when the pump stops
+                }
+                pump.abort();
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot connect for LISTEN"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn ping(&self) -> Result<()> {
+        self.client().await?.query_one("SELECT 1", &[]).await?;
+        Ok(())
+    }
+
+    fn wakeups(&self) -> Option<Arc<Notify>> {
+        Some(self.wake.clone())
+    }
+
+    async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber> {
+        writes::create_subscriber(&self.client().await?, new, now).await
+    }
+
+    async fn get_subscriber(&self, id: &str) -> Result<Subscriber> {
+        reads::subscriber(&self.client().await?, id).await
+    }
+
+    async fn list_subscribers(
+        &self,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Subscriber>> {
+        let after = parse_cursor(cursor)?;
+        reads::subscribers(&self.client().await?, limit, after).await
+    }
+
+    async fn update_subscriber(
+        &self,
+        id: &str,
+        patch: SubscriberPatch,
+        now: UnixMs,
+    ) -> Result<Subscriber> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let s = writes::update_subscriber(&tx, id, patch, now, &self.channel).await?;
+        tx.commit().await?;
+        Ok(s)
+    }
+
+    async fn revoke_subscriber(&self, id: &str, now: UnixMs) -> Result<Subscriber> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        writes::revoke_subscriber(&tx, id, now).await?;
+        let s = reads::subscriber(&tx, id).await?;
+        tx.commit().await?;
+        Ok(s)
+    }
+
+    async fn publish(&self, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let outcome = writes::publish(&tx, event, now, &self.channel).await?;
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    async fn get_event(&self, id: &str) -> Result<Event> {
+        reads::event(&self.client().await?, id).await
+    }
+
+    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
+        if request.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let claimed = writes::claim_due(&tx, request, &self.owner).await?;
+        tx.commit().await?;
+        Ok(claimed)
+    }
+
+    async fn rescue_expired(
+        &self,
+        now: UnixMs,
+        limit: usize,
+        lease_ms: i64,
+    ) -> Result<Vec<ClaimedDelivery>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let rescued = writes::rescue_expired(&tx, now, limit, lease_ms, &self.owner).await?;
+        tx.commit().await?;
+        Ok(rescued)
+    }
+
+    async fn complete(
+        &self,
+        completions: Vec<Completion>,
+        now: UnixMs,
+    ) -> Result<Vec<CompletionResult>> {
+        if completions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let results = writes::complete(&tx, completions, now).await?;
+        tx.commit().await?;
+        Ok(results)
+    }
+
+    async fn next_wakeup(&self) -> Result<Option<UnixMs>> {
+        reads::next_wakeup(&self.client().await?).await
+    }
+
+    async fn get_delivery(&self, id: &str) -> Result<Delivery> {
+        reads::delivery(&self.client().await?, id).await
+    }
+
+    async fn list_deliveries(
+        &self,
+        filter: DeliveryFilter,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Delivery>> {
+        let after = parse_cursor(cursor)?;
+        reads::deliveries(&self.client().await?, &filter, limit, after).await
+    }
+
+    async fn list_dead_letters(
+        &self,
+        filter: DeadLetterFilter,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<DeadLetter>> {
+        let after = parse_cursor(cursor)?;
+        reads::dead_letters(&self.client().await?, &filter, limit, after).await
+    }
+
+    async fn replay(&self, request: ReplayRequest, now: UnixMs) -> Result<Replay> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let id = writes::replay(&tx, request, now, &self.channel).await?;
+        let replay = reads::replay(&tx, &id).await?;
+        tx.commit().await?;
+        Ok(replay)
+    }
+
+    async fn get_replay(&self, id: &str) -> Result<Replay> {
+        reads::replay(&self.client().await?, id).await
+    }
+
+    async fn list_replays(&self, limit: u32, cursor: Option<String>) -> Result<Page<Replay>> {
+        let after = parse_cursor(cursor)?;
+        reads::replays(&self.client().await?, limit, after).await
+    }
+
+    async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let pruned = writes::prune_delivered(&tx, before, batch).await?;
+        tx.commit().await?;
+        Ok(pruned)
+    }
+}

@@ -1,0 +1,385 @@
+//! Every PostgreSQL read.
+
+use std::collections::HashMap;
+
+use deadpool_postgres::GenericClient;
+use hookline_policy::{DeadReason, Outcome, UnixMs};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
+use crate::*;
+
+fn not_found(what: &str, id: &str) -> StoreError {
+    StoreError::NotFound(format!("{what} {id:?}"))
+}
+
+fn corrupt(what: &str, value: &str) -> StoreError {
+    StoreError::Backend(format!("unexpected {what} {value:?} in the database"))
+}
+
+const SUBSCRIBER_COLUMNS: &str =
+    "seq, id, url, event_types, secret, status, created_at, updated_at";
+
+fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
+    let status: String = r.get(5);
+    Ok((
+        r.get(0),
+        Subscriber {
+            id: r.get(1),
+            url: r.get(2),
+            event_types: r.get(3),
+            secret: r.get(4),
+            status: SubscriberStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
+            created_at: r.get(6),
+            updated_at: r.get(7),
+        },
+    ))
+}
+
+async fn one_subscriber(c: &impl GenericClient, id: &str, lock: &str) -> Result<Subscriber> {
+    let row = c
+        .query_opt(
+            &format!("SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE id = $1 {lock}"),
+            &[&id],
+        )
+        .await?
+        .ok_or_else(|| not_found("subscriber", id))?;
+    Ok(subscriber_row(&row)?.1)
+}
+
+pub(super) async fn subscriber(c: &impl GenericClient, id: &str) -> Result<Subscriber> {
+    one_subscriber(c, id, "").await
+}
+
+/// Locks the row for the rest of the transaction, so two concurrent updates cannot both act on
+/// the state they read.
+pub(super) async fn subscriber_for_update(c: &impl GenericClient, id: &str) -> Result<Subscriber> {
+    one_subscriber(c, id, "FOR UPDATE").await
+}
+
+pub(super) async fn subscribers(
+    c: &impl GenericClient,
+    limit: u32,
+    after: i64,
+) -> Result<Page<Subscriber>> {
+    let rows = c
+        .query(
+            &format!(
+                "SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE seq > $1 ORDER BY seq LIMIT $2"
+            ),
+            &[&after, &(i64::from(limit) + 1)],
+        )
+        .await?;
+    let rows = rows
+        .iter()
+        .map(subscriber_row)
+        .collect::<Result<Vec<_>>>()?;
+    Ok(page(rows, limit))
+}
+
+pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
+    let r = c
+        .query_opt(
+            "SELECT id, type, payload, payload_version, accepted_at, deliveries FROM events WHERE id = $1",
+            &[&id],
+        )
+        .await?
+        .ok_or_else(|| not_found("event", id))?;
+    let mut event = Event {
+        id: r.get(0),
+        event_type: r.get(1),
+        payload: r.get(2),
+        payload_version: r.get(3),
+        accepted_at: r.get(4),
+        deliveries: r.get::<_, i64>(5) as u64,
+        counts: StateCounts::default(),
+    };
+    for r in c
+        .query(
+            "SELECT state, count(*) FROM deliveries WHERE event_id = $1 GROUP BY state",
+            &[&id],
+        )
+        .await?
+    {
+        let state: String = r.get(0);
+        let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
+        event.counts.add(state, r.get::<_, i64>(1) as u64);
+    }
+    Ok(event)
+}
+
+/// The attempt histories of many deliveries in one query.
+async fn histories(
+    c: &impl GenericClient,
+    keys: &[i64],
+) -> Result<HashMap<i64, Vec<AttemptRecord>>> {
+    let mut out: HashMap<i64, Vec<AttemptRecord>> = HashMap::new();
+    for r in c
+        .query(
+            "SELECT delivery_seq, ordinal, started_at, duration_ms, outcome, status, error
+             FROM attempts WHERE delivery_seq = ANY ($1) ORDER BY seq",
+            &[&keys],
+        )
+        .await?
+    {
+        let outcome: String = r.get(4);
+        out.entry(r.get(0)).or_default().push(AttemptRecord {
+            ordinal: r.get::<_, i32>(1) as u32,
+            started_at: r.get(2),
+            duration_ms: r.get::<_, i64>(3) as u64,
+            outcome: Outcome::parse(&outcome).ok_or_else(|| corrupt("outcome", &outcome))?,
+            status: r.get::<_, Option<i32>>(5).map(|s| s as u16),
+            error: r.get(6),
+        });
+    }
+    Ok(out)
+}
+
+fn dead_reason(value: Option<String>) -> Result<Option<DeadReason>> {
+    value
+        .map(|v| DeadReason::parse(&v).ok_or_else(|| corrupt("dead_reason", &v)))
+        .transpose()
+}
+
+const DELIVERY_COLUMNS: &str = "d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, \
+                                d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at";
+
+fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
+    let state: String = r.get(4);
+    let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
+    Ok((
+        r.get(0),
+        Delivery {
+            id: r.get(1),
+            event_id: r.get(2),
+            subscriber_id: r.get(3),
+            state,
+            attempts: r.get::<_, i32>(5) as u32,
+            first_seen: r.get(6),
+            window_start: r.get(7),
+            next_attempt_at: if state == DeliveryState::Scheduled {
+                r.get(8)
+            } else {
+                None
+            },
+            dead_reason: dead_reason(r.get(9))?,
+            dead_at: r.get(10),
+            attempt_history: Vec::new(),
+        },
+    ))
+}
+
+async fn with_history(c: &impl GenericClient, rows: &[Row]) -> Result<Vec<(i64, Delivery)>> {
+    let mut rows = rows.iter().map(delivery_row).collect::<Result<Vec<_>>>()?;
+    let keys: Vec<i64> = rows.iter().map(|(k, _)| *k).collect();
+    let mut h = histories(c, &keys).await?;
+    for (key, d) in &mut rows {
+        d.attempt_history = h.remove(key).unwrap_or_default();
+    }
+    Ok(rows)
+}
+
+pub(super) async fn delivery(c: &impl GenericClient, id: &str) -> Result<Delivery> {
+    let rows = c
+        .query(
+            &format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE d.id = $1"),
+            &[&id],
+        )
+        .await?;
+    with_history(c, &rows)
+        .await?
+        .pop()
+        .map(|(_, d)| d)
+        .ok_or_else(|| not_found("delivery", id))
+}
+
+/// `WHERE` clauses built from the filters that are set, so each list can use its index.
+#[derive(Default)]
+struct Conditions {
+    sql: Vec<String>,
+    values: Vec<Box<dyn ToSql + Sync + Send>>,
+}
+
+impl Conditions {
+    fn add<T: ToSql + Sync + Send + 'static>(&mut self, column: &str, value: Option<T>) {
+        if let Some(v) = value {
+            self.values.push(Box::new(v));
+            self.sql.push(format!("{column} = ${}", self.values.len()));
+        }
+    }
+
+    async fn query(
+        mut self,
+        c: &impl GenericClient,
+        select: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<Row>> {
+        self.values.push(Box::new(after));
+        self.sql.push(format!("d.seq > ${}", self.values.len()));
+        let sql = format!(
+            "{select} WHERE {} ORDER BY d.seq LIMIT {}",
+            self.sql.join(" AND "),
+            u64::from(limit) + 1
+        );
+        let params: Vec<&(dyn ToSql + Sync)> = self
+            .values
+            .iter()
+            .map(|v| &**v as &(dyn ToSql + Sync))
+            .collect();
+        Ok(c.query(&sql, &params).await?)
+    }
+}
+
+pub(super) async fn deliveries(
+    c: &impl GenericClient,
+    filter: &DeliveryFilter,
+    limit: u32,
+    after: i64,
+) -> Result<Page<Delivery>> {
+    let mut cond = Conditions::default();
+    cond.add("d.event_id", filter.event_id.clone());
+    cond.add("d.subscriber_id", filter.subscriber_id.clone());
+    cond.add("d.state", filter.state.map(|s| s.as_str().to_owned()));
+    let rows = cond
+        .query(
+            c,
+            &format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d"),
+            after,
+            limit,
+        )
+        .await?;
+    Ok(page(with_history(c, &rows).await?, limit))
+}
+
+pub(super) async fn dead_letters(
+    c: &impl GenericClient,
+    filter: &DeadLetterFilter,
+    limit: u32,
+    after: i64,
+) -> Result<Page<DeadLetter>> {
+    let mut cond = Conditions::default();
+    cond.add("d.state", Some("dead".to_owned()));
+    cond.add(
+        "d.dead_reason",
+        filter.reason.map(|r| r.as_str().to_owned()),
+    );
+    cond.add("d.subscriber_id", filter.subscriber_id.clone());
+    let rows = cond
+        .query(
+            c,
+            "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id, e.payload_version, d.dead_reason, d.dead_at
+             FROM deliveries d JOIN events e ON e.id = d.event_id",
+            after,
+            limit,
+        )
+        .await?;
+    let keys: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+    let mut h = histories(c, &keys).await?;
+    let items = rows
+        .iter()
+        .map(|r| {
+            let key: i64 = r.get(0);
+            Ok((
+                key,
+                DeadLetter {
+                    delivery_id: r.get(1),
+                    event_id: r.get(2),
+                    event_type: r.get(3),
+                    subscriber_id: r.get(4),
+                    payload_version: r.get(5),
+                    reason: dead_reason(r.get(6))?.ok_or_else(|| corrupt("dead_reason", ""))?,
+                    dead_at: r.get(7),
+                    attempt_history: h.remove(&key).unwrap_or_default(),
+                },
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(page(items, limit))
+}
+
+pub(super) async fn next_wakeup(c: &impl GenericClient) -> Result<Option<UnixMs>> {
+    let r = c
+        .query_one(
+            "SELECT (SELECT min(run_at) FROM deliveries WHERE state = 'scheduled' AND NOT held),
+                    (SELECT min(lease_expires) FROM deliveries WHERE state = 'in_flight')",
+            &[],
+        )
+        .await?;
+    let (due, expiry): (Option<i64>, Option<i64>) = (r.get(0), r.get(1));
+    Ok(match (due, expiry) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    })
+}
+
+const REPLAY_COLUMNS: &str =
+    "seq, id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected";
+
+async fn replay_row(c: &impl GenericClient, r: &Row) -> Result<(i64, Replay)> {
+    let seq: i64 = r.get(0);
+    let reason: String = r.get(3);
+    let delivery_ids: Vec<String> = c
+        .query(
+            "SELECT d.id FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
+             WHERE ri.replay_seq = $1 ORDER BY d.seq",
+            &[&seq],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let counts = c
+        .query_one(
+            "SELECT count(*) FILTER (WHERE d.state = 'delivered'), count(*) FILTER (WHERE d.state = 'dead')
+             FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
+             WHERE ri.replay_seq = $1",
+            &[&seq],
+        )
+        .await?;
+    Ok((
+        seq,
+        Replay {
+            id: r.get(1),
+            created_at: r.get(2),
+            reason: DeadReason::parse(&reason).ok_or_else(|| corrupt("reason", &reason))?,
+            subscriber_id: r.get(4),
+            limit: r.get::<_, i64>(5) as u32,
+            per_second: r.get(6),
+            requested_by: r.get(7),
+            selected: r.get::<_, i64>(8) as u64,
+            delivery_ids,
+            delivered: counts.get::<_, i64>(0) as u64,
+            dead: counts.get::<_, i64>(1) as u64,
+        },
+    ))
+}
+
+pub(super) async fn replay(c: &impl GenericClient, id: &str) -> Result<Replay> {
+    let row = c
+        .query_opt(
+            &format!("SELECT {REPLAY_COLUMNS} FROM replays WHERE id = $1"),
+            &[&id],
+        )
+        .await?
+        .ok_or_else(|| not_found("replay", id))?;
+    Ok(replay_row(c, &row).await?.1)
+}
+
+pub(super) async fn replays(
+    c: &impl GenericClient,
+    limit: u32,
+    after: i64,
+) -> Result<Page<Replay>> {
+    let rows = c
+        .query(
+            &format!("SELECT {REPLAY_COLUMNS} FROM replays WHERE seq > $1 ORDER BY seq LIMIT $2"),
+            &[&after, &(i64::from(limit) + 1)],
+        )
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        out.push(replay_row(c, r).await?);
+    }
+    Ok(page(out, limit))
+}

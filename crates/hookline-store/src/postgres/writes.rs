@@ -1,0 +1,566 @@
+//! Every PostgreSQL write. Each runs inside the caller's transaction.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use deadpool_postgres::GenericClient;
+use hookline_policy::{DeadReason, UnixMs};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Row;
+
+use super::reads;
+use crate::*;
+
+/// Due rows one claim looks at per slot it fills, so that a subscriber at its cap cannot make
+/// a claim come back empty while others wait behind it.
+const SCAN_PER_SLOT: i64 = 4;
+const SCAN_MIN: i64 = 256;
+
+async fn notify(c: &impl GenericClient, channel: &str) -> Result<()> {
+    c.execute("SELECT pg_notify($1, '')", &[&channel]).await?;
+    Ok(())
+}
+
+pub(super) async fn create_subscriber(
+    c: &impl GenericClient,
+    new: NewSubscriber,
+    now: UnixMs,
+) -> Result<Subscriber> {
+    let inserted = c
+        .execute(
+            "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, 'active', $5, $5)",
+            &[&new.id, &new.url, &new.event_types, &new.secret, &now],
+        )
+        .await;
+    match inserted {
+        Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Err(StoreError::Conflict(
+            format!("subscriber {:?} already exists", new.id),
+        )),
+        other => {
+            other?;
+            reads::subscriber(c, &new.id).await
+        }
+    }
+}
+
+pub(super) async fn update_subscriber(
+    c: &impl GenericClient,
+    id: &str,
+    patch: SubscriberPatch,
+    now: UnixMs,
+    channel: &str,
+) -> Result<Subscriber> {
+    let current = reads::subscriber_for_update(c, id).await?;
+    if current.status == SubscriberStatus::Revoked {
+        return Err(StoreError::Conflict(format!(
+            "subscriber {id:?} is revoked; revocation is final"
+        )));
+    }
+    let status = patch.status.unwrap_or(current.status);
+    if status == SubscriberStatus::Revoked {
+        return Err(StoreError::Invalid(
+            "a subscriber is revoked by deleting it, not by a status change".into(),
+        ));
+    }
+    let url = patch.url.unwrap_or(current.url);
+    let types = patch.event_types.unwrap_or(current.event_types);
+    c.execute(
+        "UPDATE subscribers SET url = $2, event_types = $3, status = $4, updated_at = $5 WHERE id = $1",
+        &[&id, &url, &types, &status.as_str(), &now],
+    )
+    .await?;
+    if current.status == SubscriberStatus::Paused && status == SubscriberStatus::Active {
+        c.execute(
+            "UPDATE deliveries SET held = FALSE WHERE subscriber_id = $1 AND state = 'scheduled' AND held",
+            &[&id],
+        )
+        .await?;
+        notify(c, channel).await?;
+    }
+    reads::subscriber(c, id).await
+}
+
+pub(super) async fn revoke_subscriber(c: &impl GenericClient, id: &str, now: UnixMs) -> Result<()> {
+    let updated = c
+        .execute(
+            "UPDATE subscribers SET status = 'revoked', updated_at = $2 WHERE id = $1 AND status <> 'revoked'",
+            &[&id, &now],
+        )
+        .await?;
+    if updated == 0 {
+        reads::subscriber(c, id).await?;
+        return Ok(());
+    }
+    c.execute(
+        "UPDATE deliveries SET state = 'dead', dead_reason = $2, dead_at = $3, held = FALSE, updated_at = $3
+         WHERE subscriber_id = $1 AND state = 'scheduled'",
+        &[&id, &DeadReason::SubscriptionRevoked.as_str(), &now],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn publish(
+    c: &impl GenericClient,
+    event: NewEvent,
+    now: UnixMs,
+    channel: &str,
+) -> Result<PublishOutcome> {
+    // A concurrent publish of the same id waits here for the other transaction to finish.
+    let inserted = c
+        .execute(
+            "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries)
+             VALUES ($1, $2, $3, $4, $5, 0) ON CONFLICT (id) DO NOTHING",
+            &[
+                &event.id,
+                &event.event_type,
+                &event.payload,
+                &event.payload_version,
+                &now,
+            ],
+        )
+        .await?;
+    if inserted == 0 {
+        let row = c
+            .query_one(
+                "SELECT type, payload, payload_version, deliveries FROM events WHERE id = $1",
+                &[&event.id],
+            )
+            .await?;
+        let (event_type, payload, version, deliveries): (String, String, i64, i64) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let same = event_type == event.event_type
+            && payload == event.payload
+            && version == event.payload_version;
+        return Ok(if same {
+            PublishOutcome::AlreadyAccepted(EventReceipt {
+                id: event.id,
+                event_type,
+                deliveries: deliveries as u64,
+            })
+        } else {
+            PublishOutcome::Conflict
+        });
+    }
+    let deliveries = c
+        .execute(
+            "INSERT INTO deliveries
+                 (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at)
+             SELECT $1 || ':' || s.id, $1, s.id, 'scheduled', s.status = 'paused', $3, $3, $3, $3
+             FROM subscribers s
+             WHERE s.status <> 'revoked'
+               AND (cardinality(s.event_types) = 0 OR $2 = ANY (s.event_types))
+             ORDER BY s.seq",
+            &[&event.id, &event.event_type, &now],
+        )
+        .await?;
+    c.execute(
+        "UPDATE events SET deliveries = $2 WHERE id = $1",
+        &[&event.id, &(deliveries as i64)],
+    )
+    .await?;
+    if deliveries > 0 {
+        notify(c, channel).await?;
+    }
+    Ok(PublishOutcome::Accepted(EventReceipt {
+        id: event.id,
+        event_type: event.event_type,
+        deliveries,
+    }))
+}
+
+const LEASED_COLUMNS: &str =
+    "seq, id, event_id, subscriber_id, attempts, first_seen, window_start, run_at";
+
+struct Leased {
+    key: i64,
+    id: String,
+    event_id: String,
+    subscriber_id: String,
+    attempts: u32,
+    first_seen: UnixMs,
+    window_start: UnixMs,
+    run_at: UnixMs,
+}
+
+fn leased(r: &Row) -> Leased {
+    Leased {
+        key: r.get(0),
+        id: r.get(1),
+        event_id: r.get(2),
+        subscriber_id: r.get(3),
+        attempts: r.get::<_, i32>(4) as u32,
+        first_seen: r.get(5),
+        window_start: r.get(6),
+        run_at: r.get::<_, Option<i64>>(7).unwrap_or(0),
+    }
+}
+
+/// Loads the destinations and event bodies of a batch, once each.
+async fn claimed(
+    c: &impl GenericClient,
+    rows: Vec<Leased>,
+    lease: i64,
+    rescued: bool,
+) -> Result<Vec<ClaimedDelivery>> {
+    let mut subscriber_ids: Vec<&str> = rows.iter().map(|r| r.subscriber_id.as_str()).collect();
+    subscriber_ids.sort_unstable();
+    subscriber_ids.dedup();
+    let destinations: HashMap<String, Arc<Destination>> = c
+        .query(
+            "SELECT id, url, secret FROM subscribers WHERE id = ANY ($1)",
+            &[&subscriber_ids],
+        )
+        .await?
+        .into_iter()
+        .map(|r| {
+            let d = Destination {
+                subscriber_id: r.get(0),
+                url: r.get(1),
+                secret: r.get(2),
+            };
+            (d.subscriber_id.clone(), Arc::new(d))
+        })
+        .collect();
+    let mut event_ids: Vec<&str> = rows.iter().map(|r| r.event_id.as_str()).collect();
+    event_ids.sort_unstable();
+    event_ids.dedup();
+    let events: HashMap<String, Arc<EventBody>> = c
+        .query(
+            "SELECT id, type, payload, payload_version, accepted_at FROM events WHERE id = ANY ($1)",
+            &[&event_ids],
+        )
+        .await?
+        .into_iter()
+        .map(|r| {
+            let e = EventBody {
+                id: r.get(0),
+                event_type: r.get(1),
+                payload: r.get(2),
+                payload_version: r.get(3),
+                accepted_at: r.get(4),
+            };
+            (e.id.clone(), Arc::new(e))
+        })
+        .collect();
+    rows.into_iter()
+        .map(|row| {
+            let missing =
+                || StoreError::Backend(format!("delivery {} lost its subscriber or event", row.id));
+            Ok(ClaimedDelivery {
+                key: DeliveryKey(row.key),
+                destination: destinations
+                    .get(&row.subscriber_id)
+                    .ok_or_else(missing)?
+                    .clone(),
+                event: events.get(&row.event_id).ok_or_else(missing)?.clone(),
+                // Claims return the count after their increment; rescues the lost attempt's.
+                attempt: row.attempts,
+                lease,
+                first_seen: row.first_seen,
+                window_start: row.window_start,
+                due_at: row.run_at,
+                rescued,
+                id: row.id,
+            })
+        })
+        .collect()
+}
+
+pub(super) async fn claim_due(
+    c: &impl GenericClient,
+    req: ClaimRequest,
+    owner: &str,
+) -> Result<Vec<ClaimedDelivery>> {
+    // One claimer at a time per schema: the per-subscriber counts below are then exact across
+    // every process. A claim is a few statements, so the queue this forms is short.
+    c.execute(
+        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.hookline.claim'))",
+        &[],
+    )
+    .await?;
+    let scan = (req.limit as i64 * SCAN_PER_SLOT).max(SCAN_MIN);
+    let due = c
+        .query(
+            "SELECT d.seq, d.subscriber_id, s.status FROM deliveries d
+             JOIN subscribers s ON s.id = d.subscriber_id
+             WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
+             ORDER BY d.run_at LIMIT $2
+             FOR UPDATE OF d SKIP LOCKED",
+            &[&req.now, &scan],
+        )
+        .await?;
+    let mut subscriber_ids: Vec<String> = due.iter().map(|r| r.get(1)).collect();
+    subscriber_ids.sort_unstable();
+    subscriber_ids.dedup();
+    let mut in_flight: HashMap<String, i64> = c
+        .query(
+            "SELECT subscriber_id, count(*) FROM deliveries
+             WHERE state = 'in_flight' AND subscriber_id = ANY ($1) GROUP BY 1",
+            &[&subscriber_ids],
+        )
+        .await?
+        .into_iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let cap = i64::from(req.max_in_flight_per_subscriber);
+    let (mut take, mut hold) = (Vec::new(), Vec::new());
+    for r in &due {
+        let (key, subscriber, status): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
+        if status != SubscriberStatus::Active.as_str() {
+            hold.push(key);
+            continue;
+        }
+        let n = in_flight.entry(subscriber).or_default();
+        if *n < cap && take.len() < req.limit {
+            *n += 1;
+            take.push(key);
+        }
+    }
+    if !hold.is_empty() {
+        c.execute(
+            "UPDATE deliveries SET held = TRUE WHERE seq = ANY ($1)",
+            &[&hold],
+        )
+        .await?;
+    }
+    if take.is_empty() {
+        return Ok(Vec::new());
+    }
+    let lease: i64 = rand::random();
+    let rows = c
+        .query(
+            &format!(
+                "UPDATE deliveries SET state = 'in_flight', attempts = attempts + 1,
+                     lease_token = $2, lease_owner = $3, lease_expires = $4, updated_at = $5
+                 WHERE seq = ANY ($1)
+                 RETURNING {LEASED_COLUMNS}"
+            ),
+            &[&take, &lease, &owner, &(req.now + req.lease_ms), &req.now],
+        )
+        .await?;
+    let mut rows: Vec<Leased> = rows.iter().map(leased).collect();
+    rows.sort_by_key(|r| (r.run_at, r.key));
+    claimed(c, rows, lease, false).await
+}
+
+pub(super) async fn rescue_expired(
+    c: &impl GenericClient,
+    now: UnixMs,
+    limit: usize,
+    lease_ms: i64,
+    owner: &str,
+) -> Result<Vec<ClaimedDelivery>> {
+    let lease: i64 = rand::random();
+    // The state and expiry are checked again inside the UPDATE, so a completion that committed
+    // in between is never overwritten.
+    let rows = c
+        .query(
+            &format!(
+                "UPDATE deliveries SET lease_token = $3, lease_owner = $4, lease_expires = $5, updated_at = $1
+                 WHERE seq IN (
+                     SELECT seq FROM deliveries
+                     WHERE state = 'in_flight' AND lease_expires <= $1
+                     ORDER BY lease_expires LIMIT $2
+                     FOR UPDATE SKIP LOCKED)
+                   AND state = 'in_flight' AND lease_expires <= $1
+                 RETURNING {LEASED_COLUMNS}"
+            ),
+            &[&now, &(limit as i64), &lease, &owner, &(now + lease_ms)],
+        )
+        .await?;
+    let rows: Vec<Leased> = rows.iter().map(leased).collect();
+    for r in &rows {
+        tracing::warn!(delivery = %r.id, "rescued a delivery whose lease ran out");
+    }
+    claimed(c, rows, lease, true).await
+}
+
+pub(super) async fn complete(
+    c: &impl GenericClient,
+    completions: Vec<Completion>,
+    now: UnixMs,
+) -> Result<Vec<CompletionResult>> {
+    let mut keys = Vec::with_capacity(completions.len());
+    let mut leases = Vec::with_capacity(completions.len());
+    let mut states = Vec::with_capacity(completions.len());
+    let mut run_ats: Vec<Option<i64>> = Vec::with_capacity(completions.len());
+    let mut reasons: Vec<Option<&str>> = Vec::with_capacity(completions.len());
+    for done in &completions {
+        keys.push(done.key.0);
+        leases.push(done.lease);
+        let (state, run_at, reason) = match done.transition {
+            Transition::Delivered => (DeliveryState::Delivered, None, None),
+            Transition::Reschedule { run_at } => (DeliveryState::Scheduled, Some(run_at), None),
+            Transition::Dead(reason) => (DeliveryState::Dead, None, Some(reason.as_str())),
+        };
+        states.push(state.as_str());
+        run_ats.push(run_at);
+        reasons.push(reason);
+    }
+    // One statement for the whole batch, fenced row by row by the lease. A reschedule for a
+    // subscriber revoked meanwhile becomes a dead letter instead.
+    let applied = c
+        .query(
+            "WITH c AS (
+                 SELECT * FROM UNNEST($1::int8[], $2::int8[], $3::text[], $4::int8[], $5::text[])
+                     AS c(seq, lease, state, run_at, reason)
+             ), t AS (
+                 SELECT c.seq, c.lease,
+                        (c.state = 'scheduled' AND s.status = 'revoked') AS revoked, c.state, c.run_at, c.reason
+                 FROM c JOIN deliveries d ON d.seq = c.seq JOIN subscribers s ON s.id = d.subscriber_id
+             )
+             UPDATE deliveries d SET
+                 state = CASE WHEN t.revoked THEN 'dead' ELSE t.state END,
+                 run_at = CASE WHEN t.revoked THEN NULL ELSE t.run_at END,
+                 dead_reason = CASE WHEN t.revoked THEN 'subscription_revoked' ELSE t.reason END,
+                 dead_at = CASE WHEN t.revoked OR t.state = 'dead' THEN $6::int8 END,
+                 lease_token = NULL, lease_owner = NULL, lease_expires = NULL, updated_at = $6
+             FROM t
+             WHERE d.seq = t.seq AND d.state = 'in_flight' AND d.lease_token = t.lease
+             RETURNING d.seq, d.subscriber_id",
+            &[&keys, &leases, &states, &run_ats, &reasons, &now],
+        )
+        .await?;
+    let applied: HashMap<i64, String> = applied.iter().map(|r| (r.get(0), r.get(1))).collect();
+
+    let mut attempt_cols: (
+        Vec<i64>,
+        Vec<i32>,
+        Vec<i64>,
+        Vec<i64>,
+        Vec<&str>,
+        Vec<Option<i32>>,
+        Vec<Option<&str>>,
+    ) = Default::default();
+    let mut revoke = Vec::new();
+    let results = completions
+        .iter()
+        .map(|done| {
+            let Some(subscriber) = applied.get(&done.key.0) else {
+                return CompletionResult::LeaseLost;
+            };
+            let a = &done.attempt;
+            attempt_cols.0.push(done.key.0);
+            attempt_cols.1.push(a.ordinal as i32);
+            attempt_cols.2.push(a.started_at);
+            attempt_cols.3.push(a.duration_ms as i64);
+            attempt_cols.4.push(a.outcome.as_str());
+            attempt_cols.5.push(a.status.map(i32::from));
+            attempt_cols.6.push(a.error.as_deref());
+            if done.revoke_subscriber {
+                revoke.push(subscriber.clone());
+            }
+            CompletionResult::Applied
+        })
+        .collect();
+    if !attempt_cols.0.is_empty() {
+        let (k, o, s, d, out, st, e) = &attempt_cols;
+        c.execute(
+            "INSERT INTO attempts (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error)
+             SELECT * FROM UNNEST($1::int8[], $2::int4[], $3::int8[], $4::int8[], $5::text[], $6::int4[], $7::text[])",
+            &[k, o, s, d, out, st, e],
+        )
+        .await?;
+    }
+    revoke.sort();
+    revoke.dedup();
+    for subscriber in revoke {
+        revoke_subscriber(c, &subscriber, now).await?;
+    }
+    Ok(results)
+}
+
+pub(super) async fn replay(
+    c: &impl GenericClient,
+    req: ReplayRequest,
+    now: UnixMs,
+    channel: &str,
+) -> Result<String> {
+    validate_replay(&req)?;
+    let selected: Vec<i64> = c
+        .query(
+            "SELECT d.seq FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+             WHERE d.state = 'dead' AND d.dead_reason = $1
+               AND ($2::text IS NULL OR d.subscriber_id = $2)
+               AND s.status <> 'revoked'
+             ORDER BY d.dead_at, d.seq LIMIT $3
+             FOR UPDATE OF d",
+            &[
+                &req.reason.as_str(),
+                &req.subscriber_id,
+                &i64::from(req.limit),
+            ],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let id = format!("rpl_{:016x}", rand::random::<u64>());
+    let replay_seq: i64 = c
+        .query_one(
+            "INSERT INTO replays (id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
+            &[
+                &id,
+                &now,
+                &req.reason.as_str(),
+                &req.subscriber_id,
+                &i64::from(req.limit),
+                &req.per_second,
+                &req.requested_by,
+                &(selected.len() as i64),
+            ],
+        )
+        .await?
+        .get(0);
+    let release: Vec<i64> = (0..selected.len())
+        .map(|i| release_at(now, i, req.per_second))
+        .collect();
+    // Pacing is persisted as each delivery's run_at, so a restart keeps it.
+    c.execute(
+        "UPDATE deliveries d SET state = 'scheduled', held = FALSE, attempts = 0,
+             window_start = r.release, run_at = r.release, dead_reason = NULL, dead_at = NULL, updated_at = $3
+         FROM UNNEST($1::int8[], $2::int8[]) AS r(seq, release)
+         WHERE d.seq = r.seq",
+        &[&selected, &release, &now],
+    )
+    .await?;
+    c.execute(
+        "INSERT INTO replay_items (replay_seq, delivery_seq) SELECT $1, UNNEST($2::int8[])",
+        &[&replay_seq, &selected],
+    )
+    .await?;
+    if !selected.is_empty() {
+        notify(c, channel).await?;
+    }
+    Ok(id)
+}
+
+pub(super) async fn prune_delivered(
+    c: &impl GenericClient,
+    before: UnixMs,
+    batch: u32,
+) -> Result<u64> {
+    let pruned: Vec<i64> = c
+        .query(
+            "DELETE FROM deliveries WHERE seq IN (
+                 SELECT d.seq FROM deliveries d
+                 WHERE d.state = 'delivered' AND d.updated_at < $1
+                   AND NOT EXISTS (SELECT 1 FROM replay_items ri WHERE ri.delivery_seq = d.seq)
+                 LIMIT $2 FOR UPDATE SKIP LOCKED)
+             RETURNING seq",
+            &[&before, &i64::from(batch)],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    c.execute(
+        "DELETE FROM attempts WHERE delivery_seq = ANY ($1)",
+        &[&pruned],
+    )
+    .await?;
+    Ok(pruned.len() as u64)
+}
