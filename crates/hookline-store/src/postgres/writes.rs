@@ -425,15 +425,7 @@ pub(super) async fn complete(
         .await?;
     let applied: HashMap<i64, String> = applied.iter().map(|r| (r.get(0), r.get(1))).collect();
 
-    let mut attempt_cols: (
-        Vec<i64>,
-        Vec<i32>,
-        Vec<i64>,
-        Vec<i64>,
-        Vec<&str>,
-        Vec<Option<i32>>,
-        Vec<Option<&str>>,
-    ) = Default::default();
+    let mut history = AttemptColumns::default();
     let mut revoke = Vec::new();
     let results = completions
         .iter()
@@ -441,35 +433,65 @@ pub(super) async fn complete(
             let Some(subscriber) = applied.get(&done.key.0) else {
                 return CompletionResult::LeaseLost;
             };
-            let a = &done.attempt;
-            attempt_cols.0.push(done.key.0);
-            attempt_cols.1.push(a.ordinal as i32);
-            attempt_cols.2.push(a.started_at);
-            attempt_cols.3.push(a.duration_ms as i64);
-            attempt_cols.4.push(a.outcome.as_str());
-            attempt_cols.5.push(a.status.map(i32::from));
-            attempt_cols.6.push(a.error.as_deref());
+            history.push(done.key.0, &done.attempt);
             if done.revoke_subscriber {
                 revoke.push(subscriber.clone());
             }
             CompletionResult::Applied
         })
         .collect();
-    if !attempt_cols.0.is_empty() {
-        let (k, o, s, d, out, st, e) = &attempt_cols;
-        c.execute(
-            "INSERT INTO attempts (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error)
-             SELECT * FROM UNNEST($1::int8[], $2::int4[], $3::int8[], $4::int8[], $5::text[], $6::int4[], $7::text[])",
-            &[k, o, s, d, out, st, e],
-        )
-        .await?;
-    }
+    history.insert(c).await?;
     revoke.sort();
     revoke.dedup();
     for subscriber in revoke {
         revoke_subscriber(c, &subscriber, now).await?;
     }
     Ok(results)
+}
+
+/// Attempt records as one array per column, for a single `INSERT ... SELECT FROM UNNEST`.
+#[derive(Default)]
+struct AttemptColumns<'a> {
+    delivery: Vec<i64>,
+    ordinal: Vec<i32>,
+    started_at: Vec<i64>,
+    duration_ms: Vec<i64>,
+    outcome: Vec<&'static str>,
+    status: Vec<Option<i32>>,
+    error: Vec<Option<&'a str>>,
+}
+
+impl<'a> AttemptColumns<'a> {
+    fn push(&mut self, key: i64, a: &'a AttemptRecord) {
+        self.delivery.push(key);
+        self.ordinal.push(a.ordinal as i32);
+        self.started_at.push(a.started_at);
+        self.duration_ms.push(a.duration_ms as i64);
+        self.outcome.push(a.outcome.as_str());
+        self.status.push(a.status.map(i32::from));
+        self.error.push(a.error.as_deref());
+    }
+
+    async fn insert(&self, c: &impl GenericClient) -> Result<()> {
+        if self.delivery.is_empty() {
+            return Ok(());
+        }
+        c.execute(
+            "INSERT INTO attempts (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error)
+             SELECT * FROM UNNEST($1::int8[], $2::int4[], $3::int8[], $4::int8[], $5::text[], $6::int4[], $7::text[])",
+            &[
+                &self.delivery,
+                &self.ordinal,
+                &self.started_at,
+                &self.duration_ms,
+                &self.outcome,
+                &self.status,
+                &self.error,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
 }
 
 pub(super) async fn replay(
