@@ -14,8 +14,24 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::dispatcher::{Dispatcher, DispatcherHandle};
 
+/// Which parts of hookline this process runs. Several processes on one PostgreSQL split the work:
+/// `api` processes accept and serve reads but never claim; `worker` processes claim and deliver
+/// and serve only `/healthz`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Role {
+    #[default]
+    All,
+    Api,
+    Worker,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    #[error(
+        "--role {0:?} splits hookline across processes, which needs a shared PostgreSQL \
+         database; one process owns a SQLite file, so run --role all"
+    )]
+    RoleNeedsPostgres(Role),
     #[error("{0}")]
     Store(#[from] StoreError),
     #[error("cannot listen on {addr}: {source}")]
@@ -29,12 +45,19 @@ pub struct RunningApp {
     /// Where the API listens (the real port when the config asked for port 0).
     pub addr: SocketAddr,
     pub store: Arc<dyn Store>,
-    dispatcher: DispatcherHandle,
+    dispatcher: Option<DispatcherHandle>,
     server: JoinHandle<std::io::Result<()>>,
     stop_server: oneshot::Sender<()>,
 }
 
-pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<RunningApp, StartError> {
+pub async fn start(
+    config: &Config,
+    clock: Arc<dyn Clock>,
+    role: Role,
+) -> Result<RunningApp, StartError> {
+    if role != Role::All && config.database.starts_with("sqlite:") {
+        return Err(StartError::RoleNeedsPostgres(role));
+    }
     let store = hookline_store::open(&config.database).await?;
     let listener = TcpListener::bind(config.listen)
         .await
@@ -46,19 +69,28 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<RunningApp,
         addr: config.listen,
         source,
     })?;
-    let dispatcher = Dispatcher::spawn(
-        store.clone(),
-        config.retry,
-        config.delivery.clone(),
-        clock.clone(),
-    );
-    let router = api::router(Arc::new(ApiContext {
+    let dispatcher = (role != Role::Api).then(|| {
+        Dispatcher::spawn(
+            store.clone(),
+            config.retry,
+            config.delivery.clone(),
+            clock.clone(),
+        )
+    });
+    let ctx = Arc::new(ApiContext {
         store: store.clone(),
         clock,
         allow_private_destinations: config.allow_private_destinations,
         max_payload_bytes: config.max_payload_bytes,
-        wake: dispatcher.waker(),
-    }));
+        // An api-only process has no dispatcher to wake; the store's NOTIFY wakes the workers.
+        wake: dispatcher
+            .as_ref()
+            .map_or_else(Default::default, |d| d.waker()),
+    });
+    let router = match role {
+        Role::Worker => api::health_router(ctx),
+        Role::All | Role::Api => api::router(ctx),
+    };
     let (stop_server, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         axum::serve(listener, router)
@@ -81,7 +113,12 @@ impl RunningApp {
     /// finish, and commits their outcomes.
     pub async fn shutdown(self) {
         let _ = self.stop_server.send(());
-        let (server, ()) = tokio::join!(self.server, self.dispatcher.shutdown());
+        let dispatcher = async {
+            if let Some(d) = self.dispatcher {
+                d.shutdown().await;
+            }
+        };
+        let (server, ()) = tokio::join!(self.server, dispatcher);
         if let Ok(Err(e)) = server {
             tracing::error!(error = %e, "HTTP server stopped with an error");
         }

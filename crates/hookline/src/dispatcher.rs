@@ -22,8 +22,12 @@ use crate::clock::Clock;
 use crate::config::DeliveryConfig;
 use crate::sender::{AttemptReport, Sender};
 
-/// When nothing says otherwise, look at the store this often anyway.
-const IDLE_POLL_MS: i64 = 1_000;
+/// An idle dispatcher sleeps until the next due `run_at` (or lease expiry); this bounds the
+/// sleep in case a wake-up was missed (say, while a LISTEN connection was being re-established).
+const IDLE_FALLBACK_MS: i64 = 30_000;
+/// When due deliveries could not be claimed because their subscribers are at their in-flight
+/// cap, look again this soon: a slot freed by another process sends no wake-up.
+const CAPPED_POLL_MS: i64 = 250;
 /// How often to look for deliveries whose worker was lost.
 const RESCUE_EVERY_MS: i64 = 1_000;
 /// A lease outlives the attempt timeout by this much, to cover the commit of its completion.
@@ -99,6 +103,14 @@ impl Dispatcher {
         let committer = tokio::spawn(commit_loop(s.clone(), done_rx));
         let mut attempts = JoinSet::new();
         let mut next_rescue: UnixMs = 0;
+        // Wake-ups from other processes sharing the store (PostgreSQL NOTIFY).
+        let remote = s.store.wakeups();
+        let remote_wake = || async {
+            match &remote {
+                Some(n) => n.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         while !*stop.borrow() {
             let now = s.clock.now_ms();
             let free = self.delivery.concurrency - s.in_flight.load(Ordering::Acquire);
@@ -136,11 +148,17 @@ impl Dispatcher {
                 continue;
             }
             let deadline = match s.store.next_wakeup().await {
-                Ok(Some(t)) if t > now => t.min(now + IDLE_POLL_MS),
-                _ => now + IDLE_POLL_MS,
+                Ok(Some(t)) if t > now => t.min(now + IDLE_FALLBACK_MS),
+                Ok(Some(_)) => now + CAPPED_POLL_MS,
+                Ok(None) => now + IDLE_FALLBACK_MS,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read the next due time");
+                    now + CAPPED_POLL_MS
+                }
             };
             tokio::select! {
                 _ = s.wake.notified() => {}
+                _ = remote_wake() => {}
                 _ = s.clock.sleep_until(deadline) => {}
                 _ = stop.changed() => {}
             }

@@ -5,7 +5,6 @@
 mod common;
 
 use std::collections::HashSet;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -14,51 +13,17 @@ use serde_json::json;
 
 const SUBSCRIBERS: usize = 2_000;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn spawn(config: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_hookline"))
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
-}
-
-async fn healthy(http: &reqwest::Client, base: &str) {
-    eventually("hookline to answer /healthz", async || {
-        let ok = http.get(format!("{base}/healthz")).send().await;
-        ok.is_ok_and(|r| r.status().is_success()).then_some(())
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_a_2000_subscriber_fan_out_loses_nothing() {
     let rx = Receiver::start(|_, _| 200).await;
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let config = dir.path().join("hookline.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "listen = \"127.0.0.1:{port}\"\ndatabase = \"sqlite://{}\"\nallow_private_destinations = true\n\
-             [delivery]\nattempt_timeout = \"2s\"\n",
-            dir.path().join("hookline.db").display()
-        ),
-    )
-    .unwrap();
+    let config = format!(
+        "database = \"sqlite://{}\"\nallow_private_destinations = true\n[delivery]\nattempt_timeout = \"2s\"\n",
+        dir.path().join("hookline.db").display()
+    );
     let http = reqwest::Client::new();
-    let mut hookline = spawn(&config);
-    healthy(&http, &base).await;
+    let mut hookline = Process::spawn(dir.path(), "hookline", &config, "all").await;
+    let base = hookline.base.clone();
 
     // 2,000 subscribers, created 16 at a time.
     let mut creators = tokio::task::JoinSet::new();
@@ -115,8 +80,7 @@ async fn kill_9_during_a_2000_subscriber_fan_out_loses_nothing() {
         (rx.received().len() >= 1_500).then_some(())
     })
     .await;
-    hookline.kill().unwrap(); // SIGKILL
-    hookline.wait().unwrap();
+    hookline.kill_9();
     stop.store(true, Ordering::Release);
     publisher.await.unwrap();
     let accepted = accepted.lock().unwrap().clone();
@@ -133,8 +97,8 @@ async fn kill_9_during_a_2000_subscriber_fan_out_loses_nothing() {
         "the kill came after everything was delivered; nothing was tested"
     );
 
-    let mut hookline = spawn(&config);
-    healthy(&http, &base).await;
+    let hookline = Process::spawn(dir.path(), "hookline", &config, "all").await;
+    let base = hookline.base.clone();
     // Events whose publish was cut off by the kill are all-or-nothing.
     let mut expected_events: Vec<String> = accepted.clone();
     for id in &in_doubt {
@@ -182,14 +146,6 @@ async fn kill_9_during_a_2000_subscriber_fan_out_loses_nothing() {
     assert_eq!(seen, expected, "no delivery lost, none invented");
 
     // SIGTERM: a clean stop.
-    let pid = hookline.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let status = tokio::task::spawn_blocking(move || hookline.wait().unwrap())
-        .await
-        .unwrap();
+    let status = hookline.terminate().await;
     assert!(status.success(), "SIGTERM exit: {status}");
 }

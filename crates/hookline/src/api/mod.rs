@@ -39,6 +39,14 @@ pub struct ApiContext {
 
 pub type ApiState = State<Arc<ApiContext>>;
 
+/// What a worker-only process serves: its health, nothing else.
+pub fn health_router(ctx: Arc<ApiContext>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .fallback(not_found)
+        .with_state(ctx)
+}
+
 pub fn router(ctx: Arc<ApiContext>) -> Router {
     let body_limit = ctx.max_payload_bytes + ENVELOPE_BYTES;
     Router::new()

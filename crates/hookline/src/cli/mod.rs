@@ -3,12 +3,15 @@
 mod dlq;
 mod schedule;
 mod serve;
+mod store;
 mod table;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+
+use crate::app::Role;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -27,6 +30,20 @@ enum Command {
     Serve(ServeArgs),
     /// Print the retry schedule the configured policy implies, attempt by attempt.
     Schedule(ConfigArg),
+    /// Apply the database migrations and exit (serve applies them too, safely, at start-up).
+    Migrate(StoreArgs),
+    /// Delete delivered deliveries (and their attempt history) older than a duration, in small
+    /// batches that never block workers for long.
+    Prune {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Prune deliveries delivered longer ago than this, e.g. "7d" or "72h".
+        #[arg(long)]
+        delivered_before: String,
+        /// Rows deleted per transaction.
+        #[arg(long, default_value_t = 1000)]
+        batch: u32,
+    },
     /// Inspect and replay the dead-letter queue of a running hookline.
     #[command(subcommand)]
     Dlq(DlqCommand),
@@ -40,15 +57,25 @@ struct ConfigArg {
 }
 
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub struct StoreArgs {
     #[command(flatten)]
     config: ConfigArg,
+    /// Database URL: sqlite://PATH or postgres://... [default: sqlite://hookline.db].
+    #[arg(long, env = "HOOKLINE_DATABASE")]
+    database: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    store: StoreArgs,
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long, env = "HOOKLINE_LISTEN")]
     listen: Option<String>,
-    /// Database URL [default: sqlite://hookline.db].
-    #[arg(long, env = "HOOKLINE_DATABASE")]
-    database: Option<String>,
+    /// What this process runs: all (API and workers), api (no claiming) or worker (claims and
+    /// delivers; serves only /healthz). Split roles need PostgreSQL.
+    #[arg(long, env = "HOOKLINE_ROLE", value_enum, default_value_t = Role::All)]
+    role: Role,
 }
 
 #[derive(Debug, Args)]
@@ -102,6 +129,12 @@ pub async fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve::run(args).await,
         Command::Schedule(args) => schedule::run(args.config.as_deref()),
+        Command::Migrate(args) => store::migrate(args).await,
+        Command::Prune {
+            store: args,
+            delivered_before,
+            batch,
+        } => store::prune(args, &delivered_before, batch).await,
         Command::Dlq(DlqCommand::List {
             reason,
             subscriber,

@@ -11,21 +11,22 @@ use crate::config::{Config, Overrides};
 
 pub async fn run(args: ServeArgs) -> Result<(), String> {
     let config = Config::load(
-        args.config.config.as_deref(),
+        args.store.config.config.as_deref(),
         Overrides {
             listen: args.listen,
-            database: args.database,
+            database: args.store.database,
         },
     )
     .map_err(|e| e.to_string())?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    let running = app::start(&config, Arc::new(SystemClock))
+    let running = app::start(&config, Arc::new(SystemClock), args.role)
         .await
         .map_err(|e| e.to_string())?;
     tracing::info!(
         listen = %running.addr,
-        database = %config.database,
+        database = %redact(&config.database),
+        role = ?args.role,
         "hookline {} serving",
         env!("CARGO_PKG_VERSION")
     );
@@ -39,4 +40,39 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     running.shutdown().await;
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+/// The database URL without its password, for logs.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme + 3],
+                    &userinfo[..colon],
+                    &url[at..]
+                ),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_stay_out_of_logs() {
+        assert_eq!(
+            super::redact("postgres://app:s3cret@db:5432/hookline"),
+            "postgres://app:***@db:5432/hookline"
+        );
+        assert_eq!(super::redact("postgres://app@db/h"), "postgres://app@db/h");
+        assert_eq!(
+            super::redact("sqlite://hookline.db"),
+            "sqlite://hookline.db"
+        );
+    }
 }

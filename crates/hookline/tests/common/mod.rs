@@ -49,6 +49,10 @@ pub type Behaviour = Arc<dyn Fn(&str, u32) -> u16 + Send + Sync>;
 #[derive(Default)]
 struct Record {
     received: Vec<Received>,
+    /// Requests being answered right now, per webhook-id.
+    in_progress: HashMap<String, u32>,
+    /// Times a request arrived while another with the same webhook-id was still being answered.
+    overlaps: u32,
     per_id: HashMap<String, u32>,
     /// Successful receipts per webhook-id. A deduplicating subscriber changes its visible state
     /// on the first and recognises the rest as duplicates.
@@ -62,6 +66,23 @@ pub struct Receiver {
     behaviour: Arc<Mutex<Behaviour>>,
     /// While held, first requests for a webhook-id wait here before answering.
     gate: Arc<tokio::sync::RwLock<()>>,
+    /// How long each answer takes: widens the window in which overlaps would be seen.
+    answer_delay: Duration,
+}
+
+/// Marks a request finished even when the sender hangs up mid-answer (the handler is dropped).
+struct InProgress {
+    record: Arc<Mutex<Record>>,
+    webhook_id: String,
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        let mut rec = self.record.lock().unwrap();
+        if let Some(n) = rec.in_progress.get_mut(&self.webhook_id) {
+            *n -= 1;
+        }
+    }
 }
 
 async fn receive(
@@ -92,8 +113,20 @@ async fn receive(
         *n += 1;
         let n = *n;
         rec.received.push(got.clone());
+        let concurrent = rec.in_progress.entry(got.webhook_id.clone()).or_default();
+        *concurrent += 1;
+        if *concurrent > 1 {
+            rec.overlaps += 1;
+        }
         n
     };
+    let _in_progress = InProgress {
+        record: r.record.clone(),
+        webhook_id: got.webhook_id.clone(),
+    };
+    if !r.answer_delay.is_zero() {
+        tokio::time::sleep(r.answer_delay).await;
+    }
     let _held = if nth == 1 {
         Some(r.gate.read().await)
     } else {
@@ -115,12 +148,21 @@ async fn receive(
 
 impl Receiver {
     pub async fn start(behaviour: impl Fn(&str, u32) -> u16 + Send + Sync + 'static) -> Self {
+        Self::start_slow(Duration::ZERO, behaviour).await
+    }
+
+    /// A receiver that takes `answer_delay` to answer each request.
+    pub async fn start_slow(
+        answer_delay: Duration,
+        behaviour: impl Fn(&str, u32) -> u16 + Send + Sync + 'static,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let r = Receiver {
             addr: listener.local_addr().unwrap(),
             record: Default::default(),
             behaviour: Arc::new(Mutex::new(Arc::new(behaviour))),
             gate: Default::default(),
+            answer_delay,
         };
         let app = Router::new().fallback(receive).with_state(r.clone());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -149,6 +191,21 @@ impl Receiver {
     /// How many visible state changes a deduplicating subscriber made: one per webhook-id.
     pub fn applied(&self) -> usize {
         self.record.lock().unwrap().applied.len()
+    }
+
+    /// Requests that arrived while another with the same webhook-id was being answered.
+    pub fn overlaps(&self) -> u32 {
+        self.record.lock().unwrap().overlaps
+    }
+
+    /// Webhook-ids answered 2xx more than once.
+    pub fn duplicated_ids(&self) -> Vec<String> {
+        let rec = self.record.lock().unwrap();
+        rec.applied
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// Successful receipts that a deduplicating subscriber recognised as repeats.
@@ -215,7 +272,9 @@ impl TestApp {
             Self::db_path(&dir).display()
         );
         let config = Config::from_toml(&toml).unwrap();
-        let app = app::start(&config, Arc::new(clock.clone())).await.unwrap();
+        let app = app::start(&config, Arc::new(clock.clone()), app::Role::All)
+            .await
+            .unwrap();
         TestApp {
             app: Some(app),
             clock,
@@ -231,7 +290,9 @@ impl TestApp {
         let TestApp {
             dir, clock, config, ..
         } = self;
-        let app = app::start(&config, Arc::new(clock.clone())).await.unwrap();
+        let app = app::start(&config, Arc::new(clock.clone()), app::Role::All)
+            .await
+            .unwrap();
         TestApp {
             app: Some(app),
             clock,
@@ -331,4 +392,105 @@ impl TestApp {
 
 pub fn state(d: &Value) -> &str {
     d["state"].as_str().unwrap()
+}
+
+/// A `hookline serve` process of the real binary.
+pub struct Process {
+    child: std::process::Child,
+    pub base: String,
+}
+
+impl Process {
+    /// Starts `hookline serve --config <config> --role <role>` on a free port and waits until it
+    /// answers `/healthz`. `config` must not set `listen`.
+    pub async fn spawn(dir: &std::path::Path, name: &str, config: &str, role: &str) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, format!("listen = \"127.0.0.1:{port}\"\n{config}")).unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+            .args(["serve", "--config", path.to_str().unwrap(), "--role", role])
+            .env("RUST_LOG", "error")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let p = Process {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        let http = reqwest::Client::new();
+        eventually("hookline to answer /healthz", async || {
+            let r = http.get(format!("{}/healthz", p.base)).send().await;
+            r.is_ok_and(|r| r.status().is_success()).then_some(())
+        })
+        .await;
+        p
+    }
+
+    /// SIGKILL: no chance to finish anything.
+    pub fn kill_9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM, and the exit status.
+    pub async fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        tokio::task::spawn_blocking(move || self.child.wait().unwrap())
+            .await
+            .unwrap()
+    }
+}
+
+/// A fresh schema in the PostgreSQL database `HOOKLINE_TEST_POSTGRES` names (by default the
+/// local test database), for one test.
+pub struct PgSchema {
+    base: String,
+    pub name: String,
+}
+
+impl PgSchema {
+    pub async fn create() -> Self {
+        let base = std::env::var("HOOKLINE_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let name = format!("hl_test_{:016x}", rand::random::<u64>());
+        Self::admin(&base)
+            .await
+            .batch_execute(&format!("CREATE SCHEMA {name}"))
+            .await
+            .unwrap();
+        PgSchema { base, name }
+    }
+
+    async fn admin(url: &str) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("PostgreSQL tests need a server at HOOKLINE_TEST_POSTGRES ({url}): {e}")
+            });
+        tokio::spawn(connection);
+        client
+    }
+
+    /// The database URL that puts hookline in this schema.
+    pub fn url(&self) -> String {
+        let sep = if self.base.contains('?') { '&' } else { '?' };
+        format!("{}{sep}options=-c%20search_path%3D{}", self.base, self.name)
+    }
+
+    pub async fn drop_schema(self) {
+        Self::admin(&self.base)
+            .await
+            .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name))
+            .await
+            .unwrap();
+    }
 }

@@ -1,0 +1,258 @@
+//! Several hookline processes on one PostgreSQL: one `api` process and three `worker` processes
+//! share a 2,000-subscriber fan-out with failing destinations, and one worker is killed with
+//! SIGKILL mid-run. Then: a full restart of every process changes no `run_at`, attempt count or
+//! first-seen time.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+const SUBSCRIBERS: usize = 2_000;
+
+/// Which destination a subscriber has: most answer 200, some never recover, some reject
+/// everything, some fail once and then succeed.
+fn path_of(i: usize) -> &'static str {
+    match i % 20 {
+        0 => "/down",
+        1 => "/bad",
+        2 => "/flaky",
+        _ => "/ok",
+    }
+}
+
+fn behaviour(path: &str, nth: u32) -> u16 {
+    match path {
+        "/down" => 503,
+        "/bad" => 400,
+        "/flaky" if nth == 1 => 503,
+        _ => 200,
+    }
+}
+
+fn config(schema: &PgSchema) -> String {
+    format!(
+        "database = \"{}\"\nallow_private_destinations = true\n\
+         [delivery]\nconcurrency = 64\nattempt_timeout = \"1s\"\nmax_in_flight_per_subscriber = 2\n\
+         [retry]\nbase_delay = \"200ms\"\nmax_delay = \"400ms\"\nmax_attempts = 3\ndelivery_window = \"60s\"\n",
+        schema.url()
+    )
+}
+
+async fn get(http: &reqwest::Client, url: String) -> Value {
+    http.get(url).send().await.unwrap().json().await.unwrap()
+}
+
+async fn create_subscribers(http: &reqwest::Client, base: &str, rx: &Receiver) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..16 {
+        let (http, base, rx) = (http.clone(), base.to_owned(), rx.clone());
+        tasks.spawn(async move {
+            for i in (w..SUBSCRIBERS).step_by(16) {
+                let r = http
+                    .post(format!("{base}/v1/subscribers"))
+                    .json(&json!({"id": format!("sub-{i}"), "url": rx.url(path_of(i))}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 201);
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_workers_one_killed_lose_nothing_and_never_overlap() {
+    let schema = PgSchema::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let rx = Receiver::start_slow(Duration::from_millis(20), behaviour).await;
+    let config = config(&schema);
+    let api = Process::spawn(dir.path(), "api", &config, "api").await;
+    let mut workers = Vec::new();
+    for n in 0..3 {
+        workers.push(Process::spawn(dir.path(), &format!("worker{n}"), &config, "worker").await);
+    }
+    let http = reqwest::Client::new();
+    // A worker serves its health and nothing else.
+    let r = http
+        .get(format!("{}/v1/subscribers", workers[0].base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+
+    create_subscribers(&http, &api.base, &rx).await;
+    let events = ["SHP-1", "SHP-2"];
+    for id in events {
+        let r = http
+            .post(format!("{}/v1/events", api.base))
+            .json(&json!({"id": id, "type": "shipment.out_for_delivery", "payload": {"id": id}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+    }
+    eventually("the fan-out to be under way", async || {
+        (rx.received().len() >= 800).then_some(())
+    })
+    .await;
+    workers[0].kill_9();
+    let at_kill = rx.received().len();
+
+    // Every delivery ends: the survivors rescue what the dead worker held once its leases expire.
+    for id in events {
+        eventually("every delivery to end", async || {
+            let e = get(&http, format!("{}/v1/events/{id}", api.base)).await;
+            let open = e["counts"]["scheduled"].as_u64().unwrap()
+                + e["counts"]["in_flight"].as_u64().unwrap();
+            (open == 0).then_some(())
+        })
+        .await;
+    }
+    assert!(
+        at_kill < rx.received().len(),
+        "the kill came after everything was sent"
+    );
+
+    let mut reasons: HashMap<(String, String), usize> = HashMap::new();
+    for id in events {
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut url = format!("{}/v1/deliveries?event_id={id}&limit=1000", api.base);
+            if let Some(c) = &cursor {
+                url += &format!("&cursor={c}");
+            }
+            let page = get(&http, url).await;
+            for d in page["items"].as_array().unwrap() {
+                let sub: usize = d["subscriber_id"].as_str().unwrap()[4..].parse().unwrap();
+                let outcome = match d["state"].as_str().unwrap() {
+                    "delivered" => "delivered".to_owned(),
+                    "dead" => d["dead_reason"].as_str().unwrap().to_owned(),
+                    other => panic!("delivery {} ended {other}", d["id"]),
+                };
+                *reasons
+                    .entry((path_of(sub).to_owned(), outcome))
+                    .or_default() += 1;
+            }
+            match page["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => break,
+            }
+        }
+    }
+    let per_path =
+        |path: &str| SUBSCRIBERS / 20 * events.len() * if path == "/ok" { 17 } else { 1 };
+    let expected: HashMap<(String, String), usize> = [
+        ("/ok", "delivered"),
+        ("/flaky", "delivered"),
+        ("/down", "attempts_exhausted"),
+        ("/bad", "permanent_failure"),
+    ]
+    .into_iter()
+    .map(|(p, o)| ((p.to_owned(), o.to_owned()), per_path(p)))
+    .collect();
+    assert_eq!(
+        reasons, expected,
+        "every delivery ended the way its destination dictates"
+    );
+
+    eprintln!(
+        "killed a worker after {at_kill} requests; {} requests in all, {} webhook-ids answered 2xx twice",
+        rx.received().len(),
+        rx.duplicated_ids().len()
+    );
+    assert_eq!(
+        rx.overlaps(),
+        0,
+        "a delivery was in flight in two processes at once"
+    );
+    // A subscriber sees a webhook-id succeed twice only when a lost lease explains it.
+    for id in rx.duplicated_ids() {
+        let d = get(&http, format!("{}/v1/deliveries/{id}", api.base)).await;
+        let lost = d["attempt_history"].as_array().unwrap().iter().any(|a| {
+            a["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("lease expired"))
+        });
+        assert!(lost, "duplicate without a lost lease: {d}");
+    }
+    for w in workers.into_iter().skip(1) {
+        assert!(w.terminate().await.success());
+    }
+    assert!(api.terminate().await.success());
+    schema.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_restart_changes_no_run_at_attempt_count_or_first_seen() {
+    let schema = PgSchema::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let rx = Receiver::start(|_, _| 503).await;
+    // Retries an hour apart: nothing moves while the processes are down and up again.
+    let config = format!(
+        "database = \"{}\"\nallow_private_destinations = true\n\
+         [retry]\nbase_delay = \"1h\"\nmax_delay = \"1h\"\ndelivery_window = \"24h\"\n",
+        schema.url()
+    );
+    let http = reqwest::Client::new();
+    let api = Process::spawn(dir.path(), "api", &config, "api").await;
+    let worker = Process::spawn(dir.path(), "worker", &config, "worker").await;
+    for i in 0..20 {
+        let r = http
+            .post(format!("{}/v1/subscribers", api.base))
+            .json(&json!({"id": format!("sub-{i}"), "url": rx.url("/down")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    for e in 0..5 {
+        let r = http
+            .post(format!("{}/v1/events", api.base))
+            .json(&json!({"id": format!("e{e}"), "type": "t", "payload": {}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+    }
+    let list = |base: String| {
+        let http = http.clone();
+        async move {
+            get(&http, format!("{base}/v1/deliveries?limit=1000")).await["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| {
+                    json!({"id": d["id"], "next_attempt_at": d["next_attempt_at"],
+                           "attempts": d["attempts"], "first_seen": d["first_seen"], "state": d["state"]})
+                })
+                .collect::<Vec<Value>>()
+        }
+    };
+    let before = eventually("every delivery to fail once", async || {
+        let all = list(api.base.clone()).await;
+        all.iter()
+            .all(|d| d["attempts"] == 1 && d["state"] == "scheduled")
+            .then_some(all)
+    })
+    .await;
+    assert_eq!(before.len(), 100);
+
+    assert!(worker.terminate().await.success());
+    assert!(api.terminate().await.success());
+    let api = Process::spawn(dir.path(), "api", &config, "api").await;
+    let worker = Process::spawn(dir.path(), "worker", &config, "worker").await;
+    assert_eq!(list(api.base.clone()).await, before);
+    assert_eq!(
+        rx.received().len(),
+        100,
+        "no attempt was made or lost by the restart"
+    );
+    assert!(worker.terminate().await.success());
+    assert!(api.terminate().await.success());
+    schema.drop_schema().await;
+}
