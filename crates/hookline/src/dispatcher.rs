@@ -32,6 +32,9 @@ const CAPPED_POLL_MS: i64 = 250;
 const RESCUE_EVERY_MS: i64 = 1_000;
 /// A lease outlives the attempt timeout by this much, to cover the commit of its completion.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
+/// Under load, slots free one at a time. Rather than pay a claim per freed slot, wait this long
+/// for more to free when fewer than a quarter of them are.
+const CLAIM_COALESCE: Duration = Duration::from_millis(2);
 /// Completions written per transaction at most.
 const MAX_COMPLETIONS_PER_COMMIT: usize = 1024;
 
@@ -112,6 +115,10 @@ impl Dispatcher {
             }
         };
         while !*stop.borrow() {
+            let busy = s.in_flight.load(Ordering::Acquire);
+            if busy > 0 && self.delivery.concurrency - busy < self.delivery.concurrency / 4 {
+                tokio::time::sleep(CLAIM_COALESCE).await;
+            }
             let now = s.clock.now_ms();
             let free = self.delivery.concurrency - s.in_flight.load(Ordering::Acquire);
             let mut batch = Vec::new();

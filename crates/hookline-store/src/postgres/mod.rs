@@ -14,10 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use hookline_policy::UnixMs;
 use tokio::sync::Notify;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{AsyncMessage, NoTls, Row};
 
 use crate::*;
 
@@ -34,6 +35,44 @@ impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         StoreError::Backend(format!("no PostgreSQL connection: {e}"))
     }
+}
+
+/// Statements are prepared once per connection and reused, so a query costs one round trip
+/// instead of two (prepare, then execute).
+async fn statement(c: &impl GenericClient, sql: &str) -> Result<tokio_postgres::Statement> {
+    Ok(c.prepare_cached(sql).await?)
+}
+
+pub(super) async fn query(
+    c: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>> {
+    Ok(c.query(&statement(c, sql).await?, params).await?)
+}
+
+pub(super) async fn query_one(
+    c: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Row> {
+    Ok(c.query_one(&statement(c, sql).await?, params).await?)
+}
+
+pub(super) async fn query_opt(
+    c: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<Row>> {
+    Ok(c.query_opt(&statement(c, sql).await?, params).await?)
+}
+
+pub(super) async fn execute(
+    c: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<u64> {
+    Ok(c.execute(&statement(c, sql).await?, params).await?)
 }
 
 /// Connections each process keeps; the pool is shared by the API and the dispatcher.
@@ -147,7 +186,7 @@ async fn listen(config: tokio_postgres::Config, channel: String, wake: Arc<Notif
 #[async_trait]
 impl Store for PostgresStore {
     async fn ping(&self) -> Result<()> {
-        self.client().await?.query_one("SELECT 1", &[]).await?;
+        query_one(&self.client().await?, "SELECT 1", &[]).await?;
         Ok(())
     }
 

@@ -7,6 +7,7 @@ use hookline_policy::{DeadReason, Outcome, UnixMs};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
+use super::{query, query_one, query_opt};
 use crate::*;
 
 fn not_found(what: &str, id: &str) -> StoreError {
@@ -37,13 +38,13 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
 }
 
 async fn one_subscriber(c: &impl GenericClient, id: &str, lock: &str) -> Result<Subscriber> {
-    let row = c
-        .query_opt(
-            &format!("SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE id = $1 {lock}"),
-            &[&id],
-        )
-        .await?
-        .ok_or_else(|| not_found("subscriber", id))?;
+    let row = query_opt(
+        c,
+        &format!("SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE id = $1 {lock}"),
+        &[&id],
+    )
+    .await?
+    .ok_or_else(|| not_found("subscriber", id))?;
     Ok(subscriber_row(&row)?.1)
 }
 
@@ -62,14 +63,14 @@ pub(super) async fn subscribers(
     limit: u32,
     after: i64,
 ) -> Result<Page<Subscriber>> {
-    let rows = c
-        .query(
-            &format!(
-                "SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE seq > $1 ORDER BY seq LIMIT $2"
-            ),
-            &[&after, &(i64::from(limit) + 1)],
-        )
-        .await?;
+    let rows = query(
+        c,
+        &format!(
+            "SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE seq > $1 ORDER BY seq LIMIT $2"
+        ),
+        &[&after, &(i64::from(limit) + 1)],
+    )
+    .await?;
     let rows = rows
         .iter()
         .map(subscriber_row)
@@ -78,8 +79,7 @@ pub(super) async fn subscribers(
 }
 
 pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
-    let r = c
-        .query_opt(
+    let r = query_opt(c,
             "SELECT id, type, payload, payload_version, accepted_at, deliveries FROM events WHERE id = $1",
             &[&id],
         )
@@ -94,12 +94,12 @@ pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
         deliveries: r.get::<_, i64>(5) as u64,
         counts: StateCounts::default(),
     };
-    for r in c
-        .query(
-            "SELECT state, count(*) FROM deliveries WHERE event_id = $1 GROUP BY state",
-            &[&id],
-        )
-        .await?
+    for r in query(
+        c,
+        "SELECT state, count(*) FROM deliveries WHERE event_id = $1 GROUP BY state",
+        &[&id],
+    )
+    .await?
     {
         let state: String = r.get(0);
         let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
@@ -114,13 +114,13 @@ async fn histories(
     keys: &[i64],
 ) -> Result<HashMap<i64, Vec<AttemptRecord>>> {
     let mut out: HashMap<i64, Vec<AttemptRecord>> = HashMap::new();
-    for r in c
-        .query(
-            "SELECT delivery_seq, ordinal, started_at, duration_ms, outcome, status, error
+    for r in query(
+        c,
+        "SELECT delivery_seq, ordinal, started_at, duration_ms, outcome, status, error
              FROM attempts WHERE delivery_seq = ANY ($1) ORDER BY seq",
-            &[&keys],
-        )
-        .await?
+        &[&keys],
+    )
+    .await?
     {
         let outcome: String = r.get(4);
         out.entry(r.get(0)).or_default().push(AttemptRecord {
@@ -180,12 +180,18 @@ async fn with_history(c: &impl GenericClient, rows: &[Row]) -> Result<Vec<(i64, 
 }
 
 pub(super) async fn delivery(c: &impl GenericClient, id: &str) -> Result<Delivery> {
-    let rows = c
-        .query(
-            &format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE d.id = $1"),
-            &[&id],
-        )
-        .await?;
+    // Subscriber ids hold no ':', so the last one separates the two halves of a webhook-id.
+    let (event_id, subscriber_id) = id
+        .rsplit_once(':')
+        .ok_or_else(|| not_found("delivery", id))?;
+    let rows = query(
+        c,
+        &format!(
+            "SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE d.event_id = $1 AND d.subscriber_id = $2"
+        ),
+        &[&event_id, &subscriber_id],
+    )
+    .await?;
     with_history(c, &rows)
         .await?
         .pop()
@@ -227,7 +233,7 @@ impl Conditions {
             .iter()
             .map(|v| &**v as &(dyn ToSql + Sync))
             .collect();
-        Ok(c.query(&sql, &params).await?)
+        query(c, &sql, &params).await
     }
 }
 
@@ -299,13 +305,13 @@ pub(super) async fn dead_letters(
 }
 
 pub(super) async fn next_wakeup(c: &impl GenericClient) -> Result<Option<UnixMs>> {
-    let r = c
-        .query_one(
-            "SELECT (SELECT min(run_at) FROM deliveries WHERE state = 'scheduled' AND NOT held),
+    let r = query_one(
+        c,
+        "SELECT (SELECT min(run_at) FROM deliveries WHERE state = 'scheduled' AND NOT held),
                     (SELECT min(lease_expires) FROM deliveries WHERE state = 'in_flight')",
-            &[],
-        )
-        .await?;
+        &[],
+    )
+    .await?;
     let (due, expiry): (Option<i64>, Option<i64>) = (r.get(0), r.get(1));
     Ok(match (due, expiry) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -319,18 +325,17 @@ const REPLAY_COLUMNS: &str =
 async fn replay_row(c: &impl GenericClient, r: &Row) -> Result<(i64, Replay)> {
     let seq: i64 = r.get(0);
     let reason: String = r.get(3);
-    let delivery_ids: Vec<String> = c
-        .query(
-            "SELECT d.id FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
+    let delivery_ids: Vec<String> = query(
+        c,
+        "SELECT d.id FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
              WHERE ri.replay_seq = $1 ORDER BY d.seq",
-            &[&seq],
-        )
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let counts = c
-        .query_one(
+        &[&seq],
+    )
+    .await?
+    .iter()
+    .map(|r| r.get(0))
+    .collect();
+    let counts = query_one(c,
             "SELECT count(*) FILTER (WHERE d.state = 'delivered'), count(*) FILTER (WHERE d.state = 'dead')
              FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
              WHERE ri.replay_seq = $1",
@@ -356,13 +361,13 @@ async fn replay_row(c: &impl GenericClient, r: &Row) -> Result<(i64, Replay)> {
 }
 
 pub(super) async fn replay(c: &impl GenericClient, id: &str) -> Result<Replay> {
-    let row = c
-        .query_opt(
-            &format!("SELECT {REPLAY_COLUMNS} FROM replays WHERE id = $1"),
-            &[&id],
-        )
-        .await?
-        .ok_or_else(|| not_found("replay", id))?;
+    let row = query_opt(
+        c,
+        &format!("SELECT {REPLAY_COLUMNS} FROM replays WHERE id = $1"),
+        &[&id],
+    )
+    .await?
+    .ok_or_else(|| not_found("replay", id))?;
     Ok(replay_row(c, &row).await?.1)
 }
 
@@ -371,12 +376,12 @@ pub(super) async fn replays(
     limit: u32,
     after: i64,
 ) -> Result<Page<Replay>> {
-    let rows = c
-        .query(
-            &format!("SELECT {REPLAY_COLUMNS} FROM replays WHERE seq > $1 ORDER BY seq LIMIT $2"),
-            &[&after, &(i64::from(limit) + 1)],
-        )
-        .await?;
+    let rows = query(
+        c,
+        &format!("SELECT {REPLAY_COLUMNS} FROM replays WHERE seq > $1 ORDER BY seq LIMIT $2"),
+        &[&after, &(i64::from(limit) + 1)],
+    )
+    .await?;
     let mut out = Vec::with_capacity(rows.len());
     for r in &rows {
         out.push(replay_row(c, r).await?);

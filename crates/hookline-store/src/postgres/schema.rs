@@ -29,9 +29,11 @@ CREATE TABLE events (
 -- One narrow row per event x subscriber.
 CREATE TABLE deliveries (
     seq            BIGSERIAL PRIMARY KEY,
-    id             TEXT NOT NULL UNIQUE,    -- <event id>:<subscriber id> = webhook-id
     event_id       TEXT NOT NULL,
     subscriber_id  TEXT NOT NULL,
+    -- The webhook-id. Derived, and not indexed: every update rewrites every index entry of a
+    -- row, so lookups by id go through (event_id, subscriber_id) instead.
+    id             TEXT NOT NULL GENERATED ALWAYS AS (event_id || ':' || subscriber_id) STORED,
     state          TEXT NOT NULL,           -- scheduled | in_flight | delivered | dead
     held           BOOLEAN NOT NULL DEFAULT FALSE,  -- true while its subscriber is paused
     attempts       INT NOT NULL DEFAULT 0,
@@ -43,7 +45,8 @@ CREATE TABLE deliveries (
     lease_expires  BIGINT,
     dead_reason    TEXT,
     dead_at        BIGINT,
-    updated_at     BIGINT NOT NULL
+    updated_at     BIGINT NOT NULL,
+    UNIQUE (event_id, subscriber_id)
 );
 -- Claims read this and nothing else: due rows are at its head, future rows are never visited.
 CREATE INDEX deliveries_due ON deliveries (run_at) WHERE state = 'scheduled' AND NOT held;
@@ -52,7 +55,6 @@ CREATE INDEX deliveries_lease ON deliveries (lease_expires) WHERE state = 'in_fl
 CREATE INDEX deliveries_in_flight ON deliveries (subscriber_id) WHERE state = 'in_flight';
 CREATE INDEX deliveries_dead ON deliveries (dead_reason, subscriber_id) WHERE state = 'dead';
 CREATE INDEX deliveries_delivered ON deliveries (updated_at) WHERE state = 'delivered';
-CREATE INDEX deliveries_event ON deliveries (event_id);
 CREATE INDEX deliveries_subscriber ON deliveries (subscriber_id);
 
 -- Append-only history of every attempt.

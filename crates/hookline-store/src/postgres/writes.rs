@@ -9,6 +9,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
 
 use super::reads;
+use super::{execute, query, query_one};
 use crate::*;
 
 /// Due rows one claim looks at per slot it fills, so that a subscriber at its cap cannot make
@@ -17,7 +18,7 @@ const SCAN_PER_SLOT: i64 = 4;
 const SCAN_MIN: i64 = 256;
 
 async fn notify(c: &impl GenericClient, channel: &str) -> Result<()> {
-    c.execute("SELECT pg_notify($1, '')", &[&channel]).await?;
+    execute(c, "SELECT pg_notify($1, '')", &[&channel]).await?;
     Ok(())
 }
 
@@ -65,13 +66,13 @@ pub(super) async fn update_subscriber(
     }
     let url = patch.url.unwrap_or(current.url);
     let types = patch.event_types.unwrap_or(current.event_types);
-    c.execute(
+    execute(c,
         "UPDATE subscribers SET url = $2, event_types = $3, status = $4, updated_at = $5 WHERE id = $1",
         &[&id, &url, &types, &status.as_str(), &now],
     )
     .await?;
     if current.status == SubscriberStatus::Paused && status == SubscriberStatus::Active {
-        c.execute(
+        execute(c,
             "UPDATE deliveries SET held = FALSE WHERE subscriber_id = $1 AND state = 'scheduled' AND held",
             &[&id],
         )
@@ -82,8 +83,7 @@ pub(super) async fn update_subscriber(
 }
 
 pub(super) async fn revoke_subscriber(c: &impl GenericClient, id: &str, now: UnixMs) -> Result<()> {
-    let updated = c
-        .execute(
+    let updated = execute(c,
             "UPDATE subscribers SET status = 'revoked', updated_at = $2 WHERE id = $1 AND status <> 'revoked'",
             &[&id, &now],
         )
@@ -92,7 +92,7 @@ pub(super) async fn revoke_subscriber(c: &impl GenericClient, id: &str, now: Uni
         reads::subscriber(c, id).await?;
         return Ok(());
     }
-    c.execute(
+    execute(c,
         "UPDATE deliveries SET state = 'dead', dead_reason = $2, dead_at = $3, held = FALSE, updated_at = $3
          WHERE subscriber_id = $1 AND state = 'scheduled'",
         &[&id, &DeadReason::SubscriptionRevoked.as_str(), &now],
@@ -108,26 +108,26 @@ pub(super) async fn publish(
     channel: &str,
 ) -> Result<PublishOutcome> {
     // A concurrent publish of the same id waits here for the other transaction to finish.
-    let inserted = c
-        .execute(
-            "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries)
+    let inserted = execute(
+        c,
+        "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries)
              VALUES ($1, $2, $3, $4, $5, 0) ON CONFLICT (id) DO NOTHING",
-            &[
-                &event.id,
-                &event.event_type,
-                &event.payload,
-                &event.payload_version,
-                &now,
-            ],
+        &[
+            &event.id,
+            &event.event_type,
+            &event.payload,
+            &event.payload_version,
+            &now,
+        ],
+    )
+    .await?;
+    if inserted == 0 {
+        let row = query_one(
+            c,
+            "SELECT type, payload, payload_version, deliveries FROM events WHERE id = $1",
+            &[&event.id],
         )
         .await?;
-    if inserted == 0 {
-        let row = c
-            .query_one(
-                "SELECT type, payload, payload_version, deliveries FROM events WHERE id = $1",
-                &[&event.id],
-            )
-            .await?;
         let (event_type, payload, version, deliveries): (String, String, i64, i64) =
             (row.get(0), row.get(1), row.get(2), row.get(3));
         let same = event_type == event.event_type
@@ -143,11 +143,10 @@ pub(super) async fn publish(
             PublishOutcome::Conflict
         });
     }
-    let deliveries = c
-        .execute(
+    let deliveries = execute(c,
             "INSERT INTO deliveries
-                 (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at)
-             SELECT $1 || ':' || s.id, $1, s.id, 'scheduled', s.status = 'paused', $3, $3, $3, $3
+                 (event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at)
+             SELECT $1, s.id, 'scheduled', s.status = 'paused', $3, $3, $3, $3
              FROM subscribers s
              WHERE s.status <> 'revoked'
                AND (cardinality(s.event_types) = 0 OR $2 = ANY (s.event_types))
@@ -155,7 +154,8 @@ pub(super) async fn publish(
             &[&event.id, &event.event_type, &now],
         )
         .await?;
-    c.execute(
+    execute(
+        c,
         "UPDATE events SET deliveries = $2 WHERE id = $1",
         &[&event.id, &(deliveries as i64)],
     )
@@ -197,64 +197,75 @@ fn leased(r: &Row) -> Leased {
     }
 }
 
-/// Loads the destinations and event bodies of a batch, once each.
+/// Loads the destinations of a batch, once each.
+async fn destinations(c: &impl GenericClient, rows: &[Leased]) -> Result<Vec<Arc<Destination>>> {
+    let mut ids: Vec<&str> = rows.iter().map(|r| r.subscriber_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let found: HashMap<String, Arc<Destination>> = query(
+        c,
+        "SELECT id, url, secret FROM subscribers WHERE id = ANY ($1)",
+        &[&ids],
+    )
+    .await?
+    .into_iter()
+    .map(|r| {
+        let d = Destination {
+            subscriber_id: r.get(0),
+            url: r.get(1),
+            secret: r.get(2),
+        };
+        (d.subscriber_id.clone(), Arc::new(d))
+    })
+    .collect();
+    rows.iter()
+        .map(|r| {
+            found.get(&r.subscriber_id).cloned().ok_or_else(|| {
+                StoreError::Backend(format!("delivery {} lost its subscriber", r.id))
+            })
+        })
+        .collect()
+}
+
+/// Attaches the event bodies (loaded once per event) to a leased batch.
 async fn claimed(
     c: &impl GenericClient,
     rows: Vec<Leased>,
+    destinations: Vec<Arc<Destination>>,
     lease: i64,
     rescued: bool,
 ) -> Result<Vec<ClaimedDelivery>> {
-    let mut subscriber_ids: Vec<&str> = rows.iter().map(|r| r.subscriber_id.as_str()).collect();
-    subscriber_ids.sort_unstable();
-    subscriber_ids.dedup();
-    let destinations: HashMap<String, Arc<Destination>> = c
-        .query(
-            "SELECT id, url, secret FROM subscribers WHERE id = ANY ($1)",
-            &[&subscriber_ids],
-        )
-        .await?
-        .into_iter()
-        .map(|r| {
-            let d = Destination {
-                subscriber_id: r.get(0),
-                url: r.get(1),
-                secret: r.get(2),
-            };
-            (d.subscriber_id.clone(), Arc::new(d))
-        })
-        .collect();
     let mut event_ids: Vec<&str> = rows.iter().map(|r| r.event_id.as_str()).collect();
     event_ids.sort_unstable();
     event_ids.dedup();
-    let events: HashMap<String, Arc<EventBody>> = c
-        .query(
-            "SELECT id, type, payload, payload_version, accepted_at FROM events WHERE id = ANY ($1)",
-            &[&event_ids],
-        )
-        .await?
-        .into_iter()
-        .map(|r| {
-            let e = EventBody {
-                id: r.get(0),
-                event_type: r.get(1),
-                payload: r.get(2),
-                payload_version: r.get(3),
-                accepted_at: r.get(4),
-            };
-            (e.id.clone(), Arc::new(e))
-        })
-        .collect();
+    let events: HashMap<String, Arc<EventBody>> = query(
+        c,
+        "SELECT id, type, payload, payload_version, accepted_at FROM events WHERE id = ANY ($1)",
+        &[&event_ids],
+    )
+    .await?
+    .into_iter()
+    .map(|r| {
+        let e = EventBody {
+            id: r.get(0),
+            event_type: r.get(1),
+            payload: r.get(2),
+            payload_version: r.get(3),
+            accepted_at: r.get(4),
+        };
+        (e.id.clone(), Arc::new(e))
+    })
+    .collect();
     rows.into_iter()
-        .map(|row| {
-            let missing =
-                || StoreError::Backend(format!("delivery {} lost its subscriber or event", row.id));
+        .zip(destinations)
+        .map(|(row, destination)| {
+            let event = events.get(&row.event_id).cloned().ok_or_else(|| {
+                StoreError::Backend(format!("delivery {} lost its event", row.id))
+            })?;
             Ok(ClaimedDelivery {
                 key: DeliveryKey(row.key),
-                destination: destinations
-                    .get(&row.subscriber_id)
-                    .ok_or_else(missing)?
-                    .clone(),
-                event: events.get(&row.event_id).ok_or_else(missing)?.clone(),
+                destination,
+                event,
                 // Claims return the count after their increment; rescues the lost attempt's.
                 attempt: row.attempts,
                 lease,
@@ -275,35 +286,36 @@ pub(super) async fn claim_due(
 ) -> Result<Vec<ClaimedDelivery>> {
     // One claimer at a time per schema: the per-subscriber counts below are then exact across
     // every process. A claim is a few statements, so the queue this forms is short.
-    c.execute(
+    execute(
+        c,
         "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.hookline.claim'))",
         &[],
     )
     .await?;
     let scan = (req.limit as i64 * SCAN_PER_SLOT).max(SCAN_MIN);
-    let due = c
-        .query(
-            "SELECT d.seq, d.subscriber_id, s.status FROM deliveries d
-             JOIN subscribers s ON s.id = d.subscriber_id
-             WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
-             ORDER BY d.run_at LIMIT $2
-             FOR UPDATE OF d SKIP LOCKED",
-            &[&req.now, &scan],
-        )
-        .await?;
+    let due = query(
+        c,
+        "SELECT d.seq, d.subscriber_id, s.status FROM deliveries d
+         JOIN subscribers s ON s.id = d.subscriber_id
+         WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
+         ORDER BY d.run_at LIMIT $2
+         FOR UPDATE OF d SKIP LOCKED",
+        &[&req.now, &scan],
+    )
+    .await?;
     let mut subscriber_ids: Vec<String> = due.iter().map(|r| r.get(1)).collect();
     subscriber_ids.sort_unstable();
     subscriber_ids.dedup();
-    let mut in_flight: HashMap<String, i64> = c
-        .query(
-            "SELECT subscriber_id, count(*) FROM deliveries
-             WHERE state = 'in_flight' AND subscriber_id = ANY ($1) GROUP BY 1",
-            &[&subscriber_ids],
-        )
-        .await?
-        .into_iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let mut in_flight: HashMap<String, i64> = query(
+        c,
+        "SELECT subscriber_id, count(*) FROM deliveries
+         WHERE state = 'in_flight' AND subscriber_id = ANY ($1) GROUP BY 1",
+        &[&subscriber_ids],
+    )
+    .await?
+    .into_iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect();
     let cap = i64::from(req.max_in_flight_per_subscriber);
     let (mut take, mut hold) = (Vec::new(), Vec::new());
     for r in &due {
@@ -319,7 +331,8 @@ pub(super) async fn claim_due(
         }
     }
     if !hold.is_empty() {
-        c.execute(
+        execute(
+            c,
             "UPDATE deliveries SET held = TRUE WHERE seq = ANY ($1)",
             &[&hold],
         )
@@ -329,20 +342,21 @@ pub(super) async fn claim_due(
         return Ok(Vec::new());
     }
     let lease: i64 = rand::random();
-    let rows = c
-        .query(
-            &format!(
-                "UPDATE deliveries SET state = 'in_flight', attempts = attempts + 1,
-                     lease_token = $2, lease_owner = $3, lease_expires = $4, updated_at = $5
-                 WHERE seq = ANY ($1)
-                 RETURNING {LEASED_COLUMNS}"
-            ),
-            &[&take, &lease, &owner, &(req.now + req.lease_ms), &req.now],
-        )
-        .await?;
+    let rows = query(
+        c,
+        &format!(
+            "UPDATE deliveries SET state = 'in_flight', attempts = attempts + 1,
+                 lease_token = $2, lease_owner = $3, lease_expires = $4, updated_at = $5
+             WHERE seq = ANY ($1)
+             RETURNING {LEASED_COLUMNS}"
+        ),
+        &[&take, &lease, &owner, &(req.now + req.lease_ms), &req.now],
+    )
+    .await?;
     let mut rows: Vec<Leased> = rows.iter().map(leased).collect();
     rows.sort_by_key(|r| (r.run_at, r.key));
-    claimed(c, rows, lease, false).await
+    let destinations = destinations(c, &rows).await?;
+    claimed(c, rows, destinations, lease, false).await
 }
 
 pub(super) async fn rescue_expired(
@@ -355,8 +369,7 @@ pub(super) async fn rescue_expired(
     let lease: i64 = rand::random();
     // The state and expiry are checked again inside the UPDATE, so a completion that committed
     // in between is never overwritten.
-    let rows = c
-        .query(
+    let rows = query(c,
             &format!(
                 "UPDATE deliveries SET lease_token = $3, lease_owner = $4, lease_expires = $5, updated_at = $1
                  WHERE seq IN (
@@ -374,7 +387,8 @@ pub(super) async fn rescue_expired(
     for r in &rows {
         tracing::warn!(delivery = %r.id, "rescued a delivery whose lease ran out");
     }
-    claimed(c, rows, lease, true).await
+    let destinations = destinations(c, &rows).await?;
+    claimed(c, rows, destinations, lease, true).await
 }
 
 pub(super) async fn complete(
@@ -401,8 +415,7 @@ pub(super) async fn complete(
     }
     // One statement for the whole batch, fenced row by row by the lease. A reschedule for a
     // subscriber revoked meanwhile becomes a dead letter instead.
-    let applied = c
-        .query(
+    let applied = query(c,
             "WITH c AS (
                  SELECT * FROM UNNEST($1::int8[], $2::int8[], $3::text[], $4::int8[], $5::text[])
                      AS c(seq, lease, state, run_at, reason)
@@ -476,7 +489,7 @@ impl<'a> AttemptColumns<'a> {
         if self.delivery.is_empty() {
             return Ok(());
         }
-        c.execute(
+        execute(c,
             "INSERT INTO attempts (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error)
              SELECT * FROM UNNEST($1::int8[], $2::int4[], $3::int8[], $4::int8[], $5::text[], $6::int4[], $7::text[])",
             &[
@@ -501,27 +514,26 @@ pub(super) async fn replay(
     channel: &str,
 ) -> Result<String> {
     validate_replay(&req)?;
-    let selected: Vec<i64> = c
-        .query(
-            "SELECT d.seq FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+    let selected: Vec<i64> = query(
+        c,
+        "SELECT d.seq FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
              WHERE d.state = 'dead' AND d.dead_reason = $1
                AND ($2::text IS NULL OR d.subscriber_id = $2)
                AND s.status <> 'revoked'
              ORDER BY d.dead_at, d.seq LIMIT $3
              FOR UPDATE OF d",
-            &[
-                &req.reason.as_str(),
-                &req.subscriber_id,
-                &i64::from(req.limit),
-            ],
-        )
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+        &[
+            &req.reason.as_str(),
+            &req.subscriber_id,
+            &i64::from(req.limit),
+        ],
+    )
+    .await?
+    .iter()
+    .map(|r| r.get(0))
+    .collect();
     let id = format!("rpl_{:016x}", rand::random::<u64>());
-    let replay_seq: i64 = c
-        .query_one(
+    let replay_seq: i64 = query_one(c,
             "INSERT INTO replays (id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
             &[
@@ -541,7 +553,7 @@ pub(super) async fn replay(
         .map(|i| release_at(now, i, req.per_second))
         .collect();
     // Pacing is persisted as each delivery's run_at, so a restart keeps it.
-    c.execute(
+    execute(c,
         "UPDATE deliveries d SET state = 'scheduled', held = FALSE, attempts = 0,
              window_start = r.release, run_at = r.release, dead_reason = NULL, dead_at = NULL, updated_at = $3
          FROM UNNEST($1::int8[], $2::int8[]) AS r(seq, release)
@@ -549,7 +561,8 @@ pub(super) async fn replay(
         &[&selected, &release, &now],
     )
     .await?;
-    c.execute(
+    execute(
+        c,
         "INSERT INTO replay_items (replay_seq, delivery_seq) SELECT $1, UNNEST($2::int8[])",
         &[&replay_seq, &selected],
     )
@@ -565,21 +578,22 @@ pub(super) async fn prune_delivered(
     before: UnixMs,
     batch: u32,
 ) -> Result<u64> {
-    let pruned: Vec<i64> = c
-        .query(
-            "DELETE FROM deliveries WHERE seq IN (
+    let pruned: Vec<i64> = query(
+        c,
+        "DELETE FROM deliveries WHERE seq IN (
                  SELECT d.seq FROM deliveries d
                  WHERE d.state = 'delivered' AND d.updated_at < $1
                    AND NOT EXISTS (SELECT 1 FROM replay_items ri WHERE ri.delivery_seq = d.seq)
                  LIMIT $2 FOR UPDATE SKIP LOCKED)
              RETURNING seq",
-            &[&before, &i64::from(batch)],
-        )
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    c.execute(
+        &[&before, &i64::from(batch)],
+    )
+    .await?
+    .iter()
+    .map(|r| r.get(0))
+    .collect();
+    execute(
+        c,
         "DELETE FROM attempts WHERE delivery_seq = ANY ($1)",
         &[&pruned],
     )
