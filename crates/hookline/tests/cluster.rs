@@ -256,3 +256,84 @@ async fn a_full_restart_changes_no_run_at_attempt_count_or_first_seen() {
     assert!(api.terminate().await.success());
     schema.drop_schema().await;
 }
+
+fn hookline(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_and_prune_from_the_command_line() {
+    let schema = PgSchema::create().await;
+    let url = schema.url();
+    // Several processes migrating at once: one applies, the others find it done.
+    let runs: Vec<_> = (0..3)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || hookline(&["migrate", "--database", &url]))
+        })
+        .collect();
+    for run in runs {
+        let out = run.join().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    let rx = Receiver::start(|_, _| 200).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!("database = \"{url}\"\nallow_private_destinations = true\n");
+    let p = Process::spawn(dir.path(), "all", &config, "all").await;
+    let http = reqwest::Client::new();
+    for i in 0..10 {
+        http.post(format!("{}/v1/subscribers", p.base))
+            .json(&json!({"id": format!("s{i}"), "url": rx.url("/ok")}))
+            .send()
+            .await
+            .unwrap();
+    }
+    for e in 0..3 {
+        http.post(format!("{}/v1/events", p.base))
+            .json(&json!({"id": format!("e{e}"), "type": "t", "payload": {}}))
+            .send()
+            .await
+            .unwrap();
+    }
+    eventually("30 deliveries", async || {
+        let page = get(&http, format!("{}/v1/deliveries?state=delivered", p.base)).await;
+        (page["items"].as_array().unwrap().len() == 30).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(5)).await; // let "delivered before 1ms" cover them all
+    let out = hookline(&[
+        "prune",
+        "--database",
+        &url,
+        "--delivered-before",
+        "1ms",
+        "--batch",
+        "7",
+    ]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("pruned 30 "),
+        "{said}"
+    );
+    let page = get(&http, format!("{}/v1/deliveries", p.base)).await;
+    assert_eq!(page["items"], json!([]));
+    let event = get(&http, format!("{}/v1/events/e0", p.base)).await;
+    assert_eq!(event["deliveries"], 10, "the event keeps its record");
+    let bad = hookline(&["prune", "--database", &url, "--delivered-before", "soon"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--delivered-before"));
+    // Roles that split the work need the shared database.
+    let refused = hookline(&["serve", "--role", "worker", "--database", "sqlite://x.db"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("PostgreSQL"));
+    assert!(p.terminate().await.success());
+    schema.drop_schema().await;
+}
