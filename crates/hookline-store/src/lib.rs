@@ -118,11 +118,29 @@ pub trait Store: Send + Sync + 'static {
     async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64>;
 }
 
+/// How to open a store, beyond its URL.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// PostgreSQL connections this process keeps (SQLite has one writer and pools readers).
+    pub pool_size: usize,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self { pool_size: 16 }
+    }
+}
+
+/// Opens the backend a database URL names with default options.
+pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
+    open_with(url, &OpenOptions::default()).await
+}
+
 /// Opens the backend a database URL names: `sqlite://PATH` (the embedded default) or
 /// `postgres://...` / `postgresql://...` (the scale-out backend), running its migrations.
-pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
+pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(Arc::new(PostgresStore::open(url).await?));
+        return Ok(Arc::new(PostgresStore::open(url, options.pool_size).await?));
     }
     if let Some(path) = url.strip_prefix("sqlite://") {
         if path.is_empty() {

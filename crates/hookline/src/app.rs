@@ -58,7 +58,7 @@ pub async fn start(
     if role != Role::All && config.database.starts_with("sqlite:") {
         return Err(StartError::RoleNeedsPostgres(role));
     }
-    let store = hookline_store::open(&config.database).await?;
+    let store = hookline_store::open_with(&config.database, &config.store_options()).await?;
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| StartError::Bind {

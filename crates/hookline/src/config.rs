@@ -35,6 +35,7 @@ fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
 struct FileConfig {
     listen: Option<String>,
     database: Option<String>,
+    database_pool_size: Option<u64>,
     allow_private_destinations: Option<bool>,
     max_payload_bytes: Option<u64>,
     #[serde(default)]
@@ -73,6 +74,8 @@ pub struct DeliveryConfig {
 pub struct Config {
     pub listen: SocketAddr,
     pub database: String,
+    /// PostgreSQL connections this process keeps.
+    pub database_pool_size: usize,
     pub allow_private_destinations: bool,
     pub max_payload_bytes: usize,
     pub delivery: DeliveryConfig,
@@ -90,6 +93,12 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_DATABASE: &str = "sqlite://hookline.db";
 
 impl Config {
+    pub fn store_options(&self) -> hookline_store::OpenOptions {
+        hookline_store::OpenOptions {
+            pool_size: self.database_pool_size,
+        }
+    }
+
     /// Loads `path` (if any) and applies `overrides` on top.
     pub fn load(path: Option<&Path>, overrides: Overrides) -> Result<Self, ConfigError> {
         let file = match path {
@@ -175,6 +184,8 @@ impl Config {
         Ok(Config {
             listen,
             database,
+            database_pool_size: positive("database_pool_size", file.database_pool_size, 16)?
+                as usize,
             allow_private_destinations: file.allow_private_destinations.unwrap_or(false),
             max_payload_bytes: max_payload_bytes as usize,
             delivery,
@@ -225,6 +236,7 @@ mod tests {
     const FULL: &str = r#"
 listen = "127.0.0.1:8080"
 database = "sqlite://hookline.db"
+database_pool_size = 16
 allow_private_destinations = false
 max_payload_bytes = 262144
 
@@ -273,6 +285,7 @@ jitter = "equal"
         assert!(refused("[delivery]\nattempt_timeout = 5").contains("invalid type"));
         assert!(refused("listen = \"everywhere\"").contains("listen"));
         assert!(refused("max_payload_bytes = 0").contains("max_payload_bytes"));
+        assert!(refused("database_pool_size = 0").contains("database_pool_size"));
     }
 
     #[test]

@@ -75,9 +75,6 @@ pub(super) async fn execute(
     Ok(c.execute(&statement(c, sql).await?, params).await?)
 }
 
-/// Connections each process keeps; the pool is shared by the API and the dispatcher.
-const POOL_SIZE: usize = 16;
-
 pub struct PostgresStore {
     pool: Pool,
     /// `NOTIFY` channel, one per schema so stores in different schemas do not wake each other.
@@ -95,7 +92,9 @@ impl Drop for PostgresStore {
 }
 
 impl PostgresStore {
-    pub async fn open(url: &str) -> Result<Self> {
+    /// `pool_size` connections serve the API and the dispatcher of this process; LISTEN takes
+    /// one more.
+    pub async fn open(url: &str, pool_size: usize) -> Result<Self> {
         let config = tokio_postgres::Config::from_str(url)
             .map_err(|e| StoreError::Invalid(format!("database: bad PostgreSQL URL: {e}")))?;
         let manager = Manager::from_config(
@@ -106,7 +105,7 @@ impl PostgresStore {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
+            .max_size(pool_size.max(1))
             .build()
             .map_err(|e| StoreError::Backend(e.to_string()))?;
         let mut client = pool.get().await.map_err(|e| {

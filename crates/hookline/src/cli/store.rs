@@ -14,7 +14,7 @@ async fn open(args: StoreArgs) -> Result<std::sync::Arc<dyn hookline_store::Stor
     )
     .map_err(|e| e.to_string())?;
     // Opening a store applies its pending migrations.
-    hookline_store::open(&config.database)
+    hookline_store::open_with(&config.database, &config.store_options())
         .await
         .map_err(|e| e.to_string())
 }
