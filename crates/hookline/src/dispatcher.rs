@@ -192,6 +192,7 @@ async fn attempt(
     let started_at = s.clock.now_ms();
     let timer = Instant::now();
     let report = if d.rescued {
+        tracing::warn!(delivery = %d.id, attempt = d.attempt, "rescued a delivery whose lease ran out");
         AttemptReport {
             result: AttemptResult::Lost,
             error: Some(LOST_ATTEMPT.into()),

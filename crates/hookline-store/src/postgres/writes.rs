@@ -384,9 +384,6 @@ pub(super) async fn rescue_expired(
         )
         .await?;
     let rows: Vec<Leased> = rows.iter().map(leased).collect();
-    for r in &rows {
-        tracing::warn!(delivery = %r.id, "rescued a delivery whose lease ran out");
-    }
     let destinations = destinations(c, &rows).await?;
     claimed(c, rows, destinations, lease, true).await
 }
