@@ -26,6 +26,37 @@ impl From<rusqlite::Error> for StoreError {
 pub struct SqliteStore {
     writer: WriterHandle,
     readers: Arc<ReaderPool>,
+    /// Dropping it (with the store) stops the checkpointer thread.
+    _stop_checkpointer: std::sync::mpsc::Sender<()>,
+}
+
+/// How often WAL frames are copied back into the database file, off the writer's thread: a
+/// commit never waits for a checkpoint, so a large, cold database does not slow claims.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Past this many WAL frames (~64 MiB of 4 KiB pages) still not copied back, a checkpoint
+/// that briefly waits for the writer runs instead, so the WAL cannot grow without bound.
+const WAL_FRAMES_LIMIT: i64 = 16_384;
+
+fn run_checkpointer(conn: Connection, stop: std::sync::mpsc::Receiver<()>) {
+    let checkpoint = |mode: &str| {
+        conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
+            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        })
+    };
+    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(CHECKPOINT_EVERY)
+    {
+        // PASSIVE never blocks the writer or readers; it copies what it can.
+        let result = checkpoint("PASSIVE").and_then(|(frames, copied)| {
+            if frames - copied > WAL_FRAMES_LIMIT {
+                checkpoint("TRUNCATE")?;
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "WAL checkpoint failed");
+        }
+    }
 }
 
 /// Read connections, opened on demand and kept for reuse.
@@ -72,8 +103,17 @@ impl SqliteStore {
         // batch; 32 MiB of page cache keeps a million-row table from paging through the OS.
         conn.pragma_update(None, "cache_size", -32_768)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         schema::migrate(&mut conn)?;
+        let checkpoint_conn = Connection::open(&path)?;
+        checkpoint_conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let (checkpointer, stop) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("hookline-sqlite-checkpoint".into())
+            .spawn(move || run_checkpointer(checkpoint_conn, stop))
+            .map_err(|e| StoreError::Backend(format!("cannot start the checkpointer: {e}")))?;
         Ok(Self {
+            _stop_checkpointer: checkpointer,
             writer: WriterHandle::spawn(conn)?,
             readers: Arc::new(ReaderPool {
                 path,
