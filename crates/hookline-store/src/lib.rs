@@ -11,6 +11,8 @@
 mod model;
 mod postgres;
 mod sqlite;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::sync::Arc;
 
@@ -153,6 +155,33 @@ pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store
     Err(StoreError::Invalid(format!(
         "database: unsupported URL {url:?}; expected sqlite://PATH or postgres://..."
     )))
+}
+
+/// The subscriber a patch makes of `current`, and whether it resumes a paused subscriber (whose
+/// held deliveries must then be released). Revocation is final and is not a patch.
+pub(crate) fn patched(current: Subscriber, patch: SubscriberPatch) -> Result<(Subscriber, bool)> {
+    if current.status == SubscriberStatus::Revoked {
+        return Err(StoreError::Conflict(format!(
+            "subscriber {:?} is revoked; revocation is final",
+            current.id
+        )));
+    }
+    let status = patch.status.unwrap_or(current.status);
+    if status == SubscriberStatus::Revoked {
+        return Err(StoreError::Invalid(
+            "a subscriber is revoked by deleting it, not by a status change".into(),
+        ));
+    }
+    let resumed = current.status == SubscriberStatus::Paused && status == SubscriberStatus::Active;
+    Ok((
+        Subscriber {
+            url: patch.url.unwrap_or(current.url),
+            event_types: patch.event_types.unwrap_or(current.event_types),
+            status,
+            ..current
+        },
+        resumed,
+    ))
 }
 
 /// The most dead letters one replay may select.

@@ -32,54 +32,19 @@ impl Harness for Sqlite {
     }
 }
 
-/// Each test gets its own schema in the database `HOOKLINE_TEST_POSTGRES` names (by default the
-/// local test database), dropped when the test ends.
-struct Postgres {
-    base: String,
-    schema: String,
-}
-
-fn postgres_url() -> String {
-    std::env::var("HOOKLINE_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-async fn admin(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| {
-            panic!("PostgreSQL tests need a server at HOOKLINE_TEST_POSTGRES ({url}): {e}")
-        });
-    tokio::spawn(connection);
-    client
-}
+/// Each test gets a PostgreSQL schema of its own.
+struct Postgres(hookline_store::testing::PgSchema);
 
 #[async_trait::async_trait]
 impl Harness for Postgres {
     async fn fresh() -> Self {
-        let base = postgres_url();
-        let schema = format!("hl_test_{:016x}", rand::random::<u64>());
-        admin(&base)
-            .await
-            .batch_execute(&format!("CREATE SCHEMA {schema}"))
-            .await
-            .unwrap();
-        Postgres { base, schema }
+        Postgres(hookline_store::testing::PgSchema::create().await)
     }
     async fn open(&self) -> Arc<dyn Store> {
-        let sep = if self.base.contains('?') { '&' } else { '?' };
-        let url = format!(
-            "{}{sep}options=-c%20search_path%3D{}",
-            self.base, self.schema
-        );
-        open(&url).await.unwrap()
+        open(&self.0.url()).await.unwrap()
     }
     async fn cleanup(self) {
-        admin(&self.base)
-            .await
-            .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.schema))
-            .await
-            .unwrap();
+        self.0.drop_schema().await;
     }
 }
 

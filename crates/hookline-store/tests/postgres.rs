@@ -3,46 +3,18 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use hookline_store::testing::PgSchema;
 use hookline_store::*;
 
-async fn admin(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| {
-            panic!("PostgreSQL tests need a server at HOOKLINE_TEST_POSTGRES ({url}): {e}")
-        });
-    tokio::spawn(connection);
-    client
-}
-
-/// Two stores ("processes") on a fresh schema; the schema is dropped by `finish`.
-async fn two_stores() -> (
-    std::sync::Arc<dyn Store>,
-    std::sync::Arc<dyn Store>,
-    String,
-    String,
-) {
-    let base = std::env::var("HOOKLINE_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let schema = format!("hl_test_{:016x}", rand::random::<u64>());
-    admin(&base)
-        .await
-        .batch_execute(&format!("CREATE SCHEMA {schema}"))
-        .await
-        .unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+/// Two stores ("processes") on a fresh schema.
+async fn two_stores() -> (Arc<dyn Store>, Arc<dyn Store>, PgSchema) {
+    let schema = PgSchema::create().await;
     // Both start at once: the migrations must serialize, not collide.
+    let url = schema.url();
     let (a, b) = tokio::join!(open(&url), open(&url));
-    (a.unwrap(), b.unwrap(), base, schema)
-}
-
-async fn finish(base: &str, schema: &str) {
-    admin(base)
-        .await
-        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-        .await
-        .unwrap();
+    (a.unwrap(), b.unwrap(), schema)
 }
 
 const T0: i64 = 1_800_000_000_000;
@@ -67,7 +39,7 @@ fn event(id: &str) -> NewEvent {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publish_in_one_process_wakes_the_others() {
-    let (a, b, base, schema) = two_stores().await;
+    let (a, b, schema) = two_stores().await;
     let wake = a.wakeups().expect("a shared store announces new work");
     b.create_subscriber(subscriber("s"), T0).await.unwrap();
     // Drain the wake-up the listener sends when it (re)connects.
@@ -77,12 +49,12 @@ async fn a_publish_in_one_process_wakes_the_others() {
         .await
         .expect("NOTIFY reached the other store");
     drop((a, b));
-    finish(&base, &schema).await;
+    schema.drop_schema().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_in_flight_cap_holds_across_processes() {
-    let (a, b, base, schema) = two_stores().await;
+    let (a, b, schema) = two_stores().await;
     a.create_subscriber(subscriber("s"), T0).await.unwrap();
     for i in 0..50 {
         a.publish(event(&format!("e{i}")), T0).await.unwrap();
@@ -104,12 +76,12 @@ async fn the_in_flight_cap_holds_across_processes() {
         "never more than the cap in flight, whichever process claims"
     );
     drop((a, b));
-    finish(&base, &schema).await;
+    schema.drop_schema().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_claims_never_lease_a_delivery_twice() {
-    let (a, b, base, schema) = two_stores().await;
+    let (a, b, schema) = two_stores().await;
     for s in 0..20 {
         a.create_subscriber(subscriber(&format!("s{s}")), T0)
             .await
@@ -137,5 +109,5 @@ async fn concurrent_claims_never_lease_a_delivery_twice() {
     }
     assert_eq!(seen.len(), 1000);
     drop((a, b));
-    finish(&base, &schema).await;
+    schema.drop_schema().await;
 }

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use hookline_store::testing::PgSchema;
 use hookline_store::{ClaimRequest, Completion, NewEvent, NewSubscriber, Store, Transition};
 use serde_json::json;
 
@@ -484,60 +485,6 @@ async fn backlog(dir: &Path, rx: &Receiver) {
     h.stop();
 }
 
-/// A schema of its own in the PostgreSQL database `HOOKLINE_TEST_POSTGRES` names (by default the
-/// local test database).
-struct PgSchema {
-    base: String,
-    name: String,
-}
-
-impl PgSchema {
-    async fn admin(url: &str) -> tokio_postgres::Client {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .expect("the PostgreSQL benchmarks need HOOKLINE_TEST_POSTGRES or a local server");
-        tokio::spawn(connection);
-        client
-    }
-
-    async fn create() -> Self {
-        let base = std::env::var("HOOKLINE_TEST_POSTGRES")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-        let name = format!("hl_bench_{:016x}", rand::random::<u64>());
-        Self::admin(&base)
-            .await
-            .batch_execute(&format!("CREATE SCHEMA {name}"))
-            .await
-            .unwrap();
-        PgSchema { base, name }
-    }
-
-    fn url(&self) -> String {
-        let sep = if self.base.contains('?') { '&' } else { '?' };
-        format!("{}{sep}options=-c%20search_path%3D{}", self.base, self.name)
-    }
-
-    /// Runs each statement on its own (VACUUM refuses to share a transaction).
-    async fn sql(&self, statements: &[&str]) {
-        let admin = Self::admin(&self.base).await;
-        admin
-            .batch_execute(&format!("SET search_path = {}", self.name))
-            .await
-            .unwrap();
-        for statement in statements {
-            admin.batch_execute(statement).await.unwrap();
-        }
-    }
-
-    async fn drop(self) {
-        Self::admin(&self.base)
-            .await
-            .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name))
-            .await
-            .unwrap();
-    }
-}
-
 /// Claim latency on PostgreSQL with 1,000,000 delayed deliveries in the table versus none.
 async fn pg_backlog() {
     let empty = PgSchema::create().await;
@@ -575,8 +522,8 @@ async fn pg_backlog() {
         f.as_secs_f64() / e.as_secs_f64()
     );
     drop((empty_store, full_store));
-    empty.drop().await;
-    full.drop().await;
+    empty.drop_schema().await;
+    full.drop_schema().await;
 }
 
 fn main() {
@@ -630,7 +577,7 @@ fn main() {
                 for w in running {
                     w.stop();
                 }
-                schema.drop().await;
+                schema.drop_schema().await;
             }
         }
         if run("pg-backlog") {

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::*;
+use hookline_store::testing::PgSchema;
 use serde_json::{json, Value};
 
 const SUBSCRIBERS: usize = 2_000;

@@ -52,26 +52,13 @@ pub(super) async fn update_subscriber(
     now: UnixMs,
     channel: &str,
 ) -> Result<Subscriber> {
-    let current = reads::subscriber_for_update(c, id).await?;
-    if current.status == SubscriberStatus::Revoked {
-        return Err(StoreError::Conflict(format!(
-            "subscriber {id:?} is revoked; revocation is final"
-        )));
-    }
-    let status = patch.status.unwrap_or(current.status);
-    if status == SubscriberStatus::Revoked {
-        return Err(StoreError::Invalid(
-            "a subscriber is revoked by deleting it, not by a status change".into(),
-        ));
-    }
-    let url = patch.url.unwrap_or(current.url);
-    let types = patch.event_types.unwrap_or(current.event_types);
+    let (next, resumed) = patched(reads::subscriber_for_update(c, id).await?, patch)?;
     execute(c,
         "UPDATE subscribers SET url = $2, event_types = $3, status = $4, updated_at = $5 WHERE id = $1",
-        &[&id, &url, &types, &status.as_str(), &now],
+        &[&id, &next.url, &next.event_types, &next.status.as_str(), &now],
     )
     .await?;
-    if current.status == SubscriberStatus::Paused && status == SubscriberStatus::Active {
+    if resumed {
         execute(c,
             "UPDATE deliveries SET held = FALSE WHERE subscriber_id = $1 AND state = 'scheduled' AND held",
             &[&id],

@@ -48,31 +48,18 @@ pub(super) fn update_subscriber(
     patch: SubscriberPatch,
     now: UnixMs,
 ) -> Result<Subscriber> {
-    let current = reads::subscriber(c, id)?;
-    if current.status == SubscriberStatus::Revoked {
-        return Err(StoreError::Conflict(format!(
-            "subscriber {id:?} is revoked; revocation is final"
-        )));
-    }
-    let status = patch.status.unwrap_or(current.status);
-    if status == SubscriberStatus::Revoked {
-        return Err(StoreError::Invalid(
-            "a subscriber is revoked by deleting it, not by a status change".into(),
-        ));
-    }
-    let url = patch.url.unwrap_or(current.url);
-    let types = patch.event_types.unwrap_or(current.event_types);
+    let (next, resumed) = patched(reads::subscriber(c, id)?, patch)?;
     c.prepare_cached(
         "UPDATE subscribers SET url = ?2, event_types = ?3, status = ?4, updated_at = ?5 WHERE id = ?1",
     )?
     .execute(params![
         id,
-        url,
-        serde_json::to_string(&types).expect("strings serialize"),
-        status.as_str(),
+        next.url,
+        serde_json::to_string(&next.event_types).expect("strings serialize"),
+        next.status.as_str(),
         now
     ])?;
-    if current.status == SubscriberStatus::Paused && status == SubscriberStatus::Active {
+    if resumed {
         // Claims set `held` on deliveries of a paused subscriber; resuming puts them back in
         // the due index, at the run_at they always kept.
         c.prepare_cached(
