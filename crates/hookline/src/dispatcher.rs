@@ -5,10 +5,12 @@
 //! most the in-flight slots the store's per-subscriber cap lets it claim, and a restart loses
 //! nothing. Completions go to one committer that writes them in batches (group commit).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::body::Bytes;
 use hookline_policy::{
     classify, revokes_subscription, AttemptResult, Decision, RetryPolicy, UnixMs,
 };
@@ -20,7 +22,7 @@ use tokio::task::JoinSet;
 
 use crate::clock::Clock;
 use crate::config::DeliveryConfig;
-use crate::sender::{AttemptReport, Sender};
+use crate::sender::{render_body, AttemptReport, Sender};
 
 /// An idle dispatcher sleeps until the next due `run_at` (or lease expiry); this bounds the
 /// sleep in case a wake-up was missed (say, while a LISTEN connection was being re-established).
@@ -146,9 +148,15 @@ impl Dispatcher {
                     Err(e) => tracing::error!(error = %e, "claim failed"),
                 }
             }
+            // Keyed by the shared event's address: a claim batch shares one Arc per event.
+            let mut bodies: HashMap<usize, Bytes> = HashMap::new();
             for delivery in batch {
+                let body = bodies
+                    .entry(Arc::as_ptr(&delivery.event) as usize)
+                    .or_insert_with(|| render_body(&delivery.event))
+                    .clone();
                 s.in_flight.fetch_add(1, Ordering::AcqRel);
-                attempts.spawn(attempt(s.clone(), delivery, done_tx.clone()));
+                attempts.spawn(attempt(s.clone(), delivery, body, done_tx.clone()));
             }
             while attempts.try_join_next().is_some() {}
             if filled {
@@ -187,6 +195,7 @@ const LOST_ATTEMPT: &str =
 async fn attempt(
     s: Arc<Shared>,
     d: ClaimedDelivery,
+    body: Bytes,
     done: mpsc::UnboundedSender<(String, Completion)>,
 ) {
     let started_at = s.clock.now_ms();
@@ -198,7 +207,7 @@ async fn attempt(
             error: Some(LOST_ATTEMPT.into()),
         }
     } else {
-        s.sender.send(&d, started_at.div_euclid(1000)).await
+        s.sender.send(&d, body, started_at.div_euclid(1000)).await
     };
     let duration_ms = timer.elapsed().as_millis() as u64;
     let now = s.clock.now_ms();

@@ -4,8 +4,9 @@
 use std::error::Error as _;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use hookline_policy::AttemptResult;
-use hookline_store::ClaimedDelivery;
+use hookline_store::{ClaimedDelivery, EventBody};
 use reqwest::header::{HeaderValue, CONTENT_TYPE, USER_AGENT};
 
 use crate::clock::rfc3339;
@@ -37,14 +38,19 @@ impl Sender {
         Self { client }
     }
 
-    /// Sends attempt `delivery.attempt` of `delivery` with the given unix-seconds timestamp.
-    pub async fn send(&self, delivery: &ClaimedDelivery, timestamp: i64) -> AttemptReport {
-        let body = render_body(delivery);
+    /// Sends attempt `delivery.attempt` of `delivery`, whose rendered body is `body`, with the
+    /// given unix-seconds timestamp.
+    pub async fn send(
+        &self,
+        delivery: &ClaimedDelivery,
+        body: Bytes,
+        timestamp: i64,
+    ) -> AttemptReport {
         let key = match SigningKey::from_secret(&delivery.destination.secret) {
             Ok(key) => key,
             Err(e) => return refused(format!("subscriber secret is unusable: {e}")),
         };
-        let signature = key.sign(&delivery.id, timestamp, body.as_bytes());
+        let signature = key.sign(&delivery.id, timestamp, &body);
         let request = self
             .client
             .post(&delivery.destination.url)
@@ -72,18 +78,18 @@ impl Sender {
 }
 
 /// The JSON a subscriber receives. The payload is stored as canonical JSON text and spliced in
-/// verbatim, never re-parsed.
-pub fn render_body(d: &ClaimedDelivery) -> String {
-    let e = &d.event;
+/// verbatim, never re-parsed. Rendered once per event per claim batch: every delivery of a
+/// fan-out shares the same bytes.
+pub fn render_body(e: &EventBody) -> Bytes {
     let quote = |s: &str| serde_json::to_string(s).expect("strings serialize");
-    format!(
+    Bytes::from(format!(
         r#"{{"id":{},"type":{},"timestamp":{},"payload_version":{},"data":{}}}"#,
         quote(&e.id),
         quote(&e.event_type),
         quote(&rfc3339(e.accepted_at)),
         e.payload_version,
         e.payload
-    )
+    ))
 }
 
 const MAX_DRAIN_BYTES: usize = 64 * 1024;

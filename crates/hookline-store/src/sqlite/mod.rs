@@ -59,6 +59,8 @@ fn run_checkpointer(conn: Connection, stop: std::sync::mpsc::Receiver<()>) {
     }
 }
 
+const MAX_IDLE_READERS: usize = 8;
+
 /// Read connections, opened on demand and kept for reuse.
 struct ReaderPool {
     path: String,
@@ -78,8 +80,13 @@ impl ReaderPool {
         Ok(conn)
     }
 
+    /// Keeps at most `MAX_IDLE_READERS`; a burst of reads does not leave a crowd of open
+    /// connections behind.
     fn give_back(&self, conn: Connection) {
-        self.idle.lock().expect("reader pool poisoned").push(conn);
+        let mut idle = self.idle.lock().expect("reader pool poisoned");
+        if idle.len() < MAX_IDLE_READERS {
+            idle.push(conn);
+        }
     }
 }
 
