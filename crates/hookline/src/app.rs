@@ -75,6 +75,7 @@ pub async fn start(
             config.retry,
             config.delivery.clone(),
             clock.clone(),
+            !config.allow_private_destinations,
         )
     });
     let ctx = Arc::new(ApiContext {

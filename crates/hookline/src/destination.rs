@@ -4,8 +4,9 @@
 //! IPv4-mapped and NAT64 forms of those. `allow_private_destinations = true` turns this off for
 //! local testing.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::Url;
 
 pub const MAX_URL_LEN: usize = 2048;
@@ -59,6 +60,58 @@ pub async fn check_url(raw: &str, allow_private: bool) -> Result<Url, Destinatio
         return Err(DestinationError::Private { host, addr });
     }
     Ok(url)
+}
+
+/// A destination the guard refused when connecting.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "destination refused: {host} resolves to {addr}, a loopback, private or otherwise internal \
+     address"
+)]
+pub struct Refused {
+    pub host: String,
+    pub addr: IpAddr,
+}
+
+/// The SSRF guard at connect time, as reqwest's resolver: it resolves each host once, refuses
+/// the connection if any address is internal, and hands reqwest exactly the addresses it
+/// vetted, so a DNS answer that changes between the check and the connection (rebinding) is
+/// never used. A subscriber URL that was public when it was created is checked again on every
+/// new connection.
+pub struct GuardedResolver;
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if let Some(bad) = addrs.iter().find(|a| !is_public(a.ip())) {
+                return Err(Box::new(Refused {
+                    host,
+                    addr: bad.ip(),
+                }) as _);
+            }
+            Ok(Box::new(addrs.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// URLs whose host is an IP address are connected to without resolution; they are checked here.
+pub fn refuse_internal_literal(url: &Url) -> Result<(), Refused> {
+    let addr = match url.host() {
+        Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
+        Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
+        _ => return Ok(()),
+    };
+    if is_public(addr) {
+        Ok(())
+    } else {
+        Err(Refused {
+            host: addr.to_string(),
+            addr,
+        })
+    }
 }
 
 /// True for addresses on the public internet.
@@ -141,6 +194,28 @@ mod tests {
         ] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
+    }
+
+    #[tokio::test]
+    async fn the_connect_time_guard_refuses_internal_answers() {
+        let refused = GuardedResolver
+            .resolve("localhost".parse().unwrap())
+            .await
+            .err()
+            .expect("localhost is internal");
+        assert!(refused.downcast_ref::<Refused>().is_some(), "{refused}");
+        for url in [
+            "http://127.0.0.1:9/x",
+            "http://[::1]/x",
+            "http://[::ffff:10.0.0.1]/x",
+        ] {
+            assert!(
+                refuse_internal_literal(&Url::parse(url).unwrap()).is_err(),
+                "{url}"
+            );
+        }
+        assert!(refuse_internal_literal(&Url::parse("http://93.184.216.34/x").unwrap()).is_ok());
+        assert!(refuse_internal_literal(&Url::parse("http://example.com/x").unwrap()).is_ok());
     }
 
     #[tokio::test]

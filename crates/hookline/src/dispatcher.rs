@@ -82,6 +82,7 @@ impl Dispatcher {
         policy: RetryPolicy,
         delivery: DeliveryConfig,
         clock: Arc<dyn Clock>,
+        guard_destinations: bool,
     ) -> DispatcherHandle {
         let wake = Arc::new(Notify::new());
         let lease_ms = (delivery.attempt_timeout + LEASE_MARGIN).as_millis() as i64;
@@ -90,7 +91,7 @@ impl Dispatcher {
                 store,
                 policy,
                 clock,
-                sender: Sender::new(delivery.attempt_timeout),
+                sender: Sender::new(delivery.attempt_timeout, guard_destinations),
                 wake: wake.clone(),
                 in_flight: AtomicUsize::new(0),
             }),

@@ -2,6 +2,7 @@
 //! the policy classifies. Redirects are never followed: a 3xx is the subscriber's answer.
 
 use std::error::Error as _;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -10,6 +11,7 @@ use hookline_store::{ClaimedDelivery, EventBody};
 use reqwest::header::{HeaderValue, CONTENT_TYPE, USER_AGENT};
 
 use crate::clock::rfc3339;
+use crate::destination::{refuse_internal_literal, GuardedResolver, Refused};
 use crate::signer::SigningKey;
 
 pub const USER_AGENT_VALUE: &str = concat!("hookline/", env!("CARGO_PKG_VERSION"));
@@ -24,18 +26,26 @@ pub struct AttemptReport {
 #[derive(Clone)]
 pub struct Sender {
     client: reqwest::Client,
+    /// The SSRF guard is on: destinations are vetted when connecting, not only when created.
+    guarded: bool,
 }
 
 impl Sender {
-    pub fn new(attempt_timeout: Duration) -> Self {
-        let client = reqwest::Client::builder()
+    /// `guarded`: refuse internal destinations at connect time (off only with
+    /// `allow_private_destinations`).
+    pub fn new(attempt_timeout: Duration, guarded: bool) -> Self {
+        let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(attempt_timeout)
             .connect_timeout(attempt_timeout)
-            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_idle_timeout(Duration::from_secs(30));
+        if guarded {
+            builder = builder.dns_resolver(Arc::new(GuardedResolver));
+        }
+        let client = builder
             .build()
             .expect("the HTTP client configuration is static");
-        Self { client }
+        Self { client, guarded }
     }
 
     /// Sends attempt `delivery.attempt` of `delivery`, whose rendered body is `body`, with the
@@ -46,6 +56,15 @@ impl Sender {
         body: Bytes,
         timestamp: i64,
     ) -> AttemptReport {
+        if self.guarded {
+            let url = match reqwest::Url::parse(&delivery.destination.url) {
+                Ok(url) => url,
+                Err(e) => return refused(format!("subscriber URL is unusable: {e}")),
+            };
+            if let Err(e) = refuse_internal_literal(&url) {
+                return refused(e.to_string());
+            }
+        }
         let key = match SigningKey::from_secret(&delivery.destination.secret) {
             Ok(key) => key,
             Err(e) => return refused(format!("subscriber secret is unusable: {e}")),
@@ -113,6 +132,9 @@ fn refused(error: String) -> AttemptReport {
 }
 
 fn transport_failure(e: &reqwest::Error) -> AttemptReport {
+    if let Some(guard) = find_source::<Refused>(e) {
+        return refused(guard.to_string());
+    }
     let detail = error_chain(e);
     let result = if e.is_timeout() {
         AttemptResult::Timeout
@@ -129,6 +151,17 @@ fn transport_failure(e: &reqwest::Error) -> AttemptReport {
     }
 }
 
+fn find_source<T: std::error::Error + 'static>(e: &reqwest::Error) -> Option<&T> {
+    let mut source = e.source();
+    while let Some(s) = source {
+        if let Some(found) = s.downcast_ref::<T>() {
+            return Some(found);
+        }
+        source = s.source();
+    }
+    None
+}
+
 /// reqwest's top-level message is generic ("error sending request"); the cause is below it.
 fn error_chain(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
@@ -139,4 +172,76 @@ fn error_chain(e: &reqwest::Error) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hookline_policy::AttemptResult;
+    use hookline_store::{DeliveryKey, Destination};
+
+    fn delivery(url: String) -> ClaimedDelivery {
+        ClaimedDelivery {
+            key: DeliveryKey(1),
+            id: "e:s".into(),
+            lease: 1,
+            attempt: 1,
+            first_seen: 0,
+            window_start: 0,
+            due_at: 0,
+            rescued: false,
+            destination: Arc::new(Destination {
+                subscriber_id: "s".into(),
+                url,
+                secret: crate::signer::new_secret(),
+            }),
+            event: Arc::new(EventBody {
+                id: "e".into(),
+                event_type: "t".into(),
+                payload: "{}".into(),
+                payload_version: 1,
+                accepted_at: 0,
+            }),
+        }
+    }
+
+    /// A receiver on loopback: reachable only while the guard is off.
+    async fn receiver() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let counted = hits.clone();
+        let app = axum::Router::new().fallback(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { "ok" }
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (addr, hits)
+    }
+
+    #[tokio::test]
+    async fn the_guard_refuses_internal_destinations_when_connecting() {
+        let (addr, hits) = receiver().await;
+        let guarded = Sender::new(Duration::from_secs(2), true);
+        for url in [
+            format!("http://127.0.0.1:{}/hook", addr.port()),
+            format!("http://localhost:{}/hook", addr.port()),
+        ] {
+            let d = delivery(url.clone());
+            let report = guarded.send(&d, render_body(&d.event), 0).await;
+            assert_eq!(report.result, AttemptResult::Refused, "{url}: {report:?}");
+            assert!(report.error.unwrap().contains("internal address"));
+        }
+        assert_eq!(
+            hits.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "nothing reached it"
+        );
+
+        let open = Sender::new(Duration::from_secs(2), false);
+        let d = delivery(format!("http://localhost:{}/hook", addr.port()));
+        let report = open.send(&d, render_body(&d.event), 0).await;
+        assert_eq!(report.result, AttemptResult::Status(200));
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 }
