@@ -2,15 +2,18 @@
 //! one, whether there is a next one at all, and what the whole schedule adds up to.
 //!
 //! Nothing here does I/O, reads a clock or draws random numbers: time is an argument and jitter
-//! is a hash of the delivery id and the attempt number. That keeps every decision reproducible
+//! is a hash of the delivery id and the attempt number. (Its one dependency, `httpdate`, parses
+//! HTTP dates.) That keeps every decision reproducible
 //! (a restart or a replay computes the same schedule) and lets property tests cover it.
 
 mod classify;
 mod retry;
+mod retry_after;
 mod schedule;
 
 pub use classify::{classify, revokes_subscription, AttemptResult, Outcome};
 pub use retry::{DeadReason, Decision, Jitter, PolicyError, RetryPolicy};
+pub use retry_after::parse_retry_after;
 pub use schedule::{Schedule, ScheduleRow, WindowFit};
 
 /// Milliseconds since the Unix epoch. Every persisted time in hookline uses this unit, so the

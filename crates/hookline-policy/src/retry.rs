@@ -191,7 +191,9 @@ impl RetryPolicy {
 
     /// The decision after attempt number `attempt` (1-based, counted within the current budget)
     /// ended with `outcome` at `now`. `window_start` is when the delivery window opened: the
-    /// first time the delivery was seen, or the moment a replay released it.
+    /// first time the delivery was seen, or the moment a replay released it. `retry_after` is
+    /// the subscriber's own `Retry-After`: the next attempt is no earlier than it says, clamped
+    /// to `max_delay`, and still inside the window.
     pub fn decide(
         &self,
         delivery_id: &str,
@@ -199,6 +201,7 @@ impl RetryPolicy {
         attempt: u32,
         window_start: UnixMs,
         now: UnixMs,
+        retry_after: Option<Duration>,
     ) -> Decision {
         match outcome {
             Outcome::Success => Decision::Deliver,
@@ -211,8 +214,9 @@ impl RetryPolicy {
                 if now >= window_end {
                     return Decision::Dead(DeadReason::WindowExpired);
                 }
-                let run_at =
-                    now.saturating_add(duration_ms(self.jittered_delay(delivery_id, attempt)));
+                let asked = retry_after.unwrap_or_default().min(self.max_delay);
+                let delay = self.jittered_delay(delivery_id, attempt).max(asked);
+                let run_at = now.saturating_add(duration_ms(delay));
                 if run_at > window_end {
                     return Decision::Dead(DeadReason::NextDelayExceedsWindow);
                 }
@@ -289,30 +293,66 @@ mod tests {
         let p = policy(Jitter::None);
         let t0 = 1_000_000;
         assert_eq!(
-            p.decide("d", Outcome::Success, 1, t0, t0),
+            p.decide("d", Outcome::Success, 1, t0, t0, None),
             Decision::Deliver
         );
         assert_eq!(
-            p.decide("d", Outcome::Permanent, 1, t0, t0),
+            p.decide("d", Outcome::Permanent, 1, t0, t0, None),
             Decision::Dead(DeadReason::PermanentFailure)
         );
         assert_eq!(
-            p.decide("d", Outcome::Retryable, 1, t0, t0 + 10),
+            p.decide("d", Outcome::Retryable, 1, t0, t0 + 10, None),
             Decision::Reschedule {
                 run_at: t0 + 10 + 2000
             }
         );
         assert_eq!(
-            p.decide("d", Outcome::Retryable, 6, t0, t0),
+            p.decide("d", Outcome::Retryable, 6, t0, t0, None),
             Decision::Dead(DeadReason::AttemptsExhausted)
         );
         assert_eq!(
-            p.decide("d", Outcome::Retryable, 2, t0, t0 + 1_800_000),
+            p.decide("d", Outcome::Retryable, 2, t0, t0 + 1_800_000, None),
             Decision::Dead(DeadReason::WindowExpired)
         );
         // 4 s of delay would end 1 s past the window.
         assert_eq!(
-            p.decide("d", Outcome::Retryable, 2, t0, t0 + 1_797_000),
+            p.decide("d", Outcome::Retryable, 2, t0, t0 + 1_797_000, None),
+            Decision::Dead(DeadReason::NextDelayExceedsWindow)
+        );
+    }
+
+    #[test]
+    fn retry_after_is_honoured_clamped_and_windowed() {
+        let p = policy(Jitter::None);
+        let t0 = 1_000_000;
+        let at = |asked: u64, now: i64| {
+            p.decide(
+                "d",
+                Outcome::Retryable,
+                1,
+                t0,
+                now,
+                Some(Duration::from_secs(asked)),
+            )
+        };
+        assert_eq!(
+            at(120, t0),
+            Decision::Reschedule {
+                run_at: t0 + 120_000
+            }
+        );
+        // Shorter than our own backoff: ours wins.
+        assert_eq!(at(1, t0), Decision::Reschedule { run_at: t0 + 2_000 });
+        // Longer than max_delay: clamped.
+        assert_eq!(
+            at(86_400, t0),
+            Decision::Reschedule {
+                run_at: t0 + 300_000
+            }
+        );
+        // Past the window: dead, as any other delay would be.
+        assert_eq!(
+            at(300, t0 + 1_600_000),
             Decision::Dead(DeadReason::NextDelayExceedsWindow)
         );
     }
@@ -370,7 +410,7 @@ mod tests {
             start in 0i64..1_000_000_000_000, elapsed in 0i64..100_000_000
         ) {
             let now = start + elapsed;
-            match p.decide(&id, Outcome::Retryable, n, start, now) {
+            match p.decide(&id, Outcome::Retryable, n, start, now, None) {
                 Decision::Reschedule { run_at } => {
                     prop_assert!(n < p.max_attempts());
                     prop_assert!(run_at >= now);
@@ -389,11 +429,25 @@ mod tests {
 
         /// Following the decisions from the first attempt always ends, within the budget.
         #[test]
+        fn retry_after_never_breaks_the_bounds(
+            p in any_policy(), id in "[a-z0-9]{1,20}", n in 1u32..30,
+            start in 0i64..1_000_000_000, elapsed in 0i64..100_000_000, asked in 0u64..10_000_000
+        ) {
+            let now = start + elapsed;
+            let asked = Duration::from_millis(asked);
+            if let Decision::Reschedule { run_at } = p.decide(&id, Outcome::Retryable, n, start, now, Some(asked)) {
+                prop_assert!(run_at - now >= duration_ms(asked.min(p.max_delay())));
+                prop_assert!(run_at - now <= duration_ms(p.max_delay()));
+                prop_assert!(run_at <= start + duration_ms(p.delivery_window()));
+            }
+        }
+
+        #[test]
         fn every_delivery_ends(p in any_policy(), id in "[a-z0-9]{1,20}", start in 0i64..1_000_000_000) {
             let mut now = start;
             let mut attempt = 1;
             loop {
-                match p.decide(&id, Outcome::Retryable, attempt, start, now) {
+                match p.decide(&id, Outcome::Retryable, attempt, start, now, None) {
                     Decision::Reschedule { run_at } => { now = run_at; attempt += 1; }
                     Decision::Dead(_) => break,
                     Decision::Deliver => unreachable!(),

@@ -206,17 +206,22 @@ async fn attempt(
         AttemptReport {
             result: AttemptResult::Lost,
             error: Some(LOST_ATTEMPT.into()),
+            retry_after: None,
         }
     } else {
-        s.sender.send(&d, body, started_at.div_euclid(1000)).await
+        s.sender.send(&d, body, started_at).await
     };
     let duration_ms = timer.elapsed().as_millis() as u64;
     let now = s.clock.now_ms();
     let outcome = classify(report.result);
-    let transition = match s
-        .policy
-        .decide(&d.id, outcome, d.attempt, d.window_start, now)
-    {
+    let transition = match s.policy.decide(
+        &d.id,
+        outcome,
+        d.attempt,
+        d.window_start,
+        now,
+        report.retry_after,
+    ) {
         Decision::Deliver => Transition::Delivered,
         Decision::Reschedule { run_at } => Transition::Reschedule { run_at },
         Decision::Dead(reason) => {

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use hookline_policy::AttemptResult;
+use hookline_policy::{parse_retry_after, AttemptResult, UnixMs};
 use hookline_store::{ClaimedDelivery, EventBody};
-use reqwest::header::{HeaderValue, CONTENT_TYPE, USER_AGENT};
+use reqwest::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
 
 use crate::clock::rfc3339;
 use crate::destination::{refuse_internal_literal, GuardedResolver, Refused};
@@ -21,6 +21,8 @@ pub const USER_AGENT_VALUE: &str = concat!("hookline/", env!("CARGO_PKG_VERSION"
 pub struct AttemptReport {
     pub result: AttemptResult,
     pub error: Option<String>,
+    /// The wait a 429 or 503 answer asked for in `Retry-After`.
+    pub retry_after: Option<Duration>,
 }
 
 #[derive(Clone)]
@@ -48,14 +50,14 @@ impl Sender {
         Self { client, guarded }
     }
 
-    /// Sends attempt `delivery.attempt` of `delivery`, whose rendered body is `body`, with the
-    /// given unix-seconds timestamp.
+    /// Sends attempt `delivery.attempt` of `delivery`, whose rendered body is `body`, at `now`.
     pub async fn send(
         &self,
         delivery: &ClaimedDelivery,
         body: Bytes,
-        timestamp: i64,
+        now: UnixMs,
     ) -> AttemptReport {
+        let timestamp = now.div_euclid(1000);
         if self.guarded {
             let url = match reqwest::Url::parse(&delivery.destination.url) {
                 Ok(url) => url,
@@ -83,11 +85,20 @@ impl Sender {
         match request.send().await {
             Ok(response) => {
                 let status = response.status().as_u16();
+                let retry_after = match status {
+                    429 | 503 => response
+                        .headers()
+                        .get(RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| parse_retry_after(v, now)),
+                    _ => None,
+                };
                 // Drain (a bounded amount of) the body so the connection can be reused.
                 let _ = drain(response).await;
                 AttemptReport {
                     result: AttemptResult::Status(status),
                     error: None,
+                    retry_after,
                 }
             }
             // Never echo the URL into the history: it may carry credentials.
@@ -128,6 +139,7 @@ fn refused(error: String) -> AttemptReport {
     AttemptReport {
         result: AttemptResult::Refused,
         error: Some(error),
+        retry_after: None,
     }
 }
 
@@ -148,6 +160,7 @@ fn transport_failure(e: &reqwest::Error) -> AttemptReport {
     AttemptReport {
         result,
         error: Some(detail),
+        retry_after: None,
     }
 }
 
@@ -177,7 +190,6 @@ fn error_chain(e: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hookline_policy::AttemptResult;
     use hookline_store::{DeliveryKey, Destination};
 
     fn delivery(url: String) -> ClaimedDelivery {

@@ -376,3 +376,29 @@ async fn a_paused_subscriber_waits_without_spending_attempts() {
     assert_eq!(rx.received_for("e1:s1").len(), 1);
     app.stop().await;
 }
+
+/// A subscriber that answers 503 with `Retry-After: 120` is not retried before two minutes,
+/// although our own backoff would have come back after one or two seconds.
+#[tokio::test]
+async fn retry_after_is_honoured() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let busy = axum::Router::new().fallback(|| async {
+        (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            [("retry-after", "120")],
+            "busy",
+        )
+    });
+    tokio::spawn(async move { axum::serve(listener, busy).await.unwrap() });
+    let app = TestApp::start("").await;
+    app.subscriber("s1", &format!("http://{addr}/busy")).await;
+    app.publish("e1", "t").await;
+    let d = app
+        .delivery_when("e1:s1", "the 503", |d| {
+            attempts(d) == 1 && state(d) == "scheduled"
+        })
+        .await;
+    assert_eq!(last_delay_ms(&d), 120_000, "{d}");
+    app.stop().await;
+}
