@@ -70,6 +70,8 @@ pub struct NewEvent {
     /// Canonical JSON text of the payload: stored once, sent verbatim as `data`.
     pub payload: String,
     pub payload_version: i64,
+    /// The API token that published it, when tokens are configured.
+    pub published_by: Option<String>,
 }
 
 /// The answer to a publish, kept so a repeated publish can be answered identically.
@@ -148,6 +150,7 @@ pub struct Event {
     pub accepted_at: UnixMs,
     pub deliveries: u64,
     pub counts: StateCounts,
+    pub published_by: Option<String>,
 }
 
 /// One attempt, as the append-only history records it.

@@ -105,6 +105,7 @@ fn event(id: &str, ty: &str) -> NewEvent {
         event_type: ty.into(),
         payload: r#"{"shipment":"SHP-20418"}"#.into(),
         payload_version: 1,
+        published_by: None,
     }
 }
 

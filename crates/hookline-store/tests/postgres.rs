@@ -34,6 +34,7 @@ fn event(id: &str) -> NewEvent {
         event_type: "t".into(),
         payload: "{}".into(),
         payload_version: 1,
+        published_by: None,
     }
 }
 

@@ -332,6 +332,7 @@ async fn seed_delayed(store: &Arc<dyn Store>, subscribers: usize, events: usize)
                     event_type: "parked".into(),
                     payload: r#"{"parked":true}"#.into(),
                     payload_version: 1,
+                    published_by: None,
                 },
                 now,
             )
@@ -392,6 +393,7 @@ async fn claim_speed(store: &Arc<dyn Store>, tag: &str) -> Duration {
                     event_type: tag.into(),
                     payload: "{}".into(),
                     payload_version: 1,
+                    published_by: None,
                 },
                 now,
             )

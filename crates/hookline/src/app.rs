@@ -32,6 +32,11 @@ pub enum StartError {
          database; one process owns a SQLite file, so run --role all"
     )]
     RoleNeedsPostgres(Role),
+    #[error(
+        "refusing to serve an open API on {0}: no api_tokens are configured. Add tokens \
+         (hookline token new --name NAME --scope admin) or listen on a loopback address"
+    )]
+    OpenApiOnNetwork(SocketAddr),
     #[error("{0}")]
     Store(#[from] StoreError),
     #[error("cannot listen on {addr}: {source}")]
@@ -57,6 +62,9 @@ pub async fn start(
 ) -> Result<RunningApp, StartError> {
     if role != Role::All && config.database.starts_with("sqlite:") {
         return Err(StartError::RoleNeedsPostgres(role));
+    }
+    if config.api_tokens.is_empty() && !config.listen.ip().is_loopback() {
+        return Err(StartError::OpenApiOnNetwork(config.listen));
     }
     let store = hookline_store::open_with(&config.database, &config.store_options()).await?;
     let listener = TcpListener::bind(config.listen)
@@ -87,6 +95,7 @@ pub async fn start(
         wake: dispatcher
             .as_ref()
             .map_or_else(Default::default, |d| d.waker()),
+        api_tokens: config.api_tokens.clone(),
     });
     let router = match role {
         Role::Worker => api::health_router(ctx),

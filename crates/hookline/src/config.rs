@@ -9,6 +9,8 @@ use std::time::Duration;
 use hookline_policy::{Jitter, RetryPolicy};
 use serde::Deserialize;
 
+use crate::api::auth::{ApiToken, Scope};
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
@@ -39,9 +41,19 @@ struct FileConfig {
     allow_private_destinations: Option<bool>,
     max_payload_bytes: Option<u64>,
     #[serde(default)]
+    api_tokens: Vec<TokenFile>,
+    #[serde(default)]
     delivery: DeliveryFile,
     #[serde(default)]
     retry: RetryFile,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenFile {
+    name: String,
+    sha256: String,
+    scope: Scope,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -80,6 +92,8 @@ pub struct Config {
     pub max_payload_bytes: usize,
     pub delivery: DeliveryConfig,
     pub retry: RetryPolicy,
+    /// Bearer tokens the API accepts; none means the API is open (loopback only).
+    pub api_tokens: Vec<ApiToken>,
 }
 
 /// Values given on the command line or in the environment; they win over the file.
@@ -181,7 +195,9 @@ impl Config {
         let retry = RetryPolicy::new(base_delay, max_delay, max_attempts, window, jitter)
             .map_err(|e| invalid(policy_key(&e), e.to_string()))?;
 
+        let api_tokens = tokens(file.api_tokens)?;
         Ok(Config {
+            api_tokens,
             listen,
             database,
             database_pool_size: positive("database_pool_size", file.database_pool_size, 16)?
@@ -192,6 +208,44 @@ impl Config {
             retry,
         })
     }
+}
+
+fn tokens(file: Vec<TokenFile>) -> Result<Vec<ApiToken>, ConfigError> {
+    let mut tokens: Vec<ApiToken> = Vec::with_capacity(file.len());
+    for t in file {
+        if t.name.is_empty() || tokens.iter().any(|other| other.name == t.name) {
+            return Err(invalid(
+                "api_tokens.name",
+                format!("{:?} is empty or not unique", t.name),
+            ));
+        }
+        let sha256 = parse_sha256(&t.sha256).ok_or_else(|| {
+            invalid(
+                "api_tokens.sha256",
+                format!(
+                    "token {:?}: expected 64 hex characters, the SHA-256 of the token",
+                    t.name
+                ),
+            )
+        })?;
+        tokens.push(ApiToken {
+            name: t.name,
+            sha256,
+            scope: t.scope,
+        });
+    }
+    Ok(tokens)
+}
+
+fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
 }
 
 fn policy_key(e: &hookline_policy::PolicyError) -> &'static str {
@@ -286,6 +340,18 @@ jitter = "equal"
         assert!(refused("listen = \"everywhere\"").contains("listen"));
         assert!(refused("max_payload_bytes = 0").contains("max_payload_bytes"));
         assert!(refused("database_pool_size = 0").contains("database_pool_size"));
+        let token = |name: &str, sha: &str, scope: &str| {
+            format!("[[api_tokens]]\nname = \"{name}\"\nsha256 = \"{sha}\"\nscope = \"{scope}\"\n")
+        };
+        let good = "ab".repeat(32);
+        assert!(refused(&token("ci", "abc", "admin")).contains("api_tokens.sha256"));
+        assert!(refused(&token("ci", &"zz".repeat(32), "admin")).contains("api_tokens.sha256"));
+        assert!(refused(&token("ci", &good, "root")).contains("unknown variant"));
+        let twice = token("ci", &good, "admin") + &token("ci", &good, "read");
+        assert!(refused(&twice).contains("api_tokens.name"));
+        let ok = Config::from_toml(&token("ci", &good, "publish")).unwrap();
+        assert_eq!(ok.api_tokens[0].sha256, [0xab; 32]);
+        assert_eq!(ok.api_tokens[0].scope, Scope::Publish);
     }
 
     #[test]

@@ -79,12 +79,14 @@ pub(super) async fn subscribers(
 }
 
 pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
-    let r = query_opt(c,
-            "SELECT id, type, payload, payload_version, accepted_at, deliveries FROM events WHERE id = $1",
-            &[&id],
-        )
-        .await?
-        .ok_or_else(|| not_found("event", id))?;
+    let r = query_opt(
+        c,
+        "SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by
+             FROM events WHERE id = $1",
+        &[&id],
+    )
+    .await?
+    .ok_or_else(|| not_found("event", id))?;
     let mut event = Event {
         id: r.get(0),
         event_type: r.get(1),
@@ -93,6 +95,7 @@ pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
         accepted_at: r.get(4),
         deliveries: r.get::<_, i64>(5) as u64,
         counts: StateCounts::default(),
+        published_by: r.get(6),
     };
     for r in query(
         c,

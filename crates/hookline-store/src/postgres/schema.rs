@@ -5,7 +5,8 @@ use tokio_postgres::Client;
 
 use crate::{Result, StoreError};
 
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE subscribers (
     seq          BIGSERIAL PRIMARY KEY,
     id           TEXT NOT NULL UNIQUE,
@@ -88,7 +89,10 @@ CREATE TABLE replay_items (
     PRIMARY KEY (replay_seq, delivery_seq)
 );
 CREATE INDEX replay_items_delivery ON replay_items (delivery_seq);
-"#];
+"#,
+    // 2: who published each event (API token name), so a publish-scoped token reads only its own.
+    "ALTER TABLE events ADD COLUMN published_by TEXT;",
+];
 
 pub(super) async fn migrate(client: &mut Client) -> Result<()> {
     let tx = client.transaction().await?;

@@ -97,14 +97,15 @@ pub(super) async fn publish(
     // A concurrent publish of the same id waits here for the other transaction to finish.
     let inserted = execute(
         c,
-        "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries)
-             VALUES ($1, $2, $3, $4, $5, 0) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries, published_by)
+             VALUES ($1, $2, $3, $4, $5, 0, $6) ON CONFLICT (id) DO NOTHING",
         &[
             &event.id,
             &event.event_type,
             &event.payload,
             &event.payload_version,
             &now,
+            &event.published_by,
         ],
     )
     .await?;

@@ -59,7 +59,8 @@ pub(super) fn subscribers(c: &Connection, limit: u32, after: i64) -> Result<Page
 pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
     let mut event = c
         .prepare_cached(
-            "SELECT id, type, payload, payload_version, accepted_at, deliveries FROM events WHERE id = ?1",
+            "SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by
+             FROM events WHERE id = ?1",
         )?
         .query_row([id], |r| {
             Ok(Event {
@@ -70,6 +71,7 @@ pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
                 accepted_at: r.get(4)?,
                 deliveries: r.get(5)?,
                 counts: StateCounts::default(),
+                published_by: r.get(6)?,
             })
         })
         .optional()?

@@ -4,7 +4,8 @@ use rusqlite::Connection;
 
 use crate::{Result, StoreError};
 
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE subscribers (
     seq          INTEGER PRIMARY KEY,
     id           TEXT NOT NULL UNIQUE,
@@ -82,7 +83,10 @@ CREATE TABLE replay_items (
     PRIMARY KEY (replay_seq, delivery_seq)
 ) WITHOUT ROWID;
 CREATE INDEX replay_items_delivery ON replay_items (delivery_seq);
-"#];
+"#,
+    // 2: who published each event (API token name), so a publish-scoped token reads only its own.
+    "ALTER TABLE events ADD COLUMN published_by TEXT;",
+];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;

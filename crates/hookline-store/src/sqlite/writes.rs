@@ -131,8 +131,8 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
         )?
         .execute(params![event.id, event.event_type, now])? as u64;
     c.prepare_cached(
-        "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries, published_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute(params![
         event.id,
@@ -140,7 +140,8 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
         event.payload,
         event.payload_version,
         now,
-        deliveries
+        deliveries,
+        event.published_by
     ])?;
     Ok(PublishOutcome::Accepted(EventReceipt {
         id: event.id,

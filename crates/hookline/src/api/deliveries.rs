@@ -5,12 +5,14 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::Extension;
 use axum::Json;
 use hookline_policy::DeadReason;
 use hookline_store::{DeadLetterFilter, DeliveryFilter, DeliveryState, ReplayRequest};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::auth::Caller;
 use super::error::parse_json;
 use super::{page_limit, views, ApiError, ApiState, PageQuery};
 
@@ -103,7 +105,11 @@ struct ReplayBody {
     per_second: Option<f64>,
 }
 
-pub async fn replay(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -> Answer {
+pub async fn replay(
+    State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
     let body: ReplayBody = parse_json(&body?)?;
     let reason = reason(&body.reason)?;
     if !(1..=MAX_REPLAY).contains(&body.limit) {
@@ -126,7 +132,7 @@ pub async fn replay(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -
         subscriber_id: body.subscriber_id,
         limit: body.limit,
         per_second: body.per_second,
-        requested_by: None,
+        requested_by: caller.map(|Extension(c)| c.name),
     };
     let replay = ctx.store.replay(request, ctx.clock.now_ms()).await?;
     if replay.selected > 0 {

@@ -4,10 +4,12 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::Extension;
 use axum::Json;
 use hookline_store::{NewEvent, PublishOutcome};
 use serde_json::{Map, Value};
 
+use super::auth::{Caller, Scope};
 use super::error::parse_json;
 use super::{validate, views, ApiError, ApiState};
 
@@ -66,12 +68,18 @@ fn new_event(body: &[u8], max_payload_bytes: usize, now: i64) -> Result<NewEvent
         event_type,
         payload,
         payload_version,
+        published_by: None,
     })
 }
 
-pub async fn publish(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -> Answer {
+pub async fn publish(
+    State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
     let now = ctx.clock.now_ms();
-    let event = new_event(&body?, ctx.max_payload_bytes, now)?;
+    let mut event = new_event(&body?, ctx.max_payload_bytes, now)?;
+    event.published_by = caller.map(|Extension(c)| c.name);
     let id = event.id.clone();
     match ctx.store.publish(event, now).await? {
         PublishOutcome::Accepted(receipt) => {
@@ -87,8 +95,18 @@ pub async fn publish(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) 
     }
 }
 
-pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+pub async fn get(
+    State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
+    Path(id): Path<String>,
+) -> Answer {
     let event = ctx.store.get_event(&id).await?;
+    if let Some(Extension(c)) = caller {
+        // A publisher sees its own events only; others' are as good as absent.
+        if c.scope == Scope::Publish && event.published_by.as_deref() != Some(c.name.as_str()) {
+            return Err(hookline_store::StoreError::NotFound(format!("event {id:?}")).into());
+        }
+    }
     Ok((StatusCode::OK, Json(views::event(&event))))
 }
 

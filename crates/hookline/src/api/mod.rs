@@ -2,6 +2,7 @@
 //! changes nothing; the store answers `publish` only after the event and all its deliveries are
 //! committed, which is when `POST /v1/events` may say 202.
 
+pub mod auth;
 mod deliveries;
 mod error;
 mod events;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{middleware, Json, Router};
 use hookline_store::Store;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -35,6 +36,8 @@ pub struct ApiContext {
     pub max_payload_bytes: usize,
     /// Wakes the dispatcher when something may have become due.
     pub wake: Arc<Notify>,
+    /// Empty: the API is open (loopback only).
+    pub api_tokens: Vec<auth::ApiToken>,
 }
 
 pub type ApiState = State<Arc<ApiContext>>;
@@ -71,6 +74,10 @@ pub fn router(ctx: Arc<ApiContext>) -> Router {
         .route("/v1/replays", get(deliveries::list_replays))
         .route("/v1/replays/{id}", get(deliveries::get_replay))
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            ctx.clone(),
+            auth::require_token,
+        ))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(ctx)
 }

@@ -2,18 +2,25 @@
 
 use serde_json::{json, Value};
 
-use super::table;
+use super::{table, ApiArg};
 
-async fn call(request: reqwest::RequestBuilder, api: &str) -> Result<Value, String> {
-    let response = request
+fn authorized(request: reqwest::RequestBuilder, api: &ApiArg) -> reqwest::RequestBuilder {
+    match &api.token {
+        Some(token) => request.bearer_auth(token),
+        None => request,
+    }
+}
+
+async fn call(request: reqwest::RequestBuilder, api: &ApiArg) -> Result<Value, String> {
+    let response = authorized(request, api)
         .send()
         .await
-        .map_err(|e| format!("cannot reach the hookline API at {api}: {e}"))?;
+        .map_err(|e| format!("cannot reach the hookline API at {}: {e}", api.api))?;
     let status = response.status();
     let body: Value = response
         .json()
         .await
-        .map_err(|e| format!("the API at {api} answered {status} without JSON: {e}"))?;
+        .map_err(|e| format!("the API at {} answered {status} without JSON: {e}", api.api))?;
     if !status.is_success() {
         let message = body["error"]["message"].as_str().unwrap_or("(no message)");
         return Err(format!("{status}: {message}"));
@@ -30,7 +37,7 @@ fn text(v: &Value) -> String {
 }
 
 pub async fn list(
-    api: &str,
+    api: &ApiArg,
     reason: Option<String>,
     subscriber: Option<String>,
     limit: u32,
@@ -40,7 +47,7 @@ pub async fn list(
     query.extend(reason.map(|r| ("reason", r)));
     query.extend(subscriber.map(|s| ("subscriber_id", s)));
     query.extend(cursor.map(|c| ("cursor", c)));
-    let url = format!("{}/v1/dead-letters", api.trim_end_matches('/'));
+    let url = format!("{}/v1/dead-letters", api.api.trim_end_matches('/'));
     let page = call(reqwest::Client::new().get(url).query(&query), api).await?;
     print!("{}", render_list(&page));
     Ok(())
@@ -90,7 +97,7 @@ pub fn render_list(page: &Value) -> String {
 }
 
 pub async fn replay(
-    api: &str,
+    api: &ApiArg,
     reason: String,
     subscriber: Option<String>,
     limit: u32,
@@ -102,7 +109,7 @@ pub async fn replay(
         "limit": limit,
         "per_second": per_second,
     });
-    let base = api.trim_end_matches('/');
+    let base = api.api.trim_end_matches('/');
     let client = reqwest::Client::new();
     let answer = call(
         client

@@ -47,6 +47,9 @@ enum Command {
     /// Inspect and replay the dead-letter queue of a running hookline.
     #[command(subcommand)]
     Dlq(DlqCommand),
+    /// Manage API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
 }
 
 #[derive(Debug, Args)]
@@ -83,6 +86,23 @@ struct ApiArg {
     /// Base URL of the hookline API.
     #[arg(long, env = "HOOKLINE_API", default_value = "http://127.0.0.1:8080")]
     api: String,
+    /// API token (read scope lists, admin scope replays), when the API requires one.
+    #[arg(long, env = "HOOKLINE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Print a fresh token and the config lines that accept it (only its hash is stored).
+    New {
+        /// The token's name: recorded in the replay audit and on published events.
+        #[arg(long)]
+        name: String,
+        /// What it may do: admin (everything), publish (POST /v1/events and reading its own
+        /// events) or read (every GET).
+        #[arg(long, value_enum)]
+        scope: crate::api::auth::Scope,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -124,6 +144,26 @@ enum DlqCommand {
     },
 }
 
+fn token_new(name: &str, scope: crate::api::auth::Scope) -> Result<(), String> {
+    use clap::ValueEnum;
+    if name.is_empty() {
+        return Err("--name must not be empty".into());
+    }
+    let token = crate::api::auth::new_token();
+    let hash: String = crate::api::auth::sha256(&token)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let scope = scope.to_possible_value().expect("every scope has a name");
+    println!("token (shown once; give it to the client, keep it secret):\n  {token}\n");
+    println!("add to the config file:\n");
+    println!(
+        "[[api_tokens]]\nname = {name:?}\nsha256 = \"{hash}\"\nscope = \"{}\"",
+        scope.get_name()
+    );
+    Ok(())
+}
+
 /// Runs the parsed command line; errors are printed here and become the exit code.
 pub async fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
@@ -141,14 +181,15 @@ pub async fn run(cli: Cli) -> ExitCode {
             limit,
             cursor,
             api,
-        }) => dlq::list(&api.api, reason, subscriber, limit, cursor).await,
+        }) => dlq::list(&api, reason, subscriber, limit, cursor).await,
         Command::Dlq(DlqCommand::Replay {
             reason,
             subscriber,
             limit,
             per_second,
             api,
-        }) => dlq::replay(&api.api, reason, subscriber, limit, per_second).await,
+        }) => dlq::replay(&api, reason, subscriber, limit, per_second).await,
+        Command::Token(TokenCommand::New { name, scope }) => token_new(&name, scope),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -30,6 +30,12 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         "hookline {} serving",
         env!("CARGO_PKG_VERSION")
     );
+    if config.api_tokens.is_empty() {
+        tracing::warn!(
+            "no api_tokens configured: the API is open to anyone who can reach {}",
+            running.addr
+        );
+    }
     if config.allow_private_destinations {
         tracing::warn!("allow_private_destinations = true: the SSRF guard is off");
     }

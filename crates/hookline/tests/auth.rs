@@ -1,0 +1,234 @@
+//! API tokens: 401 without a valid one, 403 outside its scope, and the caller's name recorded
+//! where the audit needs it.
+
+mod common;
+
+use common::*;
+use hookline::api::auth::sha256;
+use serde_json::{json, Value};
+
+const ADMIN: &str = "hl_admin-token-for-tests";
+const PUBLISH: &str = "hl_publish-token-for-tests";
+const OTHER_PUBLISH: &str = "hl_other-publisher";
+const READ: &str = "hl_read-token-for-tests";
+
+fn tokens() -> String {
+    [
+        ("ops", ADMIN, "admin"),
+        ("ci", PUBLISH, "publish"),
+        ("billing", OTHER_PUBLISH, "publish"),
+        ("dash", READ, "read"),
+    ]
+    .iter()
+    .map(|(name, token, scope)| {
+        let hex: String = sha256(token).iter().map(|b| format!("{b:02x}")).collect();
+        format!("[[api_tokens]]\nname = \"{name}\"\nsha256 = \"{hex}\"\nscope = \"{scope}\"\n")
+    })
+    .collect()
+}
+
+async fn call(
+    app: &TestApp,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let url = format!("{}{path}", app.base());
+    let mut req = match method {
+        "GET" => app.http.get(url),
+        "POST" => app.http.post(url),
+        "PATCH" => app.http.patch(url),
+        "DELETE" => app.http.delete(url),
+        _ => unreachable!(),
+    };
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn tokens_and_scopes() {
+    let rx = Receiver::start(|_, _| 400).await;
+    let app = TestApp::start(&tokens()).await;
+    let sub = json!({"id": "s1", "url": rx.url("/x")});
+
+    // Without a token, or with a wrong one: 401, and nothing happens.
+    for token in [None, Some("hl_nope")] {
+        let (code, body) = call(&app, token, "POST", "/v1/subscribers", Some(sub.clone())).await;
+        assert_eq!(
+            (code, body["error"]["code"].as_str()),
+            (401, Some("unauthorized"))
+        );
+        assert_eq!(
+            call(&app, token, "GET", "/v1/subscribers", None).await.0,
+            401
+        );
+    }
+    // Health stays open for load balancers.
+    assert_eq!(call(&app, None, "GET", "/healthz", None).await.0, 200);
+
+    // Outside the scope: 403.
+    for (token, method, path) in [
+        (READ, "POST", "/v1/subscribers"),
+        (READ, "POST", "/v1/events"),
+        (PUBLISH, "POST", "/v1/subscribers"),
+        (PUBLISH, "GET", "/v1/subscribers"),
+        (PUBLISH, "GET", "/v1/dead-letters"),
+        (PUBLISH, "POST", "/v1/dead-letters/replay"),
+        (READ, "POST", "/v1/dead-letters/replay"),
+    ] {
+        let (code, body) = call(&app, Some(token), method, path, Some(json!({}))).await;
+        assert_eq!(
+            (code, body["error"]["code"].as_str()),
+            (403, Some("forbidden")),
+            "{method} {path}"
+        );
+    }
+    assert_eq!(
+        call(&app, Some(READ), "GET", "/v1/subscribers", None)
+            .await
+            .1["items"],
+        json!([])
+    );
+
+    // Inside it.
+    assert_eq!(
+        call(&app, Some(ADMIN), "POST", "/v1/subscribers", Some(sub))
+            .await
+            .0,
+        201
+    );
+    let event = json!({"id": "e1", "type": "t", "payload": {}});
+    assert_eq!(
+        call(&app, Some(PUBLISH), "POST", "/v1/events", Some(event))
+            .await
+            .0,
+        202
+    );
+    let other = json!({"id": "e2", "type": "t", "payload": {}});
+    assert_eq!(
+        call(&app, Some(OTHER_PUBLISH), "POST", "/v1/events", Some(other))
+            .await
+            .0,
+        202
+    );
+    // A publisher reads its own events, not another publisher's.
+    assert_eq!(
+        call(&app, Some(PUBLISH), "GET", "/v1/events/e1", None)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        call(&app, Some(PUBLISH), "GET", "/v1/events/e2", None)
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        call(&app, Some(READ), "GET", "/v1/events/e2", None).await.0,
+        200
+    );
+
+    // The replay audit names the token that asked.
+    eventually("the permanent failure", async || {
+        let (_, d) = call(&app, Some(READ), "GET", "/v1/deliveries/e1:s1", None).await;
+        (d["state"] == "dead").then_some(())
+    })
+    .await;
+    let (code, replay) = call(
+        &app,
+        Some(ADMIN),
+        "POST",
+        "/v1/dead-letters/replay",
+        Some(json!({"reason": "permanent_failure", "limit": 1})),
+    )
+    .await;
+    assert_eq!(code, 202);
+    let (_, audit) = call(
+        &app,
+        Some(READ),
+        "GET",
+        &format!("/v1/replays/{}", replay["replay_id"].as_str().unwrap()),
+        None,
+    )
+    .await;
+    assert_eq!(audit["requested_by"], "ops");
+
+    // The command line passes its token.
+    let base = app.base();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+            .args(["dlq", "list", "--api", &base])
+            .env("HOOKLINE_TOKEN", READ)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_open_api_only_on_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let open = hookline::config::Config::from_toml(&format!(
+        "listen = \"0.0.0.0:0\"\ndatabase = \"sqlite://{}\"\n",
+        db.display()
+    ))
+    .unwrap();
+    let clock = std::sync::Arc::new(hookline::clock::SystemClock);
+    let refused = hookline::app::start(&open, clock.clone(), hookline::app::Role::All).await;
+    let message = refused
+        .err()
+        .expect("an open API on every interface is refused")
+        .to_string();
+    assert!(message.contains("api_tokens"), "{message}");
+    let guarded = hookline::config::Config::from_toml(&format!(
+        "listen = \"0.0.0.0:0\"\ndatabase = \"sqlite://{}\"\n{}",
+        db.display(),
+        tokens()
+    ))
+    .unwrap();
+    let running = hookline::app::start(&guarded, clock, hookline::app::Role::All)
+        .await
+        .unwrap();
+    running.shutdown().await;
+}
+
+#[test]
+fn token_new_prints_a_token_and_its_hash() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+        .args(["token", "new", "--name", "ci", "--scope", "publish"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let token = text
+        .split_whitespace()
+        .find(|w| w.starts_with("hl_"))
+        .expect("a token");
+    let hex: String = sha256(token).iter().map(|b| format!("{b:02x}")).collect();
+    assert!(text.contains(&format!("sha256 = \"{hex}\"")), "{text}");
+    assert!(
+        text.contains("scope = \"publish\"") && text.contains("name = \"ci\""),
+        "{text}"
+    );
+    // What it printed is a config the server accepts.
+    let config = &text[text.find("[[api_tokens]]").unwrap()..];
+    let parsed = hookline::config::Config::from_toml(config).unwrap();
+    assert_eq!(parsed.api_tokens[0].name, "ci");
+}
