@@ -65,6 +65,15 @@ pub trait Store: Send + Sync + 'static {
         patch: SubscriberPatch,
         now: UnixMs,
     ) -> Result<Subscriber>;
+    /// Replaces the signing secret. Until `grace_until` every request is signed with both the
+    /// new and the previous secret, so the subscriber can switch without dropping a webhook.
+    async fn rotate_secret(
+        &self,
+        id: &str,
+        secret: String,
+        grace_until: UnixMs,
+        now: UnixMs,
+    ) -> Result<Subscriber>;
     /// Final: the subscriber is never sent to again and its pending deliveries die with
     /// `subscription_revoked`.
     async fn revoke_subscriber(&self, id: &str, now: UnixMs) -> Result<Subscriber>;
@@ -182,6 +191,26 @@ pub(crate) fn patched(current: Subscriber, patch: SubscriberPatch) -> Result<(Su
         },
         resumed,
     ))
+}
+
+/// What a rotation keeps of the current secret: it stays valid until `grace_until`, unless the
+/// grace period is already over. Revoked subscribers have nothing to rotate.
+pub(crate) fn rotation(
+    current: &Subscriber,
+    grace_until: UnixMs,
+    now: UnixMs,
+) -> Result<(Option<String>, Option<UnixMs>)> {
+    if current.status == SubscriberStatus::Revoked {
+        return Err(StoreError::Conflict(format!(
+            "subscriber {:?} is revoked; revocation is final",
+            current.id
+        )));
+    }
+    Ok(if grace_until > now {
+        (Some(current.secret.clone()), Some(grace_until))
+    } else {
+        (None, None)
+    })
 }
 
 /// The most dead letters one replay may select.

@@ -40,9 +40,26 @@ pub struct Subscriber {
     /// Empty means every event type.
     pub event_types: Vec<String>,
     pub secret: String,
+    /// The secret a rotation replaced, still signed with until `previous_secret_until`.
+    pub previous_secret: Option<String>,
+    pub previous_secret_until: Option<UnixMs>,
     pub status: SubscriberStatus,
     pub created_at: UnixMs,
     pub updated_at: UnixMs,
+}
+
+impl Subscriber {
+    /// The secrets to sign with at `now`: the current one, and during a rotation's grace
+    /// period the previous one too.
+    pub fn signing_secrets(&self, now: UnixMs) -> Vec<String> {
+        let mut secrets = vec![self.secret.clone()];
+        if let (Some(previous), Some(until)) = (&self.previous_secret, self.previous_secret_until) {
+            if now < until {
+                secrets.push(previous.clone());
+            }
+        }
+        secrets
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -234,7 +251,8 @@ pub struct ClaimRequest {
 pub struct Destination {
     pub subscriber_id: String,
     pub url: String,
-    pub secret: String,
+    /// Sign with each: the current secret first, then one in its rotation grace period.
+    pub secrets: Vec<String>,
 }
 
 /// The event as a subscriber sees it: shared by every delivery of a claim batch for the event.

@@ -80,6 +80,7 @@ macro_rules! all_cases {
             replay_is_bounded_paced_and_audited,
             state_survives_reopen,
             prune_removes_old_delivered_only,
+            rotation_keeps_the_previous_secret_for_its_grace,
         );
     };
 }
@@ -909,5 +910,43 @@ mod cases {
             store.get_delivery(kept).await.unwrap();
         }
         assert_eq!(store.get_replay(&replay.id).await.unwrap().delivered, 1);
+    }
+
+    pub async fn rotation_keeps_the_previous_secret_for_its_grace(h: &impl Harness) {
+        let store = h.open().await;
+        let old = store
+            .create_subscriber(sub("a", &[]), T0)
+            .await
+            .unwrap()
+            .secret;
+        let new = "whsec_bmV3LXNlY3JldC1uZXctc2VjcmV0LW5ldy1zZWNyZXQ=".to_owned();
+        let rotated = store
+            .rotate_secret("a", new.clone(), T0 + 1_000, T0)
+            .await
+            .unwrap();
+        assert_eq!(rotated.secret, new);
+        assert_eq!(rotated.previous_secret.as_deref(), Some(old.as_str()));
+        assert_eq!(rotated.previous_secret_until, Some(T0 + 1_000));
+        accepted(&*store, event("e1", "t"), T0).await;
+        accepted(&*store, event("e2", "t"), T0).await;
+        let during = store.claim_due(claim(T0 + 999, 1, 10)).await.unwrap();
+        assert_eq!(during[0].destination.secrets, [new.clone(), old.clone()]);
+        let after = store.claim_due(claim(T0 + 1_000, 1, 10)).await.unwrap();
+        assert_eq!(after[0].destination.secrets, std::slice::from_ref(&new));
+        // No grace: the old secret stops at once.
+        let again = store.rotate_secret("a", old.clone(), T0, T0).await.unwrap();
+        assert_eq!(
+            (again.previous_secret, again.previous_secret_until),
+            (None, None)
+        );
+        assert!(matches!(
+            store.rotate_secret("nobody", new.clone(), T0, T0).await,
+            Err(StoreError::NotFound(_))
+        ));
+        store.revoke_subscriber("a", T0).await.unwrap();
+        assert!(matches!(
+            store.rotate_secret("a", new, T0, T0).await,
+            Err(StoreError::Conflict(_))
+        ));
     }
 }

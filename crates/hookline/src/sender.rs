@@ -67,11 +67,16 @@ impl Sender {
                 return refused(e.to_string());
             }
         }
-        let key = match SigningKey::from_secret(&delivery.destination.secret) {
-            Ok(key) => key,
-            Err(e) => return refused(format!("subscriber secret is unusable: {e}")),
-        };
-        let signature = key.sign(&delivery.id, timestamp, &body);
+        // During a secret rotation's grace period both signatures go out, space-separated, as
+        // Standard Webhooks specifies; verifiers accept any one that matches.
+        let mut signatures = Vec::with_capacity(delivery.destination.secrets.len());
+        for secret in &delivery.destination.secrets {
+            match SigningKey::from_secret(secret) {
+                Ok(key) => signatures.push(key.sign(&delivery.id, timestamp, &body)),
+                Err(e) => return refused(format!("subscriber secret is unusable: {e}")),
+            }
+        }
+        let signature = signatures.join(" ");
         let request = self
             .client
             .post(&delivery.destination.url)
@@ -205,7 +210,7 @@ mod tests {
             destination: Arc::new(Destination {
                 subscriber_id: "s".into(),
                 url,
-                secret: crate::signer::new_secret(),
+                secrets: vec![crate::signer::new_secret()],
             }),
             event: Arc::new(EventBody {
                 id: "e".into(),

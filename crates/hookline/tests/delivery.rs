@@ -402,3 +402,88 @@ async fn retry_after_is_honoured() {
     assert_eq!(last_delay_ms(&d), 120_000, "{d}");
     app.stop().await;
 }
+
+/// A rotated secret: during the grace period every request carries both signatures, and the
+/// reference verifier accepts it with either secret; afterwards only the new one verifies.
+#[tokio::test]
+async fn secret_rotation_signs_with_both_during_the_grace_period() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start("").await;
+    let old = app.subscriber("s1", &rx.url("/r")).await["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (code, rotated) = app
+        .call(
+            "POST",
+            "/v1/subscribers/s1/secret/rotate",
+            Some(json!({"grace_period": "60s"})),
+        )
+        .await;
+    assert_eq!(code, 200, "{rotated}");
+    let new = rotated["secret"].as_str().unwrap().to_owned();
+    assert_ne!(new, old);
+    let (_, listed) = app.call("GET", "/v1/subscribers", None).await;
+    assert!(
+        !listed.to_string().contains("whsec_"),
+        "no secret in lists: {listed}"
+    );
+
+    app.publish("e1", "t").await;
+    app.delivery_when("e1:s1", "delivered", |d| state(d) == "delivered")
+        .await;
+    let during = &rx.received_for("e1:s1")[0];
+    assert_eq!(
+        during.signature.split(' ').count(),
+        2,
+        "{}",
+        during.signature
+    );
+    verify(&new, during);
+    verify(&old, during);
+
+    app.clock.advance(Duration::from_secs(61));
+    app.publish("e2", "t").await;
+    app.delivery_when("e2:s1", "delivered", |d| state(d) == "delivered")
+        .await;
+    let after = &rx.received_for("e2:s1")[0];
+    assert_eq!(after.signature.split(' ').count(), 1);
+    verify(&new, after);
+    assert!(standardwebhooks::Webhook::new(&old)
+        .unwrap()
+        .verify(&after.body, &after.headers())
+        .is_err());
+
+    for (body, status) in [
+        (json!({"grace_period": "soon"}), 422),
+        (json!({"grace_period": "90d"}), 422),
+        (json!({"secret": "nope"}), 422),
+        (json!({"colour": 1}), 422),
+    ] {
+        let (code, answer) = app
+            .call(
+                "POST",
+                "/v1/subscribers/s1/secret/rotate",
+                Some(body.clone()),
+            )
+            .await;
+        assert_eq!(code, status, "{body}: {answer}");
+    }
+    assert_eq!(
+        app.call(
+            "POST",
+            "/v1/subscribers/ghost/secret/rotate",
+            Some(json!({}))
+        )
+        .await
+        .0,
+        404
+    );
+    let (_, still) = app.call("GET", "/v1/subscribers/s1/secret", None).await;
+    assert_eq!(
+        still["secret"],
+        new.as_str(),
+        "refused rotations changed nothing"
+    );
+    app.stop().await;
+}

@@ -223,6 +223,20 @@ impl Store for PostgresStore {
         Ok(s)
     }
 
+    async fn rotate_secret(
+        &self,
+        id: &str,
+        secret: String,
+        grace_until: UnixMs,
+        now: UnixMs,
+    ) -> Result<Subscriber> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let s = writes::rotate_secret(&tx, id, secret, grace_until, now).await?;
+        tx.commit().await?;
+        Ok(s)
+    }
+
     async fn revoke_subscriber(&self, id: &str, now: UnixMs) -> Result<Subscriber> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;

@@ -19,7 +19,7 @@ fn corrupt(what: &str, value: &str) -> StoreError {
 }
 
 const SUBSCRIBER_COLUMNS: &str =
-    "seq, id, url, event_types, secret, status, created_at, updated_at";
+    "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, previous_secret_until";
 
 fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
     let status: String = r.get(5);
@@ -30,6 +30,8 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
             url: r.get(2),
             event_types: r.get(3),
             secret: r.get(4),
+            previous_secret: r.get(8),
+            previous_secret_until: r.get(9),
             status: SubscriberStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
             created_at: r.get(6),
             updated_at: r.get(7),
@@ -56,6 +58,19 @@ pub(super) async fn subscriber(c: &impl GenericClient, id: &str) -> Result<Subsc
 /// the state they read.
 pub(super) async fn subscriber_for_update(c: &impl GenericClient, id: &str) -> Result<Subscriber> {
     one_subscriber(c, id, "FOR UPDATE").await
+}
+
+pub(super) async fn subscribers_by_id(
+    c: &impl GenericClient,
+    ids: &[String],
+) -> Result<Vec<Subscriber>> {
+    let rows = query(
+        c,
+        &format!("SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE id = ANY ($1)"),
+        &[&ids],
+    )
+    .await?;
+    rows.iter().map(|r| Ok(subscriber_row(r)?.1)).collect()
 }
 
 pub(super) async fn subscribers(

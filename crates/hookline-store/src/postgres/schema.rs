@@ -92,6 +92,9 @@ CREATE INDEX replay_items_delivery ON replay_items (delivery_seq);
 "#,
     // 2: who published each event (API token name), so a publish-scoped token reads only its own.
     "ALTER TABLE events ADD COLUMN published_by TEXT;",
+    // 3: secret rotation: the previous secret stays valid for a grace period.
+    "ALTER TABLE subscribers ADD COLUMN previous_secret TEXT;
+     ALTER TABLE subscribers ADD COLUMN previous_secret_until BIGINT;",
 ];
 
 pub(super) async fn migrate(client: &mut Client) -> Result<()> {

@@ -69,6 +69,26 @@ pub(super) async fn update_subscriber(
     reads::subscriber(c, id).await
 }
 
+pub(super) async fn rotate_secret(
+    c: &impl GenericClient,
+    id: &str,
+    secret: String,
+    grace_until: UnixMs,
+    now: UnixMs,
+) -> Result<Subscriber> {
+    let current = reads::subscriber_for_update(c, id).await?;
+    let (previous, until) = rotation(&current, grace_until, now)?;
+    execute(
+        c,
+        "UPDATE subscribers SET secret = $2, previous_secret = $3, previous_secret_until = $4,
+             updated_at = $5
+         WHERE id = $1",
+        &[&id, &secret, &previous, &until, &now],
+    )
+    .await?;
+    reads::subscriber(c, id).await
+}
+
 pub(super) async fn revoke_subscriber(c: &impl GenericClient, id: &str, now: UnixMs) -> Result<()> {
     let updated = execute(c,
             "UPDATE subscribers SET status = 'revoked', updated_at = $2 WHERE id = $1 AND status <> 'revoked'",
@@ -185,27 +205,27 @@ fn leased(r: &Row) -> Leased {
     }
 }
 
-/// Loads the destinations of a batch, once each.
-async fn destinations(c: &impl GenericClient, rows: &[Leased]) -> Result<Vec<Arc<Destination>>> {
-    let mut ids: Vec<&str> = rows.iter().map(|r| r.subscriber_id.as_str()).collect();
+/// Loads the destinations of a batch, once each, signing with the secrets valid at `now`.
+async fn destinations(
+    c: &impl GenericClient,
+    rows: &[Leased],
+    now: UnixMs,
+) -> Result<Vec<Arc<Destination>>> {
+    let mut ids: Vec<String> = rows.iter().map(|r| r.subscriber_id.clone()).collect();
     ids.sort_unstable();
     ids.dedup();
-    let found: HashMap<String, Arc<Destination>> = query(
-        c,
-        "SELECT id, url, secret FROM subscribers WHERE id = ANY ($1)",
-        &[&ids],
-    )
-    .await?
-    .into_iter()
-    .map(|r| {
-        let d = Destination {
-            subscriber_id: r.get(0),
-            url: r.get(1),
-            secret: r.get(2),
-        };
-        (d.subscriber_id.clone(), Arc::new(d))
-    })
-    .collect();
+    let found: HashMap<String, Arc<Destination>> = reads::subscribers_by_id(c, &ids)
+        .await?
+        .into_iter()
+        .map(|s| {
+            let d = Destination {
+                secrets: s.signing_secrets(now),
+                subscriber_id: s.id,
+                url: s.url,
+            };
+            (d.subscriber_id.clone(), Arc::new(d))
+        })
+        .collect();
     rows.iter()
         .map(|r| {
             found.get(&r.subscriber_id).cloned().ok_or_else(|| {
@@ -343,7 +363,7 @@ pub(super) async fn claim_due(
     .await?;
     let mut rows: Vec<Leased> = rows.iter().map(leased).collect();
     rows.sort_by_key(|r| (r.run_at, r.key));
-    let destinations = destinations(c, &rows).await?;
+    let destinations = destinations(c, &rows, req.now).await?;
     claimed(c, rows, destinations, lease, false).await
 }
 
@@ -372,7 +392,7 @@ pub(super) async fn rescue_expired(
         )
         .await?;
     let rows: Vec<Leased> = rows.iter().map(leased).collect();
-    let destinations = destinations(c, &rows).await?;
+    let destinations = destinations(c, &rows, now).await?;
     claimed(c, rows, destinations, lease, true).await
 }
 

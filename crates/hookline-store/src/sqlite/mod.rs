@@ -186,6 +186,19 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn rotate_secret(
+        &self,
+        id: &str,
+        secret: String,
+        grace_until: UnixMs,
+        now: UnixMs,
+    ) -> Result<Subscriber> {
+        let id = id.to_owned();
+        self.writer
+            .write(move |w| writes::rotate_secret(&w.conn, &id, secret, grace_until, now))
+            .await
+    }
+
     async fn revoke_subscriber(&self, id: &str, now: UnixMs) -> Result<Subscriber> {
         let id = id.to_owned();
         self.writer

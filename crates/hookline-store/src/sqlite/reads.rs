@@ -16,7 +16,7 @@ fn corrupt(what: &str, value: &str) -> rusqlite::Error {
 }
 
 const SUBSCRIBER_COLUMNS: &str =
-    "seq, id, url, event_types, secret, status, created_at, updated_at";
+    "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, previous_secret_until";
 
 fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
     let types: String = r.get(3)?;
@@ -29,6 +29,8 @@ fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
             event_types: serde_json::from_str(&types)
                 .map_err(|_| corrupt("event_types", &types))?,
             secret: r.get(4)?,
+            previous_secret: r.get(8)?,
+            previous_secret_until: r.get(9)?,
             status: SubscriberStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
             created_at: r.get(6)?,
             updated_at: r.get(7)?,

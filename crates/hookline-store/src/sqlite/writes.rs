@@ -70,6 +70,24 @@ pub(super) fn update_subscriber(
     reads::subscriber(c, id)
 }
 
+pub(super) fn rotate_secret(
+    c: &Connection,
+    id: &str,
+    secret: String,
+    grace_until: UnixMs,
+    now: UnixMs,
+) -> Result<Subscriber> {
+    let current = reads::subscriber(c, id)?;
+    let (previous, until) = rotation(&current, grace_until, now)?;
+    c.prepare_cached(
+        "UPDATE subscribers SET secret = ?2, previous_secret = ?3, previous_secret_until = ?4,
+             updated_at = ?5
+         WHERE id = ?1",
+    )?
+    .execute(params![id, secret, previous, until, now])?;
+    reads::subscriber(c, id)
+}
+
 pub(super) fn revoke_subscriber(c: &Connection, id: &str, now: UnixMs) -> Result<()> {
     let updated = c
         .prepare_cached(
@@ -180,13 +198,22 @@ fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
 
 /// Subscribers and events met during one claim, loaded once each: a fan-out batch shares one
 /// event body across all its deliveries.
-#[derive(Default)]
 struct Lookups {
+    /// When the claim happens: decides whether a rotated-out secret still signs.
+    now: UnixMs,
     subscribers: HashMap<String, (SubscriberStatus, Arc<Destination>)>,
     events: HashMap<String, Arc<EventBody>>,
 }
 
 impl Lookups {
+    fn new(now: UnixMs) -> Self {
+        Self {
+            now,
+            subscribers: HashMap::new(),
+            events: HashMap::new(),
+        }
+    }
+
     fn subscriber(
         &mut self,
         c: &Connection,
@@ -199,9 +226,9 @@ impl Lookups {
         let found = (
             s.status,
             Arc::new(Destination {
+                secrets: s.signing_secrets(self.now),
                 subscriber_id: s.id,
                 url: s.url,
-                secret: s.secret,
             }),
         );
         self.subscribers.insert(id.to_owned(), found.clone());
@@ -272,7 +299,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     let at_cap = serde_json::to_string(&at_cap).expect("strings serialize");
 
     let c = &w.conn;
-    let mut lookups = Lookups::default();
+    let mut lookups = Lookups::new(req.now);
     let mut lease_rows = Vec::new();
     let mut hold = Vec::new();
     let mut taken: HashMap<String, u32> = HashMap::new();
@@ -346,7 +373,7 @@ pub(super) fn rescue_expired(
         .query_map(params![now, limit as i64], candidate)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let lease = new_lease();
-    let mut lookups = Lookups::default();
+    let mut lookups = Lookups::new(now);
     let mut rescued = Vec::with_capacity(rows.len());
     for row in rows {
         c.prepare_cached(

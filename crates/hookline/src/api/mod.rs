@@ -65,6 +65,10 @@ pub fn router(ctx: Arc<ApiContext>) -> Router {
                 .delete(subscribers::revoke),
         )
         .route("/v1/subscribers/{id}/secret", get(subscribers::secret))
+        .route(
+            "/v1/subscribers/{id}/secret/rotate",
+            post(subscribers::rotate_secret),
+        )
         .route("/v1/events", post(events::publish))
         .route("/v1/events/{id}", get(events::get))
         .route("/v1/deliveries", get(deliveries::list))

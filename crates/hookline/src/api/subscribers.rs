@@ -8,9 +8,11 @@ use axum::Json;
 use hookline_store::{NewSubscriber, SubscriberPatch, SubscriberStatus};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::time::Duration;
 
 use super::error::parse_json;
 use super::{validate, views, ApiError, ApiState, PageQuery};
+use crate::config::parse_duration;
 use crate::destination::check_url;
 use crate::signer::{new_secret, SigningKey};
 
@@ -101,6 +103,65 @@ pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
 pub async fn secret(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
     let s = ctx.store.get_subscriber(&id).await?;
     Ok((StatusCode::OK, Json(json!({"secret": s.secret}))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RotateBody {
+    /// How long the previous secret keeps signing, e.g. "24h"; "0s" drops it at once.
+    grace_period: Option<String>,
+    /// The new secret; generated when absent.
+    secret: Option<String>,
+}
+
+pub const DEFAULT_ROTATION_GRACE: &str = "24h";
+/// A previous secret signs for at most this long after a rotation.
+pub const MAX_ROTATION_GRACE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// `POST /v1/subscribers/{id}/secret/rotate`: the answer holds the new secret, once.
+pub async fn rotate_secret(
+    State(ctx): ApiState,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let body = body?;
+    let body: RotateBody = if body.is_empty() {
+        RotateBody {
+            grace_period: None,
+            secret: None,
+        }
+    } else {
+        parse_json(&body)?
+    };
+    let grace = body
+        .grace_period
+        .as_deref()
+        .unwrap_or(DEFAULT_ROTATION_GRACE);
+    let grace =
+        parse_duration(grace).map_err(|m| ApiError::invalid(format!("grace_period: {m}")))?;
+    if grace > MAX_ROTATION_GRACE {
+        return Err(ApiError::invalid("grace_period may be at most 30 days"));
+    }
+    let secret = match body.secret {
+        Some(secret) => {
+            SigningKey::from_secret(&secret).map_err(|e| ApiError::invalid(e.to_string()))?;
+            secret
+        }
+        None => new_secret(),
+    };
+    let now = ctx.clock.now_ms();
+    let s = ctx
+        .store
+        .rotate_secret(&id, secret, now + grace.as_millis() as i64, now)
+        .await?;
+    Ok((
+        StatusCode::OK,
+        Json(json!({
+            "id": s.id,
+            "secret": s.secret,
+            "previous_secret_valid_until": s.previous_secret_until.map(crate::clock::rfc3339),
+        })),
+    ))
 }
 
 pub async fn update(

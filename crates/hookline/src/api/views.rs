@@ -14,6 +14,7 @@ pub fn subscriber(s: &Subscriber, with_secret: bool) -> Value {
         "status": s.status.as_str(),
         "created_at": rfc3339(s.created_at),
         "updated_at": rfc3339(s.updated_at),
+        "previous_secret_valid_until": s.previous_secret_until.map(rfc3339),
     });
     if with_secret {
         v["secret"] = json!(s.secret);
