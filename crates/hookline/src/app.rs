@@ -83,13 +83,13 @@ pub async fn start(
             config.retry,
             config.delivery.clone(),
             clock.clone(),
-            !config.allow_private_destinations,
+            config.guard.clone(),
         )
     });
     let ctx = Arc::new(ApiContext {
         store: store.clone(),
         clock,
-        allow_private_destinations: config.allow_private_destinations,
+        guard: config.guard.clone(),
         max_payload_bytes: config.max_payload_bytes,
         // An api-only process has no dispatcher to wake; the store's NOTIFY wakes the workers.
         wake: dispatcher

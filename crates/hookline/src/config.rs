@@ -10,6 +10,9 @@ use hookline_policy::{Jitter, RetryPolicy};
 use serde::Deserialize;
 
 use crate::api::auth::{ApiToken, Scope};
+use crate::destination::Guard;
+use ipnet::IpNet;
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -39,6 +42,8 @@ struct FileConfig {
     database: Option<String>,
     database_pool_size: Option<u64>,
     allow_private_destinations: Option<bool>,
+    allowed_networks: Option<Vec<String>>,
+    https_only: Option<bool>,
     max_payload_bytes: Option<u64>,
     #[serde(default)]
     api_tokens: Vec<TokenFile>,
@@ -88,7 +93,8 @@ pub struct Config {
     pub database: String,
     /// PostgreSQL connections this process keeps.
     pub database_pool_size: usize,
-    pub allow_private_destinations: bool,
+    /// The SSRF guard: `allow_private_destinations`, `allowed_networks`, `https_only`.
+    pub guard: Arc<Guard>,
     pub max_payload_bytes: usize,
     pub delivery: DeliveryConfig,
     pub retry: RetryPolicy,
@@ -202,7 +208,11 @@ impl Config {
             database,
             database_pool_size: positive("database_pool_size", file.database_pool_size, 16)?
                 as usize,
-            allow_private_destinations: file.allow_private_destinations.unwrap_or(false),
+            guard: Arc::new(Guard {
+                enabled: !file.allow_private_destinations.unwrap_or(false),
+                allowed_networks: networks(file.allowed_networks.unwrap_or_default())?,
+                https_only: file.https_only.unwrap_or(false),
+            }),
             max_payload_bytes: max_payload_bytes as usize,
             delivery,
             retry,
@@ -235,6 +245,20 @@ fn tokens(file: Vec<TokenFile>) -> Result<Vec<ApiToken>, ConfigError> {
         });
     }
     Ok(tokens)
+}
+
+fn networks(cidrs: Vec<String>) -> Result<Vec<IpNet>, ConfigError> {
+    cidrs
+        .iter()
+        .map(|c| {
+            c.parse::<IpNet>().map_err(|_| {
+                invalid(
+                    "allowed_networks",
+                    format!("{c:?} is not a network like \"10.1.0.0/16\" or \"fd00::/8\""),
+                )
+            })
+        })
+        .collect()
 }
 
 fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
@@ -340,6 +364,11 @@ jitter = "equal"
         assert!(refused("listen = \"everywhere\"").contains("listen"));
         assert!(refused("max_payload_bytes = 0").contains("max_payload_bytes"));
         assert!(refused("database_pool_size = 0").contains("database_pool_size"));
+        assert!(refused("allowed_networks = [\"10.0.0.0/33\"]").contains("allowed_networks"));
+        let open =
+            Config::from_toml("allowed_networks = [\"10.1.0.0/16\"]\nhttps_only = true").unwrap();
+        assert!(open.guard.enabled && open.guard.https_only);
+        assert!(open.guard.permits("10.1.2.3".parse().unwrap()));
         let token = |name: &str, sha: &str, scope: &str| {
             format!("[[api_tokens]]\nname = \"{name}\"\nsha256 = \"{sha}\"\nscope = \"{scope}\"\n")
         };

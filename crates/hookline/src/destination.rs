@@ -1,11 +1,14 @@
 //! Which URLs hookline may send to. A webhook sender makes requests to addresses strangers typed
 //! in, so by default it refuses any destination that resolves into the operator's own network:
 //! loopback, private, link-local, unique-local, CGNAT, multicast, unspecified, and the
-//! IPv4-mapped and NAT64 forms of those. `allow_private_destinations = true` turns this off for
-//! local testing.
+//! IPv4-mapped and NAT64 forms of those. `allowed_networks` opens exceptions,
+//! `allow_private_destinations = true` turns the guard off (local testing), `https_only = true`
+//! refuses plain http.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 
+use ipnet::IpNet;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::Url;
 
@@ -19,47 +22,97 @@ pub enum DestinationError {
     TooLong,
     #[error("url scheme must be http or https, not {0:?}")]
     Scheme(String),
+    #[error("url must be https: this hookline runs with https_only = true")]
+    NotHttps,
     #[error("url must name a host")]
     NoHost,
     #[error("url host {0:?} does not resolve")]
     Unresolvable(String),
     #[error(
         "url host {host:?} resolves to {addr}, a loopback, private or otherwise internal address; \
-         set allow_private_destinations = true only for local testing"
+         list its network in allowed_networks, or set allow_private_destinations = true only for \
+         local testing"
     )]
     Private { host: String, addr: IpAddr },
 }
 
-/// Checks a subscriber URL and, unless private destinations are allowed, where it resolves.
-pub async fn check_url(raw: &str, allow_private: bool) -> Result<Url, DestinationError> {
-    if raw.len() > MAX_URL_LEN {
-        return Err(DestinationError::TooLong);
+/// Where hookline may connect: the SSRF guard's settings.
+#[derive(Debug, Clone, Default)]
+pub struct Guard {
+    /// Off (`allow_private_destinations = true`): every address is allowed.
+    pub enabled: bool,
+    /// Internal networks allowed all the same (`allowed_networks`).
+    pub allowed_networks: Vec<IpNet>,
+    /// Refuse plain http (`https_only`).
+    pub https_only: bool,
+}
+
+impl Guard {
+    /// Whether a connection to `ip` is allowed.
+    pub fn permits(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        !self.enabled || is_public(ip) || self.allowed_networks.iter().any(|n| n.contains(&ip))
     }
-    let url = Url::parse(raw).map_err(|e| DestinationError::Malformed(e.to_string()))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(DestinationError::Scheme(url.scheme().to_owned()));
+
+    fn check_scheme(&self, url: &Url) -> Result<(), DestinationError> {
+        match url.scheme() {
+            "https" => Ok(()),
+            "http" if self.https_only => Err(DestinationError::NotHttps),
+            "http" => Ok(()),
+            other => Err(DestinationError::Scheme(other.to_owned())),
+        }
     }
-    let host = url.host_str().ok_or(DestinationError::NoHost)?.to_owned();
-    if allow_private {
-        return Ok(url);
+
+    /// Checks a subscriber URL, and where it resolves now.
+    pub async fn check_url(&self, raw: &str) -> Result<Url, DestinationError> {
+        if raw.len() > MAX_URL_LEN {
+            return Err(DestinationError::TooLong);
+        }
+        let url = Url::parse(raw).map_err(|e| DestinationError::Malformed(e.to_string()))?;
+        self.check_scheme(&url)?;
+        let host = url.host_str().ok_or(DestinationError::NoHost)?.to_owned();
+        if !self.enabled {
+            return Ok(url);
+        }
+        let port = url.port_or_known_default().unwrap_or(443);
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let addrs: Vec<IpAddr> = match bare.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => tokio::net::lookup_host((bare, port))
+                .await
+                .map_err(|_| DestinationError::Unresolvable(host.clone()))?
+                .map(|a| a.ip())
+                .collect(),
+        };
+        if addrs.is_empty() {
+            return Err(DestinationError::Unresolvable(host));
+        }
+        if let Some(addr) = addrs.into_iter().find(|a| !self.permits(*a)) {
+            return Err(DestinationError::Private { host, addr });
+        }
+        Ok(url)
     }
-    let port = url.port_or_known_default().unwrap_or(443);
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let addrs: Vec<IpAddr> = match bare.parse::<IpAddr>() {
-        Ok(ip) => vec![ip],
-        Err(_) => tokio::net::lookup_host((bare, port))
-            .await
-            .map_err(|_| DestinationError::Unresolvable(host.clone()))?
-            .map(|a| a.ip())
-            .collect(),
-    };
-    if addrs.is_empty() {
-        return Err(DestinationError::Unresolvable(host));
+
+    /// The checks made right before sending that need no resolution: the scheme (a subscriber
+    /// created before `https_only` was set), and URLs whose host is an IP address, which are
+    /// connected to without going through the resolver.
+    pub fn check_before_send(&self, url: &Url) -> Result<(), String> {
+        self.check_scheme(url).map_err(|e| e.to_string())?;
+        let addr = match url.host() {
+            Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
+            Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
+            _ => return Ok(()),
+        };
+        if self.permits(addr) {
+            Ok(())
+        } else {
+            Err(Refused {
+                host: addr.to_string(),
+                addr,
+            }
+            .to_string())
+        }
     }
-    if let Some(addr) = addrs.into_iter().find(|a| !is_public(*a)) {
-        return Err(DestinationError::Private { host, addr });
-    }
-    Ok(url)
 }
 
 /// A destination the guard refused when connecting.
@@ -78,38 +131,47 @@ pub struct Refused {
 /// vetted, so a DNS answer that changes between the check and the connection (rebinding) is
 /// never used. A subscriber URL that was public when it was created is checked again on every
 /// new connection.
-pub struct GuardedResolver;
+pub struct GuardedResolver {
+    guard: Arc<Guard>,
+    lookup: Lookup,
+}
+
+/// How names are resolved: the system resolver, or (in tests) anything else.
+pub type Lookup = Arc<dyn Fn(String) -> Resolving + Send + Sync>;
+
+impl GuardedResolver {
+    pub fn new(guard: Arc<Guard>) -> Self {
+        Self::with_lookup(
+            guard,
+            Arc::new(|host: String| {
+                Box::pin(async move {
+                    let addrs: Vec<SocketAddr> =
+                        tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+                    Ok(Box::new(addrs.into_iter()) as Addrs)
+                })
+            }),
+        )
+    }
+
+    pub fn with_lookup(guard: Arc<Guard>, lookup: Lookup) -> Self {
+        Self { guard, lookup }
+    }
+}
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let host = name.as_str().to_owned();
+        let guard = self.guard.clone();
+        let answer = (self.lookup)(host.clone());
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if let Some(bad) = addrs.iter().find(|a| !is_public(a.ip())) {
+            let addrs: Vec<SocketAddr> = answer.await?.collect();
+            if let Some(bad) = addrs.iter().find(|a| !guard.permits(a.ip())) {
                 return Err(Box::new(Refused {
                     host,
                     addr: bad.ip(),
                 }) as _);
             }
             Ok(Box::new(addrs.into_iter()) as Addrs)
-        })
-    }
-}
-
-/// URLs whose host is an IP address are connected to without resolution; they are checked here.
-pub fn refuse_internal_literal(url: &Url) -> Result<(), Refused> {
-    let addr = match url.host() {
-        Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
-        Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
-        _ => return Ok(()),
-    };
-    if is_public(addr) {
-        Ok(())
-    } else {
-        Err(Refused {
-            host: addr.to_string(),
-            addr,
         })
     }
 }
@@ -196,9 +258,21 @@ mod tests {
         }
     }
 
+    fn on() -> Guard {
+        Guard {
+            enabled: true,
+            ..Guard::default()
+        }
+    }
+
+    fn off() -> Guard {
+        Guard::default()
+    }
+
     #[tokio::test]
     async fn the_connect_time_guard_refuses_internal_answers() {
-        let refused = GuardedResolver
+        let resolver = GuardedResolver::new(Arc::new(on()));
+        let refused = resolver
             .resolve("localhost".parse().unwrap())
             .await
             .err()
@@ -210,38 +284,104 @@ mod tests {
             "http://[::ffff:10.0.0.1]/x",
         ] {
             assert!(
-                refuse_internal_literal(&Url::parse(url).unwrap()).is_err(),
+                on().check_before_send(&Url::parse(url).unwrap()).is_err(),
+                "{url}"
+            );
+            assert!(
+                off().check_before_send(&Url::parse(url).unwrap()).is_ok(),
                 "{url}"
             );
         }
-        assert!(refuse_internal_literal(&Url::parse("http://93.184.216.34/x").unwrap()).is_ok());
-        assert!(refuse_internal_literal(&Url::parse("http://example.com/x").unwrap()).is_ok());
+        for url in ["http://93.184.216.34/x", "http://example.com/x"] {
+            assert!(
+                on().check_before_send(&Url::parse(url).unwrap()).is_ok(),
+                "{url}"
+            );
+        }
+    }
+
+    /// DNS rebinding: the name answers a public address when the subscriber is created and an
+    /// internal one later. The resolver vets the answer it hands to the connection, so the
+    /// second answer is refused, whatever the first was.
+    #[tokio::test]
+    async fn an_answer_that_changes_between_check_and_connect_gets_nothing() {
+        let answers = Arc::new(std::sync::Mutex::new(vec![
+            "127.0.0.1:0",
+            "93.184.216.34:0",
+        ]));
+        let lookup: Lookup = Arc::new(move |_host| {
+            let next: SocketAddr = answers.lock().unwrap().pop().unwrap().parse().unwrap();
+            Box::pin(async move { Ok(Box::new(std::iter::once(next)) as Addrs) })
+        });
+        let resolver = GuardedResolver::with_lookup(Arc::new(on()), lookup);
+        let first = resolver.resolve("rebind.example".parse().unwrap()).await;
+        let vetted: Vec<SocketAddr> = match first {
+            Ok(addrs) => addrs.collect(),
+            Err(e) => panic!("public at first: {e}"),
+        };
+        assert_eq!(vetted, ["93.184.216.34:0".parse().unwrap()]);
+        let second = resolver.resolve("rebind.example".parse().unwrap()).await;
+        let refused = second.err().expect("internal on the second answer");
+        assert!(refused.to_string().contains("127.0.0.1"), "{refused}");
+    }
+
+    #[tokio::test]
+    async fn allowed_networks_open_exceptions_and_https_only_closes_http() {
+        let guard = Guard {
+            enabled: true,
+            allowed_networks: vec!["127.0.0.0/8".parse().unwrap(), "fd00::/8".parse().unwrap()],
+            https_only: false,
+        };
+        assert!(guard.permits("127.0.0.1".parse().unwrap()));
+        assert!(
+            guard.permits("::ffff:127.0.0.1".parse().unwrap()),
+            "mapped forms count too"
+        );
+        assert!(guard.permits("fd12::1".parse().unwrap()));
+        assert!(!guard.permits("10.0.0.1".parse().unwrap()));
+        assert!(guard.check_url("http://127.0.0.1:9/hook").await.is_ok());
+        assert!(guard.check_url("http://10.0.0.1/hook").await.is_err());
+        let strict = Guard {
+            https_only: true,
+            ..on()
+        };
+        assert_eq!(
+            strict.check_url("http://93.184.216.34/x").await,
+            Err(DestinationError::NotHttps)
+        );
+        assert!(strict.check_url("https://93.184.216.34/x").await.is_ok());
+        let url = Url::parse("http://93.184.216.34/x").unwrap();
+        assert!(strict
+            .check_before_send(&url)
+            .unwrap_err()
+            .contains("https"));
     }
 
     #[tokio::test]
     async fn urls_are_checked() {
         assert!(matches!(
-            check_url("ftp://example.com/x", true).await,
+            off().check_url("ftp://example.com/x").await,
             Err(DestinationError::Scheme(_))
         ));
         assert!(matches!(
-            check_url("not a url", true).await,
+            off().check_url("not a url").await,
             Err(DestinationError::Malformed(_))
         ));
-        assert!(matches!(
-            check_url("http://127.0.0.1:9/hook", false).await,
-            Err(DestinationError::Private { .. })
-        ));
-        assert!(matches!(
-            check_url("http://[::1]:9/hook", false).await,
-            Err(DestinationError::Private { .. })
-        ));
-        assert!(matches!(
-            check_url("http://localhost:9/hook", false).await,
-            Err(DestinationError::Private { .. })
-        ));
-        assert!(check_url("http://127.0.0.1:9/hook", true).await.is_ok());
+        for url in [
+            "http://127.0.0.1:9/hook",
+            "http://[::1]:9/hook",
+            "http://localhost:9/hook",
+        ] {
+            assert!(
+                matches!(
+                    on().check_url(url).await,
+                    Err(DestinationError::Private { .. })
+                ),
+                "{url}"
+            );
+        }
+        assert!(off().check_url("http://127.0.0.1:9/hook").await.is_ok());
         let long = format!("http://a.example/{}", "x".repeat(MAX_URL_LEN));
-        assert_eq!(check_url(&long, true).await, Err(DestinationError::TooLong));
+        assert_eq!(off().check_url(&long).await, Err(DestinationError::TooLong));
     }
 }

@@ -22,6 +22,7 @@ use tokio::task::JoinSet;
 
 use crate::clock::Clock;
 use crate::config::DeliveryConfig;
+use crate::destination::Guard;
 use crate::sender::{render_body, AttemptReport, Sender};
 
 /// An idle dispatcher sleeps until the next due `run_at` (or lease expiry); this bounds the
@@ -82,7 +83,7 @@ impl Dispatcher {
         policy: RetryPolicy,
         delivery: DeliveryConfig,
         clock: Arc<dyn Clock>,
-        guard_destinations: bool,
+        guard: Arc<Guard>,
     ) -> DispatcherHandle {
         let wake = Arc::new(Notify::new());
         let lease_ms = (delivery.attempt_timeout + LEASE_MARGIN).as_millis() as i64;
@@ -91,7 +92,7 @@ impl Dispatcher {
                 store,
                 policy,
                 clock,
-                sender: Sender::new(delivery.attempt_timeout, guard_destinations),
+                sender: Sender::new(delivery.attempt_timeout, guard),
                 wake: wake.clone(),
                 in_flight: AtomicUsize::new(0),
             }),

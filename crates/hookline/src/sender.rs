@@ -11,7 +11,7 @@ use hookline_store::{ClaimedDelivery, EventBody};
 use reqwest::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
 
 use crate::clock::rfc3339;
-use crate::destination::{refuse_internal_literal, GuardedResolver, Refused};
+use crate::destination::{Guard, GuardedResolver, Refused};
 use crate::signer::SigningKey;
 
 pub const USER_AGENT_VALUE: &str = concat!("hookline/", env!("CARGO_PKG_VERSION"));
@@ -28,26 +28,24 @@ pub struct AttemptReport {
 #[derive(Clone)]
 pub struct Sender {
     client: reqwest::Client,
-    /// The SSRF guard is on: destinations are vetted when connecting, not only when created.
-    guarded: bool,
+    /// Destinations are vetted when connecting, not only when a subscriber is created.
+    guard: Arc<Guard>,
 }
 
 impl Sender {
-    /// `guarded`: refuse internal destinations at connect time (off only with
-    /// `allow_private_destinations`).
-    pub fn new(attempt_timeout: Duration, guarded: bool) -> Self {
+    pub fn new(attempt_timeout: Duration, guard: Arc<Guard>) -> Self {
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(attempt_timeout)
             .connect_timeout(attempt_timeout)
             .pool_idle_timeout(Duration::from_secs(30));
-        if guarded {
-            builder = builder.dns_resolver(Arc::new(GuardedResolver));
+        if guard.enabled {
+            builder = builder.dns_resolver(Arc::new(GuardedResolver::new(guard.clone())));
         }
         let client = builder
             .build()
             .expect("the HTTP client configuration is static");
-        Self { client, guarded }
+        Self { client, guard }
     }
 
     /// Sends attempt `delivery.attempt` of `delivery`, whose rendered body is `body`, at `now`.
@@ -58,14 +56,12 @@ impl Sender {
         now: UnixMs,
     ) -> AttemptReport {
         let timestamp = now.div_euclid(1000);
-        if self.guarded {
-            let url = match reqwest::Url::parse(&delivery.destination.url) {
-                Ok(url) => url,
-                Err(e) => return refused(format!("subscriber URL is unusable: {e}")),
-            };
-            if let Err(e) = refuse_internal_literal(&url) {
-                return refused(e.to_string());
-            }
+        let url = match reqwest::Url::parse(&delivery.destination.url) {
+            Ok(url) => url,
+            Err(e) => return refused(format!("subscriber URL is unusable: {e}")),
+        };
+        if let Err(e) = self.guard.check_before_send(&url) {
+            return refused(e);
         }
         // During a secret rotation's grace period both signatures go out, space-separated, as
         // Standard Webhooks specifies; verifiers accept any one that matches.
@@ -79,7 +75,7 @@ impl Sender {
         let signature = signatures.join(" ");
         let request = self
             .client
-            .post(&delivery.destination.url)
+            .post(url)
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE))
             .header("webhook-id", &delivery.id)
@@ -239,7 +235,11 @@ mod tests {
     #[tokio::test]
     async fn the_guard_refuses_internal_destinations_when_connecting() {
         let (addr, hits) = receiver().await;
-        let guarded = Sender::new(Duration::from_secs(2), true);
+        let on = Arc::new(Guard {
+            enabled: true,
+            ..Guard::default()
+        });
+        let guarded = Sender::new(Duration::from_secs(2), on);
         for url in [
             format!("http://127.0.0.1:{}/hook", addr.port()),
             format!("http://localhost:{}/hook", addr.port()),
@@ -255,7 +255,7 @@ mod tests {
             "nothing reached it"
         );
 
-        let open = Sender::new(Duration::from_secs(2), false);
+        let open = Sender::new(Duration::from_secs(2), Arc::new(Guard::default()));
         let d = delivery(format!("http://localhost:{}/hook", addr.port()));
         let report = open.send(&d, render_body(&d.event), 0).await;
         assert_eq!(report.result, AttemptResult::Status(200));

@@ -32,7 +32,8 @@ pub const DEFAULT_PAGE: u32 = 100;
 pub struct ApiContext {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
-    pub allow_private_destinations: bool,
+    /// Which destinations subscribers may name.
+    pub guard: Arc<crate::destination::Guard>,
     pub max_payload_bytes: usize,
     /// Wakes the dispatcher when something may have become due.
     pub wake: Arc<Notify>,

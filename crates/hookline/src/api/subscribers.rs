@@ -13,7 +13,6 @@ use std::time::Duration;
 use super::error::parse_json;
 use super::{validate, views, ApiError, ApiState, PageQuery};
 use crate::config::parse_duration;
-use crate::destination::check_url;
 use crate::signer::{new_secret, SigningKey};
 
 type Answer = Result<(StatusCode, Json<Value>), ApiError>;
@@ -53,7 +52,8 @@ fn event_types(types: Vec<String>) -> Result<Vec<String>, ApiError> {
 }
 
 async fn url(ctx: &super::ApiContext, raw: &str) -> Result<String, ApiError> {
-    check_url(raw, ctx.allow_private_destinations)
+    ctx.guard
+        .check_url(raw)
         .await
         .map(|u| u.to_string())
         .map_err(|e| ApiError::invalid(e.to_string()))

@@ -36,7 +36,7 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
             running.addr
         );
     }
-    if config.allow_private_destinations {
+    if !config.guard.enabled {
         tracing::warn!("allow_private_destinations = true: the SSRF guard is off");
     }
     tokio::select! {
