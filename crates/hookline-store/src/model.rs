@@ -180,6 +180,8 @@ pub struct AttemptRecord {
     pub outcome: Outcome,
     pub status: Option<u16>,
     pub error: Option<String>,
+    /// The start of what the subscriber answered (at most 4 KiB), for the operator reading why.
+    pub response_body: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -131,6 +131,7 @@ fn attempt(c: &ClaimedDelivery, outcome: Outcome, now: i64) -> AttemptRecord {
             503
         }),
         error: None,
+        response_body: Some(format!("answer to attempt {}", c.attempt)),
     }
 }
 
@@ -373,6 +374,10 @@ mod cases {
         assert_eq!(d.attempt_history.len(), 1);
         assert_eq!(d.attempt_history[0].outcome, Outcome::Retryable);
         assert_eq!(d.attempt_history[0].status, Some(503));
+        assert_eq!(
+            d.attempt_history[0].response_body.as_deref(),
+            Some("answer to attempt 1")
+        );
         // A second completion with the same (now spent) lease changes nothing.
         assert_eq!(
             store

@@ -300,6 +300,7 @@ fn completion(c: &hookline_store::ClaimedDelivery, transition: Transition, now: 
             outcome,
             status: Some(status),
             error: None,
+            response_body: None,
         },
         transition,
         revoke_subscriber: false,

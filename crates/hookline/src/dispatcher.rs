@@ -208,6 +208,7 @@ async fn attempt(
             result: AttemptResult::Lost,
             error: Some(LOST_ATTEMPT.into()),
             retry_after: None,
+            response_body: None,
         }
     } else {
         s.sender.send(&d, body, started_at).await
@@ -245,6 +246,7 @@ async fn attempt(
             outcome,
             status,
             error: report.error,
+            response_body: report.response_body,
         },
         transition,
         revoke_subscriber: revokes_subscription(report.result),

@@ -23,6 +23,8 @@ pub struct AttemptReport {
     pub error: Option<String>,
     /// The wait a 429 or 503 answer asked for in `Retry-After`.
     pub retry_after: Option<Duration>,
+    /// The start of the answer's body (at most `KEPT_RESPONSE_BYTES`).
+    pub response_body: Option<String>,
 }
 
 #[derive(Clone)]
@@ -94,12 +96,12 @@ impl Sender {
                         .and_then(|v| parse_retry_after(v, now)),
                     _ => None,
                 };
-                // Drain (a bounded amount of) the body so the connection can be reused.
-                let _ = drain(response).await;
+                let response_body = read_start(response).await;
                 AttemptReport {
                     result: AttemptResult::Status(status),
                     error: None,
                     retry_after,
+                    response_body,
                 }
             }
             // Never echo the URL into the history: it may carry credentials.
@@ -123,17 +125,26 @@ pub fn render_body(e: &EventBody) -> Bytes {
     ))
 }
 
+/// How much of each answer is kept with its attempt.
+pub const KEPT_RESPONSE_BYTES: usize = 4 * 1024;
+/// How much is read (and dropped) beyond that so the connection can be reused; a larger body
+/// closes the connection instead.
 const MAX_DRAIN_BYTES: usize = 64 * 1024;
 
-async fn drain(mut response: reqwest::Response) -> reqwest::Result<()> {
+/// Keeps the first `KEPT_RESPONSE_BYTES` of the body (as text; invalid UTF-8 is replaced) and
+/// drains a bounded amount of the rest.
+async fn read_start(mut response: reqwest::Response) -> Option<String> {
+    let mut kept = Vec::new();
     let mut seen = 0;
-    while let Some(chunk) = response.chunk().await? {
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = KEPT_RESPONSE_BYTES.saturating_sub(kept.len());
+        kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
         seen += chunk.len();
         if seen > MAX_DRAIN_BYTES {
             break;
         }
     }
-    Ok(())
+    (!kept.is_empty()).then(|| String::from_utf8_lossy(&kept).into_owned())
 }
 
 fn refused(error: String) -> AttemptReport {
@@ -141,6 +152,7 @@ fn refused(error: String) -> AttemptReport {
         result: AttemptResult::Refused,
         error: Some(error),
         retry_after: None,
+        response_body: None,
     }
 }
 
@@ -162,6 +174,7 @@ fn transport_failure(e: &reqwest::Error) -> AttemptReport {
         result,
         error: Some(detail),
         retry_after: None,
+        response_body: None,
     }
 }
 

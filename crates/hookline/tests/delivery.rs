@@ -400,6 +400,37 @@ async fn retry_after_is_honoured() {
         })
         .await;
     assert_eq!(last_delay_ms(&d), 120_000, "{d}");
+    assert_eq!(d["attempt_history"][0]["response_body"], "busy");
+    app.stop().await;
+}
+
+/// What a subscriber answered is kept with the attempt, up to 4 KiB.
+#[tokio::test]
+async fn the_start_of_each_answer_is_kept() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let verbose = axum::Router::new()
+        .fallback(|| async { (axum::http::StatusCode::BAD_REQUEST, "é".repeat(6_000)) });
+    tokio::spawn(async move { axum::serve(listener, verbose).await.unwrap() });
+    let app = TestApp::start("").await;
+    app.subscriber("s1", &format!("http://{addr}/verbose"))
+        .await;
+    app.publish("e1", "t").await;
+    let d = app
+        .delivery_when("e1:s1", "dead", |d| state(d) == "dead")
+        .await;
+    let kept = d["attempt_history"][0]["response_body"].as_str().unwrap();
+    assert!(
+        kept.len() <= 4096 + 3 && kept.len() >= 4090,
+        "{}",
+        kept.len()
+    );
+    assert!(kept.starts_with("éé"));
+    let (_, dead) = app.call("GET", "/v1/dead-letters", None).await;
+    assert_eq!(
+        dead["items"][0]["attempt_history"][0]["response_body"],
+        kept
+    );
     app.stop().await;
 }
 

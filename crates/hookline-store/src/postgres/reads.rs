@@ -134,7 +134,7 @@ async fn histories(
     let mut out: HashMap<i64, Vec<AttemptRecord>> = HashMap::new();
     for r in query(
         c,
-        "SELECT delivery_seq, ordinal, started_at, duration_ms, outcome, status, error
+        "SELECT delivery_seq, ordinal, started_at, duration_ms, outcome, status, error, response_body
              FROM attempts WHERE delivery_seq = ANY ($1) ORDER BY seq",
         &[&keys],
     )
@@ -148,6 +148,7 @@ async fn histories(
             outcome: Outcome::parse(&outcome).ok_or_else(|| corrupt("outcome", &outcome))?,
             status: r.get::<_, Option<i32>>(5).map(|s| s as u16),
             error: r.get(6),
+            response_body: r.get(7),
         });
     }
     Ok(out)

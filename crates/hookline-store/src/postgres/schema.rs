@@ -95,6 +95,8 @@ CREATE INDEX replay_items_delivery ON replay_items (delivery_seq);
     // 3: secret rotation: the previous secret stays valid for a grace period.
     "ALTER TABLE subscribers ADD COLUMN previous_secret TEXT;
      ALTER TABLE subscribers ADD COLUMN previous_secret_until BIGINT;",
+    // 4: the start of each answer, kept with its attempt.
+    "ALTER TABLE attempts ADD COLUMN response_body TEXT;",
 ];
 
 pub(super) async fn migrate(client: &mut Client) -> Result<()> {

@@ -477,6 +477,7 @@ struct AttemptColumns<'a> {
     outcome: Vec<&'static str>,
     status: Vec<Option<i32>>,
     error: Vec<Option<&'a str>>,
+    response_body: Vec<Option<&'a str>>,
 }
 
 impl<'a> AttemptColumns<'a> {
@@ -488,6 +489,7 @@ impl<'a> AttemptColumns<'a> {
         self.outcome.push(a.outcome.as_str());
         self.status.push(a.status.map(i32::from));
         self.error.push(a.error.as_deref());
+        self.response_body.push(a.response_body.as_deref());
     }
 
     async fn insert(&self, c: &impl GenericClient) -> Result<()> {
@@ -495,8 +497,10 @@ impl<'a> AttemptColumns<'a> {
             return Ok(());
         }
         execute(c,
-            "INSERT INTO attempts (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error)
-             SELECT * FROM UNNEST($1::int8[], $2::int4[], $3::int8[], $4::int8[], $5::text[], $6::int4[], $7::text[])",
+            "INSERT INTO attempts
+                 (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error, response_body)
+             SELECT * FROM UNNEST($1::int8[], $2::int4[], $3::int8[], $4::int8[], $5::text[],
+                                  $6::int4[], $7::text[], $8::text[])",
             &[
                 &self.delivery,
                 &self.ordinal,
@@ -505,6 +509,7 @@ impl<'a> AttemptColumns<'a> {
                 &self.outcome,
                 &self.status,
                 &self.error,
+                &self.response_body,
             ],
         )
         .await?;

@@ -93,7 +93,7 @@ pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
 fn history(c: &Connection, key: i64) -> Result<Vec<AttemptRecord>> {
     let rows = c
         .prepare_cached(
-            "SELECT ordinal, started_at, duration_ms, outcome, status, error
+            "SELECT ordinal, started_at, duration_ms, outcome, status, error, response_body
              FROM attempts WHERE delivery_seq = ?1 ORDER BY rowid",
         )?
         .query_map([key], |r| {
@@ -105,6 +105,7 @@ fn history(c: &Connection, key: i64) -> Result<Vec<AttemptRecord>> {
                 outcome: Outcome::parse(&outcome).ok_or_else(|| corrupt("outcome", &outcome))?,
                 status: r.get(4)?,
                 error: r.get(5)?,
+                response_body: r.get(6)?,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;

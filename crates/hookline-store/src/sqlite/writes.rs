@@ -426,8 +426,9 @@ pub(super) fn complete(
         .execute(params![done.key.0, state.as_str(), run_at, reason, now])?;
         let a = &done.attempt;
         c.prepare_cached(
-            "INSERT INTO attempts (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO attempts
+                 (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error, response_body)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?
         .execute(params![
             done.key.0,
@@ -436,7 +437,8 @@ pub(super) fn complete(
             a.duration_ms as i64,
             a.outcome.as_str(),
             a.status,
-            a.error
+            a.error,
+            a.response_body
         ])?;
         if done.revoke_subscriber {
             revoke_subscriber(c, &subscriber_id, now)?;

@@ -55,6 +55,9 @@ pub fn attempt(a: &AttemptRecord) -> Value {
     if let Some(error) = &a.error {
         v.insert("error".into(), json!(error));
     }
+    if let Some(body) = &a.response_body {
+        v.insert("response_body".into(), json!(body));
+    }
     Value::Object(v)
 }
 
