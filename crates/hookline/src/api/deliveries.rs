@@ -98,7 +98,7 @@ pub async fn list_dead_letters(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ReplayBody {
+pub(super) struct ReplayBody {
     reason: String,
     subscriber_id: Option<String>,
     limit: u32,

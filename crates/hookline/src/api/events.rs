@@ -19,7 +19,11 @@ const FIELDS: [&str; 4] = ["id", "type", "payload", "payload_version"];
 
 /// Reads the body by hand: `"payload": null` is a valid payload, which an `Option` field could
 /// not tell apart from a missing one.
-fn new_event(body: &[u8], max_payload_bytes: usize, now: i64) -> Result<NewEvent, ApiError> {
+pub(super) fn new_event(
+    body: &[u8],
+    max_payload_bytes: usize,
+    now: i64,
+) -> Result<NewEvent, ApiError> {
     let mut fields: Map<String, Value> = match parse_json::<Value>(body)? {
         Value::Object(map) => map,
         _ => return Err(ApiError::invalid("request body must be a JSON object")),

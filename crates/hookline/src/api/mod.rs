@@ -6,6 +6,8 @@ pub mod auth;
 mod deliveries;
 mod error;
 mod events;
+#[cfg(test)]
+mod fuzz;
 mod subscribers;
 mod validate;
 mod views;

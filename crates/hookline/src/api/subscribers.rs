@@ -19,7 +19,7 @@ type Answer = Result<(StatusCode, Json<Value>), ApiError>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CreateBody {
+pub(super) struct CreateBody {
     id: Option<String>,
     url: String,
     event_types: Option<Vec<String>>,
@@ -28,7 +28,7 @@ struct CreateBody {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PatchBody {
+pub(super) struct PatchBody {
     url: Option<String>,
     event_types: Option<Vec<String>>,
     status: Option<String>,
@@ -107,7 +107,7 @@ pub async fn secret(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RotateBody {
+pub(super) struct RotateBody {
     /// How long the previous secret keeps signing, e.g. "24h"; "0s" drops it at once.
     grace_period: Option<String>,
     /// The new secret; generated when absent.
