@@ -17,7 +17,7 @@ pub mod testing;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hookline_policy::UnixMs;
+use hookline_policy::{DeadReason, UnixMs};
 
 pub use model::*;
 pub use postgres::PostgresStore;
@@ -101,6 +101,9 @@ pub trait Store: Send + Sync + 'static {
     /// The earliest `run_at` among deliveries waiting to be claimed, and the earliest lease
     /// expiry among deliveries in flight: when an idle worker next has something to do.
     async fn next_wakeup(&self) -> Result<Option<UnixMs>>;
+    /// Depths by state and the oldest waiting deliveries. It counts every row, so callers run
+    /// it on an interval, never per scrape.
+    async fn queue_stats(&self, now: UnixMs) -> Result<QueueStats>;
 
     async fn get_delivery(&self, id: &str) -> Result<Delivery>;
     async fn list_deliveries(
@@ -211,6 +214,14 @@ pub(crate) fn rotation(
     } else {
         (None, None)
     })
+}
+
+/// Counts deliveries that just died, for `hookline_dead_letters_total{reason}`: the one place
+/// every backend reports dead-letter inflow, whichever path killed them.
+pub(crate) fn count_dead(reason: DeadReason, n: u64) {
+    if n > 0 {
+        metrics::counter!("hookline_dead_letters_total", "reason" => reason.as_str()).increment(n);
+    }
 }
 
 /// The most dead letters one replay may select.

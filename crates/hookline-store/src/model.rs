@@ -170,6 +170,16 @@ pub struct Event {
     pub published_by: Option<String>,
 }
 
+/// What the queue looks like now, for the gauges operators watch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub counts: StateCounts,
+    /// The earliest `run_at` among deliveries due and waiting for a slot.
+    pub oldest_ready_since: Option<UnixMs>,
+    /// The earliest `first_seen` among deliveries waiting for (or due for) a retry.
+    pub oldest_retrying_first_seen: Option<UnixMs>,
+}
+
 /// One attempt, as the append-only history records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptRecord {

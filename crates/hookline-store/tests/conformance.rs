@@ -81,6 +81,7 @@ macro_rules! all_cases {
             state_survives_reopen,
             prune_removes_old_delivered_only,
             rotation_keeps_the_previous_secret_for_its_grace,
+            queue_stats_show_depths_and_oldest_waits,
         );
     };
 }
@@ -953,5 +954,42 @@ mod cases {
             store.rotate_secret("a", new, T0, T0).await,
             Err(StoreError::Conflict(_))
         ));
+    }
+
+    pub async fn queue_stats_show_depths_and_oldest_waits(h: &impl Harness) {
+        let store = h.open().await;
+        assert_eq!(store.queue_stats(T0).await.unwrap(), QueueStats::default());
+        for id in ["a", "b", "c"] {
+            store.create_subscriber(sub(id, &[]), T0).await.unwrap();
+        }
+        accepted(&*store, event("e1", "t"), T0).await;
+        accepted(&*store, event("e2", "t"), T0 + 50).await;
+        let claimed = store.claim_due(claim(T0 + 100, 3, 10)).await.unwrap();
+        // e1:* claimed; one fails and waits for a retry, one is delivered, one stays in flight.
+        let done = vec![
+            completion(
+                &claimed[0],
+                Transition::Reschedule { run_at: T0 + 9_000 },
+                T0 + 100,
+            ),
+            completion(&claimed[1], Transition::Delivered, T0 + 100),
+        ];
+        store.complete(done, T0 + 100).await.unwrap();
+        let stats = store.queue_stats(T0 + 200).await.unwrap();
+        assert_eq!(
+            stats.counts,
+            StateCounts {
+                scheduled: 4,
+                in_flight: 1,
+                delivered: 1,
+                dead: 0
+            }
+        );
+        assert_eq!(
+            stats.oldest_ready_since,
+            Some(T0 + 50),
+            "e2 is due and waiting"
+        );
+        assert_eq!(stats.oldest_retrying_first_seen, Some(T0));
     }
 }

@@ -53,6 +53,8 @@ pub struct RunningApp {
     dispatcher: Option<DispatcherHandle>,
     server: JoinHandle<std::io::Result<()>>,
     stop_server: oneshot::Sender<()>,
+    gauges: JoinHandle<()>,
+    stop_gauges: tokio::sync::watch::Sender<bool>,
 }
 
 pub async fn start(
@@ -66,6 +68,7 @@ pub async fn start(
     if config.api_tokens.is_empty() && !config.listen.ip().is_loopback() {
         return Err(StartError::OpenApiOnNetwork(config.listen));
     }
+    crate::telemetry::handle();
     let store = hookline_store::open_with(&config.database, &config.store_options()).await?;
     let listener = TcpListener::bind(config.listen)
         .await
@@ -84,8 +87,16 @@ pub async fn start(
             config.delivery.clone(),
             clock.clone(),
             config.guard.clone(),
+            config.metrics.per_subscriber_labels,
         )
     });
+    let (stop_gauges, gauges_stopped) = tokio::sync::watch::channel(false);
+    let gauges = tokio::spawn(crate::telemetry::refresh_gauges(
+        store.clone(),
+        clock.clone(),
+        config.metrics.refresh_interval,
+        gauges_stopped,
+    ));
     let ctx = Arc::new(ApiContext {
         store: store.clone(),
         clock,
@@ -96,6 +107,7 @@ pub async fn start(
             .as_ref()
             .map_or_else(Default::default, |d| d.waker()),
         api_tokens: config.api_tokens.clone(),
+        metrics_open: config.metrics.open,
     });
     let router = match role {
         Role::Worker => api::health_router(ctx),
@@ -115,6 +127,8 @@ pub async fn start(
         dispatcher,
         server,
         stop_server,
+        gauges,
+        stop_gauges,
     })
 }
 
@@ -123,6 +137,8 @@ impl RunningApp {
     /// finish, and commits their outcomes.
     pub async fn shutdown(self) {
         let _ = self.stop_server.send(());
+        let _ = self.stop_gauges.send(true);
+        let _ = self.gauges.await;
         let dispatcher = async {
             if let Some(d) = self.dispatcher {
                 d.shutdown().await;

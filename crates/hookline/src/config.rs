@@ -51,6 +51,26 @@ struct FileConfig {
     delivery: DeliveryFile,
     #[serde(default)]
     retry: RetryFile,
+    #[serde(default)]
+    metrics: MetricsFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MetricsFile {
+    refresh_interval: Option<String>,
+    per_subscriber_labels: Option<bool>,
+    open: Option<bool>,
+}
+
+#[derive(Debug, Clone)]
+pub struct MetricsConfig {
+    /// How often gauges that need a store query are refreshed.
+    pub refresh_interval: Duration,
+    /// Label delivery latency by subscriber (switch off for very large fleets).
+    pub per_subscriber_labels: bool,
+    /// Serve `/metrics` without a token.
+    pub open: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -100,6 +120,7 @@ pub struct Config {
     pub retry: RetryPolicy,
     /// Bearer tokens the API accepts; none means the API is open (loopback only).
     pub api_tokens: Vec<ApiToken>,
+    pub metrics: MetricsConfig,
 }
 
 /// Values given on the command line or in the environment; they win over the file.
@@ -202,7 +223,14 @@ impl Config {
             .map_err(|e| invalid(policy_key(&e), e.to_string()))?;
 
         let api_tokens = tokens(file.api_tokens)?;
+        let m = file.metrics;
+        let metrics = MetricsConfig {
+            refresh_interval: duration("metrics.refresh_interval", m.refresh_interval, "10s")?,
+            per_subscriber_labels: m.per_subscriber_labels.unwrap_or(true),
+            open: m.open.unwrap_or(true),
+        };
         Ok(Config {
+            metrics,
             api_tokens,
             listen,
             database,

@@ -24,6 +24,7 @@ use crate::clock::Clock;
 use crate::config::DeliveryConfig;
 use crate::destination::Guard;
 use crate::sender::{render_body, AttemptReport, Sender};
+use crate::telemetry::{self, AttemptSeen};
 
 /// An idle dispatcher sleeps until the next due `run_at` (or lease expiry); this bounds the
 /// sleep in case a wake-up was missed (say, while a LISTEN connection was being re-established).
@@ -49,6 +50,8 @@ struct Shared {
     sender: Sender,
     wake: Arc<Notify>,
     in_flight: AtomicUsize,
+    /// Label delivery latency by subscriber.
+    per_subscriber_labels: bool,
 }
 
 pub struct Dispatcher {
@@ -84,6 +87,7 @@ impl Dispatcher {
         delivery: DeliveryConfig,
         clock: Arc<dyn Clock>,
         guard: Arc<Guard>,
+        per_subscriber_labels: bool,
     ) -> DispatcherHandle {
         let wake = Arc::new(Notify::new());
         let lease_ms = (delivery.attempt_timeout + LEASE_MARGIN).as_millis() as i64;
@@ -95,6 +99,7 @@ impl Dispatcher {
                 sender: Sender::new(delivery.attempt_timeout, guard),
                 wake: wake.clone(),
                 in_flight: AtomicUsize::new(0),
+                per_subscriber_labels,
             }),
             delivery,
             lease_ms,
@@ -130,7 +135,10 @@ impl Dispatcher {
                 next_rescue = now + RESCUE_EVERY_MS;
                 match s.store.rescue_expired(now, free, self.lease_ms).await {
                     Ok(rescued) => batch = rescued,
-                    Err(e) => tracing::error!(error = %e, "rescue of expired leases failed"),
+                    Err(e) => {
+                        telemetry::store_error("rescue");
+                        tracing::error!(error = %e, "rescue of expired leases failed")
+                    }
                 }
             }
             let want = free - batch.len();
@@ -147,7 +155,10 @@ impl Dispatcher {
                         filled = claimed.len() == want;
                         batch.extend(claimed);
                     }
-                    Err(e) => tracing::error!(error = %e, "claim failed"),
+                    Err(e) => {
+                        telemetry::store_error("claim");
+                        tracing::error!(error = %e, "claim failed")
+                    }
                 }
             }
             // Keyed by the shared event's address: a claim batch shares one Arc per event.
@@ -169,6 +180,7 @@ impl Dispatcher {
                 Ok(Some(_)) => now + CAPPED_POLL_MS,
                 Ok(None) => now + IDLE_FALLBACK_MS,
                 Err(e) => {
+                    telemetry::store_error("next_wakeup");
                     tracing::error!(error = %e, "cannot read the next due time");
                     now + CAPPED_POLL_MS
                 }
@@ -236,6 +248,18 @@ async fn attempt(
         _ => None,
     };
     tracing::debug!(delivery = %d.id, attempt = d.attempt, ?status, outcome = outcome.as_str(), "attempt");
+    telemetry::attempt(
+        &AttemptSeen {
+            ordinal: d.attempt,
+            outcome,
+            subscriber_id: &d.destination.subscriber_id,
+            accepted_at: d.event.accepted_at,
+            started_at,
+            finished_at: now,
+            first_ever: d.attempt == 1 && !d.rescued && d.window_start == d.first_seen,
+        },
+        s.per_subscriber_labels,
+    );
     let completion = Completion {
         key: d.key,
         lease: d.lease,
@@ -271,6 +295,7 @@ async fn commit_loop(s: Arc<Shared>, mut done: mpsc::UnboundedReceiver<(String, 
             {
                 Ok(results) => break results,
                 Err(e) if tries < 5 => {
+                    telemetry::store_error("complete");
                     tries += 1;
                     tracing::warn!(error = %e, tries, "committing completions failed; retrying");
                     tokio::time::sleep(Duration::from_millis(200 * tries)).await;

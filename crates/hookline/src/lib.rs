@@ -11,3 +11,4 @@ pub mod destination;
 pub mod dispatcher;
 pub mod sender;
 pub mod signer;
+pub mod telemetry;

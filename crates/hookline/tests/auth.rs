@@ -71,8 +71,15 @@ async fn tokens_and_scopes() {
             401
         );
     }
-    // Health stays open for load balancers.
+    // Health and metrics stay open for load balancers and Prometheus.
     assert_eq!(call(&app, None, "GET", "/healthz", None).await.0, 200);
+    let metrics = app
+        .http
+        .get(format!("{}/metrics", app.base()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), 200);
 
     // Outside the scope: 403.
     for (token, method, path) in [
@@ -231,4 +238,14 @@ fn token_new_prints_a_token_and_its_hash() {
     let config = &text[text.find("[[api_tokens]]").unwrap()..];
     let parsed = hookline::config::Config::from_toml(config).unwrap();
     assert_eq!(parsed.api_tokens[0].name, "ci");
+}
+
+#[tokio::test]
+async fn metrics_can_require_a_token() {
+    let app = TestApp::start(&format!("{}[metrics]\nopen = false\n", tokens())).await;
+    let url = format!("{}/metrics", app.base());
+    assert_eq!(app.http.get(&url).send().await.unwrap().status(), 401);
+    let with = app.http.get(&url).bearer_auth(READ).send().await.unwrap();
+    assert_eq!(with.status(), 200);
+    app.stop().await;
 }

@@ -301,6 +301,10 @@ impl Store for PostgresStore {
         reads::next_wakeup(&self.client().await?).await
     }
 
+    async fn queue_stats(&self, now: UnixMs) -> Result<QueueStats> {
+        reads::queue_stats(&self.client().await?, now).await
+    }
+
     async fn get_delivery(&self, id: &str) -> Result<Delivery> {
         reads::delivery(&self.client().await?, id).await
     }

@@ -338,6 +338,32 @@ pub(super) async fn next_wakeup(c: &impl GenericClient) -> Result<Option<UnixMs>
     })
 }
 
+pub(super) async fn queue_stats(c: &impl GenericClient, now: UnixMs) -> Result<QueueStats> {
+    let mut stats = QueueStats::default();
+    for r in query(
+        c,
+        "SELECT state, count(*) FROM deliveries GROUP BY state",
+        &[],
+    )
+    .await?
+    {
+        let state: String = r.get(0);
+        let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
+        stats.counts.add(state, r.get::<_, i64>(1) as u64);
+    }
+    let r = query_one(
+        c,
+        "SELECT (SELECT min(run_at) FROM deliveries
+                 WHERE state = 'scheduled' AND NOT held AND run_at <= $1),
+                (SELECT min(first_seen) FROM deliveries WHERE state = 'scheduled' AND attempts > 0)",
+        &[&now],
+    )
+    .await?;
+    stats.oldest_ready_since = r.get(0);
+    stats.oldest_retrying_first_seen = r.get(1);
+    Ok(stats)
+}
+
 const REPLAY_COLUMNS: &str =
     "seq, id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected";
 

@@ -99,12 +99,13 @@ pub(super) async fn revoke_subscriber(c: &impl GenericClient, id: &str, now: Uni
         reads::subscriber(c, id).await?;
         return Ok(());
     }
-    execute(c,
+    let killed = execute(c,
         "UPDATE deliveries SET state = 'dead', dead_reason = $2, dead_at = $3, held = FALSE, updated_at = $3
          WHERE subscriber_id = $1 AND state = 'scheduled'",
         &[&id, &DeadReason::SubscriptionRevoked.as_str(), &now],
     )
     .await?;
+    count_dead(DeadReason::SubscriptionRevoked, killed);
     Ok(())
 }
 
@@ -437,10 +438,15 @@ pub(super) async fn complete(
                  lease_token = NULL, lease_owner = NULL, lease_expires = NULL, updated_at = $6
              FROM t
              WHERE d.seq = t.seq AND d.state = 'in_flight' AND d.lease_token = t.lease
-             RETURNING d.seq, d.subscriber_id",
+             RETURNING d.seq, d.subscriber_id, d.dead_reason",
             &[&keys, &leases, &states, &run_ats, &reasons, &now],
         )
         .await?;
+    for r in &applied {
+        if let Some(reason) = r.get::<_, Option<&str>>(2).and_then(DeadReason::parse) {
+            count_dead(reason, 1);
+        }
+    }
     let applied: HashMap<i64, String> = applied.iter().map(|r| (r.get(0), r.get(1))).collect();
 
     let mut history = AttemptColumns::default();

@@ -251,6 +251,10 @@ impl Store for SqliteStore {
         self.read(reads::next_wakeup).await
     }
 
+    async fn queue_stats(&self, now: UnixMs) -> Result<QueueStats> {
+        self.read(move |c| reads::queue_stats(c, now)).await
+    }
+
     async fn get_delivery(&self, id: &str) -> Result<Delivery> {
         let id = id.to_owned();
         self.read(move |c| reads::delivery(c, &id)).await

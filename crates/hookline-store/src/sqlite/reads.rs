@@ -287,6 +287,30 @@ pub(super) fn next_wakeup(c: &Connection) -> Result<Option<UnixMs>> {
     })
 }
 
+pub(super) fn queue_stats(c: &Connection, now: UnixMs) -> Result<QueueStats> {
+    let mut stats = QueueStats::default();
+    {
+        let mut stmt = c.prepare_cached("SELECT state, count(*) FROM deliveries GROUP BY state")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let state: String = r.get(0)?;
+            let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
+            stats.counts.add(state, r.get(1)?);
+        }
+    }
+    stats.oldest_ready_since = c
+        .prepare_cached(
+            "SELECT min(run_at) FROM deliveries WHERE state = 'scheduled' AND held = 0 AND run_at <= ?1",
+        )?
+        .query_row([now], |r| r.get(0))?;
+    stats.oldest_retrying_first_seen = c
+        .prepare_cached(
+            "SELECT min(first_seen) FROM deliveries WHERE state = 'scheduled' AND attempts > 0",
+        )?
+        .query_row([], |r| r.get(0))?;
+    Ok(stats)
+}
+
 const REPLAY_COLUMNS: &str =
     "seq, id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected";
 

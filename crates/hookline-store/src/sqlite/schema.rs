@@ -91,6 +91,10 @@ CREATE INDEX replay_items_delivery ON replay_items (delivery_seq);
      ALTER TABLE subscribers ADD COLUMN previous_secret_until BIGINT;",
     // 4: the start of each answer, kept with its attempt.
     "ALTER TABLE attempts ADD COLUMN response_body TEXT;",
+    // 5: the oldest delivery waiting for a retry, for its gauge, without a scan. Only rows
+    // that failed at least once are in it, so first attempts pay nothing.
+    "CREATE INDEX deliveries_retrying ON deliveries (first_seen)
+         WHERE state = 'scheduled' AND attempts > 0;",
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {

@@ -99,11 +99,13 @@ pub(super) fn revoke_subscriber(c: &Connection, id: &str, now: UnixMs) -> Result
         reads::subscriber(c, id)?;
         return Ok(());
     }
-    c.prepare_cached(
-        "UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, held = 0, updated_at = ?3
-         WHERE subscriber_id = ?1 AND state = 'scheduled'",
-    )?
-    .execute(params![id, DeadReason::SubscriptionRevoked.as_str(), now])?;
+    let killed = c
+        .prepare_cached(
+            "UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, held = 0, updated_at = ?3
+             WHERE subscriber_id = ?1 AND state = 'scheduled'",
+        )?
+        .execute(params![id, DeadReason::SubscriptionRevoked.as_str(), now])?;
+    count_dead(DeadReason::SubscriptionRevoked, killed as u64);
     Ok(())
 }
 
@@ -415,7 +417,10 @@ pub(super) fn complete(
         let (state, run_at, reason) = match transition {
             Transition::Delivered => (DeliveryState::Delivered, None, None),
             Transition::Reschedule { run_at } => (DeliveryState::Scheduled, Some(run_at), None),
-            Transition::Dead(reason) => (DeliveryState::Dead, None, Some(reason.as_str())),
+            Transition::Dead(reason) => {
+                count_dead(reason, 1);
+                (DeliveryState::Dead, None, Some(reason.as_str()))
+            }
         };
         c.prepare_cached(
             "UPDATE deliveries SET state = ?2, run_at = ?3, dead_reason = ?4,

@@ -97,7 +97,9 @@ pub async fn require_token(
     mut request: Request,
     next: Next,
 ) -> Response {
-    if ctx.api_tokens.is_empty() || request.uri().path() == "/healthz" {
+    let path = request.uri().path();
+    let open_route = path == "/healthz" || (path == "/metrics" && ctx.metrics_open);
+    if ctx.api_tokens.is_empty() || open_route {
         return next.run(request).await;
     }
     let header = request

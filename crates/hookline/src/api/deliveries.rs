@@ -136,6 +136,7 @@ pub async fn replay(
     };
     let replay = ctx.store.replay(request, ctx.clock.now_ms()).await?;
     if replay.selected > 0 {
+        crate::telemetry::replayed(replay.selected);
         ctx.wake.notify_one();
     }
     tracing::info!(replay = %replay.id, reason = %replay.reason, selected = replay.selected, "replay");

@@ -65,6 +65,7 @@ impl From<StoreError> for ApiError {
                 "hookline is shutting down",
             ),
             StoreError::Backend(m) => {
+                crate::telemetry::store_error("api");
                 tracing::error!(error = %m, "storage failure");
                 Self::new(
                     StatusCode::INTERNAL_SERVER_ERROR,

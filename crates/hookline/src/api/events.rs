@@ -87,6 +87,7 @@ pub async fn publish(
     let id = event.id.clone();
     match ctx.store.publish(event, now).await? {
         PublishOutcome::Accepted(receipt) => {
+            crate::telemetry::event_accepted(receipt.deliveries);
             ctx.wake.notify_one();
             Ok((StatusCode::ACCEPTED, Json(views::receipt(&receipt))))
         }

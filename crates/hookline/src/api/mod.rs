@@ -41,6 +41,8 @@ pub struct ApiContext {
     pub wake: Arc<Notify>,
     /// Empty: the API is open (loopback only).
     pub api_tokens: Vec<auth::ApiToken>,
+    /// `/metrics` needs no token.
+    pub metrics_open: bool,
 }
 
 pub type ApiState = State<Arc<ApiContext>>;
@@ -49,14 +51,30 @@ pub type ApiState = State<Arc<ApiContext>>;
 pub fn health_router(ctx: Arc<ApiContext>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            ctx.clone(),
+            auth::require_token,
+        ))
         .with_state(ctx)
+}
+
+async fn metrics() -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::telemetry::handle().render(),
+    )
 }
 
 pub fn router(ctx: Arc<ApiContext>) -> Router {
     let body_limit = ctx.max_payload_bytes + ENVELOPE_BYTES;
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
         .route(
             "/v1/subscribers",
             post(subscribers::create).get(subscribers::list),

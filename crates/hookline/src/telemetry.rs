@@ -1,0 +1,170 @@
+//! What operators watch, in Prometheus text format on `GET /metrics`: the brief's signals (age
+//! of the oldest ready and delayed deliveries, attempts by ordinal, terminal reasons, dead-letter
+//! inflow, latency by subscriber) rather than raw queue depth alone.
+//!
+//! Counters and histograms are recorded where things happen (the API, the dispatcher, and the
+//! store for dead-letter inflow); gauges that need a query are refreshed on an interval by
+//! [`refresh_gauges`], never per scrape.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use hookline_policy::{Outcome, UnixMs};
+use hookline_store::{DeliveryState, Store};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio::sync::watch;
+
+use crate::clock::Clock;
+
+/// Seconds: from a fast local receiver (milliseconds) to a delivery window's worth of retries.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0,
+];
+
+/// The process-wide recorder. A process has one; in-process tests share it.
+pub fn handle() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let handle = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("latency_seconds".into()), LATENCY_BUCKETS)
+            .expect("buckets are not empty")
+            .install_recorder()
+            .expect("the metrics recorder is installed once, here");
+        describe();
+        handle
+    })
+}
+
+fn describe() {
+    describe_gauge!(
+        "hookline_ready_oldest_age_seconds",
+        "Age of the oldest delivery that is due but not started: first attempts waiting here means subscribers are not served."
+    );
+    describe_gauge!(
+        "hookline_delayed_oldest_age_seconds",
+        "Age since first seen of the oldest delivery waiting for a retry."
+    );
+    describe_gauge!("hookline_deliveries", "Deliveries in the store, by state.");
+    describe_counter!(
+        "hookline_attempts_total",
+        "Delivery attempts by ordinal (1 = first attempt) and outcome (success, retryable, permanent)."
+    );
+    describe_counter!(
+        "hookline_dead_letters_total",
+        "Deliveries that entered the dead-letter queue, by terminal reason."
+    );
+    describe_counter!(
+        "hookline_replayed_total",
+        "Dead letters released again by replays."
+    );
+    describe_histogram!(
+        "hookline_first_attempt_latency_seconds",
+        "From an event's acceptance to the start of a delivery's first attempt."
+    );
+    describe_histogram!(
+        "hookline_delivery_latency_seconds",
+        "From an event's acceptance to a delivery's success, by subscriber (unless switched off)."
+    );
+    describe_counter!(
+        "hookline_events_accepted_total",
+        "Events accepted by POST /v1/events."
+    );
+    describe_counter!(
+        "hookline_fanout_deliveries_total",
+        "Deliveries created by accepted events (one per event and matching subscriber)."
+    );
+    describe_counter!(
+        "hookline_store_errors_total",
+        "Operations the store failed, by operation."
+    );
+}
+
+fn seconds(ms: i64) -> f64 {
+    ms.max(0) as f64 / 1000.0
+}
+
+pub fn event_accepted(deliveries: u64) {
+    counter!("hookline_events_accepted_total").increment(1);
+    counter!("hookline_fanout_deliveries_total").increment(deliveries);
+}
+
+pub fn replayed(selected: u64) {
+    counter!("hookline_replayed_total").increment(selected);
+}
+
+pub fn store_error(operation: &'static str) {
+    counter!("hookline_store_errors_total", "operation" => operation).increment(1);
+}
+
+/// One finished attempt.
+pub struct AttemptSeen<'a> {
+    pub ordinal: u32,
+    pub outcome: Outcome,
+    pub subscriber_id: &'a str,
+    /// When the event was accepted.
+    pub accepted_at: UnixMs,
+    pub started_at: UnixMs,
+    pub finished_at: UnixMs,
+    /// A first attempt of the delivery's life (not of a replay's fresh budget).
+    pub first_ever: bool,
+}
+
+pub fn attempt(a: &AttemptSeen<'_>, per_subscriber: bool) {
+    counter!(
+        "hookline_attempts_total",
+        "ordinal" => a.ordinal.to_string(),
+        "outcome" => a.outcome.as_str(),
+    )
+    .increment(1);
+    if a.first_ever {
+        histogram!("hookline_first_attempt_latency_seconds")
+            .record(seconds(a.started_at - a.accepted_at));
+    }
+    if a.outcome == Outcome::Success {
+        let latency = seconds(a.finished_at - a.accepted_at);
+        if per_subscriber {
+            histogram!("hookline_delivery_latency_seconds", "subscriber" => a.subscriber_id.to_owned())
+                .record(latency);
+        } else {
+            histogram!("hookline_delivery_latency_seconds").record(latency);
+        }
+    }
+}
+
+/// Refreshes the gauges that need a store query, every `every`, until `stop` changes.
+pub async fn refresh_gauges(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        let now = clock.now_ms();
+        match store.queue_stats(now).await {
+            Ok(stats) => {
+                for state in DeliveryState::ALL {
+                    let n = match state {
+                        DeliveryState::Scheduled => stats.counts.scheduled,
+                        DeliveryState::InFlight => stats.counts.in_flight,
+                        DeliveryState::Delivered => stats.counts.delivered,
+                        DeliveryState::Dead => stats.counts.dead,
+                    };
+                    gauge!("hookline_deliveries", "state" => state.as_str()).set(n as f64);
+                }
+                let age = |since: Option<UnixMs>| since.map_or(0.0, |t| seconds(now - t));
+                gauge!("hookline_ready_oldest_age_seconds").set(age(stats.oldest_ready_since));
+                gauge!("hookline_delayed_oldest_age_seconds")
+                    .set(age(stats.oldest_retrying_first_seen));
+            }
+            Err(e) => {
+                store_error("queue_stats");
+                tracing::warn!(error = %e, "cannot refresh queue gauges");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! `GET /metrics`: the names, labels and values move as deliveries happen. Its own test binary,
+//! so the process-wide recorder holds only what this test did.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+
+/// The value of the first sample of `name` whose labels include every one of `labels`.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .find(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+async fn scrape(app: &TestApp) -> String {
+    let r = app
+        .http
+        .get(format!("{}/metrics", app.base()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    r.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn metrics_move_as_deliveries_happen() {
+    let rx = Receiver::start(|path, n| match path {
+        "/ok" => 200,
+        "/bad" => 400,
+        _ if n == 1 => 503,
+        _ => 200,
+    })
+    .await;
+    let app = TestApp::start("[metrics]\nrefresh_interval = \"20ms\"").await;
+    for (id, path) in [("ok", "/ok"), ("bad", "/bad"), ("flaky", "/flaky")] {
+        app.subscriber(id, &rx.url(path)).await;
+    }
+    app.publish("e1", "t").await;
+    app.delivery_when("e1:flaky", "the first failure", |d| {
+        state(d) == "scheduled" && d["attempts"] == 1
+    })
+    .await;
+    app.delivery_when("e1:bad", "the permanent failure", |d| state(d) == "dead")
+        .await;
+    app.delivery_when("e1:ok", "the delivery", |d| state(d) == "delivered")
+        .await;
+
+    // Half a second on: the retry (1 to 2 s away) still waits; the gauges see it.
+    app.clock.advance(Duration::from_millis(500));
+    let text = eventually("the gauges to refresh", async || {
+        let text = scrape(&app).await;
+        (sample(&text, "hookline_delayed_oldest_age_seconds", &[]) == Some(0.5)).then_some(text)
+    })
+    .await;
+    for name in [
+        "hookline_ready_oldest_age_seconds",
+        "hookline_delayed_oldest_age_seconds",
+        "hookline_deliveries",
+        "hookline_attempts_total",
+        "hookline_dead_letters_total",
+        "hookline_first_attempt_latency_seconds",
+        "hookline_delivery_latency_seconds",
+        "hookline_events_accepted_total",
+        "hookline_fanout_deliveries_total",
+    ] {
+        assert!(
+            text.contains(&format!("# HELP {name} ")),
+            "no HELP for {name}:\n{text}"
+        );
+    }
+    assert_eq!(
+        sample(&text, "hookline_deliveries", &[("state", "scheduled")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "hookline_deliveries", &[("state", "delivered")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "hookline_deliveries", &[("state", "dead")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "hookline_ready_oldest_age_seconds", &[]),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&text, "hookline_events_accepted_total", &[]),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "hookline_fanout_deliveries_total", &[]),
+        Some(3.0)
+    );
+    assert_eq!(attempts_in(&text, "1", "success"), Some(1.0));
+    assert_eq!(attempts_in(&text, "1", "permanent"), Some(1.0));
+    assert_eq!(attempts_in(&text, "1", "retryable"), Some(1.0));
+    assert_eq!(
+        sample(
+            &text,
+            "hookline_dead_letters_total",
+            &[("reason", "permanent_failure")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "hookline_first_attempt_latency_seconds_count", &[]),
+        Some(3.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "hookline_delivery_latency_seconds_count",
+            &[("subscriber", "ok")]
+        ),
+        Some(1.0)
+    );
+
+    // The retry succeeds; a replay and a revocation show up too.
+    app.advance_to_next_attempt("e1:flaky").await;
+    app.delivery_when("e1:flaky", "the retry", |d| state(d) == "delivered")
+        .await;
+    rx.set_behaviour(|_, _| 200);
+    let (code, _) = app
+        .call(
+            "POST",
+            "/v1/dead-letters/replay",
+            Some(json!({"reason": "permanent_failure", "limit": 5})),
+        )
+        .await;
+    assert_eq!(code, 202);
+    app.delivery_when("e1:bad", "the replay", |d| state(d) == "delivered")
+        .await;
+    app.call(
+        "PATCH",
+        "/v1/subscribers/ok",
+        Some(json!({"status": "paused"})),
+    )
+    .await;
+    app.publish("e2", "t").await;
+    app.delivery_when("e2:flaky", "e2", |d| state(d) == "delivered")
+        .await;
+    app.call("DELETE", "/v1/subscribers/ok", None).await;
+    let text = eventually("the counters", async || {
+        let text = scrape(&app).await;
+        (sample(&text, "hookline_deliveries", &[("state", "scheduled")]) == Some(0.0))
+            .then_some(text)
+    })
+    .await;
+    assert_eq!(attempts_in(&text, "2", "success"), Some(1.0));
+    assert_eq!(sample(&text, "hookline_replayed_total", &[]), Some(1.0));
+    assert_eq!(
+        sample(
+            &text,
+            "hookline_dead_letters_total",
+            &[("reason", "subscription_revoked")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "hookline_events_accepted_total", &[]),
+        Some(2.0)
+    );
+    app.stop().await;
+}
+
+fn attempts_in(text: &str, ordinal: &str, outcome: &str) -> Option<f64> {
+    sample(
+        text,
+        "hookline_attempts_total",
+        &[("ordinal", ordinal), ("outcome", outcome)],
+    )
+}
