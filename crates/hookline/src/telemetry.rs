@@ -168,3 +168,62 @@ pub async fn refresh_gauges(
         }
     }
 }
+
+/// Every metric hookline exports; the alert rules and the dashboard may use only these.
+pub const METRIC_NAMES: &[&str] = &[
+    "hookline_ready_oldest_age_seconds",
+    "hookline_delayed_oldest_age_seconds",
+    "hookline_deliveries",
+    "hookline_attempts_total",
+    "hookline_dead_letters_total",
+    "hookline_replayed_total",
+    "hookline_first_attempt_latency_seconds",
+    "hookline_delivery_latency_seconds",
+    "hookline_events_accepted_total",
+    "hookline_fanout_deliveries_total",
+    "hookline_store_errors_total",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::METRIC_NAMES;
+
+    /// The names a file uses, histogram series (`_bucket`, `_count`, `_sum`) reduced to theirs.
+    fn used(text: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        for (i, _) in text.match_indices("hookline_") {
+            let name: String = text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let name = ["_bucket", "_count", "_sum"]
+                .iter()
+                .fold(name.clone(), |n, suffix| {
+                    n.strip_suffix(suffix).map_or(n.clone(), str::to_owned)
+                });
+            names.push(name);
+        }
+        names
+    }
+
+    #[test]
+    fn alerts_and_dashboard_use_only_exported_metrics() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
+        for file in ["prometheus/alerts.yml", "grafana/hookline.json"] {
+            let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+            let names = used(&text);
+            assert!(!names.is_empty(), "{file} uses no metric");
+            for name in names {
+                assert!(
+                    METRIC_NAMES.contains(&name.as_str()),
+                    "{file} uses {name}, which hookline does not export"
+                );
+            }
+        }
+        let dashboard: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(format!("{root}/grafana/hookline.json")).unwrap(),
+        )
+        .unwrap();
+        assert!(dashboard["panels"].as_array().unwrap().len() >= 10);
+    }
+}
