@@ -141,6 +141,58 @@ async fn bad_inputs_get_clear_errors_and_change_nothing() {
             "not_found",
         ),
     ];
+    // Every bound an outsider can push against.
+    let types: Vec<String> = (0..101).map(|i| format!("t{i}")).collect();
+    let nested = format!(
+        r#"{{"type": "t", "payload": {}{}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let limits: Vec<(&str, String, u16, &str)> = vec![
+        (
+            "/v1/events",
+            format!(
+                r#"{{"id": "{}", "type": "t", "payload": 1}}"#,
+                "e".repeat(129)
+            ),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/events",
+            format!(r#"{{"type": "{}", "payload": 1}}"#, "t".repeat(257)),
+            422,
+            "invalid_request",
+        ),
+        ("/v1/events", nested, 400, "malformed_json"),
+        (
+            "/v1/subscribers",
+            format!(r#"{{"url": "http://a.example/{}"}}"#, "x".repeat(3000)),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/subscribers",
+            format!(
+                r#"{{"url": "{}", "event_types": {}}}"#,
+                rx.url("/x"),
+                serde_json::to_string(&types).unwrap()
+            ),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/subscribers",
+            format!(
+                r#"{{"id": "{}", "url": "{}"}}"#,
+                "s".repeat(129),
+                rx.url("/x")
+            ),
+            422,
+            "invalid_request",
+        ),
+    ];
+    let cases: Vec<_> = cases.into_iter().chain(limits).collect();
     for (path, body, status, expected) in &cases {
         let (got, answer) = raw_post(&app, path, body).await;
         assert_eq!(
