@@ -11,4 +11,5 @@ pub mod destination;
 pub mod dispatcher;
 pub mod sender;
 pub mod signer;
+pub mod sink;
 pub mod telemetry;

@@ -50,6 +50,10 @@ enum Command {
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Run a subscriber simulator for drills, demos and tests: behaviour by path
+    /// (/ok, /status/{code}, /flaky/{n}, /slow/{ms}, /hang, /gone), POST /control to make a
+    /// prefix fail or recover, GET /stats.
+    Sink(SinkArgs),
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +91,27 @@ struct ApiArg {
     #[arg(long, env = "HOOKLINE_API", default_value = "http://127.0.0.1:8080")]
     api: String,
     /// API token (read scope lists, admin scope replays), when the API requires one.
+    #[arg(long, env = "HOOKLINE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct SinkArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    listen: std::net::SocketAddr,
+    /// Check every signature with this secret (whsec_...).
+    #[arg(
+        long,
+        env = "HOOKLINE_SINK_SECRET",
+        hide_env_values = true,
+        conflicts_with = "secrets_from"
+    )]
+    secret: Option<String>,
+    /// Check signatures with each subscriber's secret, fetched from this hookline API.
+    #[arg(long)]
+    secrets_from: Option<String>,
+    /// Token for --secrets-from (admin scope).
     #[arg(long, env = "HOOKLINE_TOKEN", hide_env_values = true)]
     token: Option<String>,
 }
@@ -190,6 +215,17 @@ pub async fn run(cli: Cli) -> ExitCode {
             api,
         }) => dlq::replay(&api, reason, subscriber, limit, per_second).await,
         Command::Token(TokenCommand::New { name, scope }) => token_new(&name, scope),
+        Command::Sink(args) => {
+            let secrets = match (args.secret, args.secrets_from) {
+                (Some(secret), _) => crate::sink::Secrets::One(secret),
+                (None, Some(api)) => crate::sink::Secrets::FromApi {
+                    api,
+                    token: args.token,
+                },
+                (None, None) => crate::sink::Secrets::None,
+            };
+            crate::sink::serve(args.listen, secrets).await
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

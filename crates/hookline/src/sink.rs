@@ -1,0 +1,283 @@
+//! `hookline sink`: a subscriber simulator for drills, demos and tests. Behaviour is chosen by
+//! path, can be flipped at run time, and everything received is counted: deduplicated by
+//! webhook-id (as a well-behaved subscriber would), signatures checked when it knows the secret.
+//!
+//! Paths: `/ok/...` 200; `/status/{code}/...` that status; `/flaky/{n}/...` 503 for the first n
+//! attempts of each webhook-id, then 200; `/slow/{ms}/...` 200 after ms; `/hang/...` never
+//! answers; `/gone/...` 410. `POST /control {"prefix", "fail": 503 | "hang" | null}` makes every
+//! path under a prefix fail (or recover); `GET /stats` reports.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::signer::SigningKey;
+
+/// Where the sink learns subscriber secrets, to check signatures.
+#[derive(Clone, Default)]
+pub enum Secrets {
+    /// Signatures are not checked.
+    #[default]
+    None,
+    /// One secret for every webhook.
+    One(String),
+    /// Each subscriber's secret, fetched once from a hookline API (`GET
+    /// /v1/subscribers/{id}/secret`), the subscriber being the part of the webhook-id after its
+    /// last ':'.
+    FromApi { api: String, token: Option<String> },
+}
+
+/// How a failing prefix fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    Status(u16),
+    Hang,
+}
+
+#[derive(Default)]
+struct Tally {
+    received: u64,
+    per_id: HashMap<String, u32>,
+    bad_signatures: u64,
+    per_path: HashMap<String, u64>,
+    /// (webhook-id, unix ms) of every receipt, in arrival order.
+    receipts: Vec<(String, i64)>,
+}
+
+struct Sink {
+    secrets: Secrets,
+    known_secrets: Mutex<HashMap<String, String>>,
+    failing: Mutex<Vec<(String, Failure)>>,
+    tally: Mutex<Tally>,
+    http: reqwest::Client,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Sink {
+    async fn secret_for(&self, webhook_id: &str) -> Option<String> {
+        match &self.secrets {
+            Secrets::None => None,
+            Secrets::One(secret) => Some(secret.clone()),
+            Secrets::FromApi { api, token } => {
+                let subscriber = webhook_id.rsplit(':').next()?.to_owned();
+                if let Some(s) = self.known_secrets.lock().unwrap().get(&subscriber) {
+                    return Some(s.clone());
+                }
+                let mut request = self.http.get(format!(
+                    "{}/v1/subscribers/{subscriber}/secret",
+                    api.trim_end_matches('/')
+                ));
+                if let Some(t) = token {
+                    request = request.bearer_auth(t);
+                }
+                let body: Value = request.send().await.ok()?.json().await.ok()?;
+                let secret = body["secret"].as_str()?.to_owned();
+                self.known_secrets
+                    .lock()
+                    .unwrap()
+                    .insert(subscriber, secret.clone());
+                Some(secret)
+            }
+        }
+    }
+
+    /// Whether one of the signatures matches (any secret the sink knows for it).
+    async fn signature_ok(&self, headers: &HeaderMap, body: &[u8]) -> Option<bool> {
+        let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
+        let (id, ts, sigs) = (
+            h("webhook-id")?,
+            h("webhook-timestamp")?,
+            h("webhook-signature")?,
+        );
+        let secret = self.secret_for(id).await?;
+        let key = SigningKey::from_secret(&secret).ok()?;
+        let expected = key.sign(id, ts.parse().ok()?, body);
+        Some(sigs.split(' ').any(|s| s == expected))
+    }
+
+    fn failure_for(&self, path: &str) -> Option<Failure> {
+        self.failing
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(prefix, _)| path.starts_with(prefix.as_str()))
+            .map(|(_, f)| *f)
+    }
+}
+
+/// The behaviour a path asks for, for the `nth` attempt of a webhook-id.
+fn behaviour(path: &str, nth: u32) -> Option<Failure> {
+    let mut parts = path.trim_start_matches('/').split('/');
+    let number = |p: Option<&str>| p.and_then(|v| v.parse::<u64>().ok());
+    match parts.next() {
+        Some("ok") => Some(Failure::Status(200)),
+        Some("gone") => Some(Failure::Status(410)),
+        Some("hang") => Some(Failure::Hang),
+        Some("status") => number(parts.next())
+            .and_then(|c| u16::try_from(c).ok())
+            .filter(|c| (100..600).contains(c))
+            .map(Failure::Status),
+        Some("flaky") => number(parts.next())
+            .map(|n| Failure::Status(if u64::from(nth) <= n { 503 } else { 200 })),
+        Some("slow") => number(parts.next()).map(|_| Failure::Status(200)),
+        _ => None,
+    }
+}
+
+async fn receive(
+    State(sink): State<Arc<Sink>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
+    let path = uri.path().to_owned();
+    let id = headers
+        .get("webhook-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let signature = sink.signature_ok(&headers, &body).await;
+    let nth = {
+        let mut t = sink.tally.lock().unwrap();
+        t.received += 1;
+        *t.per_path.entry(path.clone()).or_default() += 1;
+        t.receipts.push((id.clone(), now_ms()));
+        if signature == Some(false) {
+            t.bad_signatures += 1;
+        }
+        let n = t.per_id.entry(id).or_default();
+        *n += 1;
+        *n
+    };
+    if signature == Some(false) {
+        return StatusCode::UNAUTHORIZED;
+    }
+    let answer = sink.failure_for(&path).or_else(|| behaviour(&path, nth));
+    if path.starts_with("/slow/") {
+        let ms = path
+            .split('/')
+            .nth(2)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    match answer {
+        Some(Failure::Status(code)) => StatusCode::from_u16(code).unwrap_or(StatusCode::OK),
+        Some(Failure::Hang) => std::future::pending().await,
+        None => StatusCode::NOT_FOUND,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Control {
+    prefix: String,
+    /// A status code to answer, "hang", or null to recover.
+    fail: Value,
+}
+
+async fn control(
+    State(sink): State<Arc<Sink>>,
+    Json(c): Json<Control>,
+) -> (StatusCode, Json<Value>) {
+    let failure = match &c.fail {
+        Value::Null => None,
+        Value::String(s) if s == "hang" => Some(Failure::Hang),
+        Value::Number(n) => match n.as_u64().and_then(|c| u16::try_from(c).ok()) {
+            Some(code) if (100..600).contains(&code) => Some(Failure::Status(code)),
+            _ => {
+                return (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    Json(json!({"error": "fail must be a status code, \"hang\" or null"})),
+                )
+            }
+        },
+        _ => {
+            return (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Json(json!({"error": "fail must be a status code, \"hang\" or null"})),
+            )
+        }
+    };
+    let mut failing = sink.failing.lock().unwrap();
+    failing.retain(|(p, _)| p != &c.prefix);
+    if let Some(f) = failure {
+        failing.push((c.prefix.clone(), f));
+    }
+    (
+        StatusCode::OK,
+        Json(json!({"prefix": c.prefix, "failing": failure.is_some()})),
+    )
+}
+
+async fn stats(State(sink): State<Arc<Sink>>) -> Json<Value> {
+    let t = sink.tally.lock().unwrap();
+    let unique = t.per_id.len() as u64;
+    Json(json!({
+        "received": t.received,
+        "unique": unique,
+        "duplicates": t.received - unique,
+        "bad_signatures": t.bad_signatures,
+        "per_path": t.per_path,
+        "receipts": t.receipts.iter().map(|(id, at)| json!([id, at])).collect::<Vec<_>>(),
+    }))
+}
+
+/// The sink's routes.
+pub fn router(secrets: Secrets) -> Router {
+    let sink = Arc::new(Sink {
+        secrets,
+        known_secrets: Mutex::default(),
+        failing: Mutex::default(),
+        tally: Mutex::default(),
+        http: reqwest::Client::new(),
+    });
+    Router::new()
+        .route("/stats", get(stats))
+        .route("/control", post(control))
+        .fallback(receive)
+        .with_state(sink)
+}
+
+/// Serves the sink until the process is stopped.
+pub async fn serve(listen: SocketAddr, secrets: Secrets) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    tracing::info!(listen = %listen, "hookline sink serving");
+    axum::serve(listener, router(secrets))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_choose_behaviour() {
+        assert_eq!(behaviour("/ok/s1", 1), Some(Failure::Status(200)));
+        assert_eq!(behaviour("/status/429/s1", 1), Some(Failure::Status(429)));
+        assert_eq!(behaviour("/status/999/s1", 1), None);
+        assert_eq!(behaviour("/flaky/2/s1", 2), Some(Failure::Status(503)));
+        assert_eq!(behaviour("/flaky/2/s1", 3), Some(Failure::Status(200)));
+        assert_eq!(behaviour("/gone/s1", 1), Some(Failure::Status(410)));
+        assert_eq!(behaviour("/hang/s1", 1), Some(Failure::Hang));
+        assert_eq!(behaviour("/slow/5/s1", 1), Some(Failure::Status(200)));
+        assert_eq!(behaviour("/nothing", 1), None);
+    }
+}
