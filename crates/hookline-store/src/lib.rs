@@ -224,6 +224,45 @@ pub(crate) fn count_dead(reason: DeadReason, n: u64) {
     }
 }
 
+/// A delivery row read for a claim or a rescue, before it is leased. Both backends read the
+/// same columns (`seq, id, event_id, subscriber_id, attempts, first_seen, window_start,
+/// run_at`) into it.
+pub(crate) struct DueRow {
+    pub key: i64,
+    pub id: String,
+    pub event_id: String,
+    pub subscriber_id: String,
+    pub attempts: u32,
+    pub first_seen: UnixMs,
+    pub window_start: UnixMs,
+    pub run_at: UnixMs,
+}
+
+impl DueRow {
+    /// The leased delivery: `attempt` is the number of the attempt the lease is for.
+    pub fn leased(
+        self,
+        lease: i64,
+        attempt: u32,
+        rescued: bool,
+        destination: Arc<Destination>,
+        event: Arc<EventBody>,
+    ) -> ClaimedDelivery {
+        ClaimedDelivery {
+            key: DeliveryKey(self.key),
+            id: self.id,
+            lease,
+            attempt,
+            first_seen: self.first_seen,
+            window_start: self.window_start,
+            due_at: self.run_at,
+            rescued,
+            destination,
+            event,
+        }
+    }
+}
+
 /// The most dead letters one replay may select.
 pub const MAX_REPLAY: u32 = 1000;
 

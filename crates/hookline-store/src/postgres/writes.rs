@@ -182,19 +182,8 @@ pub(super) async fn publish(
 const LEASED_COLUMNS: &str =
     "seq, id, event_id, subscriber_id, attempts, first_seen, window_start, run_at";
 
-struct Leased {
-    key: i64,
-    id: String,
-    event_id: String,
-    subscriber_id: String,
-    attempts: u32,
-    first_seen: UnixMs,
-    window_start: UnixMs,
-    run_at: UnixMs,
-}
-
-fn leased(r: &Row) -> Leased {
-    Leased {
+fn leased(r: &Row) -> DueRow {
+    DueRow {
         key: r.get(0),
         id: r.get(1),
         event_id: r.get(2),
@@ -209,7 +198,7 @@ fn leased(r: &Row) -> Leased {
 /// Loads the destinations of a batch, once each, signing with the secrets valid at `now`.
 async fn destinations(
     c: &impl GenericClient,
-    rows: &[Leased],
+    rows: &[DueRow],
     now: UnixMs,
 ) -> Result<Vec<Arc<Destination>>> {
     let mut ids: Vec<String> = rows.iter().map(|r| r.subscriber_id.clone()).collect();
@@ -239,7 +228,7 @@ async fn destinations(
 /// Attaches the event bodies (loaded once per event) to a leased batch.
 async fn claimed(
     c: &impl GenericClient,
-    rows: Vec<Leased>,
+    rows: Vec<DueRow>,
     destinations: Vec<Arc<Destination>>,
     lease: i64,
     rescued: bool,
@@ -271,19 +260,9 @@ async fn claimed(
             let event = events.get(&row.event_id).cloned().ok_or_else(|| {
                 StoreError::Backend(format!("delivery {} lost its event", row.id))
             })?;
-            Ok(ClaimedDelivery {
-                key: DeliveryKey(row.key),
-                destination,
-                event,
-                // Claims return the count after their increment; rescues the lost attempt's.
-                attempt: row.attempts,
-                lease,
-                first_seen: row.first_seen,
-                window_start: row.window_start,
-                due_at: row.run_at,
-                rescued,
-                id: row.id,
-            })
+            // Claims return the count after their increment; rescues the lost attempt's.
+            let attempt = row.attempts;
+            Ok(row.leased(lease, attempt, rescued, destination, event))
         })
         .collect()
 }
@@ -362,7 +341,7 @@ pub(super) async fn claim_due(
         &[&take, &lease, &owner, &(req.now + req.lease_ms), &req.now],
     )
     .await?;
-    let mut rows: Vec<Leased> = rows.iter().map(leased).collect();
+    let mut rows: Vec<DueRow> = rows.iter().map(leased).collect();
     rows.sort_by_key(|r| (r.run_at, r.key));
     let destinations = destinations(c, &rows, req.now).await?;
     claimed(c, rows, destinations, lease, false).await
@@ -392,7 +371,7 @@ pub(super) async fn rescue_expired(
             &[&now, &(limit as i64), &lease, &owner, &(now + lease_ms)],
         )
         .await?;
-    let rows: Vec<Leased> = rows.iter().map(leased).collect();
+    let rows: Vec<DueRow> = rows.iter().map(leased).collect();
     let destinations = destinations(c, &rows, now).await?;
     claimed(c, rows, destinations, lease, true).await
 }

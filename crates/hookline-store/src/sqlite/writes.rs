@@ -170,23 +170,11 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
     }))
 }
 
-/// A due or expired row, before it is leased.
-struct Candidate {
-    key: i64,
-    id: String,
-    event_id: String,
-    subscriber_id: String,
-    attempts: u32,
-    first_seen: UnixMs,
-    window_start: UnixMs,
-    run_at: UnixMs,
-}
-
 const CANDIDATE_COLUMNS: &str =
     "seq, id, event_id, subscriber_id, attempts, first_seen, window_start, run_at";
 
-fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
-    Ok(Candidate {
+fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<DueRow> {
+    Ok(DueRow {
         key: r.get(0)?,
         id: r.get(1)?,
         event_id: r.get(2)?,
@@ -262,24 +250,14 @@ impl Lookups {
     fn claimed(
         &mut self,
         c: &Connection,
-        row: Candidate,
+        row: DueRow,
         lease: i64,
         attempt: u32,
         rescued: bool,
     ) -> Result<ClaimedDelivery> {
         let (_, destination) = self.subscriber(c, &row.subscriber_id)?;
-        Ok(ClaimedDelivery {
-            key: DeliveryKey(row.key),
-            event: self.event(c, &row.event_id)?,
-            id: row.id,
-            lease,
-            attempt,
-            first_seen: row.first_seen,
-            window_start: row.window_start,
-            due_at: row.run_at,
-            rescued,
-            destination,
-        })
+        let event = self.event(c, &row.event_id)?;
+        Ok(row.leased(lease, attempt, rescued, destination, event))
     }
 }
 

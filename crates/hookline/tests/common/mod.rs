@@ -271,7 +271,10 @@ impl TestApp {
             "listen = \"127.0.0.1:0\"\ndatabase = \"sqlite://{}\"\nallow_private_destinations = {allow_private}\n{extra}",
             Self::db_path(&dir).display()
         );
-        let config = Config::from_toml(&toml).unwrap();
+        Self::launch(dir, clock, Config::from_toml(&toml).unwrap()).await
+    }
+
+    async fn launch(dir: tempfile::TempDir, clock: ManualClock, config: Config) -> Self {
         let app = app::start(&config, Arc::new(clock.clone()), app::Role::All)
             .await
             .unwrap();
@@ -290,16 +293,7 @@ impl TestApp {
         let TestApp {
             dir, clock, config, ..
         } = self;
-        let app = app::start(&config, Arc::new(clock.clone()), app::Role::All)
-            .await
-            .unwrap();
-        TestApp {
-            app: Some(app),
-            clock,
-            config,
-            dir,
-            http: reqwest::Client::new(),
-        }
+        Self::launch(dir, clock, config).await
     }
 
     pub fn base(&self) -> String {
