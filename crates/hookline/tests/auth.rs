@@ -90,6 +90,7 @@ async fn tokens_and_scopes() {
         (PUBLISH, "GET", "/v1/dead-letters"),
         (PUBLISH, "POST", "/v1/dead-letters/replay"),
         (READ, "POST", "/v1/dead-letters/replay"),
+        (READ, "GET", "/v1/subscribers/s1/secret"),
     ] {
         let (code, body) = call(&app, Some(token), method, path, Some(json!({}))).await;
         assert_eq!(

@@ -22,7 +22,7 @@ pub enum Scope {
     Admin,
     /// `POST /v1/events`, and reading the events it published.
     Publish,
-    /// Every read.
+    /// Every read but subscriber secrets.
     Read,
 }
 
@@ -82,7 +82,8 @@ fn unauthorized(message: &str) -> ApiError {
 fn allowed(method: &Method, path: &str, scope: Scope) -> bool {
     match scope {
         Scope::Admin => true,
-        Scope::Read => method == Method::GET,
+        // Signing secrets are credentials, not reads: admin only.
+        Scope::Read => method == Method::GET && !path.ends_with("/secret"),
         // Reading an event is further limited to its own in the handler.
         Scope::Publish => {
             (method == Method::POST && path == "/v1/events")
@@ -174,6 +175,13 @@ mod tests {
         assert!(!allowed(&M::GET, "/v1/deliveries", Scope::Publish));
         assert!(!allowed(&M::POST, "/v1/subscribers", Scope::Publish));
         assert!(allowed(&M::GET, "/v1/dead-letters", Scope::Read));
+        assert!(!allowed(&M::GET, "/v1/subscribers/s/secret", Scope::Read));
+        assert!(!allowed(
+            &M::GET,
+            "/v1/subscribers/s/secret",
+            Scope::Publish
+        ));
+        assert!(allowed(&M::GET, "/v1/subscribers/s/secret", Scope::Admin));
         assert!(!allowed(&M::POST, "/v1/dead-letters/replay", Scope::Read));
         assert!(!allowed(&M::POST, "/v1/events", Scope::Read));
         assert!(allowed(&M::DELETE, "/v1/subscribers/s", Scope::Admin));

@@ -124,7 +124,7 @@ enum TokenCommand {
         #[arg(long)]
         name: String,
         /// What it may do: admin (everything), publish (POST /v1/events and reading its own
-        /// events) or read (every GET).
+        /// events) or read (every GET but subscriber secrets).
         #[arg(long, value_enum)]
         scope: crate::api::auth::Scope,
     },
