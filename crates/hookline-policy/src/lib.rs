@@ -6,11 +6,13 @@
 //! HTTP dates.) That keeps every decision reproducible
 //! (a restart or a replay computes the same schedule) and lets property tests cover it.
 
+mod breaker;
 mod classify;
 mod retry;
 mod retry_after;
 mod schedule;
 
+pub use breaker::{Breaker, BreakerConfig, BreakerState};
 pub use classify::{classify, revokes_subscription, AttemptResult, Outcome};
 pub use retry::{DeadReason, Decision, Jitter, PolicyError, RetryPolicy};
 pub use retry_after::parse_retry_after;

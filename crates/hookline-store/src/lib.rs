@@ -17,7 +17,7 @@ pub mod testing;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hookline_policy::{DeadReason, UnixMs};
+use hookline_policy::{BreakerConfig, DeadReason, UnixMs};
 
 pub use model::*;
 pub use postgres::PostgresStore;
@@ -137,11 +137,20 @@ pub trait Store: Send + Sync + 'static {
 pub struct OpenOptions {
     /// PostgreSQL connections this process keeps (SQLite has one writer and pools readers).
     pub pool_size: usize,
+    /// When a subscriber's circuit breaker opens, and for how long.
+    pub breaker: BreakerConfig,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        Self { pool_size: 16 }
+        Self {
+            pool_size: 16,
+            breaker: BreakerConfig {
+                failures: 5,
+                cool_down: std::time::Duration::from_secs(30),
+                max_cool_down: std::time::Duration::from_secs(300),
+            },
+        }
     }
 }
 
@@ -154,7 +163,9 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
 /// `postgres://...` / `postgresql://...` (the scale-out backend), running its migrations.
 pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(Arc::new(PostgresStore::open(url, options.pool_size).await?));
+        return Ok(Arc::new(
+            PostgresStore::open(url, options.pool_size, options.breaker).await?,
+        ));
     }
     if let Some(path) = url.strip_prefix("sqlite://") {
         if path.is_empty() {
@@ -162,7 +173,7 @@ pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store
                 "database: sqlite:// needs a file path, e.g. sqlite://hookline.db".into(),
             ));
         }
-        return Ok(Arc::new(SqliteStore::open(path).await?));
+        return Ok(Arc::new(SqliteStore::open(path, options.breaker).await?));
     }
     Err(StoreError::Invalid(format!(
         "database: unsupported URL {url:?}; expected sqlite://PATH or postgres://..."

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hookline_policy::{DeadReason, Outcome, UnixMs};
+use hookline_policy::{Breaker, DeadReason, Outcome, UnixMs};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -46,6 +46,8 @@ pub struct Subscriber {
     pub status: SubscriberStatus,
     pub created_at: UnixMs,
     pub updated_at: UnixMs,
+    /// Its circuit breaker, kept with it so every process sees the same state.
+    pub breaker: Breaker,
 }
 
 impl Subscriber {
@@ -178,6 +180,8 @@ pub struct QueueStats {
     pub oldest_ready_since: Option<UnixMs>,
     /// The earliest `first_seen` among deliveries waiting for (or due for) a retry.
     pub oldest_retrying_first_seen: Option<UnixMs>,
+    /// Subscribers whose breaker is open or half-open.
+    pub open_breakers: Vec<String>,
 }
 
 /// One attempt, as the append-only history records it.

@@ -82,6 +82,7 @@ macro_rules! all_cases {
             prune_removes_old_delivered_only,
             rotation_keeps_the_previous_secret_for_its_grace,
             queue_stats_show_depths_and_oldest_waits,
+            the_breaker_opens_defers_probes_and_closes,
         );
     };
 }
@@ -991,5 +992,73 @@ mod cases {
             "e2 is due and waiting"
         );
         assert_eq!(stats.oldest_retrying_first_seen, Some(T0));
+    }
+
+    /// With the default breaker (5 consecutive retryable failures, 30 s cool-down).
+    pub async fn the_breaker_opens_defers_probes_and_closes(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        for i in 0..8 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        let batch = store.claim_due(claim(T0, 5, 10)).await.unwrap();
+        let failed = batch
+            .iter()
+            .map(|c| completion(c, Transition::Reschedule { run_at: T0 + 10 }, T0 + 1))
+            .collect();
+        store.complete(failed, T0 + 1).await.unwrap();
+        let open_until = T0 + 1 + 30_000;
+        let s = store.get_subscriber("a").await.unwrap();
+        assert_eq!(s.breaker.consecutive_failures, 5);
+        assert_eq!(
+            s.breaker.state(T0 + 2),
+            hookline_policy::BreakerState::Open { until: open_until }
+        );
+        assert_eq!(
+            store.queue_stats(T0 + 2).await.unwrap().open_breakers,
+            ["a"]
+        );
+
+        // Open: nothing is claimed; what was due waits for the half-open time, no attempt spent.
+        assert!(store
+            .claim_due(claim(T0 + 100, 10, 10))
+            .await
+            .unwrap()
+            .is_empty());
+        let waiting = store.get_delivery("e6:a").await.unwrap();
+        assert_eq!(
+            (waiting.next_attempt_at, waiting.attempts),
+            (Some(open_until), 0)
+        );
+
+        // Half-open: one probe at a time.
+        let probe = store.claim_due(claim(open_until, 10, 10)).await.unwrap();
+        assert_eq!(probe.len(), 1);
+        assert!(store
+            .claim_due(claim(open_until, 10, 10))
+            .await
+            .unwrap()
+            .is_empty());
+        store
+            .complete(
+                vec![completion(&probe[0], Transition::Delivered, open_until + 5)],
+                open_until + 5,
+            )
+            .await
+            .unwrap();
+        let s = store.get_subscriber("a").await.unwrap();
+        assert_eq!(
+            s.breaker,
+            hookline_policy::Breaker::default(),
+            "a good probe closes it"
+        );
+        assert_eq!(
+            store
+                .claim_due(claim(open_until + 6, 10, 10))
+                .await
+                .unwrap()
+                .len(),
+            7
+        );
     }
 }

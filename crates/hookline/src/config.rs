@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use hookline_policy::{Jitter, RetryPolicy};
+use hookline_policy::{BreakerConfig, Jitter, RetryPolicy};
 use serde::Deserialize;
 
 use crate::api::auth::{ApiToken, Scope};
@@ -53,6 +53,15 @@ struct FileConfig {
     retry: RetryFile,
     #[serde(default)]
     metrics: MetricsFile,
+    #[serde(default)]
+    breaker: BreakerFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BreakerFile {
+    failures: Option<u64>,
+    cool_down: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -121,6 +130,8 @@ pub struct Config {
     /// Bearer tokens the API accepts; none means the API is open (loopback only).
     pub api_tokens: Vec<ApiToken>,
     pub metrics: MetricsConfig,
+    /// The per-subscriber circuit breaker; its cool-down never grows past `retry.max_delay`.
+    pub breaker: BreakerConfig,
 }
 
 /// Values given on the command line or in the environment; they win over the file.
@@ -137,6 +148,7 @@ impl Config {
     pub fn store_options(&self) -> hookline_store::OpenOptions {
         hookline_store::OpenOptions {
             pool_size: self.database_pool_size,
+            breaker: self.breaker,
         }
     }
 
@@ -229,7 +241,14 @@ impl Config {
             per_subscriber_labels: m.per_subscriber_labels.unwrap_or(true),
             open: m.open.unwrap_or(true),
         };
+        let breaker = BreakerConfig {
+            failures: u32::try_from(positive("breaker.failures", file.breaker.failures, 5)?)
+                .map_err(|_| invalid("breaker.failures", "is too large"))?,
+            cool_down: duration("breaker.cool_down", file.breaker.cool_down, "30s")?,
+            max_cool_down: retry.max_delay(),
+        };
         Ok(Config {
+            breaker,
             metrics,
             api_tokens,
             listen,
@@ -392,6 +411,8 @@ jitter = "equal"
         assert!(refused("listen = \"everywhere\"").contains("listen"));
         assert!(refused("max_payload_bytes = 0").contains("max_payload_bytes"));
         assert!(refused("database_pool_size = 0").contains("database_pool_size"));
+        assert!(refused("[breaker]\nfailures = 0").contains("breaker.failures"));
+        assert!(refused("[breaker]\ncool_down = \"later\"").contains("breaker.cool_down"));
         assert!(refused("allowed_networks = [\"10.0.0.0/33\"]").contains("allowed_networks"));
         let open =
             Config::from_toml("allowed_networks = [\"10.1.0.0/16\"]\nhttps_only = true").unwrap();

@@ -74,6 +74,10 @@ fn describe() {
         "hookline_fanout_deliveries_total",
         "Deliveries created by accepted events (one per event and matching subscriber)."
     );
+    describe_gauge!(
+        "hookline_breaker_open",
+        "1 while a subscriber's circuit breaker is open or half-open, 0 once it closes."
+    );
     describe_counter!(
         "hookline_store_errors_total",
         "Operations the store failed, by operation."
@@ -139,6 +143,8 @@ pub async fn refresh_gauges(
     every: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
+    // Subscribers whose breaker gauge is at 1, to set back to 0 when it closes.
+    let mut open: std::collections::HashSet<String> = Default::default();
     loop {
         let now = clock.now_ms();
         match store.queue_stats(now).await {
@@ -156,6 +162,15 @@ pub async fn refresh_gauges(
                 gauge!("hookline_ready_oldest_age_seconds").set(age(stats.oldest_ready_since));
                 gauge!("hookline_delayed_oldest_age_seconds")
                     .set(age(stats.oldest_retrying_first_seen));
+                let now_open: std::collections::HashSet<String> =
+                    stats.open_breakers.into_iter().collect();
+                for closed in open.difference(&now_open) {
+                    gauge!("hookline_breaker_open", "subscriber" => closed.clone()).set(0.0);
+                }
+                for id in &now_open {
+                    gauge!("hookline_breaker_open", "subscriber" => id.clone()).set(1.0);
+                }
+                open = now_open;
             }
             Err(e) => {
                 store_error("queue_stats");
@@ -182,6 +197,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "hookline_events_accepted_total",
     "hookline_fanout_deliveries_total",
     "hookline_store_errors_total",
+    "hookline_breaker_open",
 ];
 
 #[cfg(test)]

@@ -518,3 +518,43 @@ async fn secret_rotation_signs_with_both_during_the_grace_period() {
     );
     app.stop().await;
 }
+
+/// The circuit breaker, end to end: after `failures` consecutive retryable failures the
+/// subscriber is open (visible on GET), new deliveries wait for the half-open time without
+/// spending attempts, and a failed probe opens it again for twice as long.
+#[tokio::test]
+async fn the_breaker_opens_and_defers_without_spending_attempts() {
+    let rx = Receiver::start(|_, _| 503).await;
+    let app = TestApp::start("[breaker]\nfailures = 2\ncool_down = \"1m\"").await;
+    app.subscriber("s1", &rx.url("/down")).await;
+    for e in ["e1", "e2"] {
+        app.publish(e, "t").await;
+        app.delivery_when(&format!("{e}:s1"), "a failure", |d| {
+            attempts(d) == 1 && state(d) == "scheduled"
+        })
+        .await;
+    }
+    let (_, s) = app.call("GET", "/v1/subscribers/s1", None).await;
+    assert_eq!(s["breaker"]["state"], "open", "{s}");
+    assert_eq!(s["breaker"]["consecutive_failures"], 2);
+    let open_until = s["breaker"]["open_until"].clone();
+
+    app.publish("e3", "t").await;
+    let d = app
+        .delivery_when("e3:s1", "deferral", |d| d["next_attempt_at"] == open_until)
+        .await;
+    assert_eq!(attempts(&d), 0, "waiting for the breaker spends no attempt");
+    assert_eq!(rx.received_for("e3:s1").len(), 0);
+
+    // Half-open: one probe; it fails, so the breaker opens again for 2 minutes.
+    app.clock.set(ms(&open_until));
+    let s = eventually("the failed probe", async || {
+        let (_, s) = app.call("GET", "/v1/subscribers/s1", None).await;
+        (s["breaker"]["consecutive_failures"] == 3).then_some(s)
+    })
+    .await;
+    assert_eq!(s["breaker"]["state"], "open");
+    assert_eq!(ms(&s["breaker"]["open_until"]) - ms(&open_until), 120_000);
+    assert_eq!(rx.received().len(), 3, "exactly one probe went out");
+    app.stop().await;
+}

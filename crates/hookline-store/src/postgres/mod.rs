@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
-use hookline_policy::UnixMs;
+use hookline_policy::{BreakerConfig, UnixMs};
 use tokio::sync::Notify;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, NoTls, Row};
@@ -83,6 +83,7 @@ pub struct PostgresStore {
     owner: String,
     wake: Arc<Notify>,
     listener: tokio::task::JoinHandle<()>,
+    breaker: BreakerConfig,
 }
 
 impl Drop for PostgresStore {
@@ -94,7 +95,7 @@ impl Drop for PostgresStore {
 impl PostgresStore {
     /// `pool_size` connections serve the API and the dispatcher of this process; LISTEN takes
     /// one more.
-    pub async fn open(url: &str, pool_size: usize) -> Result<Self> {
+    pub async fn open(url: &str, pool_size: usize, breaker: BreakerConfig) -> Result<Self> {
         let config = tokio_postgres::Config::from_str(url)
             .map_err(|e| StoreError::Invalid(format!("database: bad PostgreSQL URL: {e}")))?;
         let manager = Manager::from_config(
@@ -127,6 +128,7 @@ impl PostgresStore {
         let wake = Arc::new(Notify::new());
         let listener = tokio::spawn(listen(config, channel.clone(), wake.clone()));
         Ok(Self {
+            breaker,
             listener,
             pool,
             channel,
@@ -292,7 +294,7 @@ impl Store for PostgresStore {
         }
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        let results = writes::complete(&tx, completions, now).await?;
+        let results = writes::complete(&tx, completions, now, &self.breaker).await?;
         tx.commit().await?;
         Ok(results)
     }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use deadpool_postgres::GenericClient;
-use hookline_policy::{DeadReason, Outcome, UnixMs};
+use hookline_policy::{Breaker, DeadReason, Outcome, UnixMs};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
@@ -19,7 +19,8 @@ fn corrupt(what: &str, value: &str) -> StoreError {
 }
 
 const SUBSCRIBER_COLUMNS: &str =
-    "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, previous_secret_until";
+    "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
+     previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms";
 
 fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
     let status: String = r.get(5);
@@ -35,6 +36,11 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
             status: SubscriberStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
             created_at: r.get(6),
             updated_at: r.get(7),
+            breaker: Breaker {
+                consecutive_failures: r.get::<_, i32>(10) as u32,
+                open_until: r.get(11),
+                cool_down_ms: r.get(12),
+            },
         },
     ))
 }
@@ -361,6 +367,15 @@ pub(super) async fn queue_stats(c: &impl GenericClient, now: UnixMs) -> Result<Q
     .await?;
     stats.oldest_ready_since = r.get(0);
     stats.oldest_retrying_first_seen = r.get(1);
+    stats.open_breakers = query(
+        c,
+        "SELECT id FROM subscribers WHERE breaker_open_until IS NOT NULL ORDER BY id",
+        &[],
+    )
+    .await?
+    .iter()
+    .map(|r| r.get(0))
+    .collect();
     Ok(stats)
 }
 

@@ -101,6 +101,10 @@ CREATE INDEX replay_items_delivery ON replay_items (delivery_seq);
     // that failed at least once are in it, so first attempts pay nothing.
     "CREATE INDEX deliveries_retrying ON deliveries (first_seen)
          WHERE state = 'scheduled' AND attempts > 0;",
+    // 6: the circuit breaker of each subscriber.
+    "ALTER TABLE subscribers ADD COLUMN breaker_failures INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE subscribers ADD COLUMN breaker_open_until BIGINT;
+     ALTER TABLE subscribers ADD COLUMN breaker_cool_down_ms BIGINT NOT NULL DEFAULT 0;",
 ];
 
 pub(super) async fn migrate(client: &mut Client) -> Result<()> {

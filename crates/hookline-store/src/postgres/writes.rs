@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use deadpool_postgres::GenericClient;
-use hookline_policy::{DeadReason, UnixMs};
+use hookline_policy::{Breaker, BreakerConfig, BreakerState, DeadReason, UnixMs};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
 
@@ -283,7 +283,7 @@ pub(super) async fn claim_due(
     let scan = (req.limit as i64 * SCAN_PER_SLOT).max(SCAN_MIN);
     let due = query(
         c,
-        "SELECT d.seq, d.subscriber_id, s.status FROM deliveries d
+        "SELECT d.seq, d.subscriber_id, s.status, s.breaker_open_until FROM deliveries d
          JOIN subscribers s ON s.id = d.subscriber_id
          WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
          ORDER BY d.run_at LIMIT $2
@@ -305,18 +305,44 @@ pub(super) async fn claim_due(
     .map(|r| (r.get(0), r.get(1)))
     .collect();
     let cap = i64::from(req.max_in_flight_per_subscriber);
-    let (mut take, mut hold) = (Vec::new(), Vec::new());
+    let (mut take, mut hold, mut defer, mut defer_until) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in &due {
         let (key, subscriber, status): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
         if status != SubscriberStatus::Active.as_str() {
             hold.push(key);
             continue;
         }
+        let breaker = Breaker {
+            open_until: r.get(3),
+            ..Breaker::default()
+        };
+        let cap = match breaker.state(req.now) {
+            BreakerState::Closed => cap,
+            // Open: wait for the half-open time, spending no attempt.
+            BreakerState::Open { until } => {
+                defer.push(key);
+                defer_until.push(until);
+                continue;
+            }
+            // Half-open: one probe at a time.
+            BreakerState::HalfOpen => 1,
+        };
         let n = in_flight.entry(subscriber).or_default();
         if *n < cap && take.len() < req.limit {
             *n += 1;
             take.push(key);
         }
+    }
+    if !defer.is_empty() {
+        execute(
+            c,
+            "UPDATE deliveries d SET run_at = x.until
+             FROM UNNEST($1::int8[], $2::int8[]) AS x(seq, until)
+             WHERE d.seq = x.seq AND d.state = 'scheduled'",
+            &[&defer, &defer_until],
+        )
+        .await?;
     }
     if !hold.is_empty() {
         execute(
@@ -380,6 +406,7 @@ pub(super) async fn complete(
     c: &impl GenericClient,
     completions: Vec<Completion>,
     now: UnixMs,
+    breaker: &BreakerConfig,
 ) -> Result<Vec<CompletionResult>> {
     let mut keys = Vec::with_capacity(completions.len());
     let mut leases = Vec::with_capacity(completions.len());
@@ -444,12 +471,77 @@ pub(super) async fn complete(
         })
         .collect();
     history.insert(c).await?;
+    update_breakers(c, &completions, &applied, now, breaker).await?;
     revoke.sort();
     revoke.dedup();
     for subscriber in revoke {
         revoke_subscriber(c, &subscriber, now).await?;
     }
     Ok(results)
+}
+
+/// Folds this batch's outcomes, in order, into each subscriber's breaker, under row locks so
+/// concurrent batches from other processes serialize per subscriber.
+async fn update_breakers(
+    c: &impl GenericClient,
+    completions: &[Completion],
+    applied: &HashMap<i64, String>,
+    now: UnixMs,
+    config: &BreakerConfig,
+) -> Result<()> {
+    let mut ids: Vec<&str> = applied.values().map(String::as_str).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut breakers: HashMap<String, (Breaker, Breaker)> = query(
+        c,
+        "SELECT id, breaker_failures, breaker_open_until, breaker_cool_down_ms
+         FROM subscribers WHERE id = ANY ($1) ORDER BY id FOR UPDATE",
+        &[&ids],
+    )
+    .await?
+    .iter()
+    .map(|r| {
+        let b = Breaker {
+            consecutive_failures: r.get::<_, i32>(1) as u32,
+            open_until: r.get(2),
+            cool_down_ms: r.get(3),
+        };
+        (r.get(0), (b, b))
+    })
+    .collect();
+    for done in completions {
+        if let Some((_, next)) = applied.get(&done.key.0).and_then(|s| breakers.get_mut(s)) {
+            *next = next.after(config, done.attempt.outcome, now);
+        }
+    }
+    let changed: Vec<(&String, &Breaker)> = breakers
+        .iter()
+        .filter(|(_, (before, after))| before != after)
+        .map(|(id, (_, after))| (id, after))
+        .collect();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = changed.iter().map(|(id, _)| id.as_str()).collect();
+    let failures: Vec<i32> = changed
+        .iter()
+        .map(|(_, b)| b.consecutive_failures as i32)
+        .collect();
+    let until: Vec<Option<i64>> = changed.iter().map(|(_, b)| b.open_until).collect();
+    let cool: Vec<i64> = changed.iter().map(|(_, b)| b.cool_down_ms).collect();
+    execute(
+        c,
+        "UPDATE subscribers s SET breaker_failures = x.failures, breaker_open_until = x.until,
+             breaker_cool_down_ms = x.cool
+         FROM UNNEST($1::text[], $2::int4[], $3::int8[], $4::int8[]) AS x(id, failures, until, cool)
+         WHERE s.id = x.id",
+        &[&ids, &failures, &until, &cool],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Attempt records as one array per column, for a single `INSERT ... SELECT FROM UNNEST`.

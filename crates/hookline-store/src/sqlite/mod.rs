@@ -11,7 +11,7 @@ mod writes;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use hookline_policy::UnixMs;
+use hookline_policy::{BreakerConfig, UnixMs};
 use rusqlite::{Connection, OpenFlags};
 
 use crate::*;
@@ -91,14 +91,14 @@ impl ReaderPool {
 }
 
 impl SqliteStore {
-    pub async fn open(path: &str) -> Result<Self> {
+    pub async fn open(path: &str, breaker: BreakerConfig) -> Result<Self> {
         let path = path.to_owned();
-        tokio::task::spawn_blocking(move || Self::open_blocking(path))
+        tokio::task::spawn_blocking(move || Self::open_blocking(path, breaker))
             .await
             .map_err(|e| StoreError::Backend(e.to_string()))?
     }
 
-    fn open_blocking(path: String) -> Result<Self> {
+    fn open_blocking(path: String, breaker: BreakerConfig) -> Result<Self> {
         let mut conn = Connection::open(&path).map_err(|e| {
             StoreError::Invalid(format!("database: cannot open SQLite file {path:?}: {e}"))
         })?;
@@ -121,7 +121,7 @@ impl SqliteStore {
             .map_err(|e| StoreError::Backend(format!("cannot start the checkpointer: {e}")))?;
         Ok(Self {
             _stop_checkpointer: checkpointer,
-            writer: WriterHandle::spawn(conn)?,
+            writer: WriterHandle::spawn(conn, breaker)?,
             readers: Arc::new(ReaderPool {
                 path,
                 idle: Mutex::new(Vec::new()),

@@ -1,7 +1,7 @@
 //! Every read. These run on pooled read connections, and a few on the writer's connection when
 //! a write answers with the row it wrote.
 
-use hookline_policy::{DeadReason, Outcome, UnixMs};
+use hookline_policy::{Breaker, DeadReason, Outcome, UnixMs};
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 
@@ -16,7 +16,8 @@ fn corrupt(what: &str, value: &str) -> rusqlite::Error {
 }
 
 const SUBSCRIBER_COLUMNS: &str =
-    "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, previous_secret_until";
+    "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
+     previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms";
 
 fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
     let types: String = r.get(3)?;
@@ -34,6 +35,11 @@ fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
             status: SubscriberStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
             created_at: r.get(6)?,
             updated_at: r.get(7)?,
+            breaker: Breaker {
+                consecutive_failures: r.get(10)?,
+                open_until: r.get(11)?,
+                cool_down_ms: r.get(12)?,
+            },
         },
     ))
 }
@@ -308,6 +314,12 @@ pub(super) fn queue_stats(c: &Connection, now: UnixMs) -> Result<QueueStats> {
             "SELECT min(first_seen) FROM deliveries WHERE state = 'scheduled' AND attempts > 0",
         )?
         .query_row([], |r| r.get(0))?;
+    stats.open_breakers = c
+        .prepare_cached(
+            "SELECT id FROM subscribers WHERE breaker_open_until IS NOT NULL ORDER BY id",
+        )?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
     Ok(stats)
 }
 

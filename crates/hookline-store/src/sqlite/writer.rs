@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::mpsc;
 
+use hookline_policy::BreakerConfig;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
@@ -19,6 +20,7 @@ pub(super) struct Writer {
     /// file, so this count is exact; it is rebuilt from the table at start and after a failed
     /// commit, and counts rows leased by a previous process until they are rescued.
     pub in_flight: HashMap<String, u32>,
+    pub breaker: BreakerConfig,
 }
 
 type Reply = Box<dyn FnOnce(Result<()>) + Send>;
@@ -34,10 +36,11 @@ pub(super) struct WriterHandle {
 }
 
 impl WriterHandle {
-    pub fn spawn(conn: Connection) -> Result<Self> {
+    pub fn spawn(conn: Connection, breaker: BreakerConfig) -> Result<Self> {
         let mut writer = Writer {
             conn,
             in_flight: HashMap::new(),
+            breaker,
         };
         writer.reload_in_flight()?;
         let (jobs, rx) = mpsc::channel::<Job>();

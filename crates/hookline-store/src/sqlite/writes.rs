@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use hookline_policy::{DeadReason, UnixMs};
+use hookline_policy::{Breaker, BreakerState, DeadReason, UnixMs};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::reads;
@@ -191,7 +191,7 @@ fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<DueRow> {
 struct Lookups {
     /// When the claim happens: decides whether a rotated-out secret still signs.
     now: UnixMs,
-    subscribers: HashMap<String, (SubscriberStatus, Arc<Destination>)>,
+    subscribers: HashMap<String, (SubscriberStatus, Breaker, Arc<Destination>)>,
     events: HashMap<String, Arc<EventBody>>,
 }
 
@@ -208,13 +208,14 @@ impl Lookups {
         &mut self,
         c: &Connection,
         id: &str,
-    ) -> Result<(SubscriberStatus, Arc<Destination>)> {
+    ) -> Result<(SubscriberStatus, Breaker, Arc<Destination>)> {
         if let Some(found) = self.subscribers.get(id) {
             return Ok(found.clone());
         }
         let s = reads::subscriber(c, id)?;
         let found = (
             s.status,
+            s.breaker,
             Arc::new(Destination {
                 secrets: s.signing_secrets(self.now),
                 subscriber_id: s.id,
@@ -255,7 +256,7 @@ impl Lookups {
         attempt: u32,
         rescued: bool,
     ) -> Result<ClaimedDelivery> {
-        let (_, destination) = self.subscriber(c, &row.subscriber_id)?;
+        let (_, _, destination) = self.subscriber(c, &row.subscriber_id)?;
         let event = self.event(c, &row.event_id)?;
         Ok(row.leased(lease, attempt, rescued, destination, event))
     }
@@ -282,6 +283,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     let mut lookups = Lookups::new(req.now);
     let mut lease_rows = Vec::new();
     let mut hold = Vec::new();
+    let mut defer = Vec::new();
     let mut taken: HashMap<String, u32> = HashMap::new();
     {
         let mut stmt = c.prepare_cached(&format!(
@@ -298,13 +300,23 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
                 break;
             }
             let row = candidate(r)?;
-            let (status, _) = lookups.subscriber(c, &row.subscriber_id)?;
+            let (status, breaker, _) = lookups.subscriber(c, &row.subscriber_id)?;
             if status != SubscriberStatus::Active {
                 // Paused (revoked subscribers have no scheduled deliveries): park it off the
                 // due index until the subscriber resumes.
                 hold.push(row.key);
                 continue;
             }
+            let cap = match breaker.state(req.now) {
+                BreakerState::Closed => cap,
+                // Open: wait for the half-open time, spending no attempt.
+                BreakerState::Open { until } => {
+                    defer.push((row.key, until));
+                    continue;
+                }
+                // Half-open: one probe at a time.
+                BreakerState::HalfOpen => 1,
+            };
             let in_flight = w.in_flight.get(&row.subscriber_id).copied().unwrap_or(0);
             let taken = taken.entry(row.subscriber_id.clone()).or_default();
             if in_flight + *taken >= cap {
@@ -320,6 +332,10 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     for key in hold {
         c.prepare_cached("UPDATE deliveries SET held = 1 WHERE seq = ?1")?
             .execute([key])?;
+    }
+    for (key, until) in defer {
+        c.prepare_cached("UPDATE deliveries SET run_at = ?2 WHERE seq = ?1")?
+            .execute(params![key, until])?;
     }
     let lease = new_lease();
     let expires = req.now + req.lease_ms;
@@ -373,6 +389,8 @@ pub(super) fn complete(
     now: UnixMs,
 ) -> Result<Vec<CompletionResult>> {
     let mut results = Vec::with_capacity(completions.len());
+    // Breakers of this batch's subscribers, folded completion by completion.
+    let mut breakers: HashMap<String, Breaker> = HashMap::new();
     for done in completions {
         let c = &w.conn;
         let holder = c
@@ -426,6 +444,25 @@ pub(super) fn complete(
         if done.revoke_subscriber {
             revoke_subscriber(c, &subscriber_id, now)?;
         }
+        let breaker = match breakers.get(&subscriber_id) {
+            Some(b) => *b,
+            None => reads::subscriber(c, &subscriber_id)?.breaker,
+        };
+        let next = breaker.after(&w.breaker, a.outcome, now);
+        if next != breaker {
+            c.prepare_cached(
+                "UPDATE subscribers SET breaker_failures = ?2, breaker_open_until = ?3,
+                     breaker_cool_down_ms = ?4
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                subscriber_id,
+                next.consecutive_failures,
+                next.open_until,
+                next.cool_down_ms
+            ])?;
+        }
+        breakers.insert(subscriber_id.clone(), next);
         w.release_slot(&subscriber_id);
         results.push(CompletionResult::Applied);
     }

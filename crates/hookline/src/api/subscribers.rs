@@ -83,7 +83,10 @@ pub async fn create(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -
         secret,
     };
     let created = ctx.store.create_subscriber(new, now).await?;
-    Ok((StatusCode::CREATED, Json(views::subscriber(&created, true))))
+    Ok((
+        StatusCode::CREATED,
+        Json(views::subscriber(&created, true, now)),
+    ))
 }
 
 pub async fn list(State(ctx): ApiState, query: Result<Query<PageQuery>, QueryRejection>) -> Answer {
@@ -91,13 +94,18 @@ pub async fn list(State(ctx): ApiState, query: Result<Query<PageQuery>, QueryRej
     let page = ctx.store.list_subscribers(q.limit()?, q.cursor).await?;
     Ok((
         StatusCode::OK,
-        Json(views::page(&page, |s| views::subscriber(s, false))),
+        Json(views::page(&page, |s| {
+            views::subscriber(s, false, ctx.clock.now_ms())
+        })),
     ))
 }
 
 pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
     let s = ctx.store.get_subscriber(&id).await?;
-    Ok((StatusCode::OK, Json(views::subscriber(&s, false))))
+    Ok((
+        StatusCode::OK,
+        Json(views::subscriber(&s, false, ctx.clock.now_ms())),
+    ))
 }
 
 pub async fn secret(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
@@ -196,10 +204,16 @@ pub async fn update(
     if resumed {
         ctx.wake.notify_one();
     }
-    Ok((StatusCode::OK, Json(views::subscriber(&s, false))))
+    Ok((
+        StatusCode::OK,
+        Json(views::subscriber(&s, false, ctx.clock.now_ms())),
+    ))
 }
 
 pub async fn revoke(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
     let s = ctx.store.revoke_subscriber(&id, ctx.clock.now_ms()).await?;
-    Ok((StatusCode::OK, Json(views::subscriber(&s, false))))
+    Ok((
+        StatusCode::OK,
+        Json(views::subscriber(&s, false, ctx.clock.now_ms())),
+    ))
 }

@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 
 use crate::clock::rfc3339;
 
-pub fn subscriber(s: &Subscriber, with_secret: bool) -> Value {
+pub fn subscriber(s: &Subscriber, with_secret: bool, now: hookline_policy::UnixMs) -> Value {
     let mut v = json!({
         "id": s.id,
         "url": s.url,
@@ -15,6 +15,11 @@ pub fn subscriber(s: &Subscriber, with_secret: bool) -> Value {
         "created_at": rfc3339(s.created_at),
         "updated_at": rfc3339(s.updated_at),
         "previous_secret_valid_until": s.previous_secret_until.map(rfc3339),
+        "breaker": {
+            "state": s.breaker.state(now).as_str(),
+            "consecutive_failures": s.breaker.consecutive_failures,
+            "open_until": s.breaker.open_until.map(rfc3339),
+        },
     });
     if with_secret {
         v["secret"] = json!(s.secret);
