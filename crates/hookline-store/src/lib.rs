@@ -17,7 +17,7 @@ pub mod testing;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hookline_policy::{BreakerConfig, DeadReason, UnixMs};
+use hookline_policy::{BreakerConfig, BreakerState, DeadReason, UnixMs};
 
 pub use model::*;
 pub use postgres::PostgresStore;
@@ -201,6 +201,10 @@ pub(crate) fn patched(current: Subscriber, patch: SubscriberPatch) -> Result<(Su
             url: patch.url.unwrap_or(current.url),
             event_types: patch.event_types.unwrap_or(current.event_types),
             status,
+            max_in_flight: patch.max_in_flight.unwrap_or(current.max_in_flight),
+            rate_limit_per_second: patch
+                .rate_limit_per_second
+                .unwrap_or(current.rate_limit_per_second),
             ..current
         },
         resumed,
@@ -271,6 +275,97 @@ impl DueRow {
             destination,
             event,
         }
+    }
+}
+
+/// What one claim may still take of each subscriber: its in-flight cap (its own, or the default,
+/// or one probe while its breaker is half-open) and its rate limit. Both backends run every due
+/// row through this, in due order.
+pub(crate) struct ClaimBudget {
+    now: UnixMs,
+    default_cap: u32,
+    retries_left: usize,
+    /// Per subscriber: slots left, and the rate limiter's next admission time.
+    subscribers: std::collections::HashMap<String, (u32, Option<UnixMs>)>,
+}
+
+/// What a claim needs to know of a subscriber, beyond its status.
+pub(crate) struct Limits<'a> {
+    pub id: &'a str,
+    pub breaker: hookline_policy::Breaker,
+    pub max_in_flight: Option<u32>,
+    pub rate_limit_per_second: Option<f64>,
+    pub rate_next_at: Option<UnixMs>,
+}
+
+impl Subscriber {
+    pub(crate) fn limits(&self) -> Limits<'_> {
+        Limits {
+            id: &self.id,
+            breaker: self.breaker,
+            max_in_flight: self.max_in_flight,
+            rate_limit_per_second: self.rate_limit_per_second,
+            rate_next_at: self.rate_next_at,
+        }
+    }
+}
+
+/// What to do with one due row.
+pub(crate) enum Admission {
+    Take,
+    /// Leave it due: its subscriber is at its cap, rate-limited, or retries are used up.
+    Skip,
+    /// Its subscriber's breaker is open: move it to the half-open time.
+    Defer(UnixMs),
+}
+
+impl ClaimBudget {
+    pub fn new(request: &ClaimRequest) -> Self {
+        Self {
+            now: request.now,
+            default_cap: request.max_in_flight_per_subscriber,
+            retries_left: request.max_retries,
+            subscribers: Default::default(),
+        }
+    }
+
+    /// `in_flight` is how many the subscriber has in flight before this claim.
+    pub fn admit(&mut self, s: &Limits<'_>, in_flight: u32, attempts: u32) -> Admission {
+        let now = self.now;
+        let default_cap = self.default_cap;
+        let (slots, next_at) = self.subscribers.entry(s.id.to_owned()).or_insert_with(|| {
+            let cap = match s.breaker.state(now) {
+                BreakerState::Closed => s.max_in_flight.unwrap_or(default_cap),
+                BreakerState::HalfOpen => 1,
+                BreakerState::Open { .. } => 0,
+            };
+            (cap.saturating_sub(in_flight), s.rate_next_at)
+        });
+        if let BreakerState::Open { until } = s.breaker.state(now) {
+            return Admission::Defer(until);
+        }
+        if *slots == 0 || (attempts > 0 && self.retries_left == 0) {
+            return Admission::Skip;
+        }
+        if let Some(rate) = s.rate_limit_per_second {
+            let at = next_at.unwrap_or(now).max(now);
+            if at > now {
+                return Admission::Skip;
+            }
+            *next_at = Some(at + (1000.0 / rate).ceil() as i64);
+        }
+        *slots -= 1;
+        if attempts > 0 {
+            self.retries_left -= 1;
+        }
+        Admission::Take
+    }
+
+    /// New rate-limiter times to persist, per subscriber.
+    pub fn rate_updates(&self) -> impl Iterator<Item = (&String, UnixMs)> {
+        self.subscribers
+            .iter()
+            .filter_map(|(id, (_, next))| next.map(|n| (id, n)))
     }
 }
 

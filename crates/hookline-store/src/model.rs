@@ -33,7 +33,7 @@ impl SubscriberStatus {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Subscriber {
     pub id: String,
     pub url: String,
@@ -48,6 +48,13 @@ pub struct Subscriber {
     pub updated_at: UnixMs,
     /// Its circuit breaker, kept with it so every process sees the same state.
     pub breaker: Breaker,
+    /// Overrides `delivery.max_in_flight_per_subscriber` for this subscriber.
+    pub max_in_flight: Option<u32>,
+    /// Attempts to it never exceed this rate.
+    pub rate_limit_per_second: Option<f64>,
+    /// When the rate limiter next admits an attempt (kept in the store so every process
+    /// shares one limiter).
+    pub rate_next_at: Option<UnixMs>,
 }
 
 impl Subscriber {
@@ -70,6 +77,8 @@ pub struct NewSubscriber {
     pub url: String,
     pub event_types: Vec<String>,
     pub secret: String,
+    pub max_in_flight: Option<u32>,
+    pub rate_limit_per_second: Option<f64>,
 }
 
 /// A partial update. Revocation is not a patch: it has consequences (pending deliveries die),
@@ -80,6 +89,10 @@ pub struct SubscriberPatch {
     pub event_types: Option<Vec<String>>,
     /// Only `Active` or `Paused`.
     pub status: Option<SubscriberStatus>,
+    /// `Some(None)` clears the override.
+    pub max_in_flight: Option<Option<u32>>,
+    /// `Some(None)` removes the limit.
+    pub rate_limit_per_second: Option<Option<f64>>,
 }
 
 #[derive(Debug, Clone)]
@@ -258,8 +271,11 @@ pub struct ClaimRequest {
     pub limit: usize,
     /// How long the claim is valid; past it, the delivery is presumed lost and is rescued.
     pub lease_ms: i64,
-    /// No subscriber ever has more than this many deliveries in flight.
+    /// No subscriber ever has more than this many deliveries in flight (unless it overrides it).
     pub max_in_flight_per_subscriber: u32,
+    /// At most this many of the claimed may be retries (attempt 2 or later): the rest of the
+    /// caller's slots are kept for first attempts.
+    pub max_retries: usize,
 }
 
 /// Where and how to send: shared by every delivery of a claim batch to the same subscriber.

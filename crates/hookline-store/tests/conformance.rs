@@ -83,6 +83,7 @@ macro_rules! all_cases {
             rotation_keeps_the_previous_secret_for_its_grace,
             queue_stats_show_depths_and_oldest_waits,
             the_breaker_opens_defers_probes_and_closes,
+            subscriber_caps_rate_limits_and_the_retry_budget,
         );
     };
 }
@@ -99,6 +100,8 @@ fn sub(id: &str, types: &[&str]) -> NewSubscriber {
         url: format!("http://127.0.0.1:9/{id}"),
         event_types: types.iter().map(|s| s.to_string()).collect(),
         secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0".into(),
+        max_in_flight: None,
+        rate_limit_per_second: None,
     }
 }
 
@@ -118,6 +121,7 @@ fn claim(now: i64, limit: usize, cap: u32) -> ClaimRequest {
         limit,
         lease_ms: LEASE,
         max_in_flight_per_subscriber: cap,
+        max_retries: usize::MAX,
     }
 }
 
@@ -210,6 +214,7 @@ mod cases {
                     url: Some("http://127.0.0.1:9/new".into()),
                     event_types: Some(vec![]),
                     status: Some(SubscriberStatus::Paused),
+                    ..Default::default()
                 },
                 T0 + 1,
             )
@@ -1059,6 +1064,111 @@ mod cases {
                 .unwrap()
                 .len(),
             7
+        );
+    }
+
+    pub async fn subscriber_caps_rate_limits_and_the_retry_budget(h: &impl Harness) {
+        let store = h.open().await;
+        let mut narrow = sub("narrow", &[]);
+        narrow.max_in_flight = Some(1);
+        let mut wide = sub("wide", &[]);
+        wide.max_in_flight = Some(5);
+        let mut slow = sub("slow", &[]);
+        slow.rate_limit_per_second = Some(2.0);
+        for s in [narrow, wide, slow] {
+            store.create_subscriber(s, T0).await.unwrap();
+        }
+        assert_eq!(
+            store
+                .get_subscriber("slow")
+                .await
+                .unwrap()
+                .rate_limit_per_second,
+            Some(2.0)
+        );
+        for i in 0..6 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        // Default cap 3: narrow gets 1 (its own), wide 5 (its own), slow 1 (2 per second).
+        let count = |claimed: &[ClaimedDelivery], id: &str| {
+            claimed
+                .iter()
+                .filter(|c| c.destination.subscriber_id == id)
+                .count()
+        };
+        let first = store.claim_due(claim(T0, 100, 3)).await.unwrap();
+        assert_eq!(
+            (
+                count(&first, "narrow"),
+                count(&first, "wide"),
+                count(&first, "slow")
+            ),
+            (1, 5, 1)
+        );
+        // The limiter admits the next one 500 ms later, not before.
+        assert_eq!(
+            count(
+                &store.claim_due(claim(T0 + 499, 100, 3)).await.unwrap(),
+                "slow"
+            ),
+            0
+        );
+        assert_eq!(
+            count(
+                &store.claim_due(claim(T0 + 500, 100, 3)).await.unwrap(),
+                "slow"
+            ),
+            1
+        );
+        // Clearing the override falls back to the default cap.
+        store
+            .update_subscriber(
+                "narrow",
+                SubscriberPatch {
+                    max_in_flight: Some(None),
+                    ..Default::default()
+                },
+                T0 + 501,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get_subscriber("narrow").await.unwrap().max_in_flight,
+            None
+        );
+        assert_eq!(
+            count(
+                &store.claim_due(claim(T0 + 501, 100, 3)).await.unwrap(),
+                "narrow"
+            ),
+            2
+        );
+
+        // The retry budget: retries beyond it stay due for later; first attempts are not held up.
+        // Three of wide's five fail (fewer than the breaker's five) and wait for a retry.
+        let retries: Vec<_> = first
+            .iter()
+            .filter(|c| c.destination.subscriber_id == "wide")
+            .enumerate()
+            .map(|(i, c)| {
+                let next = if i < 3 {
+                    Transition::Reschedule { run_at: T0 + 600 }
+                } else {
+                    Transition::Delivered
+                };
+                completion(c, next, T0 + 600)
+            })
+            .collect();
+        store.complete(retries, T0 + 600).await.unwrap();
+        accepted(&*store, event("fresh", "t"), T0 + 600).await;
+        let mut request = claim(T0 + 600, 100, 10);
+        request.max_retries = 2;
+        let mixed = store.claim_due(request).await.unwrap();
+        let retried = mixed.iter().filter(|c| c.attempt > 1).count();
+        assert_eq!(retried, 2, "only the budgeted retries");
+        assert!(
+            mixed.iter().any(|c| c.id == "fresh:wide"),
+            "first attempts still go"
         );
     }
 }

@@ -25,6 +25,8 @@ fn subscriber(id: &str) -> NewSubscriber {
         url: "http://127.0.0.1:9/x".into(),
         event_types: vec![],
         secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+        max_in_flight: None,
+        rate_limit_per_second: None,
     }
 }
 
@@ -65,6 +67,7 @@ async fn the_in_flight_cap_holds_across_processes() {
         limit: 10,
         lease_ms: 60_000,
         max_in_flight_per_subscriber: 3,
+        max_retries: usize::MAX,
     };
     // Both claim at the same moment, many times over.
     let mut claimed = 0;
@@ -96,6 +99,7 @@ async fn concurrent_claims_never_lease_a_delivery_twice() {
         limit: 64,
         lease_ms: 60_000,
         max_in_flight_per_subscriber: 1000,
+        max_retries: usize::MAX,
     };
     let mut seen = std::collections::HashSet::new();
     loop {

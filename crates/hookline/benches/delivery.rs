@@ -319,6 +319,8 @@ async fn seed_delayed(store: &Arc<dyn Store>, subscribers: usize, events: usize)
                     url: "http://127.0.0.1:9/parked".into(),
                     event_types: vec!["parked".into()],
                     secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+                    max_in_flight: None,
+                    rate_limit_per_second: None,
                 },
                 now,
             )
@@ -347,6 +349,7 @@ async fn seed_delayed(store: &Arc<dyn Store>, subscribers: usize, events: usize)
                 limit: 20_000,
                 lease_ms: 60_000,
                 max_in_flight_per_subscriber: u32::MAX,
+                max_retries: usize::MAX,
             })
             .await
             .unwrap();
@@ -380,6 +383,8 @@ async fn claim_speed(store: &Arc<dyn Store>, tag: &str) -> Duration {
                     url: "http://127.0.0.1:9/due".into(),
                     event_types: vec![tag.into()],
                     secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+                    max_in_flight: None,
+                    rate_limit_per_second: None,
                 },
                 now,
             )
@@ -412,6 +417,7 @@ async fn claim_speed(store: &Arc<dyn Store>, tag: &str) -> Duration {
                 limit: 256,
                 lease_ms: 60_000,
                 max_in_flight_per_subscriber: u32::MAX,
+                max_retries: usize::MAX,
             })
             .await
             .unwrap();

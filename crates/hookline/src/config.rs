@@ -96,6 +96,7 @@ struct DeliveryFile {
     concurrency: Option<u64>,
     attempt_timeout: Option<String>,
     max_in_flight_per_subscriber: Option<u64>,
+    first_attempt_share: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -114,6 +115,16 @@ pub struct DeliveryConfig {
     pub concurrency: usize,
     pub attempt_timeout: Duration,
     pub max_in_flight_per_subscriber: u32,
+    /// The share of in-flight slots retries may never take: first attempts are not queued
+    /// behind a backlog of retries.
+    pub first_attempt_share: f64,
+}
+
+impl DeliveryConfig {
+    /// How many attempts in flight may be retries (at least one, so retries always progress).
+    pub fn retry_slots(&self) -> usize {
+        (((1.0 - self.first_attempt_share) * self.concurrency as f64).floor() as usize).max(1)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -212,6 +223,15 @@ impl Config {
                 16,
             )?)
             .map_err(|_| invalid("delivery.max_in_flight_per_subscriber", "is too large"))?,
+            first_attempt_share: match d.first_attempt_share.unwrap_or(0.5) {
+                s if (0.0..1.0).contains(&s) => s,
+                s => {
+                    return Err(invalid(
+                        "delivery.first_attempt_share",
+                        format!("{s} is not in [0, 1): retries need at least some slots"),
+                    ))
+                }
+            },
         };
 
         let r = file.retry;
@@ -412,6 +432,11 @@ jitter = "equal"
         assert!(refused("max_payload_bytes = 0").contains("max_payload_bytes"));
         assert!(refused("database_pool_size = 0").contains("database_pool_size"));
         assert!(refused("[breaker]\nfailures = 0").contains("breaker.failures"));
+        assert!(refused("[delivery]\nfirst_attempt_share = 1.0").contains("first_attempt_share"));
+        let c =
+            Config::from_toml("[delivery]\nconcurrency = 10\nfirst_attempt_share = 0.7").unwrap();
+        assert_eq!(c.delivery.retry_slots(), 3);
+        assert_eq!(Config::from_toml("").unwrap().delivery.retry_slots(), 128);
         assert!(refused("[breaker]\ncool_down = \"later\"").contains("breaker.cool_down"));
         assert!(refused("allowed_networks = [\"10.0.0.0/33\"]").contains("allowed_networks"));
         let open =

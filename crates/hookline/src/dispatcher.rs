@@ -50,6 +50,8 @@ struct Shared {
     sender: Sender,
     wake: Arc<Notify>,
     in_flight: AtomicUsize,
+    /// Of those, attempts 2 and later (and rescues): bounded by `retry_slots`.
+    in_flight_retries: AtomicUsize,
     /// Label delivery latency by subscriber.
     per_subscriber_labels: bool,
 }
@@ -99,6 +101,7 @@ impl Dispatcher {
                 sender: Sender::new(delivery.attempt_timeout, guard),
                 wake: wake.clone(),
                 in_flight: AtomicUsize::new(0),
+                in_flight_retries: AtomicUsize::new(0),
                 per_subscriber_labels,
             }),
             delivery,
@@ -149,6 +152,10 @@ impl Dispatcher {
                     limit: want,
                     lease_ms: self.lease_ms,
                     max_in_flight_per_subscriber: self.delivery.max_in_flight_per_subscriber,
+                    max_retries: self
+                        .delivery
+                        .retry_slots()
+                        .saturating_sub(s.in_flight_retries.load(Ordering::Acquire)),
                 };
                 match s.store.claim_due(request).await {
                     Ok(claimed) => {
@@ -169,6 +176,9 @@ impl Dispatcher {
                     .or_insert_with(|| render_body(&delivery.event))
                     .clone();
                 s.in_flight.fetch_add(1, Ordering::AcqRel);
+                if is_retry(&delivery) {
+                    s.in_flight_retries.fetch_add(1, Ordering::AcqRel);
+                }
                 attempts.spawn(attempt(s.clone(), delivery, body, done_tx.clone()));
             }
             while attempts.try_join_next().is_some() {}
@@ -200,6 +210,11 @@ impl Dispatcher {
         drop(done_tx);
         let _ = committer.await;
     }
+}
+
+/// Attempts that are not a delivery's first: they count against the retry slots.
+fn is_retry(d: &ClaimedDelivery) -> bool {
+    d.attempt > 1 || d.rescued
 }
 
 /// Message for a rescued delivery's lost attempt.
@@ -275,7 +290,11 @@ async fn attempt(
         transition,
         revoke_subscriber: revokes_subscription(report.result),
     };
+    let retry = is_retry(&d);
     let _ = done.send((d.id, completion));
+    if retry {
+        s.in_flight_retries.fetch_sub(1, Ordering::AcqRel);
+    }
     s.in_flight.fetch_sub(1, Ordering::AcqRel);
     s.wake.notify_one();
 }

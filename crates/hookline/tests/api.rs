@@ -192,6 +192,41 @@ async fn bad_inputs_get_clear_errors_and_change_nothing() {
             "invalid_request",
         ),
     ];
+    let limits: Vec<_> = limits
+        .into_iter()
+        .chain([
+            (
+                "/v1/subscribers",
+                format!(r#"{{"url": "{}", "max_in_flight": 0}}"#, rx.url("/x")),
+                422,
+                "invalid_request",
+            ),
+            (
+                "/v1/subscribers",
+                format!(r#"{{"url": "{}", "max_in_flight": 5000}}"#, rx.url("/x")),
+                422,
+                "invalid_request",
+            ),
+            (
+                "/v1/subscribers",
+                format!(
+                    r#"{{"url": "{}", "rate_limit_per_second": 0}}"#,
+                    rx.url("/x")
+                ),
+                422,
+                "invalid_request",
+            ),
+            (
+                "/v1/subscribers",
+                format!(
+                    r#"{{"url": "{}", "rate_limit_per_second": "fast"}}"#,
+                    rx.url("/x")
+                ),
+                422,
+                "invalid_request",
+            ),
+        ])
+        .collect();
     let cases: Vec<_> = cases.into_iter().chain(limits).collect();
     for (path, body, status, expected) in &cases {
         let (got, answer) = raw_post(&app, path, body).await;
@@ -521,4 +556,63 @@ fn every_command_has_help_and_the_binary_a_version() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("retry.max_attempts"));
     let (ok, error) = run_cli(&["serve", "--listen", "nowhere"]);
     assert!(!ok && error.contains("`listen`"), "{error}");
+}
+
+#[tokio::test]
+async fn per_subscriber_caps_and_rate_limits_round_trip() {
+    let app = TestApp::start("").await;
+    let (code, s) = app
+        .call(
+            "POST",
+            "/v1/subscribers",
+            Some(json!({"id": "s1", "url": "http://127.0.0.1:9/x", "max_in_flight": 2, "rate_limit_per_second": 0.5})),
+        )
+        .await;
+    assert_eq!(code, 201, "{s}");
+    assert_eq!(
+        (
+            s["max_in_flight"].as_u64(),
+            s["rate_limit_per_second"].as_f64()
+        ),
+        (Some(2), Some(0.5))
+    );
+    // Leaving a field out keeps it; null clears it.
+    let (_, s) = app
+        .call(
+            "PATCH",
+            "/v1/subscribers/s1",
+            Some(json!({"max_in_flight": 4})),
+        )
+        .await;
+    assert_eq!(
+        (
+            s["max_in_flight"].as_u64(),
+            s["rate_limit_per_second"].as_f64()
+        ),
+        (Some(4), Some(0.5))
+    );
+    let (_, s) = app
+        .call(
+            "PATCH",
+            "/v1/subscribers/s1",
+            Some(json!({"rate_limit_per_second": null})),
+        )
+        .await;
+    assert_eq!(
+        (
+            s["max_in_flight"].as_u64(),
+            s["rate_limit_per_second"].clone()
+        ),
+        (Some(4), Value::Null)
+    );
+    assert_eq!(s["breaker"]["state"], "closed");
+    let (code, _) = app
+        .call(
+            "PATCH",
+            "/v1/subscribers/s1",
+            Some(json!({"max_in_flight": -1})),
+        )
+        .await;
+    assert_eq!(code, 422);
+    app.stop().await;
 }

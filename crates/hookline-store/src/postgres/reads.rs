@@ -20,7 +20,8 @@ fn corrupt(what: &str, value: &str) -> StoreError {
 
 const SUBSCRIBER_COLUMNS: &str =
     "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
-     previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms";
+     previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms, \
+     max_in_flight, rate_limit_per_second, rate_next_at";
 
 fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
     let status: String = r.get(5);
@@ -41,6 +42,9 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
                 open_until: r.get(11),
                 cool_down_ms: r.get(12),
             },
+            max_in_flight: r.get::<_, Option<i32>>(13).map(|n| n as u32),
+            rate_limit_per_second: r.get(14),
+            rate_next_at: r.get(15),
         },
     ))
 }

@@ -105,6 +105,10 @@ CREATE INDEX replay_items_delivery ON replay_items (delivery_seq);
     "ALTER TABLE subscribers ADD COLUMN breaker_failures INTEGER NOT NULL DEFAULT 0;
      ALTER TABLE subscribers ADD COLUMN breaker_open_until BIGINT;
      ALTER TABLE subscribers ADD COLUMN breaker_cool_down_ms BIGINT NOT NULL DEFAULT 0;",
+    // 7: per-subscriber in-flight cap and rate limit (with the limiter's next admission).
+    "ALTER TABLE subscribers ADD COLUMN max_in_flight INTEGER;
+     ALTER TABLE subscribers ADD COLUMN rate_limit_per_second DOUBLE PRECISION;
+     ALTER TABLE subscribers ADD COLUMN rate_next_at BIGINT;",
 ];
 
 pub(super) async fn migrate(client: &mut Client) -> Result<()> {

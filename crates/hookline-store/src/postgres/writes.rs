@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use deadpool_postgres::GenericClient;
-use hookline_policy::{Breaker, BreakerConfig, BreakerState, DeadReason, UnixMs};
+use hookline_policy::{Breaker, BreakerConfig, DeadReason, UnixMs};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
 
@@ -29,9 +29,18 @@ pub(super) async fn create_subscriber(
 ) -> Result<Subscriber> {
     let inserted = c
         .execute(
-            "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, 'active', $5, $5)",
-            &[&new.id, &new.url, &new.event_types, &new.secret, &now],
+            "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at,
+                                      max_in_flight, rate_limit_per_second)
+             VALUES ($1, $2, $3, $4, 'active', $5, $5, $6, $7)",
+            &[
+                &new.id,
+                &new.url,
+                &new.event_types,
+                &new.secret,
+                &now,
+                &new.max_in_flight.map(|n| n as i32),
+                &new.rate_limit_per_second,
+            ],
         )
         .await;
     match inserted {
@@ -53,9 +62,20 @@ pub(super) async fn update_subscriber(
     channel: &str,
 ) -> Result<Subscriber> {
     let (next, resumed) = patched(reads::subscriber_for_update(c, id).await?, patch)?;
-    execute(c,
-        "UPDATE subscribers SET url = $2, event_types = $3, status = $4, updated_at = $5 WHERE id = $1",
-        &[&id, &next.url, &next.event_types, &next.status.as_str(), &now],
+    execute(
+        c,
+        "UPDATE subscribers SET url = $2, event_types = $3, status = $4, updated_at = $5,
+             max_in_flight = $6, rate_limit_per_second = $7
+         WHERE id = $1",
+        &[
+            &id,
+            &next.url,
+            &next.event_types,
+            &next.status.as_str(),
+            &now,
+            &next.max_in_flight.map(|n| n as i32),
+            &next.rate_limit_per_second,
+        ],
     )
     .await?;
     if resumed {
@@ -283,8 +303,9 @@ pub(super) async fn claim_due(
     let scan = (req.limit as i64 * SCAN_PER_SLOT).max(SCAN_MIN);
     let due = query(
         c,
-        "SELECT d.seq, d.subscriber_id, s.status, s.breaker_open_until FROM deliveries d
-         JOIN subscribers s ON s.id = d.subscriber_id
+        "SELECT d.seq, d.subscriber_id, s.status, s.breaker_open_until, s.max_in_flight,
+                s.rate_limit_per_second, s.rate_next_at, d.attempts
+         FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
          WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
          ORDER BY d.run_at LIMIT $2
          FOR UPDATE OF d SKIP LOCKED",
@@ -294,7 +315,7 @@ pub(super) async fn claim_due(
     let mut subscriber_ids: Vec<String> = due.iter().map(|r| r.get(1)).collect();
     subscriber_ids.sort_unstable();
     subscriber_ids.dedup();
-    let mut in_flight: HashMap<String, i64> = query(
+    let in_flight: HashMap<String, i64> = query(
         c,
         "SELECT subscriber_id, count(*) FROM deliveries
          WHERE state = 'in_flight' AND subscriber_id = ANY ($1) GROUP BY 1",
@@ -304,35 +325,50 @@ pub(super) async fn claim_due(
     .into_iter()
     .map(|r| (r.get(0), r.get(1)))
     .collect();
-    let cap = i64::from(req.max_in_flight_per_subscriber);
+    let mut budget = ClaimBudget::new(&req);
     let (mut take, mut hold, mut defer, mut defer_until) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in &due {
-        let (key, subscriber, status): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
+        let (key, subscriber, status): (i64, &str, &str) = (r.get(0), r.get(1), r.get(2));
         if status != SubscriberStatus::Active.as_str() {
             hold.push(key);
             continue;
         }
-        let breaker = Breaker {
-            open_until: r.get(3),
-            ..Breaker::default()
+        let limits = Limits {
+            id: subscriber,
+            breaker: Breaker {
+                open_until: r.get(3),
+                ..Breaker::default()
+            },
+            max_in_flight: r.get::<_, Option<i32>>(4).map(|n| n as u32),
+            rate_limit_per_second: r.get(5),
+            rate_next_at: r.get(6),
         };
-        let cap = match breaker.state(req.now) {
-            BreakerState::Closed => cap,
-            // Open: wait for the half-open time, spending no attempt.
-            BreakerState::Open { until } => {
+        let busy = in_flight.get(subscriber).copied().unwrap_or(0) as u32;
+        match budget.admit(&limits, busy, r.get::<_, i32>(7) as u32) {
+            Admission::Take => take.push(key),
+            Admission::Skip => {}
+            Admission::Defer(until) => {
                 defer.push(key);
                 defer_until.push(until);
-                continue;
             }
-            // Half-open: one probe at a time.
-            BreakerState::HalfOpen => 1,
-        };
-        let n = in_flight.entry(subscriber).or_default();
-        if *n < cap && take.len() < req.limit {
-            *n += 1;
-            take.push(key);
         }
+        if take.len() == req.limit {
+            break;
+        }
+    }
+    let (rate_ids, rate_next): (Vec<&str>, Vec<i64>) = budget
+        .rate_updates()
+        .map(|(id, next)| (id.as_str(), next))
+        .unzip();
+    if !rate_ids.is_empty() {
+        execute(
+            c,
+            "UPDATE subscribers s SET rate_next_at = x.next
+             FROM UNNEST($1::text[], $2::int8[]) AS x(id, next) WHERE s.id = x.id",
+            &[&rate_ids, &rate_next],
+        )
+        .await?;
     }
     if !defer.is_empty() {
         execute(

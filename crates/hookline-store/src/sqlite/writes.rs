@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use hookline_policy::{Breaker, BreakerState, DeadReason, UnixMs};
+use hookline_policy::{Breaker, DeadReason, UnixMs};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::reads;
@@ -24,10 +24,19 @@ pub(super) fn create_subscriber(
     let types = serde_json::to_string(&new.event_types).expect("strings serialize");
     let inserted = c
         .prepare_cached(
-            "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?5)",
+            "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at,
+                                      max_in_flight, rate_limit_per_second)
+             VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?5, ?6, ?7)",
         )?
-        .execute(params![new.id, new.url, types, new.secret, now]);
+        .execute(params![
+            new.id,
+            new.url,
+            types,
+            new.secret,
+            now,
+            new.max_in_flight,
+            new.rate_limit_per_second
+        ]);
     match inserted {
         Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
             Err(StoreError::Conflict(format!(
@@ -50,14 +59,18 @@ pub(super) fn update_subscriber(
 ) -> Result<Subscriber> {
     let (next, resumed) = patched(reads::subscriber(c, id)?, patch)?;
     c.prepare_cached(
-        "UPDATE subscribers SET url = ?2, event_types = ?3, status = ?4, updated_at = ?5 WHERE id = ?1",
+        "UPDATE subscribers SET url = ?2, event_types = ?3, status = ?4, updated_at = ?5,
+             max_in_flight = ?6, rate_limit_per_second = ?7
+         WHERE id = ?1",
     )?
     .execute(params![
         id,
         next.url,
         serde_json::to_string(&next.event_types).expect("strings serialize"),
         next.status.as_str(),
-        now
+        now,
+        next.max_in_flight,
+        next.rate_limit_per_second
     ])?;
     if resumed {
         // Claims set `held` on deliveries of a paused subscriber; resuming puts them back in
@@ -191,7 +204,7 @@ fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<DueRow> {
 struct Lookups {
     /// When the claim happens: decides whether a rotated-out secret still signs.
     now: UnixMs,
-    subscribers: HashMap<String, (SubscriberStatus, Breaker, Arc<Destination>)>,
+    subscribers: HashMap<String, (Arc<Subscriber>, Arc<Destination>)>,
     events: HashMap<String, Arc<EventBody>>,
 }
 
@@ -208,20 +221,17 @@ impl Lookups {
         &mut self,
         c: &Connection,
         id: &str,
-    ) -> Result<(SubscriberStatus, Breaker, Arc<Destination>)> {
+    ) -> Result<(Arc<Subscriber>, Arc<Destination>)> {
         if let Some(found) = self.subscribers.get(id) {
             return Ok(found.clone());
         }
         let s = reads::subscriber(c, id)?;
-        let found = (
-            s.status,
-            s.breaker,
-            Arc::new(Destination {
-                secrets: s.signing_secrets(self.now),
-                subscriber_id: s.id,
-                url: s.url,
-            }),
-        );
+        let destination = Arc::new(Destination {
+            secrets: s.signing_secrets(self.now),
+            subscriber_id: s.id.clone(),
+            url: s.url.clone(),
+        });
+        let found = (Arc::new(s), destination);
         self.subscribers.insert(id.to_owned(), found.clone());
         Ok(found)
     }
@@ -256,7 +266,7 @@ impl Lookups {
         attempt: u32,
         rescued: bool,
     ) -> Result<ClaimedDelivery> {
-        let (_, _, destination) = self.subscriber(c, &row.subscriber_id)?;
+        let (_, destination) = self.subscriber(c, &row.subscriber_id)?;
         let event = self.event(c, &row.event_id)?;
         Ok(row.leased(lease, attempt, rescued, destination, event))
     }
@@ -270,21 +280,26 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     if req.limit == 0 {
         return Ok(Vec::new());
     }
-    let cap = req.max_in_flight_per_subscriber;
-    let at_cap: Vec<&String> = w
-        .in_flight
-        .iter()
-        .filter(|(_, n)| **n >= cap)
-        .map(|(s, _)| s)
-        .collect();
-    let at_cap = serde_json::to_string(&at_cap).expect("strings serialize");
-
     let c = &w.conn;
+    // Subscribers already at their cap (their own, or the default) are skipped inside SQLite:
+    // a wall of their due rows costs the scan nothing.
+    let in_flight_json = serde_json::to_string(&w.in_flight).expect("subscriber counts serialize");
+    let at_cap: String = c
+        .prepare_cached(
+            "SELECT coalesce(json_group_array(f.key), '[]') FROM json_each(?1) f
+             JOIN subscribers s ON s.id = f.key
+             WHERE f.value >= coalesce(s.max_in_flight, ?2)",
+        )?
+        .query_row(
+            params![in_flight_json, req.max_in_flight_per_subscriber],
+            |r| r.get(0),
+        )?;
+
     let mut lookups = Lookups::new(req.now);
+    let mut budget = ClaimBudget::new(&req);
     let mut lease_rows = Vec::new();
     let mut hold = Vec::new();
     let mut defer = Vec::new();
-    let mut taken: HashMap<String, u32> = HashMap::new();
     {
         let mut stmt = c.prepare_cached(&format!(
             "SELECT {CANDIDATE_COLUMNS} FROM deliveries
@@ -300,30 +315,22 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
                 break;
             }
             let row = candidate(r)?;
-            let (status, breaker, _) = lookups.subscriber(c, &row.subscriber_id)?;
-            if status != SubscriberStatus::Active {
+            let (subscriber, _) = lookups.subscriber(c, &row.subscriber_id)?;
+            if subscriber.status != SubscriberStatus::Active {
                 // Paused (revoked subscribers have no scheduled deliveries): park it off the
                 // due index until the subscriber resumes.
                 hold.push(row.key);
                 continue;
             }
-            let cap = match breaker.state(req.now) {
-                BreakerState::Closed => cap,
-                // Open: wait for the half-open time, spending no attempt.
-                BreakerState::Open { until } => {
+            let in_flight = w.in_flight.get(&row.subscriber_id).copied().unwrap_or(0);
+            match budget.admit(&subscriber.limits(), in_flight, row.attempts) {
+                Admission::Take => lease_rows.push(row),
+                Admission::Skip => continue,
+                Admission::Defer(until) => {
                     defer.push((row.key, until));
                     continue;
                 }
-                // Half-open: one probe at a time.
-                BreakerState::HalfOpen => 1,
-            };
-            let in_flight = w.in_flight.get(&row.subscriber_id).copied().unwrap_or(0);
-            let taken = taken.entry(row.subscriber_id.clone()).or_default();
-            if in_flight + *taken >= cap {
-                continue;
             }
-            *taken += 1;
-            lease_rows.push(row);
             if lease_rows.len() == req.limit {
                 break;
             }
@@ -336,6 +343,10 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     for (key, until) in defer {
         c.prepare_cached("UPDATE deliveries SET run_at = ?2 WHERE seq = ?1")?
             .execute(params![key, until])?;
+    }
+    for (id, next_at) in budget.rate_updates() {
+        c.prepare_cached("UPDATE subscribers SET rate_next_at = ?2 WHERE id = ?1")?
+            .execute(params![id, next_at])?;
     }
     let lease = new_lease();
     let expires = req.now + req.lease_ms;

@@ -24,6 +24,8 @@ pub(super) struct CreateBody {
     url: String,
     event_types: Option<Vec<String>>,
     secret: Option<String>,
+    max_in_flight: Option<u32>,
+    rate_limit_per_second: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -32,6 +34,42 @@ pub(super) struct PatchBody {
     url: Option<String>,
     event_types: Option<Vec<String>>,
     status: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    max_in_flight: Option<Option<u32>>,
+    #[serde(default, deserialize_with = "present")]
+    rate_limit_per_second: Option<Option<f64>>,
+}
+
+/// Tells a field set to `null` (clear it) from one left out (keep it).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+pub const MAX_IN_FLIGHT_OVERRIDE: u32 = 1000;
+pub const MAX_RATE_PER_SECOND: f64 = 100_000.0;
+
+fn max_in_flight(n: Option<u32>) -> Result<Option<u32>, ApiError> {
+    match n {
+        Some(n) if !(1..=MAX_IN_FLIGHT_OVERRIDE).contains(&n) => Err(ApiError::invalid(format!(
+            "max_in_flight must be between 1 and {MAX_IN_FLIGHT_OVERRIDE}"
+        ))),
+        other => Ok(other),
+    }
+}
+
+fn rate_limit(r: Option<f64>) -> Result<Option<f64>, ApiError> {
+    match r {
+        Some(r) if !(r.is_finite() && r > 0.0 && r <= MAX_RATE_PER_SECOND) => {
+            Err(ApiError::invalid(format!(
+                "rate_limit_per_second must be a positive number up to {MAX_RATE_PER_SECOND}"
+            )))
+        }
+        other => Ok(other),
+    }
 }
 
 pub const MAX_EVENT_TYPES: usize = 100;
@@ -79,6 +117,8 @@ pub async fn create(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -
     let new = NewSubscriber {
         url: url(&ctx, &body.url).await?,
         event_types: event_types(body.event_types.unwrap_or_default())?,
+        max_in_flight: max_in_flight(body.max_in_flight)?,
+        rate_limit_per_second: rate_limit(body.rate_limit_per_second)?,
         id,
         secret,
     };
@@ -195,6 +235,8 @@ pub async fn update(
         },
         event_types: body.event_types.map(event_types).transpose()?,
         status,
+        max_in_flight: body.max_in_flight.map(max_in_flight).transpose()?,
+        rate_limit_per_second: body.rate_limit_per_second.map(rate_limit).transpose()?,
     };
     let resumed = status == Some(SubscriberStatus::Active);
     let s = ctx

@@ -15,6 +15,8 @@ pub fn subscriber(s: &Subscriber, with_secret: bool, now: hookline_policy::UnixM
         "created_at": rfc3339(s.created_at),
         "updated_at": rfc3339(s.updated_at),
         "previous_secret_valid_until": s.previous_secret_until.map(rfc3339),
+        "max_in_flight": s.max_in_flight,
+        "rate_limit_per_second": s.rate_limit_per_second,
         "breaker": {
             "state": s.breaker.state(now).as_str(),
             "consecutive_failures": s.breaker.consecutive_failures,
