@@ -469,7 +469,8 @@ pub(super) async fn complete(
                      AS c(seq, lease, state, run_at, reason)
              ), t AS (
                  SELECT c.seq, c.lease,
-                        (c.state = 'scheduled' AND s.status = 'revoked') AS revoked, c.state, c.run_at, c.reason
+                        (c.state = 'scheduled' AND s.status = 'revoked') AS revoked, c.state, c.run_at, c.reason,
+                        (s.breaker_failures > 0 OR s.breaker_open_until IS NOT NULL) AS breaker_dirty
                  FROM c JOIN deliveries d ON d.seq = c.seq JOIN subscribers s ON s.id = d.subscriber_id
              )
              UPDATE deliveries d SET
@@ -480,7 +481,7 @@ pub(super) async fn complete(
                  lease_token = NULL, lease_owner = NULL, lease_expires = NULL, updated_at = $6
              FROM t
              WHERE d.seq = t.seq AND d.state = 'in_flight' AND d.lease_token = t.lease
-             RETURNING d.seq, d.subscriber_id, d.dead_reason",
+             RETURNING d.seq, d.subscriber_id, d.dead_reason, t.breaker_dirty",
             &[&keys, &leases, &states, &run_ats, &reasons, &now],
         )
         .await?;
@@ -489,6 +490,14 @@ pub(super) async fn complete(
             count_dead(reason, 1);
         }
     }
+    // Breakers not closed-and-clean: a success may reset them.
+    let mut dirty: Vec<String> = applied
+        .iter()
+        .filter(|r| r.get::<_, bool>(3))
+        .map(|r| r.get(1))
+        .collect();
+    dirty.sort_unstable();
+    dirty.dedup();
     let applied: HashMap<i64, String> = applied.iter().map(|r| (r.get(0), r.get(1))).collect();
 
     let mut history = AttemptColumns::default();
@@ -507,7 +516,7 @@ pub(super) async fn complete(
         })
         .collect();
     history.insert(c).await?;
-    update_breakers(c, &completions, &applied, now, breaker).await?;
+    update_breakers(c, &completions, &applied, &dirty, now, breaker).await?;
     revoke.sort();
     revoke.dedup();
     for subscriber in revoke {
@@ -522,10 +531,18 @@ async fn update_breakers(
     c: &impl GenericClient,
     completions: &[Completion],
     applied: &HashMap<i64, String>,
+    dirty: &[String],
     now: UnixMs,
     config: &BreakerConfig,
 ) -> Result<()> {
-    let mut ids: Vec<&str> = applied.values().map(String::as_str).collect();
+    // Only breakers that can change are read and locked: those with failures to count, and
+    // those not closed and clean (a success resets them). Healthy traffic costs nothing here.
+    let mut ids: Vec<&str> = completions
+        .iter()
+        .filter(|d| d.attempt.outcome == hookline_policy::Outcome::Retryable)
+        .filter_map(|d| applied.get(&d.key.0).map(String::as_str))
+        .chain(dirty.iter().map(String::as_str))
+        .collect();
     ids.sort_unstable();
     ids.dedup();
     if ids.is_empty() {
