@@ -289,6 +289,28 @@ pub(crate) struct ClaimBudget {
     subscribers: std::collections::HashMap<String, (u32, Option<UnixMs>)>,
 }
 
+/// The answer to publishing an id that exists: the original answer when the type, payload and
+/// version are the same, a conflict when anything differs.
+pub(crate) fn republished(
+    event: NewEvent,
+    existing: EventReceipt,
+    payload: &str,
+    payload_version: i64,
+) -> PublishOutcome {
+    let same = existing.event_type == event.event_type
+        && payload == event.payload
+        && payload_version == event.payload_version;
+    if same {
+        PublishOutcome::AlreadyAccepted(existing)
+    } else {
+        PublishOutcome::Conflict
+    }
+}
+
+/// The columns both backends read into a [`DueRow`], in its order.
+pub(crate) const DUE_COLUMNS: &str =
+    "seq, id, event_id, subscriber_id, attempts, first_seen, window_start, run_at";
+
 /// What a claim needs to know of a subscriber, beyond its status.
 pub(crate) struct Limits<'a> {
     pub id: &'a str,

@@ -159,18 +159,12 @@ pub(super) async fn publish(
         .await?;
         let (event_type, payload, version, deliveries): (String, String, i64, i64) =
             (row.get(0), row.get(1), row.get(2), row.get(3));
-        let same = event_type == event.event_type
-            && payload == event.payload
-            && version == event.payload_version;
-        return Ok(if same {
-            PublishOutcome::AlreadyAccepted(EventReceipt {
-                id: event.id,
-                event_type,
-                deliveries: deliveries as u64,
-            })
-        } else {
-            PublishOutcome::Conflict
-        });
+        let receipt = EventReceipt {
+            id: event.id.clone(),
+            event_type,
+            deliveries: deliveries as u64,
+        };
+        return Ok(republished(event, receipt, &payload, version));
     }
     let deliveries = execute(c,
             "INSERT INTO deliveries
@@ -198,9 +192,6 @@ pub(super) async fn publish(
         deliveries,
     }))
 }
-
-const LEASED_COLUMNS: &str =
-    "seq, id, event_id, subscriber_id, attempts, first_seen, window_start, run_at";
 
 fn leased(r: &Row) -> DueRow {
     DueRow {
@@ -398,7 +389,7 @@ pub(super) async fn claim_due(
             "UPDATE deliveries SET state = 'in_flight', attempts = attempts + 1,
                  lease_token = $2, lease_owner = $3, lease_expires = $4, updated_at = $5
              WHERE seq = ANY ($1)
-             RETURNING {LEASED_COLUMNS}"
+             RETURNING {DUE_COLUMNS}"
         ),
         &[&take, &lease, &owner, &(req.now + req.lease_ms), &req.now],
     )
@@ -428,7 +419,7 @@ pub(super) async fn rescue_expired(
                      ORDER BY lease_expires LIMIT $2
                      FOR UPDATE SKIP LOCKED)
                    AND state = 'in_flight' AND lease_expires <= $1
-                 RETURNING {LEASED_COLUMNS}"
+                 RETURNING {DUE_COLUMNS}"
             ),
             &[&now, &(limit as i64), &lease, &owner, &(now + lease_ms)],
         )

@@ -137,18 +137,12 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
         })
         .optional()?;
     if let Some((event_type, payload, version, deliveries)) = existing {
-        let same = event_type == event.event_type
-            && payload == event.payload
-            && version == event.payload_version;
-        return Ok(if same {
-            PublishOutcome::AlreadyAccepted(EventReceipt {
-                id: event.id,
-                event_type,
-                deliveries,
-            })
-        } else {
-            PublishOutcome::Conflict
-        });
+        let receipt = EventReceipt {
+            id: event.id.clone(),
+            event_type,
+            deliveries,
+        };
+        return Ok(republished(event, receipt, &payload, version));
     }
     // One statement fans the event out to every matching subscriber that is not revoked.
     let deliveries = c
@@ -182,9 +176,6 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
         deliveries,
     }))
 }
-
-const CANDIDATE_COLUMNS: &str =
-    "seq, id, event_id, subscriber_id, attempts, first_seen, window_start, run_at";
 
 fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<DueRow> {
     Ok(DueRow {
@@ -302,7 +293,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     let mut defer = Vec::new();
     {
         let mut stmt = c.prepare_cached(&format!(
-            "SELECT {CANDIDATE_COLUMNS} FROM deliveries
+            "SELECT {DUE_COLUMNS} FROM deliveries
              WHERE state = 'scheduled' AND held = 0 AND run_at <= ?1
                AND subscriber_id NOT IN (SELECT value FROM json_each(?2))
              ORDER BY run_at"
@@ -373,7 +364,7 @@ pub(super) fn rescue_expired(
 ) -> Result<Vec<ClaimedDelivery>> {
     let rows = c
         .prepare_cached(&format!(
-            "SELECT {CANDIDATE_COLUMNS} FROM deliveries
+            "SELECT {DUE_COLUMNS} FROM deliveries
              WHERE state = 'in_flight' AND lease_expires <= ?1
              ORDER BY lease_expires LIMIT ?2"
         ))?
