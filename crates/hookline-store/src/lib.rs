@@ -285,6 +285,7 @@ pub(crate) struct ClaimBudget {
     now: UnixMs,
     default_cap: u32,
     retries_left: usize,
+    excluded: std::collections::HashSet<String>,
     /// Per subscriber: slots left, and the rate limiter's next admission time.
     subscribers: std::collections::HashMap<String, (u32, Option<UnixMs>)>,
 }
@@ -347,6 +348,7 @@ impl ClaimBudget {
             now: request.now,
             default_cap: request.max_in_flight_per_subscriber,
             retries_left: request.max_retries,
+            excluded: request.exclude_subscribers.iter().cloned().collect(),
             subscribers: Default::default(),
         }
     }
@@ -366,7 +368,7 @@ impl ClaimBudget {
         if let BreakerState::Open { until } = s.breaker.state(now) {
             return Admission::Defer(until);
         }
-        if *slots == 0 || (attempts > 0 && self.retries_left == 0) {
+        if *slots == 0 || (attempts > 0 && self.retries_left == 0) || self.excluded.contains(s.id) {
             return Admission::Skip;
         }
         if let Some(rate) = s.rate_limit_per_second {

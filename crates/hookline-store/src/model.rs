@@ -276,6 +276,9 @@ pub struct ClaimRequest {
     /// At most this many of the claimed may be retries (attempt 2 or later): the rest of the
     /// caller's slots are kept for first attempts.
     pub max_retries: usize,
+    /// Subscribers that get no new delivery in this claim (the caller saw them answer far
+    /// slower than usual).
+    pub exclude_subscribers: Vec<String>,
 }
 
 /// Where and how to send: shared by every delivery of a claim batch to the same subscriber.

@@ -122,6 +122,7 @@ fn claim(now: i64, limit: usize, cap: u32) -> ClaimRequest {
         lease_ms: LEASE,
         max_in_flight_per_subscriber: cap,
         max_retries: usize::MAX,
+        exclude_subscribers: Vec::new(),
     }
 }
 

@@ -68,6 +68,7 @@ async fn the_in_flight_cap_holds_across_processes() {
         lease_ms: 60_000,
         max_in_flight_per_subscriber: 3,
         max_retries: usize::MAX,
+        exclude_subscribers: Vec::new(),
     };
     // Both claim at the same moment, many times over.
     let mut claimed = 0;
@@ -100,6 +101,7 @@ async fn concurrent_claims_never_lease_a_delivery_twice() {
         lease_ms: 60_000,
         max_in_flight_per_subscriber: 1000,
         max_retries: usize::MAX,
+        exclude_subscribers: Vec::new(),
     };
     let mut seen = std::collections::HashSet::new();
     loop {

@@ -350,6 +350,7 @@ async fn seed_delayed(store: &Arc<dyn Store>, subscribers: usize, events: usize)
                 lease_ms: 60_000,
                 max_in_flight_per_subscriber: u32::MAX,
                 max_retries: usize::MAX,
+                exclude_subscribers: Vec::new(),
             })
             .await
             .unwrap();
@@ -418,6 +419,7 @@ async fn claim_speed(store: &Arc<dyn Store>, tag: &str) -> Duration {
                 lease_ms: 60_000,
                 max_in_flight_per_subscriber: u32::MAX,
                 max_retries: usize::MAX,
+                exclude_subscribers: Vec::new(),
             })
             .await
             .unwrap();

@@ -97,6 +97,7 @@ struct DeliveryFile {
     attempt_timeout: Option<String>,
     max_in_flight_per_subscriber: Option<u64>,
     first_attempt_share: Option<f64>,
+    slow_after: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -118,6 +119,9 @@ pub struct DeliveryConfig {
     /// The share of in-flight slots retries may never take: first attempts are not queued
     /// behind a backlog of retries.
     pub first_attempt_share: f64,
+    /// An attempt in flight longer than this (or than 4x the subscriber's usual answer time)
+    /// makes its subscriber a suspect: no new slot until it ends.
+    pub slow_after: Duration,
 }
 
 impl DeliveryConfig {
@@ -223,6 +227,7 @@ impl Config {
                 16,
             )?)
             .map_err(|_| invalid("delivery.max_in_flight_per_subscriber", "is too large"))?,
+            slow_after: duration("delivery.slow_after", d.slow_after, "1s")?,
             first_attempt_share: match d.first_attempt_share.unwrap_or(0.5) {
                 s if (0.0..1.0).contains(&s) => s,
                 s => {

@@ -24,6 +24,7 @@ use crate::clock::Clock;
 use crate::config::DeliveryConfig;
 use crate::destination::Guard;
 use crate::sender::{render_body, AttemptReport, Sender};
+use crate::slowness::Slowness;
 use crate::telemetry::{self, AttemptSeen};
 
 /// An idle dispatcher sleeps until the next due `run_at` (or lease expiry); this bounds the
@@ -54,6 +55,7 @@ struct Shared {
     in_flight_retries: AtomicUsize,
     /// Label delivery latency by subscriber.
     per_subscriber_labels: bool,
+    slowness: std::sync::Mutex<Slowness>,
 }
 
 pub struct Dispatcher {
@@ -103,6 +105,7 @@ impl Dispatcher {
                 in_flight: AtomicUsize::new(0),
                 in_flight_retries: AtomicUsize::new(0),
                 per_subscriber_labels,
+                slowness: std::sync::Mutex::new(Slowness::new(delivery.slow_after)),
             }),
             delivery,
             lease_ms,
@@ -156,6 +159,7 @@ impl Dispatcher {
                         .delivery
                         .retry_slots()
                         .saturating_sub(s.in_flight_retries.load(Ordering::Acquire)),
+                    exclude_subscribers: s.slowness.lock().unwrap().suspects(Instant::now()),
                 };
                 match s.store.claim_due(request).await {
                     Ok(claimed) => {
@@ -238,7 +242,14 @@ async fn attempt(
             response_body: None,
         }
     } else {
-        s.sender.send(&d, body, started_at).await
+        let subscriber = &d.destination.subscriber_id;
+        s.slowness.lock().unwrap().started(subscriber, timer);
+        let report = s.sender.send(&d, body, started_at).await;
+        s.slowness
+            .lock()
+            .unwrap()
+            .finished(subscriber, timer, timer.elapsed());
+        report
     };
     let duration_ms = timer.elapsed().as_millis() as u64;
     let now = s.clock.now_ms();

@@ -12,4 +12,5 @@ pub mod dispatcher;
 pub mod sender;
 pub mod signer;
 pub mod sink;
+pub mod slowness;
 pub mod telemetry;

@@ -1,0 +1,109 @@
+//! A destination that hangs holds at most its cap of slots, and once one of its attempts is far
+//! slower than usual it gets no new slot at all, while a healthy subscriber keeps being served.
+//! These tests watch real time pass (slowness is about real time), bounded to a few seconds.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use hookline::sink::{router, Secrets};
+use serde_json::{json, Value};
+
+async fn sink() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router(Secrets::None)).await.unwrap() });
+    format!("http://{addr}")
+}
+
+async fn received_on(sink: &str, path: &str) -> u64 {
+    let stats: Value = reqwest::get(format!("{sink}/stats"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    stats["per_path"][path].as_u64().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_subscriber_holds_at_most_its_cap() {
+    let sink = sink().await;
+    let app = TestApp::start("[delivery]\nattempt_timeout = \"2s\"\nslow_after = \"10s\"").await;
+    let (code, _) = app
+        .call(
+            "POST",
+            "/v1/subscribers",
+            Some(json!({"id": "hangs", "url": format!("{sink}/hang/x"), "max_in_flight": 2})),
+        )
+        .await;
+    assert_eq!(code, 201);
+    app.subscriber("healthy", &format!("{sink}/ok/y")).await;
+    for e in 0..5 {
+        app.publish(&format!("e{e}"), "t").await;
+    }
+    for e in 0..5 {
+        app.delivery_when(&format!("e{e}:healthy"), "the healthy subscriber", |d| {
+            state(d) == "delivered"
+        })
+        .await;
+    }
+    assert_eq!(
+        received_on(&sink, "/hang/x").await,
+        2,
+        "two slots, its own cap, and no more"
+    );
+    let count = |state: &'static str| {
+        let app = &app;
+        async move {
+            let (_, page) = app
+                .call(
+                    "GET",
+                    &format!("/v1/deliveries?subscriber_id=hangs&state={state}"),
+                    None,
+                )
+                .await;
+            page["items"].as_array().unwrap().len()
+        }
+    };
+    assert_eq!((count("in_flight").await, count("scheduled").await), (2, 3));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_subscriber_gets_no_new_slot_until_it_answers() {
+    let sink = sink().await;
+    let app = TestApp::start("[delivery]\nattempt_timeout = \"3s\"\nslow_after = \"300ms\"").await;
+    app.subscriber("hangs", &format!("{sink}/hang/x")).await;
+    app.subscriber("healthy", &format!("{sink}/ok/y")).await;
+    app.publish("e0", "t").await;
+    eventually("the first hanging attempt", async || {
+        (received_on(&sink, "/hang/x").await == 1).then_some(())
+    })
+    .await;
+    // Let the hanging attempt become far slower than `slow_after` (real time: that is what
+    // slowness is), then publish more.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for e in 1..5 {
+        app.publish(&format!("e{e}"), "t").await;
+    }
+    for e in 0..5 {
+        app.delivery_when(&format!("e{e}:healthy"), "the healthy subscriber", |d| {
+            state(d) == "delivered"
+        })
+        .await;
+    }
+    assert_eq!(
+        received_on(&sink, "/hang/x").await,
+        1,
+        "a suspect gets no new slot"
+    );
+    let d = app.delivery("e4:hangs").await;
+    assert_eq!(
+        (state(&d), d["attempts"].as_u64()),
+        ("scheduled", Some(0)),
+        "no attempt spent"
+    );
+    app.stop().await;
+}
