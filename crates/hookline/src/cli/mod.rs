@@ -1,6 +1,7 @@
 //! The command line: `serve`, `schedule`, `dlq`.
 
 mod dlq;
+mod drill;
 mod schedule;
 mod serve;
 mod store;
@@ -54,6 +55,10 @@ enum Command {
     /// (/ok, /status/{code}, /flaky/{n}, /slow/{ms}, /hang, /gone), POST /control to make a
     /// prefix fail or recover, GET /stats.
     Sink(SinkArgs),
+    /// Run the failure drill: baseline, a share of destinations unavailable, restore and drain,
+    /// then SIGKILL and restart while deliveries wait; prints a report, exits non-zero when a
+    /// check fails.
+    Drill(DrillArgs),
 }
 
 #[derive(Debug, Args)]
@@ -93,6 +98,43 @@ struct ApiArg {
     /// API token (read scope lists, admin scope replays), when the API requires one.
     #[arg(long, env = "HOOKLINE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DrillArgs {
+    /// Drill a running hookline instead of starting one (the crash phase is then skipped; the
+    /// drill's sink must be reachable from it).
+    #[arg(long)]
+    api: Option<String>,
+    /// API token for --api.
+    #[arg(long, env = "HOOKLINE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Config for the hookline the drill starts (listen and database are the drill's own).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[arg(long, default_value_t = 2000)]
+    subscribers: usize,
+    /// Events per phase.
+    #[arg(long, default_value_t = 5)]
+    events: usize,
+    /// Time between events.
+    #[arg(long, default_value = "1s")]
+    interval: String,
+    /// Share of destinations made unavailable.
+    #[arg(long, default_value_t = 0.1)]
+    unhealthy: f64,
+    /// How they fail: hang (never answer) or 503.
+    #[arg(long, default_value = "hang", value_parser = ["hang", "503"])]
+    mode: String,
+    /// The delivery objective healthy subscribers must meet.
+    #[arg(long, default_value = "30s")]
+    slo: String,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write a chart of latency over time (SVG) here.
+    #[arg(long)]
+    svg: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -215,6 +257,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             api,
         }) => dlq::replay(&api, reason, subscriber, limit, per_second).await,
         Command::Token(TokenCommand::New { name, scope }) => token_new(&name, scope),
+        Command::Drill(args) => drill::run(args).await,
         Command::Sink(args) => {
             let secrets = match (args.secret, args.secrets_from) {
                 (Some(secret), _) => crate::sink::Secrets::One(secret),

@@ -1,0 +1,561 @@
+//! `hookline drill`: the brief's failure drill, automated. (1) baseline, (2) hold a share of the
+//! destinations unavailable and check healthy subscribers' first attempts are not delayed,
+//! (3) restore them and measure the drain, (4) SIGKILL hookline while deliveries wait for a
+//! retry, restart it, and check every `run_at` is unchanged and nothing is lost.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+use super::DrillArgs;
+use crate::sink::{router, Secrets};
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn progress(message: &str) {
+    eprintln!("drill: {message}");
+}
+
+/// The hookline under drill: a child process the drill can kill, or a running one.
+enum Target {
+    Embedded {
+        child: Child,
+        config: PathBuf,
+        _dir: tempfile::TempDir,
+    },
+    Remote,
+}
+
+struct Drill {
+    api: String,
+    sink: String,
+    http: reqwest::Client,
+    token: Option<String>,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn summary(mut v: Vec<f64>) -> Value {
+    v.sort_by(f64::total_cmp);
+    json!({"n": v.len(), "p50_ms": percentile(&v, 0.5), "p95_ms": percentile(&v, 0.95), "p99_ms": percentile(&v, 0.99)})
+}
+
+impl Drill {
+    fn req(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        }
+    }
+
+    async fn get(&self, path: &str) -> Result<Value, String> {
+        let r = self
+            .req(self.http.get(format!("{}{path}", self.api)))
+            .send()
+            .await;
+        r.map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Result<(u16, Value), String> {
+        let r = self
+            .req(self.http.post(format!("{}{path}", self.api)).json(&body))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = r.status().as_u16();
+        Ok((status, r.json().await.unwrap_or(Value::Null)))
+    }
+
+    async fn control(&self, fail: Value) -> Result<(), String> {
+        self.http
+            .post(format!("{}/control", self.sink))
+            .json(&json!({"prefix": "/ok/bad/", "fail": fail}))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// First receipt time of each webhook-id at the sink.
+    async fn receipts(&self) -> Result<HashMap<String, i64>, String> {
+        let stats: Value = self
+            .http
+            .get(format!("{}/stats", self.sink))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut first = HashMap::new();
+        for r in stats["receipts"].as_array().into_iter().flatten() {
+            if let (Some(id), Some(at)) = (r[0].as_str(), r[1].as_i64()) {
+                first.entry(id.to_owned()).or_insert(at);
+            }
+        }
+        Ok(first)
+    }
+
+    /// Publishes `events` events `interval` apart; returns (event id, publish time).
+    async fn publish(
+        &self,
+        phase: &str,
+        events: usize,
+        interval: Duration,
+    ) -> Result<Vec<(String, i64)>, String> {
+        let mut published = Vec::new();
+        for e in 0..events {
+            let id = format!("drill-{phase}-{e}-{}", now_ms());
+            let at = now_ms();
+            let (status, body) = self
+                .post(
+                    "/v1/events",
+                    json!({"id": id, "type": "drill", "payload": {"phase": phase, "n": e}}),
+                )
+                .await?;
+            if status != 202 {
+                return Err(format!("publishing {id} answered {status}: {body}"));
+            }
+            published.push((id, at));
+            if e + 1 < events {
+                tokio::time::sleep(interval).await;
+            }
+        }
+        Ok(published)
+    }
+
+    /// The run_at, attempts and first_seen of an event's deliveries waiting for a retry.
+    async fn scheduled(&self, event: &str) -> Result<Vec<Value>, String> {
+        let page = self
+            .get(&format!(
+                "/v1/deliveries?event_id={event}&state=scheduled&limit=1000"
+            ))
+            .await?;
+        Ok(page["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            // Waiting for a retry: failed at least once.
+            .filter(|x| x["attempts"].as_u64() > Some(0))
+            .map(|x| {
+                json!([
+                    x["id"],
+                    x["next_attempt_at"],
+                    x["attempts"],
+                    x["first_seen"]
+                ])
+            })
+            .collect())
+    }
+
+    /// Waits until every delivery of `events` has ended, or `limit` passes.
+    async fn settle(&self, events: &[(String, i64)], limit: Duration) -> Result<bool, String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let mut open = 0;
+            for (id, _) in events {
+                let e = self.get(&format!("/v1/events/{id}")).await?;
+                open += e["counts"]["scheduled"].as_u64().unwrap_or(1)
+                    + e["counts"]["in_flight"].as_u64().unwrap_or(1);
+            }
+            if open == 0 {
+                return Ok(true);
+            }
+            if Instant::now() > deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+/// Latencies (ms) from publish to first receipt, for subscribers `healthy` or not.
+fn latencies(
+    events: &[(String, i64)],
+    receipts: &HashMap<String, i64>,
+    subs: &[String],
+    points: &mut Vec<Value>,
+    phase: &str,
+) -> (Vec<f64>, Vec<f64>) {
+    let (mut healthy, mut unhealthy) = (Vec::new(), Vec::new());
+    for (event, at) in events {
+        for sub in subs {
+            if let Some(got) = receipts.get(&format!("{event}:{sub}")) {
+                let ms = (got - at) as f64;
+                let bad = sub.starts_with("bad-");
+                points
+                    .push(json!({"phase": phase, "at_ms": got, "latency_ms": ms, "healthy": !bad}));
+                if bad {
+                    unhealthy.push(ms)
+                } else {
+                    healthy.push(ms)
+                }
+            }
+        }
+    }
+    (healthy, unhealthy)
+}
+
+fn svg(points: &[Value], start: i64) -> String {
+    let (w, h, pad) = (900.0, 400.0, 50.0);
+    let max_t = points
+        .iter()
+        .filter_map(|p| p["at_ms"].as_i64())
+        .max()
+        .unwrap_or(start + 1)
+        - start;
+    let max_l = points
+        .iter()
+        .filter_map(|p| p["latency_ms"].as_f64())
+        .fold(1.0, f64::max);
+    let mut out = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{pad}" y="20">hookline drill: first-attempt latency over time (green healthy, red unavailable)</text><line x1="{pad}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{pad}" y1="{pad}" x2="{pad}" y2="{}" stroke="black"/><text x="{pad}" y="{}">0 s</text><text x="{}" y="{}">{:.0} s</text><text x="5" y="{}">0</text><text x="5" y="{}">{:.0} ms</text>"#,
+        h - pad,
+        w - pad,
+        h - pad,
+        h - pad,
+        h - pad + 15.0,
+        w - pad - 30.0,
+        h - pad + 15.0,
+        max_t as f64 / 1000.0,
+        h - pad,
+        pad,
+        max_l
+    );
+    for p in points {
+        let (Some(t), Some(l)) = (p["at_ms"].as_i64(), p["latency_ms"].as_f64()) else {
+            continue;
+        };
+        let x = pad + (t - start) as f64 / max_t.max(1) as f64 * (w - 2.0 * pad);
+        let y = h - pad - l / max_l * (h - 2.0 * pad);
+        let color = if p["healthy"].as_bool() == Some(true) {
+            "#2a2"
+        } else {
+            "#d22"
+        };
+        out += &format!(r#"<circle cx="{x:.1}" cy="{y:.1}" r="1.5" fill="{color}"/>"#);
+    }
+    out + "</svg>\n"
+}
+
+pub async fn run(args: DrillArgs) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let sink = format!(
+        "http://{}",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
+    tokio::spawn(async move { axum::serve(listener, router(Secrets::None)).await });
+    let (api, mut target) = match &args.api {
+        Some(api) => (api.trim_end_matches('/').to_owned(), Target::Remote),
+        None => start_embedded(&args).await?,
+    };
+    let drill = Drill {
+        api,
+        sink,
+        http: reqwest::Client::new(),
+        token: args.token.clone(),
+    };
+    let started = now_ms();
+    let interval = crate::config::parse_duration(&args.interval)?;
+    let slo = crate::config::parse_duration(&args.slo)?;
+    let bad_count = ((args.subscribers as f64) * args.unhealthy).round() as usize;
+    progress(&format!(
+        "creating {} subscribers ({bad_count} to be made unavailable)",
+        args.subscribers
+    ));
+    let subs: Vec<String> = (0..args.subscribers)
+        .map(|i| {
+            if i < bad_count {
+                format!("bad-{i}-{started}")
+            } else {
+                format!("good-{i}-{started}")
+            }
+        })
+        .collect();
+    for chunk in subs.chunks(64) {
+        let mut tasks = tokio::task::JoinSet::new();
+        for id in chunk {
+            let body = json!({"id": id, "url": format!("{}/ok/{}/{id}", drill.sink, if id.starts_with("bad-") { "bad" } else { "good" }), "event_types": ["drill"]});
+            let (http, api, token) = (drill.http.clone(), drill.api.clone(), drill.token.clone());
+            tasks.spawn(async move {
+                let mut r = http.post(format!("{api}/v1/subscribers")).json(&body);
+                if let Some(t) = token {
+                    r = r.bearer_auth(t)
+                }
+                r.send().await.map(|r| r.status().as_u16())
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            let status = done
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            if status != 201 {
+                return Err(format!("creating a subscriber answered {status}"));
+            }
+        }
+    }
+
+    let mut points = Vec::new();
+    let mut checks: Vec<(String, bool)> = Vec::new();
+    let mut phases = serde_json::Map::new();
+
+    progress(&format!(
+        "phase 1/4 baseline: {} events, {:?} apart",
+        args.events, interval
+    ));
+    let base_events = drill.publish("baseline", args.events, interval).await?;
+    drill.settle(&base_events, slo).await?;
+    let (base_healthy, base_bad) = latencies(
+        &base_events,
+        &drill.receipts().await?,
+        &subs,
+        &mut points,
+        "baseline",
+    );
+    let mut all_base = base_healthy.clone();
+    all_base.extend(base_bad);
+    let base = summary(all_base);
+    phases.insert("baseline".into(), json!({"first_attempt": base}));
+
+    progress(&format!(
+        "phase 2/4 failure: {bad_count} destinations {}",
+        args.mode
+    ));
+    drill
+        .control(if args.mode == "hang" {
+            json!("hang")
+        } else {
+            json!(503)
+        })
+        .await?;
+    let fail_events = drill.publish("failure", args.events, interval).await?;
+    // Healthy deliveries: wait for them (the unavailable ones keep retrying).
+    let deadline = Instant::now() + slo;
+    let expected = fail_events.len() * (subs.len() - bad_count);
+    loop {
+        let r = drill.receipts().await?;
+        let got = fail_events
+            .iter()
+            .flat_map(|(e, _)| {
+                subs.iter()
+                    .filter(|s| s.starts_with("good-"))
+                    .map(move |s| format!("{e}:{s}"))
+            })
+            .filter(|id| r.contains_key(id))
+            .count();
+        if got >= expected || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (fail_healthy, _) = latencies(
+        &fail_events,
+        &drill.receipts().await?,
+        &subs,
+        &mut points,
+        "failure",
+    );
+    let healthy = summary(fail_healthy);
+    let base_p99 = base["p99_ms"].as_f64().unwrap_or(0.0);
+    let p99 = healthy["p99_ms"].as_f64().unwrap_or(f64::MAX);
+    checks.push((format!("healthy p99 first-attempt latency {p99:.0} ms <= 1.25 x baseline p99 {base_p99:.0} ms + 50 ms"), p99 <= 1.25 * base_p99 + 50.0));
+    checks.push((
+        format!("every healthy delivery arrived within the SLO ({:?})", slo),
+        healthy["n"].as_u64() == Some(expected as u64),
+    ));
+    phases.insert("failure".into(), json!({"healthy_first_attempt": healthy}));
+
+    progress("phase 3/4 restore: measuring the drain");
+    drill.control(Value::Null).await?;
+    let restored = Instant::now();
+    let drained = drill.settle(&fail_events, slo * 4).await?;
+    let drain_ms = restored.elapsed().as_millis() as u64;
+    let stats: Value = drill
+        .http
+        .get(format!("{}/stats", drill.sink))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+    let amplification = stats["received"].as_f64().unwrap_or(0.0)
+        / stats["unique"].as_f64().unwrap_or(1.0).max(1.0);
+    checks.push((format!("the backlog drained ({drain_ms} ms)"), drained));
+    phases.insert(
+        "restore".into(),
+        json!({"drain_ms": drain_ms, "retry_amplification": amplification}),
+    );
+
+    match &mut target {
+        Target::Remote => {
+            progress("phase 4/4 skipped: restarting needs the embedded hookline (no --api)")
+        }
+        Target::Embedded { child, config, .. } => {
+            progress("phase 4/4 crash: SIGKILL while deliveries wait for a retry, then restart");
+            drill
+                .http
+                .post(format!("{}/control", drill.sink))
+                .json(&json!({"prefix": "/ok/bad/", "fail": 503}))
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            let crash_events = drill.publish("crash", 1, interval).await?;
+            let event = crash_events[0].0.clone();
+            let deadline = Instant::now() + slo;
+            let before = loop {
+                let s = drill.scheduled(&event).await?;
+                if s.len() >= bad_count || Instant::now() > deadline {
+                    break s;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            child.kill().map_err(|e| e.to_string())?;
+            let _ = child.wait();
+            *child = spawn(config)?;
+            wait_healthy(&drill.http, &drill.api).await?;
+            let after = drill.scheduled(&event).await?;
+            checks.push((format!("run_at, attempts and first_seen unchanged across SIGKILL + restart ({} delayed deliveries)", before.len()), !before.is_empty() && before == after));
+            drill.control(Value::Null).await?;
+            let mut everything = base_events.clone();
+            everything.extend(fail_events.clone());
+            everything.extend(crash_events);
+            let ended = drill.settle(&everything, slo * 4).await?;
+            let mut lost = 0;
+            for (id, _) in &everything {
+                let e = drill.get(&format!("/v1/events/{id}")).await?;
+                lost += e["deliveries"].as_u64().unwrap_or(0)
+                    - e["counts"]["delivered"].as_u64().unwrap_or(0)
+                    - e["counts"]["dead"].as_u64().unwrap_or(0);
+            }
+            checks.push((
+                format!("nothing lost: every delivery of every event ended ({lost} open)"),
+                ended && lost == 0,
+            ));
+        }
+    }
+
+    let passed = checks.iter().all(|(_, ok)| *ok);
+    println!(
+        "{}",
+        super::table::render(
+            &["PHASE", "WHO", "N", "P50 MS", "P95 MS", "P99 MS"],
+            &[
+                row("baseline", "all", &base),
+                row(
+                    "failure",
+                    "healthy",
+                    &phases["failure"]["healthy_first_attempt"]
+                ),
+            ]
+        )
+    );
+    println!("drain after restore: {drain_ms} ms; retry amplification observed: {amplification:.2} attempts per delivery\n");
+    for (check, ok) in &checks {
+        println!("{} {check}", if *ok { "PASS" } else { "FAIL" });
+    }
+    let report = json!({"phases": phases, "checks": checks.iter().map(|(c, ok)| json!({"check": c, "passed": ok})).collect::<Vec<_>>(), "passed": passed});
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report).expect("json"))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(path) = &args.svg {
+        std::fs::write(path, svg(&points, started))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Target::Embedded { mut child, .. } = target {
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let _ = child.wait();
+    }
+    if passed {
+        Ok(())
+    } else {
+        Err("the drill failed a check".into())
+    }
+}
+
+fn row(phase: &str, who: &str, s: &Value) -> Vec<String> {
+    let f = |k: &str| format!("{:.0}", s[k].as_f64().unwrap_or(0.0));
+    vec![
+        phase.into(),
+        who.into(),
+        s["n"].to_string(),
+        f("p50_ms"),
+        f("p95_ms"),
+        f("p99_ms"),
+    ]
+}
+
+fn spawn(config: &std::path::Path) -> Result<Child, String> {
+    Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
+        .args(["serve", "--config", &config.display().to_string()])
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start hookline: {e}"))
+}
+
+async fn wait_healthy(http: &reqwest::Client, api: &str) -> Result<(), String> {
+    for _ in 0..200 {
+        if http
+            .get(format!("{api}/healthz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err("the embedded hookline did not start".into())
+}
+
+async fn start_embedded(args: &DrillArgs) -> Result<(String, Target), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let mut config = match &args.config {
+        Some(path) => {
+            std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => String::new(),
+    };
+    // The drill owns these: its own port, its own database, its sink on loopback.
+    config = format!("listen = \"127.0.0.1:{port}\"\ndatabase = \"sqlite://{}\"\nallow_private_destinations = true\n{config}", dir.path().join("drill.db").display());
+    let path = dir.path().join("drill.toml");
+    std::fs::write(&path, config).map_err(|e| e.to_string())?;
+    crate::config::Config::load(Some(&path), Default::default()).map_err(|e| e.to_string())?;
+    let child = spawn(&path)?;
+    let api = format!("http://127.0.0.1:{port}");
+    wait_healthy(&reqwest::Client::new(), &api).await?;
+    Ok((
+        api,
+        Target::Embedded {
+            child,
+            config: path,
+            _dir: dir,
+        },
+    ))
+}
