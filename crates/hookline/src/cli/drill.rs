@@ -91,17 +91,20 @@ impl Drill {
         Ok(())
     }
 
-    /// First receipt time of each webhook-id at the sink.
-    async fn receipts(&self) -> Result<HashMap<String, i64>, String> {
-        let stats: Value = self
-            .http
+    async fn sink_stats(&self) -> Result<Value, String> {
+        self.http
             .get(format!("{}/stats", self.sink))
             .send()
             .await
             .map_err(|e| e.to_string())?
             .json()
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())
+    }
+
+    /// First receipt time of each webhook-id at the sink.
+    async fn receipts(&self) -> Result<HashMap<String, i64>, String> {
+        let stats = self.sink_stats().await?;
         let mut first = HashMap::new();
         for r in stats["receipts"].as_array().into_iter().flatten() {
             if let (Some(id), Some(at)) = (r[0].as_str(), r[1].as_i64()) {
@@ -388,15 +391,7 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
     let restored = Instant::now();
     let drained = drill.settle(&fail_events, slo * 4).await?;
     let drain_ms = restored.elapsed().as_millis() as u64;
-    let stats: Value = drill
-        .http
-        .get(format!("{}/stats", drill.sink))
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .json()
-        .await
-        .map_err(|e| e.to_string())?;
+    let stats = drill.sink_stats().await?;
     let amplification = stats["received"].as_f64().unwrap_or(0.0)
         / stats["unique"].as_f64().unwrap_or(1.0).max(1.0);
     checks.push((format!("the backlog drained ({drain_ms} ms)"), drained));
@@ -411,13 +406,7 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
         }
         Target::Embedded { child, config, .. } => {
             progress("phase 4/4 crash: SIGKILL while deliveries wait for a retry, then restart");
-            drill
-                .http
-                .post(format!("{}/control", drill.sink))
-                .json(&json!({"prefix": "/ok/bad/", "fail": 503}))
-                .send()
-                .await
-                .map_err(|e| e.to_string())?;
+            drill.control(json!(503)).await?;
             let crash_events = drill.publish("crash", 1, interval).await?;
             let event = crash_events[0].0.clone();
             let deadline = Instant::now() + slo;
