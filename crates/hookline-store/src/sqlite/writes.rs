@@ -391,24 +391,36 @@ pub(super) fn complete(
     now: UnixMs,
 ) -> Result<Vec<CompletionResult>> {
     let mut results = Vec::with_capacity(completions.len());
-    // Breakers of this batch's subscribers, folded completion by completion.
-    let mut breakers: HashMap<String, Breaker> = HashMap::new();
     for done in completions {
         let c = &w.conn;
+        // The lease fence, and the subscriber's status and breaker as of this point in the
+        // batch (earlier completions' changes included: same transaction).
         let holder = c
             .prepare_cached(
-                "SELECT subscriber_id FROM deliveries
-                 WHERE seq = ?1 AND state = 'in_flight' AND lease_token = ?2",
+                "SELECT d.subscriber_id, s.status, s.breaker_failures, s.breaker_open_until,
+                        s.breaker_cool_down_ms
+                 FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+                 WHERE d.seq = ?1 AND d.state = 'in_flight' AND d.lease_token = ?2",
             )?
-            .query_row(params![done.key.0, done.lease], |r| r.get::<_, String>(0))
+            .query_row(params![done.key.0, done.lease], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    Breaker {
+                        consecutive_failures: r.get(2)?,
+                        open_until: r.get(3)?,
+                        cool_down_ms: r.get(4)?,
+                    },
+                ))
+            })
             .optional()?;
-        let Some(subscriber_id) = holder else {
+        let Some((subscriber_id, status, breaker)) = holder else {
             results.push(CompletionResult::LeaseLost);
             continue;
         };
         let mut transition = done.transition;
         if matches!(transition, Transition::Reschedule { .. })
-            && reads::subscriber(c, &subscriber_id)?.status == SubscriberStatus::Revoked
+            && status == SubscriberStatus::Revoked.as_str()
         {
             transition = Transition::Dead(DeadReason::SubscriptionRevoked);
         }
@@ -446,10 +458,6 @@ pub(super) fn complete(
         if done.revoke_subscriber {
             revoke_subscriber(c, &subscriber_id, now)?;
         }
-        let breaker = match breakers.get(&subscriber_id) {
-            Some(b) => *b,
-            None => reads::subscriber(c, &subscriber_id)?.breaker,
-        };
         let next = breaker.after(&w.breaker, a.outcome, now);
         if next != breaker {
             c.prepare_cached(
@@ -464,7 +472,6 @@ pub(super) fn complete(
                 next.cool_down_ms
             ])?;
         }
-        breakers.insert(subscriber_id.clone(), next);
         w.release_slot(&subscriber_id);
         results.push(CompletionResult::Applied);
     }
