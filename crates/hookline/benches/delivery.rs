@@ -307,41 +307,37 @@ fn completion(c: &hookline_store::ClaimedDelivery, transition: Transition, now: 
     }
 }
 
+/// `subscribers` subscribers to the event type `tag` and `events` events of it, published at
+/// `now`: `subscribers x events` due deliveries.
+async fn fill(store: &Arc<dyn Store>, tag: &str, subscribers: usize, events: usize, now: i64) {
+    for s in 0..subscribers {
+        let subscriber = NewSubscriber {
+            id: format!("{tag}-{s}"),
+            url: "http://127.0.0.1:9/unused".into(),
+            event_types: vec![tag.into()],
+            secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+            max_in_flight: None,
+            rate_limit_per_second: None,
+        };
+        store.create_subscriber(subscriber, now).await.unwrap();
+    }
+    for e in 0..events {
+        let event = NewEvent {
+            id: format!("{tag}-{e}"),
+            event_type: tag.into(),
+            payload: "{}".into(),
+            payload_version: 1,
+            published_by: None,
+        };
+        store.publish(event, now).await.unwrap();
+    }
+}
+
 /// Fills the store with `events x subscribers` deliveries and parks them all an hour ahead,
 /// through the store's own operations (what failed attempts would do, minus the HTTP).
 async fn seed_delayed(store: &Arc<dyn Store>, subscribers: usize, events: usize) {
     let now = now_ms();
-    for s in 0..subscribers {
-        store
-            .create_subscriber(
-                NewSubscriber {
-                    id: format!("parked-{s}"),
-                    url: "http://127.0.0.1:9/parked".into(),
-                    event_types: vec!["parked".into()],
-                    secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
-                    max_in_flight: None,
-                    rate_limit_per_second: None,
-                },
-                now,
-            )
-            .await
-            .unwrap();
-    }
-    for e in 0..events {
-        store
-            .publish(
-                NewEvent {
-                    id: format!("parked-{e}"),
-                    event_type: "parked".into(),
-                    payload: r#"{"parked":true}"#.into(),
-                    payload_version: 1,
-                    published_by: None,
-                },
-                now,
-            )
-            .await
-            .unwrap();
-    }
+    fill(store, "parked", subscribers, events, now).await;
     loop {
         let claimed = store
             .claim_due(ClaimRequest {
@@ -376,37 +372,7 @@ async fn seed_delayed(store: &Arc<dyn Store>, subscribers: usize, events: usize)
 /// Claims 20,000 due deliveries in batches of 256 and returns the mean time per claim.
 async fn claim_speed(store: &Arc<dyn Store>, tag: &str) -> Duration {
     let now = now_ms();
-    for s in 0..200 {
-        store
-            .create_subscriber(
-                NewSubscriber {
-                    id: format!("{tag}-{s}"),
-                    url: "http://127.0.0.1:9/due".into(),
-                    event_types: vec![tag.into()],
-                    secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
-                    max_in_flight: None,
-                    rate_limit_per_second: None,
-                },
-                now,
-            )
-            .await
-            .unwrap();
-    }
-    for e in 0..100 {
-        store
-            .publish(
-                NewEvent {
-                    id: format!("{tag}-{e}"),
-                    event_type: tag.into(),
-                    payload: "{}".into(),
-                    payload_version: 1,
-                    published_by: None,
-                },
-                now,
-            )
-            .await
-            .unwrap();
-    }
+    fill(store, tag, 200, 100, now).await;
     // Each batch is completed before the next claim, as the dispatcher does: in flight stays
     // bounded, and only the claim itself is timed.
     let (mut total, mut claims, mut claimed) = (Duration::ZERO, 0u32, 0usize);
@@ -513,7 +479,8 @@ async fn pg_backlog() {
                 FALSE, 1, {now}, {now}, {now} + 3600000 + g, {now}
          FROM generate_series(1, 1000000) AS g"
     );
-    full.sql(&[&seed, "VACUUM ANALYZE deliveries"]).await;
+    // As for SQLite: let the seeding's writes reach the disk before timing fsyncs.
+    full.sql(&[&seed, "VACUUM ANALYZE deliveries", "CHECKPOINT"]).await;
     empty.sql(&["VACUUM ANALYZE deliveries"]).await;
     println!(
         "pg-backlog: seeded 1,000,000 delayed deliveries in {:.1} s",

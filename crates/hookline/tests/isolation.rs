@@ -17,6 +17,16 @@ async fn sink() -> String {
     format!("http://{addr}")
 }
 
+/// Waits until events e0.. e{n-1} reached `subscriber`.
+async fn all_delivered(app: &TestApp, subscriber: &str, n: usize) {
+    for e in 0..n {
+        app.delivery_when(&format!("e{e}:{subscriber}"), "a delivery", |d| {
+            state(d) == "delivered"
+        })
+        .await;
+    }
+}
+
 async fn received_on(sink: &str, path: &str) -> u64 {
     let stats: Value = reqwest::get(format!("{sink}/stats"))
         .await
@@ -43,12 +53,7 @@ async fn a_hanging_subscriber_holds_at_most_its_cap() {
     for e in 0..5 {
         app.publish(&format!("e{e}"), "t").await;
     }
-    for e in 0..5 {
-        app.delivery_when(&format!("e{e}:healthy"), "the healthy subscriber", |d| {
-            state(d) == "delivered"
-        })
-        .await;
-    }
+    all_delivered(&app, "healthy", 5).await;
     assert_eq!(
         received_on(&sink, "/hang/x").await,
         2,
@@ -88,12 +93,7 @@ async fn a_slow_subscriber_gets_no_new_slot_until_it_answers() {
     for e in 1..5 {
         app.publish(&format!("e{e}"), "t").await;
     }
-    for e in 0..5 {
-        app.delivery_when(&format!("e{e}:healthy"), "the healthy subscriber", |d| {
-            state(d) == "delivered"
-        })
-        .await;
-    }
+    all_delivered(&app, "healthy", 5).await;
     assert_eq!(
         received_on(&sink, "/hang/x").await,
         1,
