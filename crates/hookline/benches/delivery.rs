@@ -480,7 +480,8 @@ async fn pg_backlog() {
          FROM generate_series(1, 1000000) AS g"
     );
     // As for SQLite: let the seeding's writes reach the disk before timing fsyncs.
-    full.sql(&[&seed, "VACUUM ANALYZE deliveries", "CHECKPOINT"]).await;
+    full.sql(&[&seed, "VACUUM ANALYZE deliveries", "CHECKPOINT"])
+        .await;
     empty.sql(&["VACUUM ANALYZE deliveries"]).await;
     println!(
         "pg-backlog: seeded 1,000,000 delayed deliveries in {:.1} s",
