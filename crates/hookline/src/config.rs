@@ -98,6 +98,7 @@ struct DeliveryFile {
     max_in_flight_per_subscriber: Option<u64>,
     first_attempt_share: Option<f64>,
     slow_after: Option<String>,
+    slow_lane: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -122,6 +123,9 @@ pub struct DeliveryConfig {
     /// An attempt in flight longer than this (or than 4x the subscriber's usual answer time)
     /// makes its subscriber a suspect: no new slot until it ends.
     pub slow_after: Duration,
+    /// Attempts past that threshold give their slot back and wait here, up to this many; beyond
+    /// it they keep their slot. See `slots.rs`.
+    pub slow_lane: usize,
 }
 
 impl DeliveryConfig {
@@ -196,7 +200,15 @@ impl Config {
     fn parse_file(text: &str) -> Result<FileConfig, ConfigError> {
         toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: "<config>".into(),
-            message: e.message().to_string(),
+            message: match e.span() {
+                // Name the line: serde's messages ("expected u64") do not name the key.
+                Some(span) => {
+                    let line = text[..span.start].matches('\n').count() + 1;
+                    let source = text.lines().nth(line - 1).unwrap_or_default().trim();
+                    format!("line {line} (`{source}`): {}", e.message())
+                }
+                None => e.message().to_string(),
+            },
         })
     }
 
@@ -218,8 +230,15 @@ impl Config {
         let max_payload_bytes = positive("max_payload_bytes", file.max_payload_bytes, 262_144)?;
 
         let d = file.delivery;
+        let concurrency = positive("delivery.concurrency", d.concurrency, 256)?;
         let delivery = DeliveryConfig {
-            concurrency: positive("delivery.concurrency", d.concurrency, 256)? as usize,
+            concurrency: concurrency as usize,
+            slow_lane: match d.slow_lane {
+                None => concurrency as usize,
+                Some(n) => {
+                    usize::try_from(n).map_err(|_| invalid("delivery.slow_lane", "is too large"))?
+                }
+            },
             attempt_timeout: duration("delivery.attempt_timeout", d.attempt_timeout, "10s")?,
             max_in_flight_per_subscriber: u32::try_from(positive(
                 "delivery.max_in_flight_per_subscriber",
@@ -442,6 +461,11 @@ jitter = "equal"
             Config::from_toml("[delivery]\nconcurrency = 10\nfirst_attempt_share = 0.7").unwrap();
         assert_eq!(c.delivery.retry_slots(), 3);
         assert_eq!(Config::from_toml("").unwrap().delivery.retry_slots(), 128);
+        // The slow lane follows concurrency unless set; 0 switches it off.
+        assert_eq!(c.delivery.slow_lane, 10);
+        let off = Config::from_toml("[delivery]\nslow_lane = 0").unwrap();
+        assert_eq!(off.delivery.slow_lane, 0);
+        assert!(refused("[delivery]\nslow_lane = -1").contains("slow_lane"));
         assert!(refused("[breaker]\ncool_down = \"later\"").contains("breaker.cool_down"));
         assert!(refused("allowed_networks = [\"10.0.0.0/33\"]").contains("allowed_networks"));
         let open =

@@ -3,10 +3,10 @@
 //! The dispatcher holds no schedule of its own. A delivery waiting for a retry is a row in the
 //! store with a `run_at`, never a timer or a task here, so a slow or dead destination holds at
 //! most the in-flight slots the store's per-subscriber cap lets it claim, and a restart loses
-//! nothing. Completions go to one committer that writes them in batches (group commit).
+//! nothing. An attempt far slower than usual gives its slot back and finishes in the slow lane
+//! (`slots.rs`), so hanging destinations cannot starve the healthy ones of slots. Completions go to one committer that writes them in batches (group commit).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,7 @@ use crate::clock::Clock;
 use crate::config::DeliveryConfig;
 use crate::destination::Guard;
 use crate::sender::{render_body, AttemptReport, Sender};
+use crate::slots::{Slot, Slots};
 use crate::slowness::Slowness;
 use crate::telemetry::{self, AttemptSeen};
 
@@ -50,9 +51,7 @@ struct Shared {
     clock: Arc<dyn Clock>,
     sender: Sender,
     wake: Arc<Notify>,
-    in_flight: AtomicUsize,
-    /// Of those, attempts 2 and later (and rescues): bounded by `retry_slots`.
-    in_flight_retries: AtomicUsize,
+    slots: Arc<Slots>,
     /// Label delivery latency by subscriber.
     per_subscriber_labels: bool,
     slowness: std::sync::Mutex<Slowness>,
@@ -102,8 +101,11 @@ impl Dispatcher {
                 clock,
                 sender: Sender::new(delivery.attempt_timeout, guard),
                 wake: wake.clone(),
-                in_flight: AtomicUsize::new(0),
-                in_flight_retries: AtomicUsize::new(0),
+                slots: Slots::new(
+                    delivery.concurrency,
+                    delivery.retry_slots(),
+                    delivery.slow_lane,
+                ),
                 per_subscriber_labels,
                 slowness: std::sync::Mutex::new(Slowness::new(delivery.slow_after)),
             }),
@@ -130,12 +132,11 @@ impl Dispatcher {
             }
         };
         while !*stop.borrow() {
-            let busy = s.in_flight.load(Ordering::Acquire);
-            if busy > 0 && self.delivery.concurrency - busy < self.delivery.concurrency / 4 {
+            if s.slots.busy() > 0 && s.slots.free() < self.delivery.concurrency / 4 {
                 tokio::time::sleep(CLAIM_COALESCE).await;
             }
             let now = s.clock.now_ms();
-            let free = self.delivery.concurrency - s.in_flight.load(Ordering::Acquire);
+            let free = s.slots.free();
             let mut batch = Vec::new();
             if free > 0 && now >= next_rescue {
                 next_rescue = now + RESCUE_EVERY_MS;
@@ -155,10 +156,7 @@ impl Dispatcher {
                     limit: want,
                     lease_ms: self.lease_ms,
                     max_in_flight_per_subscriber: self.delivery.max_in_flight_per_subscriber,
-                    max_retries: self
-                        .delivery
-                        .retry_slots()
-                        .saturating_sub(s.in_flight_retries.load(Ordering::Acquire)),
+                    max_retries: s.slots.free_for_retries(),
                     exclude_subscribers: s.slowness.lock().unwrap().suspects(Instant::now()),
                 };
                 match s.store.claim_due(request).await {
@@ -179,11 +177,8 @@ impl Dispatcher {
                     .entry(Arc::as_ptr(&delivery.event) as usize)
                     .or_insert_with(|| render_body(&delivery.event))
                     .clone();
-                s.in_flight.fetch_add(1, Ordering::AcqRel);
-                if is_retry(&delivery) {
-                    s.in_flight_retries.fetch_add(1, Ordering::AcqRel);
-                }
-                attempts.spawn(attempt(s.clone(), delivery, body, done_tx.clone()));
+                let slot = s.slots.take(is_retry(&delivery));
+                attempts.spawn(attempt(s.clone(), delivery, slot, body, done_tx.clone()));
             }
             while attempts.try_join_next().is_some() {}
             if filled {
@@ -207,7 +202,7 @@ impl Dispatcher {
             }
         }
         tracing::info!(
-            in_flight = s.in_flight.load(Ordering::Acquire),
+            in_flight = s.slots.busy() + s.slots.in_slow_lane(),
             "dispatcher stopping: finishing in-flight attempts"
         );
         while attempts.join_next().await.is_some() {}
@@ -228,6 +223,7 @@ const LOST_ATTEMPT: &str =
 async fn attempt(
     s: Arc<Shared>,
     d: ClaimedDelivery,
+    mut slot: Slot,
     body: Bytes,
     done: mpsc::UnboundedSender<(String, Completion)>,
 ) {
@@ -243,8 +239,24 @@ async fn attempt(
         }
     } else {
         let subscriber = &d.destination.subscriber_id;
-        s.slowness.lock().unwrap().started(subscriber, timer);
-        let report = s.sender.send(&d, body, started_at).await;
+        let patience = {
+            let mut slowness = s.slowness.lock().unwrap();
+            slowness.started(subscriber, timer);
+            slowness.patience(subscriber)
+        };
+        let send = s.sender.send(&d, body, started_at);
+        tokio::pin!(send);
+        let report = tokio::select! {
+            report = &mut send => report,
+            _ = tokio::time::sleep(patience) => {
+                if slot.move_to_slow_lane() {
+                    telemetry::slow_lane(s.slots.in_slow_lane());
+                    tracing::debug!(delivery = %d.id, %subscriber, "attempt moved to the slow lane");
+                    s.wake.notify_one();
+                }
+                send.await
+            }
+        };
         s.slowness
             .lock()
             .unwrap()
@@ -301,12 +313,12 @@ async fn attempt(
         transition,
         revoke_subscriber: revokes_subscription(report.result),
     };
-    let retry = is_retry(&d);
     let _ = done.send((d.id, completion));
-    if retry {
-        s.in_flight_retries.fetch_sub(1, Ordering::AcqRel);
+    let was_slow = slot.is_slow();
+    drop(slot);
+    if was_slow {
+        telemetry::slow_lane(s.slots.in_slow_lane());
     }
-    s.in_flight.fetch_sub(1, Ordering::AcqRel);
     s.wake.notify_one();
 }
 

@@ -12,5 +12,6 @@ pub mod dispatcher;
 pub mod sender;
 pub mod signer;
 pub mod sink;
+pub mod slots;
 pub mod slowness;
 pub mod telemetry;

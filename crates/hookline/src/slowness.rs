@@ -4,7 +4,8 @@
 //! that subscriber usually answers: once one of its attempts has been in flight far longer
 //! (`slow_after`, or four times its usual answer time if that is longer), the subscriber is a
 //! suspect and gets no new slot until the slow attempt ends. Its limit is, in effect, the one
-//! slot it is already holding; a quick answer lifts it.
+//! slot it is already holding; a quick answer lifts it. The same threshold moves the slow attempt
+//! itself out of the dispatcher's slots (see [`crate::slots`]).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -66,6 +67,14 @@ impl Slowness {
         self.slow_after.max(usual)
     }
 
+    /// How long an attempt to this subscriber may be in flight before it is far slower than
+    /// usual.
+    pub fn patience(&self, subscriber: &str) -> Duration {
+        self.subscribers
+            .get(subscriber)
+            .map_or(self.slow_after, |w| self.threshold(w))
+    }
+
     /// Subscribers that get no new slot now: one of their attempts is far slower than usual.
     pub fn suspects(&self, now: Instant) -> Vec<String> {
         self.subscribers
@@ -105,6 +114,8 @@ mod tests {
         s.started("steady", t0);
         s.finished("steady", t0, Duration::from_secs(2));
         s.started("steady", t0);
+        assert_eq!(s.patience("steady"), Duration::from_secs(8));
+        assert_eq!(s.patience("never seen"), Duration::from_secs(1));
         assert!(s.suspects(t0 + Duration::from_secs(7)).is_empty());
         assert_eq!(s.suspects(t0 + Duration::from_secs(9)), ["steady"]);
     }

@@ -78,6 +78,10 @@ fn describe() {
         "hookline_breaker_open",
         "1 while a subscriber's circuit breaker is open or half-open, 0 once it closes."
     );
+    describe_gauge!(
+        "hookline_slow_lane_attempts",
+        "Attempts far slower than their subscriber usually answers, waiting out of the delivery slots (at most delivery.slow_lane)."
+    );
     describe_counter!(
         "hookline_store_errors_total",
         "Operations the store failed, by operation."
@@ -95,6 +99,10 @@ pub fn event_accepted(deliveries: u64) {
 
 pub fn replayed(selected: u64) {
     counter!("hookline_replayed_total").increment(selected);
+}
+
+pub fn slow_lane(attempts: usize) {
+    gauge!("hookline_slow_lane_attempts").set(attempts as f64);
 }
 
 pub fn store_error(operation: &'static str) {
@@ -198,6 +206,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "hookline_fanout_deliveries_total",
     "hookline_store_errors_total",
     "hookline_breaker_open",
+    "hookline_slow_lane_attempts",
 ];
 
 #[cfg(test)]

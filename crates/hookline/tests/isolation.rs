@@ -107,3 +107,37 @@ async fn a_slow_subscriber_gets_no_new_slot_until_it_answers() {
     );
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hanging_attempts_give_their_slots_back_to_healthy_subscribers() {
+    let sink = sink().await;
+    // Two slots, both about to be taken by attempts that would hang for a minute.
+    let app = TestApp::start(
+        "[delivery]\nconcurrency = 2\nattempt_timeout = \"60s\"\nslow_after = \"200ms\"",
+    )
+    .await;
+    for id in ["hangs-1", "hangs-2"] {
+        let url = format!("{sink}/hang/{id}");
+        let body = json!({"id": id, "url": url, "event_types": ["h"]});
+        assert_eq!(app.call("POST", "/v1/subscribers", Some(body)).await.0, 201);
+    }
+    let body = json!({"id": "healthy", "url": format!("{sink}/ok/y"), "event_types": ["t"]});
+    assert_eq!(app.call("POST", "/v1/subscribers", Some(body)).await.0, 201);
+
+    app.publish("hanging", "h").await;
+    eventually("both hanging attempts", async || {
+        let started =
+            received_on(&sink, "/hang/hangs-1").await + received_on(&sink, "/hang/hangs-2").await;
+        (started == 2).then_some(())
+    })
+    .await;
+    for e in 0..5 {
+        app.publish(&format!("e{e}"), "t").await;
+    }
+    // Served while both hanging attempts are still in flight: they moved to the slow lane.
+    all_delivered(&app, "healthy", 5).await;
+    for id in ["hanging:hangs-1", "hanging:hangs-2"] {
+        assert_eq!(state(&app.delivery(id).await), "in_flight");
+    }
+    // No clean stop: it would wait out the hanging attempts.
+}

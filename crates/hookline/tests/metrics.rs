@@ -46,7 +46,10 @@ async fn metrics_move_as_deliveries_happen() {
         _ => 200,
     })
     .await;
-    let app = TestApp::start("[metrics]\nrefresh_interval = \"20ms\"").await;
+    let app = TestApp::start(
+        "[metrics]\nrefresh_interval = \"20ms\"\n[delivery]\nslow_after = \"100ms\"",
+    )
+    .await;
     for (id, path) in [("ok", "/ok"), ("bad", "/bad"), ("flaky", "/flaky")] {
         app.subscriber(id, &rx.url(path)).await;
     }
@@ -176,6 +179,21 @@ async fn metrics_move_as_deliveries_happen() {
         sample(&text, "hookline_events_accepted_total", &[]),
         Some(2.0)
     );
+
+    // Attempts far slower than usual wait in the slow lane, and leave it when they end.
+    let gate = rx.hold().await;
+    app.publish("e3", "t").await;
+    eventually("two attempts in the slow lane", async || {
+        let text = scrape(&app).await;
+        (sample(&text, "hookline_slow_lane_attempts", &[]) == Some(2.0)).then_some(())
+    })
+    .await;
+    drop(gate);
+    eventually("the slow lane to empty", async || {
+        let text = scrape(&app).await;
+        (sample(&text, "hookline_slow_lane_attempts", &[]) == Some(0.0)).then_some(())
+    })
+    .await;
     app.stop().await;
 }
 
