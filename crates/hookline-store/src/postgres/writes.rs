@@ -294,12 +294,18 @@ pub(super) async fn claim_due(
     let scan = (req.limit as i64 * SCAN_PER_SLOT).max(SCAN_MIN);
     let due = query(
         c,
+        // The due rows are picked in a subquery of their own: with the join in the same query,
+        // the planner may (on some statistics) walk a whole index of the table to merge-join
+        // by subscriber, hundreds of milliseconds with a large delayed backlog. The LIMIT in
+        // the subquery keeps the claim on the head of `deliveries_due` whatever the estimates.
         "SELECT d.seq, d.subscriber_id, s.status, s.breaker_open_until, s.max_in_flight,
                 s.rate_limit_per_second, s.rate_next_at, d.attempts
-         FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
-         WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
-         ORDER BY d.run_at LIMIT $2
-         FOR UPDATE OF d SKIP LOCKED",
+         FROM (SELECT seq, subscriber_id, attempts, run_at FROM deliveries
+               WHERE state = 'scheduled' AND NOT held AND run_at <= $1
+               ORDER BY run_at LIMIT $2
+               FOR UPDATE SKIP LOCKED) d
+         JOIN subscribers s ON s.id = d.subscriber_id
+         ORDER BY d.run_at, d.seq",
         &[&req.now, &scan],
     )
     .await?;
