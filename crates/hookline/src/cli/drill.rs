@@ -257,6 +257,9 @@ fn svg(points: &[Value], start: i64) -> String {
     out + "</svg>\n"
 }
 
+/// The longest any one of the drill's own requests (to hookline or its sink) may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 pub async fn run(args: DrillArgs) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -273,7 +276,11 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
     let drill = Drill {
         api,
         sink,
-        http: reqwest::Client::new(),
+        // A request that never answers must fail the drill, not stall it.
+        http: reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .map_err(|e| e.to_string())?,
         token: args.token.clone(),
     };
     let started = now_ms();
