@@ -321,6 +321,18 @@ pub(crate) struct Limits<'a> {
     pub rate_next_at: Option<UnixMs>,
 }
 
+impl Limits<'_> {
+    /// How many of its deliveries may be in flight now: its own cap or the default, the one
+    /// probe while its breaker is half-open, none while it is open.
+    fn cap(&self, now: UnixMs, default_cap: u32) -> u32 {
+        match self.breaker.state(now) {
+            BreakerState::Closed => self.max_in_flight.unwrap_or(default_cap),
+            BreakerState::HalfOpen => 1,
+            BreakerState::Open { .. } => 0,
+        }
+    }
+}
+
 impl Subscriber {
     pub(crate) fn limits(&self) -> Limits<'_> {
         Limits {
@@ -353,17 +365,45 @@ impl ClaimBudget {
         }
     }
 
+    /// The subscribers none of whose due rows this claim can take, for the backend to leave out
+    /// of its scan: excluded by the caller, rate-limited until later (`rate_limited`), or with
+    /// as many in flight as they may have (`busy`: each subscriber with deliveries in flight,
+    /// and how many). Skipping their rows one by one instead would let a wall of them, ahead
+    /// in due order, use up the scan and hide everyone else's. Open breakers are not here:
+    /// their rows are deferred, which moves them out of the way for good.
+    pub fn unclaimable<'a>(
+        &self,
+        busy: impl IntoIterator<Item = (Limits<'a>, u32)>,
+        rate_limited: impl IntoIterator<Item = String>,
+    ) -> Vec<String> {
+        let full = busy.into_iter().filter_map(|(limits, in_flight)| {
+            let open = matches!(limits.breaker.state(self.now), BreakerState::Open { .. });
+            (!open && in_flight >= limits.cap(self.now, self.default_cap))
+                .then(|| limits.id.to_owned())
+        });
+        let mut ids: Vec<String> = full
+            .chain(rate_limited)
+            .chain(self.excluded.iter().cloned())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Whether retries may still be taken: when not, the backend leaves them out of its scan.
+    pub fn takes_retries(&self) -> bool {
+        self.retries_left > 0
+    }
+
     /// `in_flight` is how many the subscriber has in flight before this claim.
     pub fn admit(&mut self, s: &Limits<'_>, in_flight: u32, attempts: u32) -> Admission {
         let now = self.now;
         let default_cap = self.default_cap;
         let (slots, next_at) = self.subscribers.entry(s.id.to_owned()).or_insert_with(|| {
-            let cap = match s.breaker.state(now) {
-                BreakerState::Closed => s.max_in_flight.unwrap_or(default_cap),
-                BreakerState::HalfOpen => 1,
-                BreakerState::Open { .. } => 0,
-            };
-            (cap.saturating_sub(in_flight), s.rate_next_at)
+            (
+                s.cap(now, default_cap).saturating_sub(in_flight),
+                s.rate_next_at,
+            )
         });
         if let BreakerState::Open { until } = s.breaker.state(now) {
             return Admission::Defer(until);

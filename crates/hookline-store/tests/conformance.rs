@@ -84,6 +84,7 @@ macro_rules! all_cases {
             queue_stats_show_depths_and_oldest_waits,
             the_breaker_opens_defers_probes_and_closes,
             subscriber_caps_rate_limits_and_the_retry_budget,
+            a_wall_of_unclaimable_rows_hides_nobody,
         );
     };
 }
@@ -1171,5 +1172,58 @@ mod cases {
             mixed.iter().any(|c| c.id == "fresh:wide"),
             "first attempts still go"
         );
+    }
+
+    /// Thousands of due rows that cannot be taken now (their subscribers at their cap, excluded
+    /// as slow, or retries while the retry budget is spent) sit ahead of one deliverable row:
+    /// the claim still finds it. Skipping them row by row would spend the claim's scan on the
+    /// wall and starve everyone behind it.
+    pub async fn a_wall_of_unclaimable_rows_hides_nobody(h: &impl Harness) {
+        let store = h.open().await;
+        let wall: Vec<String> = (0..300).map(|i| format!("w{i}")).collect();
+        for id in &wall {
+            store.create_subscriber(sub(id, &["w"]), T0).await.unwrap();
+        }
+        for id in ["h1", "h2", "h3"] {
+            store.create_subscriber(sub(id, &[id]), T0).await.unwrap();
+        }
+        for i in 0..20 {
+            accepted(&*store, event(&format!("w{i}"), "w"), T0 + i).await;
+        }
+        let now = T0 + 1_000;
+        let ids = |claimed: &[ClaimedDelivery]| -> Vec<String> {
+            claimed.iter().map(|c| c.id.clone()).collect()
+        };
+
+        // Every wall subscriber at its cap of 1, 5,700 of their rows still due.
+        let capped = store.claim_due(claim(now, 300, 1)).await.unwrap();
+        assert_eq!(capped.len(), 300);
+        accepted(&*store, event("late1", "h1"), T0 + 100).await;
+        let got = store.claim_due(claim(now, 1, 1)).await.unwrap();
+        assert_eq!(ids(&got), ["late1:h1"], "behind subscribers at their cap");
+
+        // Slots free again, but every wall subscriber is excluded (slow).
+        let done = capped
+            .iter()
+            .map(|c| completion(c, Transition::Delivered, now))
+            .collect();
+        store.complete(done, now).await.unwrap();
+        accepted(&*store, event("late2", "h2"), T0 + 101).await;
+        let mut request = claim(now, 1, 1);
+        request.exclude_subscribers = wall.clone();
+        let got = store.claim_due(request).await.unwrap();
+        assert_eq!(ids(&got), ["late2:h2"], "behind excluded subscribers");
+
+        // The wall's 5,700 rows become retries due now; the retry budget is spent.
+        let rest = store.claim_due(claim(now, 10_000, 100)).await.unwrap();
+        assert_eq!(rest.len(), 5_700);
+        let retry = Transition::Reschedule { run_at: T0 + 500 };
+        let done = rest.iter().map(|c| completion(c, retry, now)).collect();
+        store.complete(done, now).await.unwrap();
+        accepted(&*store, event("late3", "h3"), T0 + 102).await;
+        let mut request = claim(now, 1, 100);
+        request.max_retries = 0;
+        let got = store.claim_due(request).await.unwrap();
+        assert_eq!(ids(&got), ["late3:h3"], "a first attempt behind retries");
     }
 }

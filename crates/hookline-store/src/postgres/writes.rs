@@ -291,6 +291,41 @@ pub(super) async fn claim_due(
         &[],
     )
     .await?;
+    // In flight per subscriber across every process (a short list: at most the slots of all
+    // workers), and the subscribers whose rate limiter admits nobody yet.
+    let busy = query(
+        c,
+        "SELECT f.subscriber_id, f.n, s.max_in_flight, s.breaker_open_until
+         FROM (SELECT subscriber_id, count(*) AS n FROM deliveries
+               WHERE state = 'in_flight' GROUP BY 1) f
+         JOIN subscribers s ON s.id = f.subscriber_id",
+        &[],
+    )
+    .await?;
+    let rate_limited = query(
+        c,
+        "SELECT id FROM subscribers WHERE rate_next_at > $1",
+        &[&req.now],
+    )
+    .await?;
+    let mut budget = ClaimBudget::new(&req);
+    let unclaimable = budget.unclaimable(
+        busy.iter().map(|r| {
+            let limits = Limits {
+                id: r.get(0),
+                breaker: Breaker {
+                    open_until: r.get(3),
+                    ..Breaker::default()
+                },
+                max_in_flight: r.get::<_, Option<i32>>(2).map(|n| n as u32),
+                rate_limit_per_second: None,
+                rate_next_at: None,
+            };
+            (limits, r.get::<_, i64>(1) as u32)
+        }),
+        rate_limited.iter().map(|r| r.get(0)),
+    );
+    let in_flight: HashMap<&str, i64> = busy.iter().map(|r| (r.get(0), r.get(1))).collect();
     let scan = (req.limit as i64 * SCAN_PER_SLOT).max(SCAN_MIN);
     let due = query(
         c,
@@ -302,27 +337,14 @@ pub(super) async fn claim_due(
                 s.rate_limit_per_second, s.rate_next_at, d.attempts
          FROM (SELECT seq, subscriber_id, attempts, run_at FROM deliveries
                WHERE state = 'scheduled' AND NOT held AND run_at <= $1
+                 AND subscriber_id <> ALL ($3) AND (attempts = 0 OR $4)
                ORDER BY run_at LIMIT $2
                FOR UPDATE SKIP LOCKED) d
          JOIN subscribers s ON s.id = d.subscriber_id
          ORDER BY d.run_at, d.seq",
-        &[&req.now, &scan],
+        &[&req.now, &scan, &unclaimable, &budget.takes_retries()],
     )
     .await?;
-    let mut subscriber_ids: Vec<String> = due.iter().map(|r| r.get(1)).collect();
-    subscriber_ids.sort_unstable();
-    subscriber_ids.dedup();
-    let in_flight: HashMap<String, i64> = query(
-        c,
-        "SELECT subscriber_id, count(*) FROM deliveries
-         WHERE state = 'in_flight' AND subscriber_id = ANY ($1) GROUP BY 1",
-        &[&subscriber_ids],
-    )
-    .await?
-    .into_iter()
-    .map(|r| (r.get(0), r.get(1)))
-    .collect();
-    let mut budget = ClaimBudget::new(&req);
     let (mut take, mut hold, mut defer, mut defer_until) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in &due {

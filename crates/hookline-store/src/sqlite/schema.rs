@@ -103,6 +103,9 @@ CREATE INDEX replay_items_delivery ON replay_items (delivery_seq);
     "ALTER TABLE subscribers ADD COLUMN max_in_flight INTEGER;
      ALTER TABLE subscribers ADD COLUMN rate_limit_per_second REAL;
      ALTER TABLE subscribers ADD COLUMN rate_next_at BIGINT;",
+    // 8: claims leave rate-limited subscribers out of their scan; only those have a limiter time.
+    "CREATE INDEX subscribers_rate_limited ON subscribers (rate_next_at)
+         WHERE rate_next_at IS NOT NULL;",
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {

@@ -10,8 +10,9 @@ use super::reads;
 use super::writer::Writer;
 use crate::*;
 
-/// Upper bound on due rows one claim looks at, so a wall of rows that cannot be claimed right
-/// now (their subscriber is at its cap) cannot make a claim slow.
+/// Upper bound on due rows one claim looks at, so rows this claim passes over (a subscriber's
+/// beyond the slots it had left when the claim began) cannot make a claim slow. Subscribers
+/// with no slot at all are not scanned (`ClaimBudget::unclaimable`).
 fn scan_budget(limit: usize) -> usize {
     4096 + 4 * limit
 }
@@ -272,22 +273,42 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
         return Ok(Vec::new());
     }
     let c = &w.conn;
-    // Subscribers already at their cap (their own, or the default) are skipped inside SQLite:
-    // a wall of their due rows costs the scan nothing.
+    // Subscribers none of whose due rows this claim can take are left out of the scan inside
+    // SQLite (see `ClaimBudget::unclaimable`): a wall of their due rows costs the scan nothing.
+    let mut budget = ClaimBudget::new(&req);
     let in_flight_json = serde_json::to_string(&w.in_flight).expect("subscriber counts serialize");
-    let at_cap: String = c
+    let busy = c
         .prepare_cached(
-            "SELECT coalesce(json_group_array(f.key), '[]') FROM json_each(?1) f
-             JOIN subscribers s ON s.id = f.key
-             WHERE f.value >= coalesce(s.max_in_flight, ?2)",
+            "SELECT f.key, f.value, s.max_in_flight, s.breaker_open_until
+             FROM json_each(?1) f JOIN subscribers s ON s.id = f.key",
         )?
-        .query_row(
-            params![in_flight_json, req.max_in_flight_per_subscriber],
-            |r| r.get(0),
-        )?;
+        .query_map([in_flight_json], |r| {
+            Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?
+        .collect::<rusqlite::Result<Vec<(String, u32, Option<u32>, Option<UnixMs>)>>>()?;
+    let rate_limited = c
+        .prepare_cached("SELECT id FROM subscribers WHERE rate_next_at > ?1")?
+        .query_map([req.now], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    let unclaimable = budget.unclaimable(
+        busy.iter().map(|(id, n, max_in_flight, open_until)| {
+            let limits = Limits {
+                id,
+                breaker: Breaker {
+                    open_until: *open_until,
+                    ..Breaker::default()
+                },
+                max_in_flight: *max_in_flight,
+                rate_limit_per_second: None,
+                rate_next_at: None,
+            };
+            (limits, *n)
+        }),
+        rate_limited,
+    );
+    let unclaimable = serde_json::to_string(&unclaimable).expect("subscriber ids serialize");
 
     let mut lookups = Lookups::new(req.now);
-    let mut budget = ClaimBudget::new(&req);
     let mut lease_rows = Vec::new();
     let mut hold = Vec::new();
     let mut defer = Vec::new();
@@ -296,9 +317,10 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
             "SELECT {DUE_COLUMNS} FROM deliveries
              WHERE state = 'scheduled' AND held = 0 AND run_at <= ?1
                AND subscriber_id NOT IN (SELECT value FROM json_each(?2))
+               AND (attempts = 0 OR ?3)
              ORDER BY run_at"
         ))?;
-        let mut rows = stmt.query(params![req.now, at_cap])?;
+        let mut rows = stmt.query(params![req.now, unclaimable, budget.takes_retries()])?;
         let mut scanned = 0;
         while let Some(r) = rows.next()? {
             scanned += 1;
