@@ -513,8 +513,10 @@ fn spawn(config: &std::path::Path) -> Result<Child, String> {
 
 async fn wait_healthy(http: &reqwest::Client, api: &str) -> Result<(), String> {
     for _ in 0..200 {
+        // A probe that gets no answer soon counts as "not yet" and is tried again.
         if http
             .get(format!("{api}/healthz"))
+            .timeout(Duration::from_secs(1))
             .send()
             .await
             .is_ok_and(|r| r.status().is_success())
