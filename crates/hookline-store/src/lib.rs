@@ -321,7 +321,26 @@ pub(crate) struct Limits<'a> {
     pub rate_next_at: Option<UnixMs>,
 }
 
-impl Limits<'_> {
+impl<'a> Limits<'a> {
+    /// Just what bounds its deliveries in flight (its cap and its breaker), as
+    /// [`ClaimBudget::unclaimable`] needs.
+    pub(crate) fn in_flight_bound(
+        id: &'a str,
+        max_in_flight: Option<u32>,
+        open_until: Option<UnixMs>,
+    ) -> Self {
+        Limits {
+            id,
+            breaker: hookline_policy::Breaker {
+                open_until,
+                ..Default::default()
+            },
+            max_in_flight,
+            rate_limit_per_second: None,
+            rate_next_at: None,
+        }
+    }
+
     /// How many of its deliveries may be in flight now: its own cap or the default, the one
     /// probe while its breaker is half-open, none while it is open.
     fn cap(&self, now: UnixMs, default_cap: u32) -> u32 {

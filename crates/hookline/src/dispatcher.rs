@@ -4,7 +4,8 @@
 //! store with a `run_at`, never a timer or a task here, so a slow or dead destination holds at
 //! most the in-flight slots the store's per-subscriber cap lets it claim, and a restart loses
 //! nothing. An attempt far slower than usual gives its slot back and finishes in the slow lane
-//! (`slots.rs`), so hanging destinations cannot starve the healthy ones of slots. Completions go to one committer that writes them in batches (group commit).
+//! (`slots.rs`), so hanging destinations cannot starve the healthy ones of slots. Completions
+//! go to one committer that writes them in batches (group commit).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -311,16 +311,8 @@ pub(super) async fn claim_due(
     let mut budget = ClaimBudget::new(&req);
     let unclaimable = budget.unclaimable(
         busy.iter().map(|r| {
-            let limits = Limits {
-                id: r.get(0),
-                breaker: Breaker {
-                    open_until: r.get(3),
-                    ..Breaker::default()
-                },
-                max_in_flight: r.get::<_, Option<i32>>(2).map(|n| n as u32),
-                rate_limit_per_second: None,
-                rate_next_at: None,
-            };
+            let max_in_flight = r.get::<_, Option<i32>>(2).map(|n| n as u32);
+            let limits = Limits::in_flight_bound(r.get(0), max_in_flight, r.get(3));
             (limits, r.get::<_, i64>(1) as u32)
         }),
         rate_limited.iter().map(|r| r.get(0)),

@@ -292,17 +292,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
         .collect::<rusqlite::Result<Vec<String>>>()?;
     let unclaimable = budget.unclaimable(
         busy.iter().map(|(id, n, max_in_flight, open_until)| {
-            let limits = Limits {
-                id,
-                breaker: Breaker {
-                    open_until: *open_until,
-                    ..Breaker::default()
-                },
-                max_in_flight: *max_in_flight,
-                rate_limit_per_second: None,
-                rate_next_at: None,
-            };
-            (limits, *n)
+            (Limits::in_flight_bound(id, *max_in_flight, *open_until), *n)
         }),
         rate_limited,
     );
