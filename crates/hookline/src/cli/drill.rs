@@ -276,9 +276,12 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
     let drill = Drill {
         api,
         sink,
-        // A request that never answers must fail the drill, not stall it.
+        // A request that never answers must fail the drill, not stall it. No pooled
+        // connections: the drill kills the hookline they lead to, and a client request that
+        // waits for a pooled connection can hang (hyperium/hyper#2312).
         http: reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
+            .pool_max_idle_per_host(0)
             .build()
             .map_err(|e| e.to_string())?,
         token: args.token.clone(),
