@@ -113,7 +113,7 @@ struct RetryFile {
 
 #[derive(Debug, Clone)]
 pub struct DeliveryConfig {
-    /// Attempts in flight in this process.
+    /// Delivery slots: attempts in flight in this process, beside those in the slow lane.
     pub concurrency: usize,
     pub attempt_timeout: Duration,
     pub max_in_flight_per_subscriber: u32,
