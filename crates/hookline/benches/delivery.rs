@@ -333,6 +333,19 @@ async fn fill(store: &Arc<dyn Store>, tag: &str, subscribers: usize, events: usi
     }
 }
 
+/// A claim of up to `limit` due deliveries that no per-subscriber cap or retry budget holds back:
+/// the benchmarks measure the store, not the isolation limits.
+fn unbounded_claim(now: i64, limit: usize) -> ClaimRequest {
+    ClaimRequest {
+        now,
+        limit,
+        lease_ms: 60_000,
+        max_in_flight_per_subscriber: u32::MAX,
+        max_retries: usize::MAX,
+        exclude_subscribers: Vec::new(),
+    }
+}
+
 /// Fills the store at `url` with `events x subscribers` deliveries and parks them all an hour
 /// ahead, through the store's own operations (what failed attempts would do, minus the HTTP).
 /// With breakers that never open: an open breaker would defer its subscriber's deliveries to
@@ -344,17 +357,7 @@ async fn seed_delayed(url: &str, subscribers: usize, events: usize) {
     let now = now_ms();
     fill(&store, "parked", subscribers, events, now).await;
     loop {
-        let claimed = store
-            .claim_due(ClaimRequest {
-                now,
-                limit: 20_000,
-                lease_ms: 60_000,
-                max_in_flight_per_subscriber: u32::MAX,
-                max_retries: usize::MAX,
-                exclude_subscribers: Vec::new(),
-            })
-            .await
-            .unwrap();
+        let claimed = store.claim_due(unbounded_claim(now, 20_000)).await.unwrap();
         if claimed.is_empty() {
             break;
         }
@@ -378,17 +381,7 @@ async fn seed_delayed(url: &str, subscribers: usize, events: usize) {
 /// the next claim, as the dispatcher does, so in flight stays bounded. None once nothing is due.
 async fn timed_claim(store: &Arc<dyn Store>, now: i64) -> Option<(Duration, usize)> {
     let started = Instant::now();
-    let batch = store
-        .claim_due(ClaimRequest {
-            now,
-            limit: 256,
-            lease_ms: 60_000,
-            max_in_flight_per_subscriber: u32::MAX,
-            max_retries: usize::MAX,
-            exclude_subscribers: Vec::new(),
-        })
-        .await
-        .unwrap();
+    let batch = store.claim_due(unbounded_claim(now, 256)).await.unwrap();
     let took = started.elapsed();
     if batch.is_empty() {
         return None;
