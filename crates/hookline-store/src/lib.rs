@@ -8,6 +8,7 @@
 //! its lease changes nothing; every transition persists `run_at`, the attempt count and the
 //! window atomically. Nothing here reads a clock: `now` is always an argument.
 
+mod migrations;
 mod model;
 mod postgres;
 mod sqlite;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use hookline_policy::{BreakerConfig, BreakerState, DeadReason, UnixMs};
 
+pub use migrations::{AppliedMigration, SchemaStatus, Version};
 pub use model::*;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -159,13 +161,16 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
     open_with(url, &OpenOptions::default()).await
 }
 
-/// Opens the backend a database URL names: `sqlite://PATH` (the embedded default) or
-/// `postgres://...` / `postgresql://...` (the scale-out backend), running its migrations.
-pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
+/// Which backend a database URL names.
+enum Backend<'a> {
+    /// The embedded default: a file path.
+    Sqlite(&'a str),
+    Postgres(&'a str),
+}
+
+fn backend(url: &str) -> Result<Backend<'_>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(Arc::new(
-            PostgresStore::open(url, options.pool_size, options.breaker).await?,
-        ));
+        return Ok(Backend::Postgres(url));
     }
     if let Some(path) = url.strip_prefix("sqlite://") {
         if path.is_empty() {
@@ -173,11 +178,69 @@ pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store
                 "database: sqlite:// needs a file path, e.g. sqlite://hookline.db".into(),
             ));
         }
-        return Ok(Arc::new(SqliteStore::open(path, options.breaker).await?));
+        return Ok(Backend::Sqlite(path));
     }
     Err(StoreError::Invalid(format!(
         "database: unsupported URL {url:?}; expected sqlite://PATH or postgres://..."
     )))
+}
+
+/// Opens the backend a database URL names: `sqlite://PATH` (the embedded default) or
+/// `postgres://...` / `postgresql://...` (the scale-out backend), running its migrations.
+pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
+    Ok(match backend(url)? {
+        Backend::Postgres(url) => {
+            Arc::new(PostgresStore::open(url, options.pool_size, options.breaker).await?)
+        }
+        Backend::Sqlite(path) => Arc::new(SqliteStore::open(path, options.breaker).await?),
+    })
+}
+
+/// The schema of the database a URL names, as this binary sees it: its version, the oldest
+/// hookline that can run on it, what this binary would apply. Changes nothing.
+pub async fn schema_status(url: &str) -> Result<SchemaStatus> {
+    match backend(url)? {
+        Backend::Postgres(url) => PostgresStore::schema_status(url).await,
+        Backend::Sqlite(path) => {
+            let path = path.to_owned();
+            blocking(move || sqlite::schema_status(&path)).await
+        }
+    }
+}
+
+/// Where `hookline backup` and `restore` send PostgreSQL users.
+const POSTGRES_BACKUPS: &str = "hookline backup and restore copy the embedded SQLite store; \
+    for PostgreSQL use pg_dump / pg_restore or base backups with WAL archiving \
+    (docs/RUNBOOK.md, \"Backing up and restoring\")";
+
+/// Takes a consistent copy of the SQLite store at `url` into the new file `to`, while hookline
+/// may be serving from it.
+pub async fn backup(url: &str, to: std::path::PathBuf) -> Result<BackupSummary> {
+    match backend(url)? {
+        Backend::Postgres(_) => Err(StoreError::Invalid(POSTGRES_BACKUPS.into())),
+        Backend::Sqlite(path) => {
+            let path = path.to_owned();
+            blocking(move || sqlite::backup(&path, &to)).await
+        }
+    }
+}
+
+/// Replaces the SQLite store at `url` with the backup `from`, refusing while anything has the
+/// store open (a hookline serving from it).
+pub async fn restore(from: std::path::PathBuf, url: &str) -> Result<BackupSummary> {
+    match backend(url)? {
+        Backend::Postgres(_) => Err(StoreError::Invalid(POSTGRES_BACKUPS.into())),
+        Backend::Sqlite(path) => {
+            let path = path.to_owned();
+            blocking(move || sqlite::restore(&from, &path)).await
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Backend(e.to_string()))?
 }
 
 /// The subscriber a patch makes of `current`, and whether it resumes a paused subscriber (whose
@@ -205,6 +268,7 @@ pub(crate) fn patched(current: Subscriber, patch: SubscriberPatch) -> Result<(Su
             rate_limit_per_second: patch
                 .rate_limit_per_second
                 .unwrap_or(current.rate_limit_per_second),
+            payload_version: patch.payload_version.unwrap_or(current.payload_version),
             ..current
         },
         resumed,
@@ -240,8 +304,7 @@ pub(crate) fn count_dead(reason: DeadReason, n: u64) {
 }
 
 /// A delivery row read for a claim or a rescue, before it is leased. Both backends read the
-/// same columns (`seq, id, event_id, subscriber_id, attempts, first_seen, window_start,
-/// run_at`) into it.
+/// same columns ([`DUE_COLUMNS`]) into it.
 pub(crate) struct DueRow {
     pub key: i64,
     pub id: String,
@@ -251,6 +314,8 @@ pub(crate) struct DueRow {
     pub first_seen: UnixMs,
     pub window_start: UnixMs,
     pub run_at: UnixMs,
+    /// The payload version it sends; `None` (rows written before versions) sends the latest.
+    pub payload_version: Option<i64>,
 }
 
 impl DueRow {
@@ -290,17 +355,19 @@ pub(crate) struct ClaimBudget {
     subscribers: std::collections::HashMap<String, (u32, Option<UnixMs>)>,
 }
 
-/// The answer to publishing an id that exists: the original answer when the type, payload and
-/// version are the same, a conflict when anything differs.
+/// The answer to publishing an id that exists: the original answer when the type and every
+/// payload version are the same, a conflict when anything differs.
 pub(crate) fn republished(
     event: NewEvent,
     existing: EventReceipt,
     payload: &str,
     payload_version: i64,
+    earlier_payloads: &[(i64, String)],
 ) -> PublishOutcome {
     let same = existing.event_type == event.event_type
         && payload == event.payload
-        && payload_version == event.payload_version;
+        && payload_version == event.payload_version
+        && earlier_payloads == event.earlier_payloads.as_slice();
     if same {
         PublishOutcome::AlreadyAccepted(existing)
     } else {
@@ -308,9 +375,19 @@ pub(crate) fn republished(
     }
 }
 
+/// The error a delivery dies with when the event has no version its subscriber accepts.
+pub(crate) const UNVERSIONED_ERROR: &str = "no payload version at or below ";
+
+/// The payload version a replayed delivery `d` of subscriber `s` sends: chosen again by the
+/// subscriber's pin at replay time, the highest version at or below it (NULL: none).
+pub(crate) const REPLAY_VERSION: &str = "(SELECT max(v) FROM (
+        SELECT e.payload_version AS v FROM events e WHERE e.id = d.event_id
+        UNION ALL SELECT p.version FROM event_payloads p WHERE p.event_id = d.event_id) AS versions
+     WHERE s.payload_version IS NULL OR v <= s.payload_version)";
+
 /// The columns both backends read into a [`DueRow`], in its order.
 pub(crate) const DUE_COLUMNS: &str =
-    "seq, id, event_id, subscriber_id, attempts, first_seen, window_start, run_at";
+    "seq, id, event_id, subscriber_id, attempts, first_seen, window_start, run_at, payload_version";
 
 /// What a claim needs to know of a subscriber, beyond its status.
 pub(crate) struct Limits<'a> {

@@ -55,6 +55,8 @@ pub struct Subscriber {
     /// When the rate limiter next admits an attempt (kept in the store so every process
     /// shares one limiter).
     pub rate_next_at: Option<UnixMs>,
+    /// The highest payload version it accepts; `None` takes the latest.
+    pub payload_version: Option<i64>,
 }
 
 impl Subscriber {
@@ -79,6 +81,7 @@ pub struct NewSubscriber {
     pub secret: String,
     pub max_in_flight: Option<u32>,
     pub rate_limit_per_second: Option<f64>,
+    pub payload_version: Option<i64>,
 }
 
 /// A partial update. Revocation is not a patch: it has consequences (pending deliveries die),
@@ -93,17 +96,43 @@ pub struct SubscriberPatch {
     pub max_in_flight: Option<Option<u32>>,
     /// `Some(None)` removes the limit.
     pub rate_limit_per_second: Option<Option<f64>>,
+    /// `Some(None)` unpins: the latest version again.
+    pub payload_version: Option<Option<i64>>,
 }
 
 #[derive(Debug, Clone)]
 pub struct NewEvent {
     pub id: String,
     pub event_type: String,
-    /// Canonical JSON text of the payload: stored once, sent verbatim as `data`.
+    /// Canonical JSON text of the latest payload version: stored once, sent verbatim as `data`.
     pub payload: String,
     pub payload_version: i64,
+    /// Versions below `payload_version` (ascending, canonical JSON), for subscribers pinned
+    /// below the latest. Empty for a single-version event.
+    pub earlier_payloads: Vec<(i64, String)>,
     /// The API token that published it, when tokens are configured.
     pub published_by: Option<String>,
+}
+
+impl NewEvent {
+    /// An event with one payload version.
+    pub fn single(id: &str, event_type: &str, payload: &str, payload_version: i64) -> Self {
+        NewEvent {
+            id: id.to_owned(),
+            event_type: event_type.to_owned(),
+            payload: payload.to_owned(),
+            payload_version,
+            earlier_payloads: Vec::new(),
+            published_by: None,
+        }
+    }
+
+    /// Every version it carries, ascending.
+    pub fn versions(&self) -> Vec<i64> {
+        let mut v: Vec<i64> = self.earlier_payloads.iter().map(|(v, _)| *v).collect();
+        v.push(self.payload_version);
+        v
+    }
 }
 
 /// The answer to a publish, kept so a repeated publish can be answered identically.
@@ -112,6 +141,8 @@ pub struct EventReceipt {
     pub id: String,
     pub event_type: String,
     pub deliveries: u64,
+    /// Deliveries to subscribers pinned below every version the event carries: dead at once.
+    pub unversioned: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,6 +210,8 @@ pub struct Event {
     pub event_type: String,
     pub payload: String,
     pub payload_version: i64,
+    /// Versions below the latest, ascending.
+    pub earlier_payloads: Vec<(i64, String)>,
     pub accepted_at: UnixMs,
     pub deliveries: u64,
     pub counts: StateCounts,
@@ -227,6 +260,10 @@ pub struct Delivery {
     pub next_attempt_at: Option<UnixMs>,
     pub dead_reason: Option<DeadReason>,
     pub dead_at: Option<UnixMs>,
+    /// Why it died when no attempt says so (no payload version for its subscriber's pin).
+    pub dead_error: Option<String>,
+    /// The payload version it sends (or sent); `None` when none fits its subscriber's pin.
+    pub payload_version: Option<i64>,
     pub attempt_history: Vec<AttemptRecord>,
 }
 
@@ -237,9 +274,11 @@ pub struct DeadLetter {
     pub event_id: String,
     pub event_type: String,
     pub subscriber_id: String,
-    pub payload_version: i64,
+    /// The version it was sent with; `None` when the event had none for the subscriber's pin.
+    pub payload_version: Option<i64>,
     pub reason: DeadReason,
     pub dead_at: UnixMs,
+    pub dead_error: Option<String>,
     pub attempt_history: Vec<AttemptRecord>,
 }
 
@@ -290,7 +329,8 @@ pub struct Destination {
     pub secrets: Vec<String>,
 }
 
-/// The event as a subscriber sees it: shared by every delivery of a claim batch for the event.
+/// The event as a subscriber sees it, in one payload version: shared by every delivery of a
+/// claim batch for that event and version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventBody {
     pub id: String,
@@ -376,4 +416,15 @@ pub struct Replay {
     pub delivered: u64,
     /// How many of the selected have died again since.
     pub dead: u64,
+}
+
+/// What a backup or a restore copied, for the operator to check against what they expect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupSummary {
+    pub bytes: u64,
+    /// The schema version of the copy.
+    pub schema_version: u32,
+    pub events: u64,
+    /// Deliveries by state in the copy: those scheduled or in flight are still to be sent.
+    pub counts: StateCounts,
 }

@@ -85,6 +85,7 @@ macro_rules! all_cases {
             the_breaker_opens_defers_probes_and_closes,
             subscriber_caps_rate_limits_and_the_retry_budget,
             a_wall_of_unclaimable_rows_hides_nobody,
+            payload_versions_follow_each_subscribers_pin,
         );
     };
 }
@@ -103,17 +104,12 @@ fn sub(id: &str, types: &[&str]) -> NewSubscriber {
         secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0".into(),
         max_in_flight: None,
         rate_limit_per_second: None,
+        payload_version: None,
     }
 }
 
 fn event(id: &str, ty: &str) -> NewEvent {
-    NewEvent {
-        id: id.into(),
-        event_type: ty.into(),
-        payload: r#"{"shipment":"SHP-20418"}"#.into(),
-        payload_version: 1,
-        published_by: None,
-    }
+    NewEvent::single(id, ty, r#"{"shipment":"SHP-20418"}"#, 1)
 }
 
 fn claim(now: i64, limit: usize, cap: u32) -> ClaimRequest {
@@ -263,7 +259,8 @@ mod cases {
             PublishOutcome::AlreadyAccepted(EventReceipt {
                 id: "SHP-20418".into(),
                 event_type: "shipment.out_for_delivery".into(),
-                deliveries: 2
+                deliveries: 2,
+                unversioned: 0,
             })
         );
         let mut changed = e.clone();
@@ -639,7 +636,7 @@ mod cases {
         let item = &more.items[0];
         assert_eq!(item.subscriber_id, "a");
         assert_eq!(item.event_type, "t");
-        assert_eq!(item.payload_version, 1);
+        assert_eq!(item.payload_version, Some(1));
         assert_eq!(item.dead_at, T0 + 1);
         assert_eq!(item.attempt_history.len(), 1);
 
@@ -1225,5 +1222,185 @@ mod cases {
         request.max_retries = 0;
         let got = store.claim_due(request).await.unwrap();
         assert_eq!(ids(&got), ["late3:h3"], "a first attempt behind retries");
+    }
+
+    /// Each subscriber gets the highest version at or below its pin (the latest when
+    /// unpinned); one pinned below every version gets a delivery that is dead at once, on the
+    /// record; a replay chooses again by the pin at replay time.
+    pub async fn payload_versions_follow_each_subscribers_pin(h: &impl Harness) {
+        let store = h.open().await;
+        for (id, pin) in [
+            ("latest", None),
+            ("v1", Some(1)),
+            ("v5", Some(5)),
+            ("v0", Some(0)),
+        ] {
+            let mut s = sub(id, &[]);
+            s.payload_version = pin;
+            let created = store.create_subscriber(s, T0).await.unwrap();
+            assert_eq!(created.payload_version, pin);
+        }
+        let mut e = NewEvent::single("e", "t", r#"{"v":2}"#, 2);
+        e.earlier_payloads = vec![(1, r#"{"v":1}"#.into())];
+        let receipt = match store.publish(e.clone(), T0).await.unwrap() {
+            PublishOutcome::Accepted(r) => r,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((receipt.deliveries, receipt.unversioned), (4, 1));
+        let again = store.publish(e.clone(), T0 + 1).await.unwrap();
+        assert_eq!(again, PublishOutcome::AlreadyAccepted(receipt));
+        let mut changed = e.clone();
+        changed.earlier_payloads = vec![(1, r#"{"v":"one"}"#.into())];
+        assert_eq!(
+            store.publish(changed, T0).await.unwrap(),
+            PublishOutcome::Conflict
+        );
+        let stored = store.get_event("e").await.unwrap();
+        assert_eq!(stored.earlier_payloads, e.earlier_payloads);
+        assert_eq!((stored.payload_version, stored.deliveries), (2, 4));
+
+        let mut claimed = store.claim_due(claim(T0, 10, 10)).await.unwrap();
+        claimed.sort_by(|a, b| a.id.cmp(&b.id));
+        let sent: Vec<(&str, i64, &str)> = claimed
+            .iter()
+            .map(|c| {
+                (
+                    c.id.as_str(),
+                    c.event.payload_version,
+                    c.event.payload.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                ("e:latest", 2, r#"{"v":2}"#),
+                ("e:v1", 1, r#"{"v":1}"#),
+                ("e:v5", 2, r#"{"v":2}"#),
+            ]
+        );
+        let dead = store.get_delivery("e:v0").await.unwrap();
+        assert_eq!(dead.state, DeliveryState::Dead);
+        assert_eq!(dead.dead_reason, Some(DeadReason::PermanentFailure));
+        assert_eq!(
+            dead.dead_error.as_deref(),
+            Some("no payload version at or below 0")
+        );
+        assert_eq!((dead.payload_version, dead.attempts), (None, 0));
+        assert!(dead.attempt_history.is_empty());
+        assert_eq!(
+            store.get_delivery("e:v1").await.unwrap().payload_version,
+            Some(1)
+        );
+
+        // v1 fails on version 1 and is moved to version 2; v0 is still pinned below both.
+        let done = claimed
+            .iter()
+            .map(|c| {
+                let t = if c.id == "e:v1" {
+                    Transition::Dead(DeadReason::PermanentFailure)
+                } else {
+                    Transition::Delivered
+                };
+                completion(c, t, T0 + 10)
+            })
+            .collect();
+        store.complete(done, T0 + 10).await.unwrap();
+        let letters = store
+            .list_dead_letters(
+                DeadLetterFilter {
+                    reason: Some(DeadReason::PermanentFailure),
+                    subscriber_id: None,
+                },
+                10,
+                None,
+            )
+            .await
+            .unwrap();
+        let mut versions: Vec<(&str, Option<i64>, Option<&str>)> = letters
+            .items
+            .iter()
+            .map(|d| {
+                (
+                    d.subscriber_id.as_str(),
+                    d.payload_version,
+                    d.dead_error.as_deref(),
+                )
+            })
+            .collect();
+        versions.sort();
+        assert_eq!(
+            versions,
+            [
+                ("v0", None, Some("no payload version at or below 0")),
+                ("v1", Some(1), None),
+            ]
+        );
+        let repin = |v: i64| SubscriberPatch {
+            payload_version: Some(Some(v)),
+            ..Default::default()
+        };
+        store
+            .update_subscriber("v1", repin(2), T0 + 20)
+            .await
+            .unwrap();
+        let replay = store
+            .replay(
+                ReplayRequest {
+                    reason: DeadReason::PermanentFailure,
+                    subscriber_id: None,
+                    limit: 10,
+                    per_second: None,
+                    requested_by: None,
+                },
+                T0 + 30,
+            )
+            .await
+            .unwrap();
+        assert_eq!(replay.selected, 2);
+        let again = store.claim_due(claim(T0 + 30, 10, 10)).await.unwrap();
+        assert_eq!(
+            again.len(),
+            1,
+            "v0 has still no version and is not released"
+        );
+        assert_eq!(
+            (again[0].id.as_str(), again[0].event.payload_version),
+            ("e:v1", 2)
+        );
+        let v0 = store.get_delivery("e:v0").await.unwrap();
+        assert_eq!(v0.state, DeliveryState::Dead);
+        assert_eq!(v0.dead_at, Some(T0 + 30));
+        let audit = store.get_replay(&replay.id).await.unwrap();
+        assert_eq!((audit.delivered, audit.dead), (0, 1));
+
+        // Pinned above the latest takes the latest; with a single version, a pin below it
+        // (v1 is pinned to 2 now) has nothing.
+        store
+            .update_subscriber("v0", repin(7), T0 + 40)
+            .await
+            .unwrap();
+        let receipt = match store
+            .publish(NewEvent::single("f", "t", "{}", 3), T0 + 40)
+            .await
+            .unwrap()
+        {
+            PublishOutcome::Accepted(r) => r,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((receipt.deliveries, receipt.unversioned), (4, 1));
+        assert_eq!(
+            store.get_delivery("f:v0").await.unwrap().payload_version,
+            Some(3)
+        );
+        assert_eq!(
+            store
+                .get_delivery("f:v1")
+                .await
+                .unwrap()
+                .dead_error
+                .as_deref(),
+            Some("no payload version at or below 2")
+        );
     }
 }

@@ -27,17 +27,12 @@ fn subscriber(id: &str) -> NewSubscriber {
         secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
         max_in_flight: None,
         rate_limit_per_second: None,
+        payload_version: None,
     }
 }
 
 fn event(id: &str) -> NewEvent {
-    NewEvent {
-        id: id.into(),
-        event_type: "t".into(),
-        payload: "{}".into(),
-        payload_version: 1,
-        published_by: None,
-    }
+    NewEvent::single(id, "t", "{}", 1)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,5 +111,40 @@ async fn concurrent_claims_never_lease_a_delivery_twice() {
     }
     assert_eq!(seen.len(), 1000);
     drop((a, b));
+    schema.drop_schema().await;
+}
+
+/// A schema a newer release contracted (recorded as needing 99.0.0) is refused with both
+/// versions named, and the number hookline 0.1.0 reads was raised so that it refuses too.
+#[tokio::test]
+async fn a_schema_needing_a_newer_hookline_is_refused_naming_both_versions() {
+    let schema = hookline_store::testing::PgSchema::create().await;
+    let url = schema.url();
+    drop(open(&url).await.unwrap());
+    let status = schema_status(&url).await.unwrap();
+    assert!(
+        status.pending.is_empty() && status.compatible.is_ok(),
+        "{status:?}"
+    );
+    assert_eq!(status.min_binary.to_string(), "0.1.0");
+    schema
+        .sql(&[
+            "INSERT INTO hookline_schema (number, min_binary, description, applied_by)
+             VALUES (99, '99.0.0', 'drop a column older releases read', '99.0.0')",
+            "INSERT INTO hookline_migrations (version) VALUES (9)",
+        ])
+        .await;
+    let e = open(&url).await.err().expect("refused").to_string();
+    assert!(e.contains("needs hookline 99.0.0 or later"), "{e}");
+    assert!(
+        e.contains(&format!("this is hookline {}", Version::current())),
+        "{e}"
+    );
+    let status = schema_status(&url).await.unwrap();
+    assert_eq!(
+        (status.version, status.min_binary.to_string().as_str()),
+        (99, "99.0.0")
+    );
+    assert!(status.compatible.is_err());
     schema.drop_schema().await;
 }

@@ -318,17 +318,12 @@ async fn fill(store: &Arc<dyn Store>, tag: &str, subscribers: usize, events: usi
             secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
             max_in_flight: None,
             rate_limit_per_second: None,
+            payload_version: None,
         };
         store.create_subscriber(subscriber, now).await.unwrap();
     }
     for e in 0..events {
-        let event = NewEvent {
-            id: format!("{tag}-{e}"),
-            event_type: tag.into(),
-            payload: "{}".into(),
-            payload_version: 1,
-            published_by: None,
-        };
+        let event = NewEvent::single(&format!("{tag}-{e}"), tag, "{}", 1);
         store.publish(event, now).await.unwrap();
     }
 }

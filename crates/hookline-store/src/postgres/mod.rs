@@ -141,6 +141,18 @@ impl PostgresStore {
         })
     }
 
+    /// The schema of the database at `url`, without migrating it.
+    pub async fn schema_status(url: &str) -> Result<SchemaStatus> {
+        let (client, connection) = tokio_postgres::connect(url, NoTls).await.map_err(|e| {
+            StoreError::Invalid(format!("database: cannot connect to PostgreSQL: {e}"))
+        })?;
+        let connection = tokio::spawn(connection);
+        let status = schema::status(&client).await;
+        drop(client);
+        let _ = connection.await;
+        status
+    }
+
     async fn client(&self) -> Result<deadpool_postgres::Object> {
         Ok(self.pool.get().await?)
     }

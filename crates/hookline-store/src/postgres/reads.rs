@@ -21,7 +21,7 @@ fn corrupt(what: &str, value: &str) -> StoreError {
 const SUBSCRIBER_COLUMNS: &str =
     "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
      previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms, \
-     max_in_flight, rate_limit_per_second, rate_next_at";
+     max_in_flight, rate_limit_per_second, rate_next_at, payload_version";
 
 fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
     let status: String = r.get(5);
@@ -45,6 +45,7 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
             max_in_flight: r.get::<_, Option<i32>>(13).map(|n| n as u32),
             rate_limit_per_second: r.get(14),
             rate_next_at: r.get(15),
+            payload_version: r.get(16),
         },
     ))
 }
@@ -117,6 +118,7 @@ pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
         event_type: r.get(1),
         payload: r.get(2),
         payload_version: r.get(3),
+        earlier_payloads: earlier_payloads(c, id).await?,
         accepted_at: r.get(4),
         deliveries: r.get::<_, i64>(5) as u64,
         counts: StateCounts::default(),
@@ -134,6 +136,22 @@ pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
         event.counts.add(state, r.get::<_, i64>(1) as u64);
     }
     Ok(event)
+}
+
+/// The versions of an event below its latest, ascending.
+pub(super) async fn earlier_payloads(
+    c: &impl GenericClient,
+    event_id: &str,
+) -> Result<Vec<(i64, String)>> {
+    Ok(query(
+        c,
+        "SELECT version, payload FROM event_payloads WHERE event_id = $1 ORDER BY version",
+        &[&event_id],
+    )
+    .await?
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect())
 }
 
 /// The attempt histories of many deliveries in one query.
@@ -171,7 +189,10 @@ fn dead_reason(value: Option<String>) -> Result<Option<DeadReason>> {
 }
 
 const DELIVERY_COLUMNS: &str = "d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, \
-                                d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at";
+     d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, \
+     CASE WHEN d.payload_version IS NULL AND d.dead_error IS NULL \
+          THEN (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) \
+          ELSE d.payload_version END";
 
 fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
     let state: String = r.get(4);
@@ -193,6 +214,8 @@ fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
             },
             dead_reason: dead_reason(r.get(9))?,
             dead_at: r.get(10),
+            dead_error: r.get(11),
+            payload_version: r.get(12),
             attempt_history: Vec::new(),
         },
     ))
@@ -303,7 +326,10 @@ pub(super) async fn dead_letters(
     let rows = cond
         .query(
             c,
-            "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id, e.payload_version, d.dead_reason, d.dead_at
+            "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id,
+                    CASE WHEN d.payload_version IS NULL AND d.dead_error IS NULL
+                         THEN e.payload_version ELSE d.payload_version END,
+                    d.dead_reason, d.dead_at, d.dead_error
              FROM deliveries d JOIN events e ON e.id = d.event_id",
             after,
             limit,
@@ -325,6 +351,7 @@ pub(super) async fn dead_letters(
                     payload_version: r.get(5),
                     reason: dead_reason(r.get(6))?.ok_or_else(|| corrupt("dead_reason", ""))?,
                     dead_at: r.get(7),
+                    dead_error: r.get(8),
                     attempt_history: h.remove(&key).unwrap_or_default(),
                 },
             ))

@@ -1,11 +1,20 @@
-//! PostgreSQL migrations: versioned, each applied once in its own transaction, serialized across
-//! every process that starts at the same moment by a transaction-scoped advisory lock.
+//! PostgreSQL migrations, applied in one transaction and serialized across every process that
+//! starts at the same moment by a transaction-scoped advisory lock. The 0.1.0 baseline is
+//! recorded in `hookline_migrations` (which 0.1.0 reads); later ones in `hookline_schema`, by the
+//! rules in `crate::migrations`.
+//!
+//! No migration may hold a long lock on a busy table: columns are added nullable and without
+//! a default (a catalog change), tables are new, and an index on an existing table is built
+//! `CONCURRENTLY` (outside the transaction; none so far). `lock_timeout` makes a migration that
+//! queues behind a long query fail and say so instead of stalling every writer behind it.
 
 use tokio_postgres::Client;
 
+use crate::migrations::{self, AppliedMigration, Migration, SchemaRecords, SchemaStatus, Version};
 use crate::{Result, StoreError};
 
-const MIGRATIONS: &[&str] = &[
+/// The 0.1.0 baseline: numbered 1 to 8 in `hookline_migrations`. Never edited, never appended to.
+const LEGACY: &[&str] = &[
     r#"
 CREATE TABLE subscribers (
     seq          BIGSERIAL PRIMARY KEY,
@@ -114,7 +123,79 @@ CREATE INDEX replay_items_delivery ON replay_items (delivery_seq);
          WHERE rate_next_at IS NOT NULL;",
 ];
 
+/// Later migrations: additive while `min_binary` stays at the baseline (see `crate::migrations`).
+const LATER: &[Migration] = &[Migration {
+    number: 9,
+    min_binary: migrations::BASELINE,
+    description: "payload versions per subscriber",
+    sql: "CREATE TABLE event_payloads (
+              event_id  TEXT NOT NULL,
+              version   BIGINT NOT NULL,
+              payload   TEXT NOT NULL,         -- canonical JSON of a version older than the latest
+              PRIMARY KEY (event_id, version)
+          );
+          ALTER TABLE events ADD COLUMN unversioned BIGINT;
+          ALTER TABLE subscribers ADD COLUMN payload_version BIGINT;
+          ALTER TABLE deliveries ADD COLUMN payload_version BIGINT;
+          ALTER TABLE deliveries ADD COLUMN dead_error TEXT;",
+}];
+
+const RECORD_TABLES: &str = "
+    CREATE TABLE IF NOT EXISTS hookline_migrations (
+        version     INT PRIMARY KEY,
+        applied_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+    );
+    CREATE TABLE IF NOT EXISTS hookline_schema (
+        number      INT PRIMARY KEY,
+        min_binary  TEXT NOT NULL,
+        description TEXT NOT NULL,
+        applied_by  TEXT NOT NULL,
+        applied_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+    )";
+
+async fn records(c: &impl tokio_postgres::GenericClient) -> Result<SchemaRecords> {
+    let exists = |table: &str| format!("SELECT to_regclass('{table}') IS NOT NULL");
+    let has = |row: tokio_postgres::Row| row.get::<_, bool>(0);
+    let legacy = if has(c.query_one(&exists("hookline_migrations"), &[]).await?) {
+        let v: i32 = c
+            .query_one(
+                "SELECT coalesce(max(version), 0) FROM hookline_migrations",
+                &[],
+            )
+            .await?
+            .get(0);
+        v as u32
+    } else {
+        0
+    };
+    let mut applied = Vec::new();
+    if has(c.query_one(&exists("hookline_schema"), &[]).await?) {
+        for r in c
+            .query(
+                "SELECT number, min_binary, description, applied_by FROM hookline_schema
+                 ORDER BY number",
+                &[],
+            )
+            .await?
+        {
+            applied.push(AppliedMigration {
+                number: r.get::<_, i32>(0) as u32,
+                min_binary: r.get::<_, String>(1).parse().map_err(StoreError::Invalid)?,
+                description: r.get(2),
+                applied_by: r.get(3),
+            });
+        }
+    }
+    Ok(SchemaRecords { legacy, applied })
+}
+
 pub(super) async fn migrate(client: &mut Client) -> Result<()> {
+    apply(client, LATER).await
+}
+
+/// Applies what `known` has and the database lacks, after checking that this binary may run
+/// on the schema at all.
+pub(super) async fn apply(client: &mut Client, known: &[Migration]) -> Result<()> {
     let tx = client.transaction().await?;
     // Every process starting at once queues here; the first applies, the rest find it done.
     tx.execute(
@@ -122,28 +203,11 @@ pub(super) async fn migrate(client: &mut Client) -> Result<()> {
         &[],
     )
     .await?;
-    tx.batch_execute(
-        "CREATE TABLE IF NOT EXISTS hookline_migrations (
-             version     INT PRIMARY KEY,
-             applied_at  TIMESTAMPTZ NOT NULL DEFAULT now()
-         )",
-    )
-    .await?;
-    let current: i32 = tx
-        .query_one(
-            "SELECT coalesce(max(version), 0) FROM hookline_migrations",
-            &[],
-        )
-        .await?
-        .get(0);
-    let known = MIGRATIONS.len() as i32;
-    if current > known {
-        return Err(StoreError::Invalid(format!(
-            "database schema version {current} is newer than this hookline knows ({known}); \
-             upgrade hookline"
-        )));
-    }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+    tx.batch_execute("SET LOCAL lock_timeout = '5s'").await?;
+    tx.batch_execute(RECORD_TABLES).await?;
+    let records = records(&tx).await?;
+    let pending = migrations::plan(&records, known, Version::current())?;
+    for (i, sql) in LEGACY.iter().enumerate().skip(records.legacy as usize) {
         tx.batch_execute(sql).await?;
         tx.execute(
             "INSERT INTO hookline_migrations (version) VALUES ($1)",
@@ -151,6 +215,51 @@ pub(super) async fn migrate(client: &mut Client) -> Result<()> {
         )
         .await?;
     }
+    let mut legacy = records.legacy.max(LEGACY.len() as u32);
+    for m in pending {
+        tx.batch_execute(m.sql).await?;
+        tx.execute(
+            "INSERT INTO hookline_schema (number, min_binary, description, applied_by)
+             VALUES ($1, $2, $3, $4)",
+            &[
+                &(m.number as i32),
+                &m.min_binary.to_string(),
+                &m.description,
+                &Version::current().to_string(),
+            ],
+        )
+        .await?;
+        let next = migrations::legacy_after(legacy, m);
+        if next > legacy {
+            tx.execute(
+                "INSERT INTO hookline_migrations (version) VALUES ($1) ON CONFLICT DO NOTHING",
+                &[&(next as i32)],
+            )
+            .await?;
+            legacy = next;
+        }
+    }
     tx.commit().await?;
     Ok(())
+}
+
+/// The schema as this binary sees it, without changing anything.
+pub(super) async fn status(client: &Client) -> Result<SchemaStatus> {
+    Ok(migrations::status(
+        records(client).await?,
+        LATER,
+        LEGACY.len() as u32,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn later_migrations_are_numbered_after_the_baseline() {
+        assert_eq!(
+            super::LEGACY.len() as u32,
+            super::migrations::LEGACY_MIGRATIONS
+        );
+        super::migrations::check_numbering(super::LATER);
+    }
 }

@@ -30,8 +30,8 @@ pub(super) async fn create_subscriber(
     let inserted = c
         .execute(
             "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at,
-                                      max_in_flight, rate_limit_per_second)
-             VALUES ($1, $2, $3, $4, 'active', $5, $5, $6, $7)",
+                                      max_in_flight, rate_limit_per_second, payload_version)
+             VALUES ($1, $2, $3, $4, 'active', $5, $5, $6, $7, $8)",
             &[
                 &new.id,
                 &new.url,
@@ -40,6 +40,7 @@ pub(super) async fn create_subscriber(
                 &now,
                 &new.max_in_flight.map(|n| n as i32),
                 &new.rate_limit_per_second,
+                &new.payload_version,
             ],
         )
         .await;
@@ -65,7 +66,7 @@ pub(super) async fn update_subscriber(
     execute(
         c,
         "UPDATE subscribers SET url = $2, event_types = $3, status = $4, updated_at = $5,
-             max_in_flight = $6, rate_limit_per_second = $7
+             max_in_flight = $6, rate_limit_per_second = $7, payload_version = $8
          WHERE id = $1",
         &[
             &id,
@@ -75,6 +76,7 @@ pub(super) async fn update_subscriber(
             &now,
             &next.max_in_flight.map(|n| n as i32),
             &next.rate_limit_per_second,
+            &next.payload_version,
         ],
     )
     .await?;
@@ -153,43 +155,102 @@ pub(super) async fn publish(
     if inserted == 0 {
         let row = query_one(
             c,
-            "SELECT type, payload, payload_version, deliveries FROM events WHERE id = $1",
+            "SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0)
+             FROM events WHERE id = $1",
             &[&event.id],
         )
         .await?;
-        let (event_type, payload, version, deliveries): (String, String, i64, i64) =
-            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let (event_type, payload, version, deliveries, unversioned): (
+            String,
+            String,
+            i64,
+            i64,
+            i64,
+        ) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
         let receipt = EventReceipt {
             id: event.id.clone(),
             event_type,
             deliveries: deliveries as u64,
+            unversioned: unversioned as u64,
         };
-        return Ok(republished(event, receipt, &payload, version));
+        let earlier = reads::earlier_payloads(c, &event.id).await?;
+        return Ok(republished(event, receipt, &payload, version, &earlier));
     }
+    let versions = event.versions();
+    let oldest = versions[0];
+    // One statement fans the event out to every matching subscriber that is not revoked and
+    // accepts one of its versions: the highest at or below its pin (the latest when unpinned).
     let deliveries = execute(c,
             "INSERT INTO deliveries
-                 (event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at)
-             SELECT $1, s.id, 'scheduled', s.status = 'paused', $3, $3, $3, $3
+                 (event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at,
+                  payload_version)
+             SELECT $1, s.id, 'scheduled', s.status = 'paused', $3, $3, $3, $3,
+                    CASE WHEN s.payload_version IS NULL OR s.payload_version >= $4 THEN $4
+                         ELSE (SELECT max(v) FROM unnest($5::int8[]) v WHERE v <= s.payload_version)
+                    END
              FROM subscribers s
              WHERE s.status <> 'revoked'
                AND (cardinality(s.event_types) = 0 OR $2 = ANY (s.event_types))
+               AND (s.payload_version IS NULL OR s.payload_version >= $6)
              ORDER BY s.seq",
-            &[&event.id, &event.event_type, &now],
+            &[&event.id, &event.event_type, &now, &event.payload_version, &versions, &oldest],
         )
         .await?;
-    execute(
+    // Subscribers pinned below every version the event carries: dead at once, with the reason.
+    let unversioned = execute(
         c,
-        "UPDATE events SET deliveries = $2 WHERE id = $1",
-        &[&event.id, &(deliveries as i64)],
+        "INSERT INTO deliveries
+                 (event_id, subscriber_id, state, first_seen, window_start, updated_at,
+                  dead_reason, dead_at, dead_error)
+             SELECT $1, s.id, 'dead', $3, $3, $3, $4, $3, $5 || s.payload_version
+             FROM subscribers s
+             WHERE s.status <> 'revoked'
+               AND (cardinality(s.event_types) = 0 OR $2 = ANY (s.event_types))
+               AND s.payload_version < $6
+             ORDER BY s.seq",
+        &[
+            &event.id,
+            &event.event_type,
+            &now,
+            &DeadReason::PermanentFailure.as_str(),
+            &UNVERSIONED_ERROR,
+            &oldest,
+        ],
     )
     .await?;
+    count_dead(DeadReason::PermanentFailure, unversioned);
+    execute(
+        c,
+        "UPDATE events SET deliveries = $2, unversioned = $3 WHERE id = $1",
+        &[
+            &event.id,
+            &((deliveries + unversioned) as i64),
+            &(unversioned as i64),
+        ],
+    )
+    .await?;
+    if !event.earlier_payloads.is_empty() {
+        let (earlier, payloads): (Vec<i64>, Vec<&str>) = event
+            .earlier_payloads
+            .iter()
+            .map(|(v, p)| (*v, p.as_str()))
+            .unzip();
+        execute(
+            c,
+            "INSERT INTO event_payloads (event_id, version, payload)
+             SELECT $1, v, p FROM UNNEST($2::int8[], $3::text[]) AS e(v, p)",
+            &[&event.id, &earlier, &payloads],
+        )
+        .await?;
+    }
     if deliveries > 0 {
         notify(c, channel).await?;
     }
     Ok(PublishOutcome::Accepted(EventReceipt {
         id: event.id,
         event_type: event.event_type,
-        deliveries,
+        deliveries: deliveries + unversioned,
+        unversioned,
     }))
 }
 
@@ -203,6 +264,7 @@ fn leased(r: &Row) -> DueRow {
         first_seen: r.get(5),
         window_start: r.get(6),
         run_at: r.get::<_, Option<i64>>(7).unwrap_or(0),
+        payload_version: r.get(8),
     }
 }
 
@@ -244,33 +306,46 @@ async fn claimed(
     lease: i64,
     rescued: bool,
 ) -> Result<Vec<ClaimedDelivery>> {
-    let mut event_ids: Vec<&str> = rows.iter().map(|r| r.event_id.as_str()).collect();
-    event_ids.sort_unstable();
-    event_ids.dedup();
-    let events: HashMap<String, Arc<EventBody>> = query(
+    // One body per event and payload version: earlier versions live in event_payloads, the
+    // latest (and a row's missing version) in events.
+    let mut wanted: Vec<(&str, Option<i64>)> = rows
+        .iter()
+        .map(|r| (r.event_id.as_str(), r.payload_version))
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let (event_ids, versions): (Vec<&str>, Vec<Option<i64>>) = wanted.into_iter().unzip();
+    let events: HashMap<(String, Option<i64>), Arc<EventBody>> = query(
         c,
-        "SELECT id, type, payload, payload_version, accepted_at FROM events WHERE id = ANY ($1)",
-        &[&event_ids],
+        "SELECT w.id, w.version, e.type, coalesce(p.payload, e.payload),
+                coalesce(p.version, e.payload_version), e.accepted_at
+         FROM UNNEST($1::text[], $2::int8[]) AS w(id, version)
+         JOIN events e ON e.id = w.id
+         LEFT JOIN event_payloads p ON p.event_id = w.id AND p.version = w.version",
+        &[&event_ids, &versions],
     )
     .await?
     .into_iter()
     .map(|r| {
         let e = EventBody {
             id: r.get(0),
-            event_type: r.get(1),
-            payload: r.get(2),
-            payload_version: r.get(3),
-            accepted_at: r.get(4),
+            event_type: r.get(2),
+            payload: r.get(3),
+            payload_version: r.get(4),
+            accepted_at: r.get(5),
         };
-        (e.id.clone(), Arc::new(e))
+        ((e.id.clone(), r.get(1)), Arc::new(e))
     })
     .collect();
     rows.into_iter()
         .zip(destinations)
         .map(|(row, destination)| {
-            let event = events.get(&row.event_id).cloned().ok_or_else(|| {
-                StoreError::Backend(format!("delivery {} lost its event", row.id))
-            })?;
+            let event = events
+                .get(&(row.event_id.clone(), row.payload_version))
+                .cloned()
+                .ok_or_else(|| {
+                    StoreError::Backend(format!("delivery {} lost its event", row.id))
+                })?;
             // Claims return the count after their increment; rescues the lost attempt's.
             let attempt = row.attempts;
             Ok(row.leased(lease, attempt, rescued, destination, event))
@@ -665,24 +740,25 @@ pub(super) async fn replay(
     channel: &str,
 ) -> Result<String> {
     validate_replay(&req)?;
-    let selected: Vec<i64> = query(
+    let rows = query(
         c,
-        "SELECT d.seq FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+        &format!(
+            "SELECT d.seq, s.payload_version, {REPLAY_VERSION}
+             FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
              WHERE d.state = 'dead' AND d.dead_reason = $1
                AND ($2::text IS NULL OR d.subscriber_id = $2)
                AND s.status <> 'revoked'
              ORDER BY d.dead_at, d.seq LIMIT $3
-             FOR UPDATE OF d",
+             FOR UPDATE OF d"
+        ),
         &[
             &req.reason.as_str(),
             &req.subscriber_id,
             &i64::from(req.limit),
         ],
     )
-    .await?
-    .iter()
-    .map(|r| r.get(0))
-    .collect();
+    .await?;
+    let selected: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
     let id = format!("rpl_{:016x}", rand::random::<u64>());
     let replay_seq: i64 = query_one(c,
             "INSERT INTO replays (id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected)
@@ -700,25 +776,56 @@ pub(super) async fn replay(
         )
         .await?
         .get(0);
-    let release: Vec<i64> = (0..selected.len())
-        .map(|i| release_at(now, i, req.per_second))
-        .collect();
+    let (mut released, mut release, mut versions) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut unversioned, mut pins) = (Vec::new(), Vec::new());
+    for (i, r) in rows.iter().enumerate() {
+        match r.get::<_, Option<i64>>(2) {
+            Some(version) => {
+                released.push(r.get::<_, i64>(0));
+                release.push(release_at(now, i, req.per_second));
+                versions.push(version);
+            }
+            None => {
+                unversioned.push(r.get::<_, i64>(0));
+                pins.push(r.get::<_, Option<i64>>(1).unwrap_or_default());
+            }
+        }
+    }
     // Pacing is persisted as each delivery's run_at, so a restart keeps it.
-    execute(c,
+    execute(
+        c,
         "UPDATE deliveries d SET state = 'scheduled', held = FALSE, attempts = 0,
-             window_start = r.release, run_at = r.release, dead_reason = NULL, dead_at = NULL, updated_at = $3
-         FROM UNNEST($1::int8[], $2::int8[]) AS r(seq, release)
+             window_start = r.release, run_at = r.release, dead_reason = NULL, dead_at = NULL,
+             dead_error = NULL, payload_version = r.version, updated_at = $3
+         FROM UNNEST($1::int8[], $2::int8[], $4::int8[]) AS r(seq, release, version)
          WHERE d.seq = r.seq",
-        &[&selected, &release, &now],
+        &[&released, &release, &now, &versions],
     )
     .await?;
+    // Still no version for its subscriber's pin: it dies again at once, on the record.
+    execute(
+        c,
+        "UPDATE deliveries d SET dead_reason = $3, dead_at = $4, updated_at = $4,
+             dead_error = $5 || r.pin, payload_version = NULL
+         FROM UNNEST($1::int8[], $2::int8[]) AS r(seq, pin)
+         WHERE d.seq = r.seq",
+        &[
+            &unversioned,
+            &pins,
+            &DeadReason::PermanentFailure.as_str(),
+            &now,
+            &UNVERSIONED_ERROR,
+        ],
+    )
+    .await?;
+    count_dead(DeadReason::PermanentFailure, unversioned.len() as u64);
     execute(
         c,
         "INSERT INTO replay_items (replay_seq, delivery_seq) SELECT $1, UNNEST($2::int8[])",
         &[&replay_seq, &selected],
     )
     .await?;
-    if !selected.is_empty() {
+    if !released.is_empty() {
         notify(c, channel).await?;
     }
     Ok(id)

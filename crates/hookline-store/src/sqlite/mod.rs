@@ -3,6 +3,7 @@
 //! One hookline process owns a database file; running several against one file is what the
 //! PostgreSQL backend is for.
 
+mod backup;
 mod reads;
 mod schema;
 mod writer;
@@ -16,6 +17,9 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::*;
 use writer::WriterHandle;
+
+pub(crate) use backup::{backup, restore};
+pub(crate) use schema::status as schema_status;
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {

@@ -18,7 +18,7 @@ fn corrupt(what: &str, value: &str) -> rusqlite::Error {
 const SUBSCRIBER_COLUMNS: &str =
     "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
      previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms, \
-     max_in_flight, rate_limit_per_second, rate_next_at";
+     max_in_flight, rate_limit_per_second, rate_next_at, payload_version";
 
 fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
     let types: String = r.get(3)?;
@@ -44,6 +44,7 @@ fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
             max_in_flight: r.get(13)?,
             rate_limit_per_second: r.get(14)?,
             rate_next_at: r.get(15)?,
+            payload_version: r.get(16)?,
         },
     ))
 }
@@ -80,6 +81,7 @@ pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
                 event_type: r.get(1)?,
                 payload: r.get(2)?,
                 payload_version: r.get(3)?,
+                earlier_payloads: Vec::new(),
                 accepted_at: r.get(4)?,
                 deliveries: r.get(5)?,
                 counts: StateCounts::default(),
@@ -88,6 +90,7 @@ pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
         })
         .optional()?
         .ok_or_else(|| not_found("event", id))?;
+    event.earlier_payloads = earlier_payloads(c, id)?;
     let mut stmt = c.prepare_cached(
         "SELECT state, count(*) FROM deliveries WHERE event_id = ?1 GROUP BY state",
     )?;
@@ -98,6 +101,15 @@ pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
         event.counts.add(state, r.get(1)?);
     }
     Ok(event)
+}
+
+/// The versions of an event below its latest, ascending.
+pub(super) fn earlier_payloads(c: &Connection, event_id: &str) -> Result<Vec<(i64, String)>> {
+    Ok(c.prepare_cached(
+        "SELECT version, payload FROM event_payloads WHERE event_id = ?1 ORDER BY version",
+    )?
+    .query_map([event_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+    .collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
 fn history(c: &Connection, key: i64) -> Result<Vec<AttemptRecord>> {
@@ -129,7 +141,10 @@ fn dead_reason(value: Option<String>) -> rusqlite::Result<Option<DeadReason>> {
 }
 
 const DELIVERY_COLUMNS: &str = "d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, \
-                                d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at";
+     d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, \
+     CASE WHEN d.payload_version IS NULL AND d.dead_error IS NULL \
+          THEN (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) \
+          ELSE d.payload_version END";
 
 fn delivery_row(r: &Row<'_>) -> rusqlite::Result<(i64, Delivery)> {
     let state: String = r.get(4)?;
@@ -151,6 +166,8 @@ fn delivery_row(r: &Row<'_>) -> rusqlite::Result<(i64, Delivery)> {
             },
             dead_reason: dead_reason(r.get(9)?)?,
             dead_at: r.get(10)?,
+            dead_error: r.get(11)?,
+            payload_version: r.get(12)?,
             attempt_history: Vec::new(),
         },
     ))
@@ -252,7 +269,10 @@ pub(super) fn dead_letters(
     );
     let rows = cond.query(
         c,
-        "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id, e.payload_version, d.dead_reason, d.dead_at
+        "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id,
+                CASE WHEN d.payload_version IS NULL AND d.dead_error IS NULL
+                     THEN e.payload_version ELSE d.payload_version END,
+                d.dead_reason, d.dead_at, d.dead_error
          FROM deliveries d JOIN events e ON e.id = d.event_id",
         after,
         limit,
@@ -267,6 +287,7 @@ pub(super) fn dead_letters(
                     payload_version: r.get(5)?,
                     reason: dead_reason(r.get(6)?)?.ok_or_else(|| corrupt("dead_reason", ""))?,
                     dead_at: r.get(7)?,
+                    dead_error: r.get(8)?,
                     attempt_history: Vec::new(),
                 },
             ))

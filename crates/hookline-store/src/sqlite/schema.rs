@@ -1,10 +1,13 @@
-//! SQLite migrations, applied in order and recorded in `PRAGMA user_version`.
+//! SQLite migrations. The 0.1.0 baseline is recorded in `PRAGMA user_version` (which 0.1.0
+//! reads); later ones in `hookline_schema`, by the rules in `crate::migrations`.
 
-use rusqlite::Connection;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
-use crate::{Result, StoreError};
+use crate::migrations::{self, AppliedMigration, Migration, SchemaRecords, SchemaStatus, Version};
+use crate::Result;
 
-const MIGRATIONS: &[&str] = &[
+/// The 0.1.0 baseline: numbered 1 to 8 by `user_version`. Never edited, never appended to.
+const LEGACY: &[&str] = &[
     r#"
 CREATE TABLE subscribers (
     seq          INTEGER PRIMARY KEY,
@@ -108,20 +111,169 @@ CREATE INDEX replay_items_delivery ON replay_items (delivery_seq);
          WHERE rate_next_at IS NOT NULL;",
 ];
 
-pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;
-    let current: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if current > MIGRATIONS.len() {
-        return Err(StoreError::Invalid(format!(
-            "database schema version {current} is newer than this hookline knows ({}); \
-             upgrade hookline",
-            MIGRATIONS.len()
-        )));
+/// Later migrations: additive while `min_binary` stays at the baseline (see `crate::migrations`).
+const LATER: &[Migration] = &[Migration {
+    number: 9,
+    min_binary: migrations::BASELINE,
+    description: "payload versions per subscriber",
+    sql: "CREATE TABLE event_payloads (
+              event_id  TEXT NOT NULL,
+              version   INTEGER NOT NULL,
+              payload   TEXT NOT NULL,         -- canonical JSON of a version older than the latest
+              PRIMARY KEY (event_id, version)
+          ) WITHOUT ROWID;
+          ALTER TABLE events ADD COLUMN unversioned INTEGER;
+          ALTER TABLE subscribers ADD COLUMN payload_version INTEGER;
+          ALTER TABLE deliveries ADD COLUMN payload_version INTEGER;
+          ALTER TABLE deliveries ADD COLUMN dead_error TEXT;",
+}];
+
+const RECORDS_TABLE: &str = "CREATE TABLE IF NOT EXISTS hookline_schema (
+    number      INTEGER PRIMARY KEY,
+    min_binary  TEXT NOT NULL,
+    description TEXT NOT NULL,
+    applied_by  TEXT NOT NULL,
+    applied_at  INTEGER NOT NULL
+)";
+
+fn records(c: &Connection) -> Result<SchemaRecords> {
+    let legacy: u32 = c.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let has_table = c
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'hookline_schema'",
+            [],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some();
+    let mut applied = Vec::new();
+    if has_table {
+        let mut stmt = c.prepare(
+            "SELECT number, min_binary, description, applied_by FROM hookline_schema ORDER BY number",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let min_binary: String = r.get(1)?;
+            applied.push(AppliedMigration {
+                number: r.get(0)?,
+                min_binary: min_binary
+                    .parse::<Version>()
+                    .map_err(crate::StoreError::Invalid)?,
+                description: r.get(2)?,
+                applied_by: r.get(3)?,
+            });
+        }
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+    Ok(SchemaRecords { legacy, applied })
+}
+
+pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
+    apply(conn, LATER)
+}
+
+/// Applies what `known` has and the database lacks, in one exclusive transaction, after
+/// checking that this binary may run on the schema at all.
+pub(super) fn apply(conn: &mut Connection, known: &[Migration]) -> Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;
+    let records = records(&tx)?;
+    let pending = migrations::plan(&records, known, Version::current())?;
+    for (i, sql) in LEGACY.iter().enumerate().skip(records.legacy as usize) {
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", i + 1)?;
     }
+    tx.execute_batch(RECORDS_TABLE)?;
+    let mut legacy = records.legacy.max(LEGACY.len() as u32);
+    for m in pending {
+        tx.execute_batch(m.sql)?;
+        tx.execute(
+            "INSERT INTO hookline_schema (number, min_binary, description, applied_by, applied_at)
+             VALUES (?1, ?2, ?3, ?4, CAST(unixepoch('subsec') * 1000 AS INTEGER))",
+            params![
+                m.number,
+                m.min_binary.to_string(),
+                m.description,
+                Version::current().to_string()
+            ],
+        )?;
+        legacy = migrations::legacy_after(legacy, m);
+    }
+    tx.pragma_update(None, "user_version", legacy)?;
     tx.commit()?;
     Ok(())
+}
+
+/// The schema of the database at `path` as this binary sees it, without changing anything.
+pub(crate) fn status(path: &str) -> Result<SchemaStatus> {
+    if !std::path::Path::new(path).is_file() {
+        return Err(crate::StoreError::Invalid(format!(
+            "database: no SQLite file at {path:?} (hookline migrate or serve creates it)"
+        )));
+    }
+    let conn =
+        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| {
+            crate::StoreError::Invalid(format!("database: cannot open SQLite file {path:?}: {e}"))
+        })?;
+    status_of(&conn)
+}
+
+pub(super) fn status_of(conn: &Connection) -> Result<SchemaStatus> {
+    Ok(migrations::status(
+        records(conn)?,
+        LATER,
+        LEGACY.len() as u32,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn later_migrations_are_numbered_after_the_baseline() {
+        assert_eq!(LEGACY.len() as u32, migrations::LEGACY_MIGRATIONS);
+        migrations::check_numbering(LATER);
+    }
+
+    #[test]
+    fn the_number_0_1_0_reads_stays_at_8_and_a_contracting_fixture_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let mut conn = Connection::open(&path).unwrap();
+        migrate(&mut conn).unwrap();
+        let legacy: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(legacy, 8, "0.1.0 must still be able to start");
+        let s = status(path.to_str().unwrap()).unwrap();
+        assert!(s.pending.is_empty() && s.compatible.is_ok(), "{s:?}");
+        assert_eq!(s.version, LATER.last().unwrap().number);
+
+        // A release from the future drops a column older ones read.
+        let future = Migration {
+            number: 99,
+            min_binary: "99.0.0".parse().unwrap(),
+            description: "drop deliveries.dead_error",
+            sql: "ALTER TABLE deliveries DROP COLUMN dead_error;",
+        };
+        let mut with_future: Vec<Migration> = LATER.iter().map(|m| Migration { ..*m }).collect();
+        with_future.push(future);
+        // Applied through the real runner (as that release would), it is recorded with its
+        // minimum and closes the door to 0.1.0 too.
+        apply(&mut conn, &with_future).unwrap();
+        let legacy: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(legacy, migrations::LEGACY_CLOSED);
+        drop(conn);
+        let mut conn = Connection::open(&path).unwrap();
+        let e = migrate(&mut conn).unwrap_err().to_string();
+        assert!(e.contains("needs hookline 99.0.0 or later"), "{e}");
+        assert!(
+            e.contains(&format!("this is hookline {}", Version::current())),
+            "{e}"
+        );
+        let s = status(path.to_str().unwrap()).unwrap();
+        assert_eq!(s.min_binary.to_string(), "99.0.0");
+        assert!(s.compatible.is_err());
+    }
 }

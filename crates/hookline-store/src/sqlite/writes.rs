@@ -26,8 +26,8 @@ pub(super) fn create_subscriber(
     let inserted = c
         .prepare_cached(
             "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at,
-                                      max_in_flight, rate_limit_per_second)
-             VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?5, ?6, ?7)",
+                                      max_in_flight, rate_limit_per_second, payload_version)
+             VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?5, ?6, ?7, ?8)",
         )?
         .execute(params![
             new.id,
@@ -36,7 +36,8 @@ pub(super) fn create_subscriber(
             new.secret,
             now,
             new.max_in_flight,
-            new.rate_limit_per_second
+            new.rate_limit_per_second,
+            new.payload_version
         ]);
     match inserted {
         Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
@@ -61,7 +62,7 @@ pub(super) fn update_subscriber(
     let (next, resumed) = patched(reads::subscriber(c, id)?, patch)?;
     c.prepare_cached(
         "UPDATE subscribers SET url = ?2, event_types = ?3, status = ?4, updated_at = ?5,
-             max_in_flight = ?6, rate_limit_per_second = ?7
+             max_in_flight = ?6, rate_limit_per_second = ?7, payload_version = ?8
          WHERE id = ?1",
     )?
     .execute(params![
@@ -71,7 +72,8 @@ pub(super) fn update_subscriber(
         next.status.as_str(),
         now,
         next.max_in_flight,
-        next.rate_limit_per_second
+        next.rate_limit_per_second,
+        next.payload_version
     ])?;
     if resumed {
         // Claims set `held` on deliveries of a paused subscriber; resuming puts them back in
@@ -126,7 +128,8 @@ pub(super) fn revoke_subscriber(c: &Connection, id: &str, now: UnixMs) -> Result
 pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
     let existing = c
         .prepare_cached(
-            "SELECT type, payload, payload_version, deliveries FROM events WHERE id = ?1",
+            "SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0)
+             FROM events WHERE id = ?1",
         )?
         .query_row([&event.id], |r| {
             Ok((
@@ -134,33 +137,75 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
                 r.get::<_, String>(1)?,
                 r.get::<_, i64>(2)?,
                 r.get::<_, u64>(3)?,
+                r.get::<_, u64>(4)?,
             ))
         })
         .optional()?;
-    if let Some((event_type, payload, version, deliveries)) = existing {
+    if let Some((event_type, payload, version, deliveries, unversioned)) = existing {
         let receipt = EventReceipt {
             id: event.id.clone(),
             event_type,
             deliveries,
+            unversioned,
         };
-        return Ok(republished(event, receipt, &payload, version));
+        let earlier = reads::earlier_payloads(c, &event.id)?;
+        return Ok(republished(event, receipt, &payload, version, &earlier));
     }
-    // One statement fans the event out to every matching subscriber that is not revoked.
+    let versions = serde_json::to_string(&event.versions()).expect("integers serialize");
+    let oldest = event.versions()[0];
+    // One statement fans the event out to every matching subscriber that is not revoked and
+    // accepts one of its versions: the highest at or below its pin (the latest when unpinned).
     let deliveries = c
         .prepare_cached(
             "INSERT INTO deliveries
-                 (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at)
-             SELECT ?1 || ':' || s.id, ?1, s.id, 'scheduled', s.status = 'paused', ?3, ?3, ?3, ?3
+                 (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at,
+                  updated_at, payload_version)
+             SELECT ?1 || ':' || s.id, ?1, s.id, 'scheduled', s.status = 'paused', ?3, ?3, ?3, ?3,
+                    CASE WHEN s.payload_version IS NULL OR s.payload_version >= ?4 THEN ?4
+                         ELSE (SELECT max(value) FROM json_each(?5) WHERE value <= s.payload_version)
+                    END
              FROM subscribers s
              WHERE s.status != 'revoked'
                AND (s.event_types = '[]'
                     OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))
+               AND (s.payload_version IS NULL OR s.payload_version >= ?6)
              ORDER BY s.seq",
         )?
-        .execute(params![event.id, event.event_type, now])? as u64;
+        .execute(params![
+            event.id,
+            event.event_type,
+            now,
+            event.payload_version,
+            versions,
+            oldest
+        ])? as u64;
+    // Subscribers pinned below every version the event carries: dead at once, with the reason.
+    let unversioned = c
+        .prepare_cached(
+            "INSERT INTO deliveries
+                 (id, event_id, subscriber_id, state, first_seen, window_start, updated_at,
+                  dead_reason, dead_at, dead_error)
+             SELECT ?1 || ':' || s.id, ?1, s.id, 'dead', ?3, ?3, ?3, ?4, ?3, ?5 || s.payload_version
+             FROM subscribers s
+             WHERE s.status != 'revoked'
+               AND (s.event_types = '[]'
+                    OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))
+               AND s.payload_version < ?6
+             ORDER BY s.seq",
+        )?
+        .execute(params![
+            event.id,
+            event.event_type,
+            now,
+            DeadReason::PermanentFailure.as_str(),
+            UNVERSIONED_ERROR,
+            oldest
+        ])? as u64;
+    count_dead(DeadReason::PermanentFailure, unversioned);
     c.prepare_cached(
-        "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries, published_by)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries,
+                             published_by, unversioned)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
     .execute(params![
         event.id,
@@ -168,13 +213,21 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
         event.payload,
         event.payload_version,
         now,
-        deliveries,
-        event.published_by
+        deliveries + unversioned,
+        event.published_by,
+        unversioned
     ])?;
+    for (version, payload) in &event.earlier_payloads {
+        c.prepare_cached(
+            "INSERT INTO event_payloads (event_id, version, payload) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![event.id, version, payload])?;
+    }
     Ok(PublishOutcome::Accepted(EventReceipt {
         id: event.id,
         event_type: event.event_type,
-        deliveries,
+        deliveries: deliveries + unversioned,
+        unversioned,
     }))
 }
 
@@ -188,6 +241,7 @@ fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<DueRow> {
         first_seen: r.get(5)?,
         window_start: r.get(6)?,
         run_at: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
+        payload_version: r.get(8)?,
     })
 }
 
@@ -197,7 +251,8 @@ struct Lookups {
     /// When the claim happens: decides whether a rotated-out secret still signs.
     now: UnixMs,
     subscribers: HashMap<String, (Arc<Subscriber>, Arc<Destination>)>,
-    events: HashMap<String, Arc<EventBody>>,
+    /// Per event and payload version (`None`: the latest).
+    events: HashMap<(String, Option<i64>), Arc<EventBody>>,
 }
 
 impl Lookups {
@@ -228,15 +283,22 @@ impl Lookups {
         Ok(found)
     }
 
-    fn event(&mut self, c: &Connection, id: &str) -> Result<Arc<EventBody>> {
-        if let Some(found) = self.events.get(id) {
+    fn event(&mut self, c: &Connection, id: &str, version: Option<i64>) -> Result<Arc<EventBody>> {
+        let key = (id.to_owned(), version);
+        if let Some(found) = self.events.get(&key) {
             return Ok(found.clone());
         }
+        // Earlier versions live in event_payloads; the latest (and a row's missing version)
+        // in events.
         let body = c
             .prepare_cached(
-                "SELECT id, type, payload, payload_version, accepted_at FROM events WHERE id = ?1",
+                "SELECT e.id, e.type, coalesce(p.payload, e.payload),
+                        coalesce(p.version, e.payload_version), e.accepted_at
+                 FROM events e
+                 LEFT JOIN event_payloads p ON p.event_id = e.id AND p.version = ?2
+                 WHERE e.id = ?1",
             )?
-            .query_row([id], |r| {
+            .query_row(params![id, version], |r| {
                 Ok(EventBody {
                     id: r.get(0)?,
                     event_type: r.get(1)?,
@@ -246,7 +308,7 @@ impl Lookups {
                 })
             })?;
         let body = Arc::new(body);
-        self.events.insert(id.to_owned(), body.clone());
+        self.events.insert(key, body.clone());
         Ok(body)
     }
 
@@ -259,7 +321,7 @@ impl Lookups {
         rescued: bool,
     ) -> Result<ClaimedDelivery> {
         let (_, destination) = self.subscriber(c, &row.subscriber_id)?;
-        let event = self.event(c, &row.event_id)?;
+        let event = self.event(c, &row.event_id, row.payload_version)?;
         Ok(row.leased(lease, attempt, rescued, destination, event))
     }
 }
@@ -493,16 +555,23 @@ pub(super) fn complete(
 pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<String> {
     validate_replay(&req)?;
     let selected = c
-        .prepare_cached(
-            "SELECT d.seq, d.id FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+        .prepare_cached(&format!(
+            "SELECT d.seq, s.payload_version, {REPLAY_VERSION}
+             FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
              WHERE d.state = 'dead' AND d.dead_reason = ?1
                AND (?2 IS NULL OR d.subscriber_id = ?2)
                AND s.status != 'revoked'
-             ORDER BY d.dead_at, d.seq LIMIT ?3",
-        )?
+             ORDER BY d.dead_at, d.seq LIMIT ?3"
+        ))?
         .query_map(
             params![req.reason.as_str(), req.subscriber_id, req.limit],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, Option<i64>>(1)?,
+                    r.get::<_, Option<i64>>(2)?,
+                ))
+            },
         )?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let id = format!("rpl_{:016x}", rand::random::<u64>());
@@ -521,15 +590,33 @@ pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<
         selected.len() as i64
     ])?;
     let replay_seq = c.last_insert_rowid();
-    for (i, (key, _)) in selected.iter().enumerate() {
-        // Pacing is persisted as each delivery's run_at, so a restart keeps it.
-        let release = release_at(now, i, req.per_second);
-        c.prepare_cached(
-            "UPDATE deliveries SET state = 'scheduled', held = 0, attempts = 0,
-                 window_start = ?2, run_at = ?2, dead_reason = NULL, dead_at = NULL, updated_at = ?3
-             WHERE seq = ?1",
-        )?
-        .execute(params![key, release, now])?;
+    for (i, (key, pin, version)) in selected.iter().enumerate() {
+        if version.is_none() {
+            // Still no version for its subscriber's pin: it dies again at once, on the record.
+            c.prepare_cached(
+                "UPDATE deliveries SET dead_reason = ?2, dead_at = ?3, updated_at = ?3,
+                     dead_error = ?4 || ?5, payload_version = NULL
+                 WHERE seq = ?1",
+            )?
+            .execute(params![
+                key,
+                DeadReason::PermanentFailure.as_str(),
+                now,
+                UNVERSIONED_ERROR,
+                pin
+            ])?;
+            count_dead(DeadReason::PermanentFailure, 1);
+        } else {
+            // Pacing is persisted as each delivery's run_at, so a restart keeps it.
+            let release = release_at(now, i, req.per_second);
+            c.prepare_cached(
+                "UPDATE deliveries SET state = 'scheduled', held = 0, attempts = 0,
+                     window_start = ?2, run_at = ?2, dead_reason = NULL, dead_at = NULL,
+                     dead_error = NULL, payload_version = ?4, updated_at = ?3
+                 WHERE seq = ?1",
+            )?
+            .execute(params![key, release, now, version])?;
+        }
         c.prepare_cached("INSERT INTO replay_items (replay_seq, delivery_seq) VALUES (?1, ?2)")?
             .execute(params![replay_seq, key])?;
     }

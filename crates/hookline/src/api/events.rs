@@ -15,7 +15,50 @@ use super::{validate, views, ApiError, ApiState};
 
 type Answer = Result<(StatusCode, Json<Value>), ApiError>;
 
-const FIELDS: [&str; 4] = ["id", "type", "payload", "payload_version"];
+const FIELDS: [&str; 5] = ["id", "type", "payload", "payload_version", "payloads"];
+
+/// The most payload versions one event may carry.
+pub const MAX_PAYLOAD_VERSIONS: usize = 16;
+
+/// Canonical text (object keys sorted), so the same payload always compares equal.
+fn canonical(payload: &Value) -> String {
+    serde_json::to_string(payload).expect("a JSON value serializes")
+}
+
+fn version_number(v: Value, what: &str) -> Result<i64, ApiError> {
+    v.as_i64()
+        .filter(|v| *v >= 0)
+        .ok_or_else(|| ApiError::invalid(format!("{what} must be a non-negative integer")))
+}
+
+/// The versions of `{"payloads": {"1": ..., "2": ...}}`, ascending.
+fn versioned(payloads: Value) -> Result<Vec<(i64, String)>, ApiError> {
+    let Value::Object(map) = payloads else {
+        return Err(ApiError::invalid(
+            "payloads must be an object of payload versions, e.g. {\"1\": {...}, \"2\": {...}}",
+        ));
+    };
+    if map.is_empty() || map.len() > MAX_PAYLOAD_VERSIONS {
+        return Err(ApiError::invalid(format!(
+            "payloads must hold 1 to {MAX_PAYLOAD_VERSIONS} versions"
+        )));
+    }
+    let mut versions = Vec::with_capacity(map.len());
+    for (key, payload) in map {
+        let version = key
+            .parse::<i64>()
+            .ok()
+            .filter(|v| *v >= 0 && v.to_string() == key)
+            .ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "payloads: {key:?} is not a payload version (a non-negative integer)"
+                ))
+            })?;
+        versions.push((version, canonical(&payload)));
+    }
+    versions.sort_unstable_by_key(|(v, _)| *v);
+    Ok(versions)
+}
 
 /// Reads the body by hand: `"payload": null` is a valid payload, which an `Option` field could
 /// not tell apart from a missing one.
@@ -30,7 +73,8 @@ pub(super) fn new_event(
     };
     if let Some(unknown) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(ApiError::invalid(format!(
-            "unknown field `{unknown}`, expected one of `id`, `type`, `payload`, `payload_version`"
+            "unknown field `{unknown}`, expected one of `id`, `type`, `payload`, \
+             `payload_version`, `payloads`"
         )));
     }
     let id = match fields.remove("id") {
@@ -49,29 +93,43 @@ pub(super) fn new_event(
         None | Some(Value::Null) => return Err(ApiError::invalid("type is required")),
         Some(_) => return Err(ApiError::invalid("type must be a string")),
     };
-    let payload = fields
-        .remove("payload")
-        .ok_or_else(|| ApiError::invalid("payload is required (any JSON value)"))?;
-    // Canonical text (object keys sorted), so the same payload always compares equal.
-    let payload = serde_json::to_string(&payload).expect("a JSON value serializes");
-    if payload.len() > max_payload_bytes {
+    let mut versions = match (
+        fields.remove("payload"),
+        fields.remove("payload_version"),
+        fields.remove("payloads"),
+    ) {
+        (Some(payload), version, None) => {
+            let version = match version {
+                None | Some(Value::Null) => 1,
+                Some(v) => version_number(v, "payload_version")?,
+            };
+            vec![(version, canonical(&payload))]
+        }
+        (None, None, Some(payloads)) => versioned(payloads)?,
+        (None, Some(_), Some(_)) | (Some(_), _, Some(_)) => {
+            return Err(ApiError::invalid(
+                "give either payload (with payload_version) or payloads, not both",
+            ))
+        }
+        (None, _, None) => {
+            return Err(ApiError::invalid(
+                "payload is required (any JSON value), or payloads: one per version",
+            ))
+        }
+    };
+    let total: usize = versions.iter().map(|(_, p)| p.len()).sum();
+    if total > max_payload_bytes {
         return Err(ApiError::too_large(format!(
-            "payload is {} bytes; the limit is {max_payload_bytes}",
-            payload.len()
+            "payload is {total} bytes (all versions together); the limit is {max_payload_bytes}"
         )));
     }
-    let payload_version = match fields.remove("payload_version") {
-        None | Some(Value::Null) => 1,
-        Some(v) => v
-            .as_i64()
-            .filter(|v| *v >= 0)
-            .ok_or_else(|| ApiError::invalid("payload_version must be a non-negative integer"))?,
-    };
+    let (payload_version, payload) = versions.pop().expect("at least one version");
     Ok(NewEvent {
         id,
         event_type,
         payload,
         payload_version,
+        earlier_payloads: versions,
         published_by: None,
     })
 }
@@ -150,6 +208,50 @@ mod tests {
         assert_eq!(status(r#"{"id":"a b","type":"t","payload":1}"#), 422);
         assert_eq!(
             status(&format!(r#"{{"type":"t","payload":"{}"}}"#, "x".repeat(63))),
+            413
+        );
+    }
+
+    #[test]
+    fn payload_versions() {
+        let e = parse(r#"{"type":"t","payloads":{"2":{"b":1},"10":[2],"1":null}}"#).unwrap();
+        assert_eq!((e.payload_version, e.payload.as_str()), (10, "[2]"));
+        assert_eq!(
+            e.earlier_payloads,
+            vec![(1, "null".to_owned()), (2, r#"{"b":1}"#.to_owned())]
+        );
+        assert_eq!(e.versions(), [1, 2, 10]);
+        let status = |b: &str| parse(b).unwrap_err().status.as_u16();
+        assert_eq!(status(r#"{"type":"t","payloads":{}}"#), 422);
+        assert_eq!(status(r#"{"type":"t","payloads":[1]}"#), 422);
+        assert_eq!(status(r#"{"type":"t","payloads":{"-1":1}}"#), 422);
+        assert_eq!(status(r#"{"type":"t","payloads":{"01":1}}"#), 422);
+        assert_eq!(status(r#"{"type":"t","payloads":{"v2":1}}"#), 422);
+        assert_eq!(
+            status(r#"{"type":"t","payload":1,"payloads":{"1":1}}"#),
+            422
+        );
+        assert_eq!(
+            status(r#"{"type":"t","payload_version":2,"payloads":{"1":1}}"#),
+            422
+        );
+        assert_eq!(status(r#"{"type":"t","payload_version":2}"#), 422);
+        let many: Vec<String> = (0..=MAX_PAYLOAD_VERSIONS)
+            .map(|v| format!(r#""{v}":1"#))
+            .collect();
+        assert_eq!(
+            status(&format!(
+                r#"{{"type":"t","payloads":{{{}}}}}"#,
+                many.join(",")
+            )),
+            422
+        );
+        // The limit is on all versions together.
+        let half = "x".repeat(40);
+        assert_eq!(
+            status(&format!(
+                r#"{{"type":"t","payloads":{{"1":"{half}","2":"{half}"}}}}"#
+            )),
             413
         );
     }

@@ -26,6 +26,7 @@ pub(super) struct CreateBody {
     secret: Option<String>,
     max_in_flight: Option<u32>,
     rate_limit_per_second: Option<f64>,
+    payload_version: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -38,6 +39,8 @@ pub(super) struct PatchBody {
     max_in_flight: Option<Option<u32>>,
     #[serde(default, deserialize_with = "present")]
     rate_limit_per_second: Option<Option<f64>>,
+    #[serde(default, deserialize_with = "present")]
+    payload_version: Option<Option<i64>>,
 }
 
 /// Tells a field set to `null` (clear it) from one left out (keep it).
@@ -68,6 +71,16 @@ fn rate_limit(r: Option<f64>) -> Result<Option<f64>, ApiError> {
                 "rate_limit_per_second must be a positive number up to {MAX_RATE_PER_SECOND}"
             )))
         }
+        other => Ok(other),
+    }
+}
+
+/// A pin: the highest payload version the subscriber accepts.
+fn payload_version(v: Option<i64>) -> Result<Option<i64>, ApiError> {
+    match v {
+        Some(v) if v < 0 => Err(ApiError::invalid(
+            "payload_version must be a non-negative integer (or null for the latest)",
+        )),
         other => Ok(other),
     }
 }
@@ -119,6 +132,7 @@ pub async fn create(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -
         event_types: event_types(body.event_types.unwrap_or_default())?,
         max_in_flight: max_in_flight(body.max_in_flight)?,
         rate_limit_per_second: rate_limit(body.rate_limit_per_second)?,
+        payload_version: payload_version(body.payload_version)?,
         id,
         secret,
     };
@@ -237,6 +251,7 @@ pub async fn update(
         status,
         max_in_flight: body.max_in_flight.map(max_in_flight).transpose()?,
         rate_limit_per_second: body.rate_limit_per_second.map(rate_limit).transpose()?,
+        payload_version: body.payload_version.map(payload_version).transpose()?,
     };
     let resumed = status == Some(SubscriberStatus::Active);
     let s = ctx

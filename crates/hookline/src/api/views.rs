@@ -17,6 +17,7 @@ pub fn subscriber(s: &Subscriber, with_secret: bool, now: hookline_policy::UnixM
         "previous_secret_valid_until": s.previous_secret_until.map(rfc3339),
         "max_in_flight": s.max_in_flight,
         "rate_limit_per_second": s.rate_limit_per_second,
+        "payload_version": s.payload_version,
         "breaker": {
             "state": s.breaker.state(now).as_str(),
             "consecutive_failures": s.breaker.consecutive_failures,
@@ -34,8 +35,10 @@ pub fn raw_json(text: &str) -> Box<RawValue> {
     RawValue::from_string(text.to_owned()).expect("stored payloads are valid JSON")
 }
 
+/// `payload` and `payload_version` are the latest; an event with several versions also lists
+/// them all under `payloads`, as it was published.
 pub fn event(e: &Event) -> Value {
-    json!({
+    let mut v = json!({
         "id": e.id,
         "type": e.event_type,
         "payload": raw_json(&e.payload),
@@ -43,11 +46,26 @@ pub fn event(e: &Event) -> Value {
         "accepted_at": rfc3339(e.accepted_at),
         "deliveries": e.deliveries,
         "counts": e.counts,
-    })
+    });
+    if !e.earlier_payloads.is_empty() {
+        let mut all: Map<String, Value> = e
+            .earlier_payloads
+            .iter()
+            .map(|(version, payload)| (version.to_string(), json!(raw_json(payload))))
+            .collect();
+        all.insert(e.payload_version.to_string(), json!(raw_json(&e.payload)));
+        v["payloads"] = Value::Object(all);
+    }
+    v
 }
 
 pub fn receipt(r: &EventReceipt) -> Value {
-    json!({"id": r.id, "type": r.event_type, "deliveries": r.deliveries})
+    json!({
+        "id": r.id,
+        "type": r.event_type,
+        "deliveries": r.deliveries,
+        "unversioned": r.unversioned,
+    })
 }
 
 pub fn attempt(a: &AttemptRecord) -> Value {
@@ -84,6 +102,8 @@ pub fn delivery(d: &Delivery) -> Value {
         "next_attempt_at": d.next_attempt_at.map(rfc3339),
         "dead_reason": d.dead_reason.map(|r| r.as_str()),
         "dead_at": d.dead_at.map(rfc3339),
+        "error": d.dead_error,
+        "payload_version": d.payload_version,
         "attempt_history": history(&d.attempt_history),
     })
 }
@@ -97,6 +117,7 @@ pub fn dead_letter(d: &DeadLetter) -> Value {
         "payload_version": d.payload_version,
         "reason": d.reason.as_str(),
         "dead_at": rfc3339(d.dead_at),
+        "error": d.dead_error,
         "attempt_history": history(&d.attempt_history),
     })
 }

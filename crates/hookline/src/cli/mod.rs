@@ -31,8 +31,32 @@ enum Command {
     Serve(ServeArgs),
     /// Print the retry schedule the configured policy implies, attempt by attempt.
     Schedule(ConfigArg),
-    /// Apply the database migrations and exit (serve applies them too, safely, at start-up).
-    Migrate(StoreArgs),
+    /// Apply the database migrations and exit (serve applies them too, safely, at start-up);
+    /// --status only reports.
+    Migrate {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Print the schema version, the oldest hookline that can run on it and the pending
+        /// migrations; change nothing.
+        #[arg(long)]
+        status: bool,
+    },
+    /// Take a consistent copy of the SQLite store into a new file, while hookline serves.
+    Backup {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The backup file to write (must not exist).
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Replace the SQLite store with a backup; refused while anything has the store open.
+    Restore {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The backup file to restore from.
+        #[arg(long)]
+        from: PathBuf,
+    },
     /// Delete delivered deliveries (and their attempt history) older than a duration, in small
     /// batches that never block workers for long.
     Prune {
@@ -236,7 +260,18 @@ pub async fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve::run(args).await,
         Command::Schedule(args) => schedule::run(args.config.as_deref()),
-        Command::Migrate(args) => store::migrate(args).await,
+        Command::Migrate {
+            store: args,
+            status,
+        } => {
+            if status {
+                store::migrate_status(args).await
+            } else {
+                store::migrate(args).await
+            }
+        }
+        Command::Backup { store: args, to } => store::backup(args, to).await,
+        Command::Restore { store: args, from } => store::restore(args, from).await,
         Command::Prune {
             store: args,
             delivered_before,

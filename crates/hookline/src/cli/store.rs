@@ -1,18 +1,24 @@
-//! `hookline migrate` and `hookline prune`: store maintenance without serving.
+//! `hookline migrate`, `backup`, `restore` and `prune`: store maintenance without serving.
+
+use std::path::PathBuf;
 
 use super::StoreArgs;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{parse_duration, Config, Overrides};
 
-async fn open(args: StoreArgs) -> Result<std::sync::Arc<dyn hookline_store::Store>, String> {
-    let config = Config::load(
+fn config(args: StoreArgs) -> Result<Config, String> {
+    Config::load(
         args.config.config.as_deref(),
         Overrides {
             listen: None,
             database: args.database,
         },
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| e.to_string())
+}
+
+async fn open(args: StoreArgs) -> Result<std::sync::Arc<dyn hookline_store::Store>, String> {
+    let config = config(args)?;
     // Opening a store applies its pending migrations.
     hookline_store::open_with(&config.database, &config.store_options())
         .await
@@ -22,6 +28,69 @@ async fn open(args: StoreArgs) -> Result<std::sync::Arc<dyn hookline_store::Stor
 pub async fn migrate(args: StoreArgs) -> Result<(), String> {
     open(args).await?;
     println!("migrations applied; the schema is current");
+    Ok(())
+}
+
+pub async fn migrate_status(args: StoreArgs) -> Result<(), String> {
+    let config = config(args)?;
+    let s = hookline_store::schema_status(&config.database)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("schema version:           {}", s.version);
+    println!("oldest compatible binary: hookline {}", s.min_binary);
+    println!(
+        "this binary:              hookline {}",
+        hookline_store::Version::current()
+    );
+    for m in &s.applied {
+        println!(
+            "applied:                  {} {} (needs hookline >= {}, applied by {})",
+            m.number, m.description, m.min_binary, m.applied_by
+        );
+    }
+    if s.pending.is_empty() {
+        println!("pending migrations:       none");
+    }
+    for (number, description) in &s.pending {
+        println!("pending:                  {number} {description}");
+    }
+    s.compatible
+}
+
+fn print_summary(what: &str, s: &hookline_store::BackupSummary) {
+    let c = &s.counts;
+    println!(
+        "{what}: {} bytes, schema version {}, {} events; deliveries: {} scheduled, {} in flight \
+         (still to be sent), {} delivered, {} dead",
+        s.bytes, s.schema_version, s.events, c.scheduled, c.in_flight, c.delivered, c.dead
+    );
+}
+
+pub async fn backup(args: StoreArgs, to: PathBuf) -> Result<(), String> {
+    let config = config(args)?;
+    let summary = hookline_store::backup(&config.database, to.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    print_summary(
+        &format!("backed up {} to {}", config.database, to.display()),
+        &summary,
+    );
+    Ok(())
+}
+
+pub async fn restore(args: StoreArgs, from: PathBuf) -> Result<(), String> {
+    let config = config(args)?;
+    let summary = hookline_store::restore(from.clone(), &config.database)
+        .await
+        .map_err(|e| e.to_string())?;
+    print_summary(
+        &format!("restored {} into {}", from.display(), config.database),
+        &summary,
+    );
+    println!(
+        "deliveries in flight at backup time are sent again once their lease runs out, with \
+         the same webhook-id"
+    );
     Ok(())
 }
 

@@ -398,6 +398,24 @@ impl Process {
     /// Starts `hookline serve --config <config> --role <role>` on a free port and waits until it
     /// answers `/healthz`. `config` must not set `listen`.
     pub async fn spawn(dir: &std::path::Path, name: &str, config: &str, role: &str) -> Self {
+        Self::spawn_binary(
+            std::path::Path::new(env!("CARGO_BIN_EXE_hookline")),
+            dir,
+            name,
+            config,
+            role,
+        )
+        .await
+    }
+
+    /// Like `spawn`, running the hookline binary at `binary` (another release, for instance).
+    pub async fn spawn_binary(
+        binary: &std::path::Path,
+        dir: &std::path::Path,
+        name: &str,
+        config: &str,
+        role: &str,
+    ) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -405,7 +423,7 @@ impl Process {
             .port();
         let path = dir.join(format!("{name}.toml"));
         std::fs::write(&path, format!("listen = \"127.0.0.1:{port}\"\n{config}")).unwrap();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+        let child = std::process::Command::new(binary)
             .args(["serve", "--config", path.to_str().unwrap(), "--role", role])
             .env("RUST_LOG", "error")
             .stdout(std::process::Stdio::null())

@@ -1,0 +1,123 @@
+//! Backups of the embedded store: `VACUUM INTO` takes a consistent copy from a read
+//! transaction, so it runs beside a serving hookline; a restore copies a backup in with
+//! SQLite's backup API while holding the destination exclusively, so it cannot overwrite a
+//! store that anything has open.
+
+use std::path::Path;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use super::schema;
+use crate::migrations::Version;
+use crate::{BackupSummary, DeliveryState, Result, StateCounts, StoreError};
+
+fn invalid(message: String) -> StoreError {
+    StoreError::Invalid(message)
+}
+
+/// Opens an existing hookline database read-only, refusing files that are not one.
+fn open_existing(path: &Path, what: &str) -> Result<Connection> {
+    if !path.is_file() {
+        return Err(invalid(format!("{what} {} does not exist", path.display())));
+    }
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| invalid(format!("{what} {}: {e}", path.display())))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let is_hookline = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'
+             AND name IN ('events', 'deliveries', 'subscribers')",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map_err(|e| {
+            invalid(format!(
+                "{what} {} is not a SQLite database: {e}",
+                path.display()
+            ))
+        })?;
+    if is_hookline != 3 {
+        return Err(invalid(format!(
+            "{what} {} is not a hookline database",
+            path.display()
+        )));
+    }
+    Ok(conn)
+}
+
+fn summary(c: &Connection, path: &Path) -> Result<BackupSummary> {
+    let mut counts = StateCounts::default();
+    let mut stmt = c.prepare("SELECT state, count(*) FROM deliveries GROUP BY state")?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let state: String = r.get(0)?;
+        if let Some(state) = DeliveryState::parse(&state) {
+            counts.add(state, r.get(1)?);
+        }
+    }
+    Ok(BackupSummary {
+        bytes: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+        schema_version: schema::status_of(c)?.version,
+        events: c.query_row("SELECT count(*) FROM events", [], |r| r.get(0))?,
+        counts,
+    })
+}
+
+pub(crate) fn backup(path: &str, to: &Path) -> Result<BackupSummary> {
+    if to.exists() {
+        return Err(invalid(format!(
+            "{} already exists; a backup never overwrites a file",
+            to.display()
+        )));
+    }
+    let target = to
+        .to_str()
+        .ok_or_else(|| invalid(format!("{} is not a UTF-8 path", to.display())))?;
+    let conn = open_existing(Path::new(path), "database")?;
+    conn.execute("VACUUM INTO ?1", [target])
+        .map_err(|e| invalid(format!("cannot write the backup to {}: {e}", to.display())))?;
+    summary(&open_existing(to, "backup")?, to)
+}
+
+pub(crate) fn restore(from: &Path, path: &str) -> Result<BackupSummary> {
+    let source = open_existing(from, "backup")?;
+    let check: String = source.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+    if check != "ok" {
+        return Err(invalid(format!(
+            "backup {} is damaged ({check}); nothing was restored",
+            from.display()
+        )));
+    }
+    let status = schema::status_of(&source)?;
+    if let Err(why) = status.compatible {
+        return Err(invalid(format!(
+            "backup {} cannot be served by this hookline ({}): {why}",
+            from.display(),
+            Version::current()
+        )));
+    }
+    drop(source);
+    let mut target =
+        Connection::open(path).map_err(|e| invalid(format!("database {path:?}: {e}")))?;
+    // Exclusive locking makes the first read take the file for this connection alone; any
+    // other connection (a serving hookline keeps its own open) makes that fail at once.
+    target.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+    let taken =
+        target.execute_batch("BEGIN EXCLUSIVE; SELECT count(*) FROM sqlite_master; COMMIT;");
+    if let Err(rusqlite::Error::SqliteFailure(e, _)) = &taken {
+        if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) {
+            return Err(StoreError::Conflict(format!(
+                "database {path:?} is in use (is hookline running on it?); stop it, then restore"
+            )));
+        }
+    }
+    taken?;
+    target
+        .restore(
+            rusqlite::DatabaseName::Main,
+            from,
+            None::<fn(rusqlite::backup::Progress)>,
+        )
+        .map_err(|e| invalid(format!("restoring {} into {path:?}: {e}", from.display())))?;
+    summary(&target, Path::new(path))
+}
