@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::time::{Duration, UNIX_EPOCH};
 
 use common::*;
@@ -557,5 +558,92 @@ async fn the_breaker_opens_and_defers_without_spending_attempts() {
     assert_eq!(s["breaker"]["state"], "open");
     assert_eq!(ms(&s["breaker"]["open_until"]) - ms(&open_until), 120_000);
     assert_eq!(rx.received().len(), 3, "exactly one probe went out");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn each_subscriber_receives_the_payload_version_it_is_pinned_to() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start("").await;
+    let mut secrets = HashMap::new();
+    for (id, pin) in [("latest", json!(null)), ("v1", json!(1)), ("v0", json!(0))] {
+        let (status, body) = app
+            .call(
+                "POST",
+                "/v1/subscribers",
+                Some(json!({"id": id, "url": rx.url(&format!("/{id}")), "payload_version": pin})),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        assert_eq!(body["payload_version"], pin);
+        secrets.insert(id, body["secret"].as_str().unwrap().to_owned());
+    }
+    let (status, receipt) = app
+        .call(
+            "POST",
+            "/v1/events",
+            Some(json!({"id": "SHP-1", "type": "shipment.out_for_delivery",
+                        "payloads": {"1": {"eta": "17:00"}, "2": {"eta": "2026-11-30T17:00:00Z"}}})),
+        )
+        .await;
+    assert_eq!(status, 202, "{receipt}");
+    assert_eq!(
+        (
+            receipt["deliveries"].as_u64(),
+            receipt["unversioned"].as_u64()
+        ),
+        (Some(3), Some(1))
+    );
+    for (id, version, eta) in [("latest", 2, "2026-11-30T17:00:00Z"), ("v1", 1, "17:00")] {
+        let d = app
+            .delivery_when(&format!("SHP-1:{id}"), "delivered", |d| {
+                state(d) == "delivered"
+            })
+            .await;
+        assert_eq!(d["payload_version"], version);
+        let got = rx.received_for(&format!("SHP-1:{id}"));
+        let body = got[0].json();
+        assert_eq!(
+            (body["payload_version"].clone(), body["data"]["eta"].clone()),
+            (json!(version), json!(eta))
+        );
+        verify(&secrets[id], &got[0]);
+    }
+    let dead = app.delivery("SHP-1:v0").await;
+    assert_eq!(
+        (
+            state(&dead),
+            dead["dead_reason"].as_str(),
+            dead["error"].as_str()
+        ),
+        (
+            "dead",
+            Some("permanent_failure"),
+            Some("no payload version at or below 0")
+        )
+    );
+    assert!(rx.received_for("SHP-1:v0").is_empty());
+    let (_, event) = app.call("GET", "/v1/events/SHP-1", None).await;
+    assert_eq!(event["payload_version"], 2);
+    assert_eq!(event["payloads"]["1"], json!({"eta": "17:00"}));
+    // The same event again answers as before; other versions are another event.
+    let (status, again) = app
+        .call(
+            "POST",
+            "/v1/events",
+            Some(json!({"id": "SHP-1", "type": "shipment.out_for_delivery",
+                        "payloads": {"2": {"eta": "2026-11-30T17:00:00Z"}, "1": {"eta": "17:00"}}})),
+        )
+        .await;
+    assert_eq!((status, again), (200, receipt));
+    let (status, _) = app
+        .call(
+            "POST",
+            "/v1/events",
+            Some(json!({"id": "SHP-1", "type": "shipment.out_for_delivery",
+                        "payloads": {"2": {"eta": "2026-11-30T17:00:00Z"}}})),
+        )
+        .await;
+    assert_eq!(status, 409);
     app.stop().await;
 }
