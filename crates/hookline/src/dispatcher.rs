@@ -26,7 +26,7 @@ use crate::config::DeliveryConfig;
 use crate::destination::Guard;
 use crate::sender::{render_body, AttemptReport, Sender};
 use crate::slots::{Slot, Slots};
-use crate::slowness::Slowness;
+use crate::slowness::{Ended, Slowness};
 use crate::telemetry::{self, AttemptSeen};
 
 /// An idle dispatcher sleeps until the next due `run_at` (or lease expiry); this bounds the
@@ -108,7 +108,10 @@ impl Dispatcher {
                     delivery.slow_lane,
                 ),
                 per_subscriber_labels,
-                slowness: std::sync::Mutex::new(Slowness::new(delivery.slow_after)),
+                slowness: std::sync::Mutex::new(Slowness::new(
+                    delivery.slow_after,
+                    delivery.attempt_timeout,
+                )),
             }),
             delivery,
             lease_ms,
@@ -258,10 +261,11 @@ async fn attempt(
                 send.await
             }
         };
-        s.slowness
-            .lock()
-            .unwrap()
-            .finished(subscriber, timer, timer.elapsed());
+        let ended = match report.result {
+            AttemptResult::Status(_) => Ended::Answered(timer.elapsed()),
+            _ => Ended::NoAnswer,
+        };
+        s.slowness.lock().unwrap().finished(subscriber, timer, ended);
         report
     };
     let duration_ms = timer.elapsed().as_millis() as u64;

@@ -6,6 +6,12 @@
 //! suspect and gets no new slot until the slow attempt ends. Its limit is, in effect, the one
 //! slot it is already holding; a quick answer lifts it. The same threshold moves the slow attempt
 //! itself out of the dispatcher's slots (see [`crate::slots`]).
+//!
+//! Only answers teach it a subscriber's usual answer time. A timeout or a lost connection says
+//! nothing about how fast the subscriber answers, and learning from it would make a subscriber
+//! that hung once "usually slow" (one 10 s timeout would put its threshold at 40 s, past the
+//! timeout itself), so the slow lane and the exclusion would stop protecting anyone from it.
+//! For the same reason the threshold stays below the attempt timeout.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -23,16 +29,30 @@ struct Watch {
     usual_ms: Option<f64>,
 }
 
+/// How an attempt ended, as far as slowness is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The subscriber answered (any status) after this long.
+    Answered(Duration),
+    /// No answer: a timeout, a refused or reset connection, a DNS failure.
+    NoAnswer,
+}
+
 #[derive(Debug)]
 pub struct Slowness {
     slow_after: Duration,
+    /// No threshold reaches this: an attempt must be able to turn slow before it times out.
+    cap: Duration,
     subscribers: HashMap<String, Watch>,
 }
 
 impl Slowness {
-    pub fn new(slow_after: Duration) -> Self {
+    /// `attempt_timeout` caps every threshold at three quarters of it (and never below
+    /// `slow_after`).
+    pub fn new(slow_after: Duration, attempt_timeout: Duration) -> Self {
         Self {
             slow_after,
+            cap: slow_after.max(attempt_timeout.mul_f64(0.75)),
             subscribers: HashMap::new(),
         }
     }
@@ -45,14 +65,17 @@ impl Slowness {
             .push(at);
     }
 
-    /// An attempt that started at `started` ended after `took`.
-    pub fn finished(&mut self, subscriber: &str, started: Instant, took: Duration) {
+    /// An attempt that started at `started` ended.
+    pub fn finished(&mut self, subscriber: &str, started: Instant, ended: Ended) {
         let Some(watch) = self.subscribers.get_mut(subscriber) else {
             return;
         };
         if let Some(i) = watch.in_flight.iter().position(|t| *t == started) {
             watch.in_flight.swap_remove(i);
         }
+        let Ended::Answered(took) = ended else {
+            return;
+        };
         let ms = took.as_secs_f64() * 1000.0;
         watch.usual_ms = Some(match watch.usual_ms {
             Some(usual) => usual + SMOOTHING * (ms - usual),
@@ -64,7 +87,7 @@ impl Slowness {
         let usual = watch.usual_ms.map_or(Duration::ZERO, |ms| {
             Duration::from_secs_f64(SLOW_FACTOR * ms / 1000.0)
         });
-        self.slow_after.max(usual)
+        self.slow_after.max(usual).min(self.cap)
     }
 
     /// How long an attempt to this subscriber may be in flight before it is far slower than
@@ -95,28 +118,55 @@ mod tests {
     #[test]
     fn a_hanging_subscriber_becomes_a_suspect_and_recovers() {
         let t0 = Instant::now();
-        let mut s = Slowness::new(Duration::from_secs(1));
+        let mut s = Slowness::new(Duration::from_secs(1), Duration::from_secs(10));
         s.started("hangs", t0);
         s.started("fast", t0);
-        s.finished("fast", t0, Duration::from_millis(5));
+        s.finished("fast", t0, Ended::Answered(Duration::from_millis(5)));
         assert!(s.suspects(t0 + Duration::from_millis(900)).is_empty());
         assert_eq!(s.suspects(t0 + Duration::from_millis(1_100)), ["hangs"]);
         // The slow attempt ends (a timeout): no longer holding a slot, no longer a suspect.
-        s.finished("hangs", t0, Duration::from_secs(10));
+        s.finished("hangs", t0, Ended::NoAnswer);
         assert!(s.suspects(t0 + Duration::from_secs(11)).is_empty());
     }
 
     #[test]
     fn slow_is_relative_to_how_a_subscriber_usually_answers() {
         let t0 = Instant::now();
-        let mut s = Slowness::new(Duration::from_secs(1));
+        let mut s = Slowness::new(Duration::from_secs(1), Duration::from_secs(20));
         // Usually 2 s: 4 x 2 s = 8 s before an attempt counts as far slower than usual.
         s.started("steady", t0);
-        s.finished("steady", t0, Duration::from_secs(2));
+        s.finished("steady", t0, Ended::Answered(Duration::from_secs(2)));
         s.started("steady", t0);
         assert_eq!(s.patience("steady"), Duration::from_secs(8));
         assert_eq!(s.patience("never seen"), Duration::from_secs(1));
         assert!(s.suspects(t0 + Duration::from_secs(7)).is_empty());
         assert_eq!(s.suspects(t0 + Duration::from_secs(9)), ["steady"]);
+        // Usually 4 s would mean 16 s: capped at three quarters of the 20 s timeout.
+        for _ in 0..30 {
+            s.finished("steady", t0, Ended::Answered(Duration::from_secs(4)));
+        }
+        assert_eq!(s.patience("steady"), Duration::from_secs(15));
+    }
+
+    /// A subscriber that answered fast, then hangs through timeout after timeout: it keeps its
+    /// fast usual time, so each new attempt soon goes to the slow lane (patience) and the
+    /// subscriber stays excluded from new slots while an attempt hangs.
+    #[test]
+    fn timeouts_teach_nothing_and_a_hanging_subscriber_stays_a_suspect() {
+        let timeout = Duration::from_secs(10);
+        let mut s = Slowness::new(Duration::from_secs(1), timeout);
+        let mut t = Instant::now();
+        for _ in 0..5 {
+            s.started("flaky", t);
+            s.finished("flaky", t, Ended::Answered(Duration::from_millis(20)));
+        }
+        for round in 0..5 {
+            s.started("flaky", t);
+            assert_eq!(s.patience("flaky"), Duration::from_secs(1), "round {round}");
+            assert!(s.suspects(t + Duration::from_millis(500)).is_empty());
+            assert_eq!(s.suspects(t + Duration::from_secs(2)), ["flaky"], "round {round}");
+            s.finished("flaky", t, Ended::NoAnswer);
+            t += timeout;
+        }
     }
 }
