@@ -60,7 +60,11 @@ impl Breaker {
 
     /// The breaker after an attempt ended with `outcome` at `now`. Any answer that is not a
     /// retryable failure (a success, or a permanent 4xx) shows the subscriber is up: closed.
+    /// A lost attempt (the worker crashed) says nothing about the subscriber: no change.
     pub fn after(self, config: &BreakerConfig, outcome: Outcome, now: UnixMs) -> Breaker {
+        if outcome == Outcome::Lost {
+            return self;
+        }
         if outcome != Outcome::Retryable {
             return Breaker::default();
         }
@@ -143,6 +147,25 @@ mod tests {
         assert_eq!(b.after(&CONFIG, Outcome::Permanent, 0), Breaker::default());
     }
 
+    /// Five attempts in flight when a worker crashed are no sign the subscriber is down, nor up.
+    #[test]
+    fn lost_attempts_neither_open_nor_close_it() {
+        let mut b = Breaker {
+            consecutive_failures: 2,
+            ..Breaker::default()
+        };
+        for _ in 0..5 {
+            b = b.after(&CONFIG, Outcome::Lost, 0);
+        }
+        assert_eq!(b.consecutive_failures, 2);
+        assert_eq!(b.state(0), BreakerState::Closed);
+        let open = Breaker::default()
+            .after(&CONFIG, Outcome::Retryable, 0)
+            .after(&CONFIG, Outcome::Retryable, 0)
+            .after(&CONFIG, Outcome::Retryable, 0);
+        assert_eq!(open.after(&CONFIG, Outcome::Lost, 40_000), open);
+    }
+
     #[test]
     fn late_failures_while_open_do_not_extend_it() {
         let open = Breaker::default()
@@ -156,11 +179,11 @@ mod tests {
 
     proptest! {
         #[test]
-        fn the_cool_down_never_exceeds_its_cap(outcomes in proptest::collection::vec(0u8..3, 0..60), step in 0i64..200_000) {
+        fn the_cool_down_never_exceeds_its_cap(outcomes in proptest::collection::vec(0u8..4, 0..60), step in 0i64..200_000) {
             let mut b = Breaker::default();
             let mut now = 0;
             for o in outcomes {
-                let outcome = [Outcome::Success, Outcome::Retryable, Outcome::Permanent][o as usize];
+                let outcome = [Outcome::Success, Outcome::Retryable, Outcome::Permanent, Outcome::Lost][o as usize];
                 b = b.after(&CONFIG, outcome, now);
                 if let Some(until) = b.open_until {
                     prop_assert!(until - now <= 100_000);

@@ -20,12 +20,16 @@ pub enum AttemptResult {
     Lost,
 }
 
-/// The three ways an attempt can end.
+/// The ways an attempt can end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
     Success,
     Retryable,
     Permanent,
+    /// The worker was lost (crashed, killed) before it recorded an outcome. The attempt counts
+    /// against the budget and is retried like a retryable failure, but it says nothing about
+    /// the subscriber, so it neither opens nor closes the breaker.
+    Lost,
 }
 
 impl Outcome {
@@ -34,6 +38,7 @@ impl Outcome {
             Outcome::Success => "success",
             Outcome::Retryable => "retryable",
             Outcome::Permanent => "permanent",
+            Outcome::Lost => "lost",
         }
     }
 
@@ -42,6 +47,7 @@ impl Outcome {
             "success" => Outcome::Success,
             "retryable" => Outcome::Retryable,
             "permanent" => Outcome::Permanent,
+            "lost" => Outcome::Lost,
             _ => return None,
         })
     }
@@ -55,10 +61,10 @@ pub fn classify(result: AttemptResult) -> Outcome {
         AttemptResult::Status(s) if (200..300).contains(&s) => Outcome::Success,
         AttemptResult::Status(408 | 425 | 429 | 500 | 502 | 503 | 504) => Outcome::Retryable,
         AttemptResult::Status(_) => Outcome::Permanent,
-        AttemptResult::Timeout
-        | AttemptResult::ConnectionFailed
-        | AttemptResult::DnsFailed
-        | AttemptResult::Lost => Outcome::Retryable,
+        AttemptResult::Timeout | AttemptResult::ConnectionFailed | AttemptResult::DnsFailed => {
+            Outcome::Retryable
+        }
+        AttemptResult::Lost => Outcome::Lost,
         AttemptResult::Refused => Outcome::Permanent,
     }
 }
@@ -98,10 +104,10 @@ mod tests {
             AttemptResult::Timeout,
             AttemptResult::ConnectionFailed,
             AttemptResult::DnsFailed,
-            AttemptResult::Lost,
         ] {
             assert_eq!(classify(r), Outcome::Retryable, "{r:?}");
         }
+        assert_eq!(classify(AttemptResult::Lost), Outcome::Lost);
         assert_eq!(classify(AttemptResult::Refused), Outcome::Permanent);
         assert!(revokes_subscription(AttemptResult::Status(410)));
         assert!(!revokes_subscription(AttemptResult::Status(404)));
@@ -117,7 +123,12 @@ mod tests {
 
     #[test]
     fn outcome_names_round_trip() {
-        for o in [Outcome::Success, Outcome::Retryable, Outcome::Permanent] {
+        for o in [
+            Outcome::Success,
+            Outcome::Retryable,
+            Outcome::Permanent,
+            Outcome::Lost,
+        ] {
             assert_eq!(Outcome::parse(o.as_str()), Some(o));
         }
         assert_eq!(Outcome::parse("maybe"), None);

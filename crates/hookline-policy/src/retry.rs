@@ -206,7 +206,8 @@ impl RetryPolicy {
         match outcome {
             Outcome::Success => Decision::Deliver,
             Outcome::Permanent => Decision::Dead(DeadReason::PermanentFailure),
-            Outcome::Retryable => {
+            // A lost attempt spends its place in the budget like a retryable failure.
+            Outcome::Retryable | Outcome::Lost => {
                 if attempt >= self.max_attempts {
                     return Decision::Dead(DeadReason::AttemptsExhausted);
                 }

@@ -18,7 +18,7 @@ pub mod testing;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hookline_policy::{BreakerConfig, BreakerState, DeadReason, UnixMs};
+use hookline_policy::{BreakerConfig, BreakerState, DeadReason, Outcome, UnixMs};
 
 pub use migrations::{AppliedMigration, SchemaStatus, Version};
 pub use model::*;
@@ -303,6 +303,13 @@ pub(crate) fn count_dead(reason: DeadReason, n: u64) {
     }
 }
 
+/// Why a delivery is leased: a claim of a due delivery, or a rescue of one whose lease ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseKind {
+    Claim,
+    Rescue,
+}
+
 /// A delivery row read for a claim or a rescue, before it is leased. Both backends read the
 /// same columns ([`DUE_COLUMNS`]) into it.
 pub(crate) struct DueRow {
@@ -316,6 +323,9 @@ pub(crate) struct DueRow {
     pub run_at: UnixMs,
     /// The payload version it sends; `None` (rows written before versions) sends the latest.
     pub payload_version: Option<i64>,
+    /// When it last changed: for a delivery in flight, when its attempt was claimed (a rescue
+    /// leaves it alone, so a lost attempt is recorded with its real start).
+    pub claimed_at: UnixMs,
 }
 
 impl DueRow {
@@ -324,10 +334,14 @@ impl DueRow {
         self,
         lease: i64,
         attempt: u32,
-        rescued: bool,
+        kind: LeaseKind,
         destination: Arc<Destination>,
         event: Arc<EventBody>,
     ) -> ClaimedDelivery {
+        let lost_attempt_started_at = match kind {
+            LeaseKind::Claim => None,
+            LeaseKind::Rescue => Some(self.claimed_at),
+        };
         ClaimedDelivery {
             key: DeliveryKey(self.key),
             id: self.id,
@@ -336,7 +350,7 @@ impl DueRow {
             first_seen: self.first_seen,
             window_start: self.window_start,
             due_at: self.run_at,
-            rescued,
+            lost_attempt_started_at,
             destination,
             event,
         }
@@ -386,8 +400,25 @@ pub(crate) const REPLAY_VERSION: &str = "(SELECT max(v) FROM (
      WHERE s.payload_version IS NULL OR v <= s.payload_version)";
 
 /// The columns both backends read into a [`DueRow`], in its order.
-pub(crate) const DUE_COLUMNS: &str =
-    "seq, id, event_id, subscriber_id, attempts, first_seen, window_start, run_at, payload_version";
+pub(crate) const DUE_COLUMNS: &str = "seq, id, event_id, subscriber_id, attempts, first_seen, \
+     window_start, run_at, payload_version, updated_at";
+
+/// How an outcome is stored: a lost attempt as `retryable` with the `lost` flag, so releases
+/// that predate `lost` still read the history (they see a retryable failure).
+pub(crate) fn stored_outcome(outcome: Outcome) -> (&'static str, Option<bool>) {
+    match outcome {
+        Outcome::Lost => (Outcome::Retryable.as_str(), Some(true)),
+        other => (other.as_str(), None),
+    }
+}
+
+/// The outcome a history row records, from its `outcome` and `lost` columns.
+pub(crate) fn read_outcome(outcome: &str, lost: Option<bool>) -> Option<Outcome> {
+    match lost {
+        Some(true) => Some(Outcome::Lost),
+        _ => Outcome::parse(outcome),
+    }
+}
 
 /// What a claim needs to know of a subscriber, beyond its status.
 pub(crate) struct Limits<'a> {

@@ -357,9 +357,9 @@ pub struct ClaimedDelivery {
     pub window_start: UnixMs,
     /// When it became due: the start of its wait in the ready queue.
     pub due_at: UnixMs,
-    /// True when this claim rescued a delivery whose previous lease ran out: that attempt's
-    /// outcome is unknown and must be recorded before anything else.
-    pub rescued: bool,
+    /// Set when this claim rescued a delivery whose previous lease ran out: when that lost
+    /// attempt started. Its outcome is unknown and must be recorded before anything else.
+    pub lost_attempt_started_at: Option<UnixMs>,
     pub destination: Arc<Destination>,
     pub event: Arc<EventBody>,
 }

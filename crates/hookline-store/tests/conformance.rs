@@ -319,7 +319,9 @@ mod cases {
         let mut ids: Vec<&str> = first.iter().map(|c| c.id.as_str()).collect();
         ids.sort();
         assert_eq!(ids, ["e0:a", "e0:b", "e1:a", "e1:b"]);
-        assert!(first.iter().all(|c| c.attempt == 1 && !c.rescued));
+        assert!(first
+            .iter()
+            .all(|c| c.attempt == 1 && c.lost_attempt_started_at.is_none()));
         assert_eq!(first[0].event.payload, r#"{"shipment":"SHP-20418"}"#);
         assert_eq!(first[0].destination.url, "http://127.0.0.1:9/a");
         // At cap: nothing more until a slot frees.
@@ -434,7 +436,11 @@ mod cases {
             .await
             .unwrap()
             .remove(0);
-        assert!(rescued.rescued);
+        assert_eq!(
+            rescued.lost_attempt_started_at,
+            Some(T0),
+            "the lost attempt started when it was claimed"
+        );
         assert_eq!(rescued.id, lost.id);
         assert_eq!(rescued.attempt, 1, "the lost attempt was already counted");
         assert_ne!(rescued.lease, lost.lease);
@@ -457,7 +463,8 @@ mod cases {
             },
             T0 + LEASE,
         );
-        done.attempt.outcome = Outcome::Retryable;
+        done.attempt.outcome = Outcome::Lost;
+        done.attempt.started_at = T0;
         done.attempt.status = None;
         done.attempt.error = Some("lease expired".into());
         assert_eq!(
@@ -466,7 +473,14 @@ mod cases {
         );
         let d = store.get_delivery("e:a").await.unwrap();
         assert_eq!(d.attempts, 1);
-        assert_eq!(d.attempt_history[0].error.as_deref(), Some("lease expired"));
+        let record = &d.attempt_history[0];
+        assert_eq!(record.error.as_deref(), Some("lease expired"));
+        assert_eq!((record.outcome, record.started_at), (Outcome::Lost, T0));
+        assert_eq!(
+            store.get_subscriber("a").await.unwrap().breaker,
+            Default::default(),
+            "a lost attempt is no subscriber failure"
+        );
         assert_eq!(
             store
                 .claim_due(claim(T0 + LEASE + 100, 10, 10))

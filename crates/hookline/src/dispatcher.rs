@@ -217,7 +217,7 @@ impl Dispatcher {
 
 /// Attempts that are not a delivery's first: they count against the retry slots.
 fn is_retry(d: &ClaimedDelivery) -> bool {
-    d.attempt > 1 || d.rescued
+    d.attempt > 1 || d.lost_attempt_started_at.is_some()
 }
 
 /// Message for a rescued delivery's lost attempt.
@@ -231,10 +231,12 @@ async fn attempt(
     body: Bytes,
     done: mpsc::UnboundedSender<(String, Completion)>,
 ) {
-    let started_at = s.clock.now_ms();
+    let mut started_at = s.clock.now_ms();
     let timer = Instant::now();
-    let report = if d.rescued {
+    let report = if let Some(lost_started_at) = d.lost_attempt_started_at {
         tracing::warn!(delivery = %d.id, attempt = d.attempt, "rescued a delivery whose lease ran out");
+        // Recorded as the attempt it was: started when it was claimed, no answer.
+        started_at = lost_started_at;
         AttemptReport {
             result: AttemptResult::Lost,
             error: Some(LOST_ATTEMPT.into()),
@@ -265,11 +267,18 @@ async fn attempt(
             AttemptResult::Status(_) => Ended::Answered(timer.elapsed()),
             _ => Ended::NoAnswer,
         };
-        s.slowness.lock().unwrap().finished(subscriber, timer, ended);
+        s.slowness
+            .lock()
+            .unwrap()
+            .finished(subscriber, timer, ended);
         report
     };
-    let duration_ms = timer.elapsed().as_millis() as u64;
     let now = s.clock.now_ms();
+    // A lost attempt lasted until it was found lost: from its claim to its rescue.
+    let duration_ms = match d.lost_attempt_started_at {
+        Some(lost_started_at) => now.saturating_sub(lost_started_at).max(0) as u64,
+        None => timer.elapsed().as_millis() as u64,
+    };
     let outcome = classify(report.result);
     let transition = match s.policy.decide(
         &d.id,
@@ -299,7 +308,9 @@ async fn attempt(
             accepted_at: d.event.accepted_at,
             started_at,
             finished_at: now,
-            first_ever: d.attempt == 1 && !d.rescued && d.window_start == d.first_seen,
+            first_ever: d.attempt == 1
+                && d.lost_attempt_started_at.is_none()
+                && d.window_start == d.first_seen,
         },
         s.per_subscriber_labels,
     );

@@ -215,7 +215,7 @@ mod tests {
             first_seen: 0,
             window_start: 0,
             due_at: 0,
-            rescued: false,
+            lost_attempt_started_at: None,
             destination: Arc::new(Destination {
                 subscriber_id: "s".into(),
                 url,

@@ -164,7 +164,11 @@ mod tests {
             s.started("flaky", t);
             assert_eq!(s.patience("flaky"), Duration::from_secs(1), "round {round}");
             assert!(s.suspects(t + Duration::from_millis(500)).is_empty());
-            assert_eq!(s.suspects(t + Duration::from_secs(2)), ["flaky"], "round {round}");
+            assert_eq!(
+                s.suspects(t + Duration::from_secs(2)),
+                ["flaky"],
+                "round {round}"
+            );
             s.finished("flaky", t, Ended::NoAnswer);
             t += timeout;
         }

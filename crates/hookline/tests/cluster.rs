@@ -175,9 +175,10 @@ async fn three_workers_one_killed_lose_nothing_and_never_overlap() {
     for id in rx.duplicated_ids() {
         let d = get(&http, format!("{}/v1/deliveries/{id}", api.base)).await;
         let lost = d["attempt_history"].as_array().unwrap().iter().any(|a| {
-            a["error"]
-                .as_str()
-                .is_some_and(|e| e.contains("lease expired"))
+            a["outcome"] == "lost"
+                && a["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("lease expired"))
         });
         assert!(lost, "duplicate without a lost lease: {d}");
     }

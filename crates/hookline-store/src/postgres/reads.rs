@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use deadpool_postgres::GenericClient;
-use hookline_policy::{Breaker, DeadReason, Outcome, UnixMs};
+use hookline_policy::{Breaker, DeadReason, UnixMs};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
@@ -162,7 +162,8 @@ async fn histories(
     let mut out: HashMap<i64, Vec<AttemptRecord>> = HashMap::new();
     for r in query(
         c,
-        "SELECT delivery_seq, ordinal, started_at, duration_ms, outcome, status, error, response_body
+        "SELECT delivery_seq, ordinal, started_at, duration_ms, outcome, status, error, response_body,
+                lost
              FROM attempts WHERE delivery_seq = ANY ($1) ORDER BY seq",
         &[&keys],
     )
@@ -173,7 +174,7 @@ async fn histories(
             ordinal: r.get::<_, i32>(1) as u32,
             started_at: r.get(2),
             duration_ms: r.get::<_, i64>(3) as u64,
-            outcome: Outcome::parse(&outcome).ok_or_else(|| corrupt("outcome", &outcome))?,
+            outcome: read_outcome(&outcome, r.get(8)).ok_or_else(|| corrupt("outcome", &outcome))?,
             status: r.get::<_, Option<i32>>(5).map(|s| s as u16),
             error: r.get(6),
             response_body: r.get(7),

@@ -124,11 +124,12 @@ CREATE INDEX replay_items_delivery ON replay_items (delivery_seq);
 ];
 
 /// Later migrations: additive while `min_binary` stays at the baseline (see `crate::migrations`).
-const LATER: &[Migration] = &[Migration {
-    number: 9,
-    min_binary: migrations::BASELINE,
-    description: "payload versions per subscriber",
-    sql: "CREATE TABLE event_payloads (
+const LATER: &[Migration] = &[
+    Migration {
+        number: 9,
+        min_binary: migrations::BASELINE,
+        description: "payload versions per subscriber",
+        sql: "CREATE TABLE event_payloads (
               event_id  TEXT NOT NULL,
               version   BIGINT NOT NULL,
               payload   TEXT NOT NULL,         -- canonical JSON of a version older than the latest
@@ -138,7 +139,14 @@ const LATER: &[Migration] = &[Migration {
           ALTER TABLE subscribers ADD COLUMN payload_version BIGINT;
           ALTER TABLE deliveries ADD COLUMN payload_version BIGINT;
           ALTER TABLE deliveries ADD COLUMN dead_error TEXT;",
-}];
+    },
+    Migration {
+        number: 10,
+        min_binary: migrations::BASELINE,
+        description: "lost attempts are marked, not counted as subscriber failures",
+        sql: "ALTER TABLE attempts ADD COLUMN lost BOOLEAN;",
+    },
+];
 
 const RECORD_TABLES: &str = "
     CREATE TABLE IF NOT EXISTS hookline_migrations (

@@ -265,6 +265,7 @@ fn leased(r: &Row) -> DueRow {
         window_start: r.get(6),
         run_at: r.get::<_, Option<i64>>(7).unwrap_or(0),
         payload_version: r.get(8),
+        claimed_at: r.get(9),
     }
 }
 
@@ -304,7 +305,7 @@ async fn claimed(
     rows: Vec<DueRow>,
     destinations: Vec<Arc<Destination>>,
     lease: i64,
-    rescued: bool,
+    kind: LeaseKind,
 ) -> Result<Vec<ClaimedDelivery>> {
     // One body per event and payload version: earlier versions live in event_payloads, the
     // latest (and a row's missing version) in events.
@@ -348,7 +349,7 @@ async fn claimed(
                 })?;
             // Claims return the count after their increment; rescues the lost attempt's.
             let attempt = row.attempts;
-            Ok(row.leased(lease, attempt, rescued, destination, event))
+            Ok(row.leased(lease, attempt, kind, destination, event))
         })
         .collect()
 }
@@ -492,7 +493,7 @@ pub(super) async fn claim_due(
     let mut rows: Vec<DueRow> = rows.iter().map(leased).collect();
     rows.sort_by_key(|r| (r.run_at, r.key));
     let destinations = destinations(c, &rows, req.now).await?;
-    claimed(c, rows, destinations, lease, false).await
+    claimed(c, rows, destinations, lease, LeaseKind::Claim).await
 }
 
 pub(super) async fn rescue_expired(
@@ -505,9 +506,10 @@ pub(super) async fn rescue_expired(
     let lease: i64 = rand::random();
     // The state and expiry are checked again inside the UPDATE, so a completion that committed
     // in between is never overwritten.
-    let rows = query(c,
-            &format!(
-                "UPDATE deliveries SET lease_token = $3, lease_owner = $4, lease_expires = $5, updated_at = $1
+    let rows = query(
+        c,
+        &format!(
+            "UPDATE deliveries SET lease_token = $3, lease_owner = $4, lease_expires = $5
                  WHERE seq IN (
                      SELECT seq FROM deliveries
                      WHERE state = 'in_flight' AND lease_expires <= $1
@@ -515,13 +517,13 @@ pub(super) async fn rescue_expired(
                      FOR UPDATE SKIP LOCKED)
                    AND state = 'in_flight' AND lease_expires <= $1
                  RETURNING {DUE_COLUMNS}"
-            ),
-            &[&now, &(limit as i64), &lease, &owner, &(now + lease_ms)],
-        )
-        .await?;
+        ),
+        &[&now, &(limit as i64), &lease, &owner, &(now + lease_ms)],
+    )
+    .await?;
     let rows: Vec<DueRow> = rows.iter().map(leased).collect();
     let destinations = destinations(c, &rows, now).await?;
-    claimed(c, rows, destinations, lease, true).await
+    claimed(c, rows, destinations, lease, LeaseKind::Rescue).await
 }
 
 pub(super) async fn complete(
@@ -691,6 +693,7 @@ struct AttemptColumns<'a> {
     started_at: Vec<i64>,
     duration_ms: Vec<i64>,
     outcome: Vec<&'static str>,
+    lost: Vec<Option<bool>>,
     status: Vec<Option<i32>>,
     error: Vec<Option<&'a str>>,
     response_body: Vec<Option<&'a str>>,
@@ -702,7 +705,9 @@ impl<'a> AttemptColumns<'a> {
         self.ordinal.push(a.ordinal as i32);
         self.started_at.push(a.started_at);
         self.duration_ms.push(a.duration_ms as i64);
-        self.outcome.push(a.outcome.as_str());
+        let (outcome, lost) = stored_outcome(a.outcome);
+        self.outcome.push(outcome);
+        self.lost.push(lost);
         self.status.push(a.status.map(i32::from));
         self.error.push(a.error.as_deref());
         self.response_body.push(a.response_body.as_deref());
@@ -714,9 +719,10 @@ impl<'a> AttemptColumns<'a> {
         }
         execute(c,
             "INSERT INTO attempts
-                 (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error, response_body)
+                 (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error, response_body,
+                  lost)
              SELECT * FROM UNNEST($1::int8[], $2::int4[], $3::int8[], $4::int8[], $5::text[],
-                                  $6::int4[], $7::text[], $8::text[])",
+                                  $6::int4[], $7::text[], $8::text[], $9::bool[])",
             &[
                 &self.delivery,
                 &self.ordinal,
@@ -726,6 +732,7 @@ impl<'a> AttemptColumns<'a> {
                 &self.status,
                 &self.error,
                 &self.response_body,
+                &self.lost,
             ],
         )
         .await?;

@@ -1,7 +1,7 @@
 //! Every read. These run on pooled read connections, and a few on the writer's connection when
 //! a write answers with the row it wrote.
 
-use hookline_policy::{Breaker, DeadReason, Outcome, UnixMs};
+use hookline_policy::{Breaker, DeadReason, UnixMs};
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 
@@ -115,7 +115,7 @@ pub(super) fn earlier_payloads(c: &Connection, event_id: &str) -> Result<Vec<(i6
 fn history(c: &Connection, key: i64) -> Result<Vec<AttemptRecord>> {
     let rows = c
         .prepare_cached(
-            "SELECT ordinal, started_at, duration_ms, outcome, status, error, response_body
+            "SELECT ordinal, started_at, duration_ms, outcome, status, error, response_body, lost
              FROM attempts WHERE delivery_seq = ?1 ORDER BY rowid",
         )?
         .query_map([key], |r| {
@@ -124,7 +124,8 @@ fn history(c: &Connection, key: i64) -> Result<Vec<AttemptRecord>> {
                 ordinal: r.get(0)?,
                 started_at: r.get(1)?,
                 duration_ms: r.get::<_, i64>(2)? as u64,
-                outcome: Outcome::parse(&outcome).ok_or_else(|| corrupt("outcome", &outcome))?,
+                outcome: read_outcome(&outcome, r.get(7)?)
+                    .ok_or_else(|| corrupt("outcome", &outcome))?,
                 status: r.get(4)?,
                 error: r.get(5)?,
                 response_body: r.get(6)?,

@@ -242,6 +242,7 @@ fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<DueRow> {
         window_start: r.get(6)?,
         run_at: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
         payload_version: r.get(8)?,
+        claimed_at: r.get(9)?,
     })
 }
 
@@ -318,11 +319,11 @@ impl Lookups {
         row: DueRow,
         lease: i64,
         attempt: u32,
-        rescued: bool,
+        kind: LeaseKind,
     ) -> Result<ClaimedDelivery> {
         let (_, destination) = self.subscriber(c, &row.subscriber_id)?;
         let event = self.event(c, &row.event_id, row.payload_version)?;
-        Ok(row.leased(lease, attempt, rescued, destination, event))
+        Ok(row.leased(lease, attempt, kind, destination, event))
     }
 }
 
@@ -425,7 +426,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
         .execute(params![row.key, lease, expires, req.now])?;
         *w.in_flight.entry(row.subscriber_id.clone()).or_default() += 1;
         let attempt = row.attempts + 1;
-        claimed.push(lookups.claimed(c, row, lease, attempt, false)?);
+        claimed.push(lookups.claimed(c, row, lease, attempt, LeaseKind::Claim)?);
     }
     Ok(claimed)
 }
@@ -449,12 +450,12 @@ pub(super) fn rescue_expired(
     let mut rescued = Vec::with_capacity(rows.len());
     for row in rows {
         c.prepare_cached(
-            "UPDATE deliveries SET lease_token = ?2, lease_expires = ?3, updated_at = ?4 WHERE seq = ?1",
+            "UPDATE deliveries SET lease_token = ?2, lease_expires = ?3 WHERE seq = ?1",
         )?
-        .execute(params![row.key, lease, now + lease_ms, now])?;
+        .execute(params![row.key, lease, now + lease_ms])?;
         // The lost attempt was counted when it was claimed.
         let attempt = row.attempts;
-        rescued.push(lookups.claimed(c, row, lease, attempt, true)?);
+        rescued.push(lookups.claimed(c, row, lease, attempt, LeaseKind::Rescue)?);
     }
     Ok(rescued)
 }
@@ -514,20 +515,23 @@ pub(super) fn complete(
         )?
         .execute(params![done.key.0, state.as_str(), run_at, reason, now])?;
         let a = &done.attempt;
+        let (outcome, lost) = stored_outcome(a.outcome);
         c.prepare_cached(
             "INSERT INTO attempts
-                 (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error, response_body)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                 (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error,
+                  response_body, lost)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?
         .execute(params![
             done.key.0,
             a.ordinal,
             a.started_at,
             a.duration_ms as i64,
-            a.outcome.as_str(),
+            outcome,
             a.status,
             a.error,
-            a.response_body
+            a.response_body,
+            lost
         ])?;
         if done.revoke_subscriber {
             revoke_subscriber(c, &subscriber_id, now)?;
