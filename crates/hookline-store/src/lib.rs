@@ -392,6 +392,37 @@ pub(crate) fn republished(
 /// The error a delivery dies with when the event has no version its subscriber accepts.
 pub(crate) const UNVERSIONED_ERROR: &str = "no payload version at or below ";
 
+/// The columns after `event_id, subscriber_id` of a delivery a publish fans out to subscriber
+/// `s`, in either backend's placeholders (`?` or `$`), reading the event's versions from
+/// `versions`, a row source with a column `v` (parameters: 3 now, 4 the latest version, 5 every version as an
+/// array, 6 the oldest version, 7 the dead reason and 8 the error of an unversioned delivery).
+/// Its payload version is the highest at or below the subscriber's pin (the latest when
+/// unpinned); a subscriber pinned below every version gets a delivery that is dead at once.
+/// Paused subscribers' deliveries are not held here: a claim holds them, under the lock that
+/// orders it after a concurrent resume.
+pub(crate) fn fan_out(placeholder: char, versions: &str) -> String {
+    FAN_OUT
+        .replace("VERSIONS", versions)
+        .replace('?', &placeholder.to_string())
+}
+
+const FAN_OUT: &str = "
+    CASE WHEN s.payload_version < ?6 THEN 'dead' ELSE 'scheduled' END,
+    FALSE, ?3, ?3, CASE WHEN s.payload_version < ?6 THEN NULL ELSE CAST(?3 AS BIGINT) END, ?3,
+    CASE WHEN s.payload_version IS NULL OR s.payload_version >= ?4 THEN ?4
+         WHEN s.payload_version < ?6 THEN NULL
+         ELSE (SELECT max(v) FROM VERSIONS WHERE v <= s.payload_version) END,
+    CASE WHEN s.payload_version < ?6 THEN ?7 END,
+    CASE WHEN s.payload_version < ?6 THEN CAST(?3 AS BIGINT) END,
+    CASE WHEN s.payload_version < ?6 THEN ?8 || s.payload_version END";
+
+/// For reads: the payload version delivery `d` sends (or sent). Rows written before payload
+/// versions (NULL) send the event's latest; a delivery that died for want of a version has none.
+pub(crate) const SENT_VERSION: &str =
+    "CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
+         WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
+         ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END";
+
 /// The payload version a replayed delivery `d` of subscriber `s` sends: chosen again by the
 /// subscriber's pin at replay time, the highest version at or below it (NULL: none).
 pub(crate) const REPLAY_VERSION: &str = "(SELECT max(v) FROM (

@@ -69,18 +69,57 @@ pub const BASELINE: Version = Version {
     patch: 0,
 };
 
-/// One schema change after the 0.1.0 baseline, in one backend's SQL.
+/// One schema change after the 0.1.0 baseline, in each backend's SQL.
 #[derive(Debug)]
 pub(crate) struct Migration {
-    /// 9, 10, ...: the same number means the same change on every backend.
+    /// 9, 10, ...
     pub number: u32,
     /// The oldest hookline that can run on the schema this migration produces. An additive
     /// change keeps it at the baseline; dropping, renaming or retyping something an older
     /// release reads raises it to the release that stopped reading it.
     pub min_binary: Version,
     pub description: &'static str,
-    pub sql: &'static str,
+    pub sqlite: &'static str,
+    /// Run in one transaction with a short `lock_timeout`: only catalog changes (nullable
+    /// columns without defaults, new tables), never a table rewrite or a locking index build.
+    pub postgres: &'static str,
 }
+
+/// Every migration after the baseline, in order.
+pub(crate) const LATER: &[Migration] = &[
+    Migration {
+        number: 9,
+        min_binary: BASELINE,
+        description: "payload versions per subscriber",
+        sqlite: "CREATE TABLE event_payloads (
+                     event_id  TEXT NOT NULL,
+                     version   INTEGER NOT NULL,
+                     payload   TEXT NOT NULL,   -- canonical JSON of a version below the latest
+                     PRIMARY KEY (event_id, version)
+                 ) WITHOUT ROWID;
+                 ALTER TABLE events ADD COLUMN unversioned INTEGER;
+                 ALTER TABLE subscribers ADD COLUMN payload_version INTEGER;
+                 ALTER TABLE deliveries ADD COLUMN payload_version INTEGER;
+                 ALTER TABLE deliveries ADD COLUMN dead_error TEXT;",
+        postgres: "CREATE TABLE event_payloads (
+                       event_id  TEXT NOT NULL,
+                       version   BIGINT NOT NULL,
+                       payload   TEXT NOT NULL, -- canonical JSON of a version below the latest
+                       PRIMARY KEY (event_id, version)
+                   );
+                   ALTER TABLE events ADD COLUMN unversioned BIGINT;
+                   ALTER TABLE subscribers ADD COLUMN payload_version BIGINT;
+                   ALTER TABLE deliveries ADD COLUMN payload_version BIGINT;
+                   ALTER TABLE deliveries ADD COLUMN dead_error TEXT;",
+    },
+    Migration {
+        number: 10,
+        min_binary: BASELINE,
+        description: "lost attempts are marked, not counted as subscriber failures",
+        sqlite: "ALTER TABLE attempts ADD COLUMN lost BOOLEAN;",
+        postgres: "ALTER TABLE attempts ADD COLUMN lost BOOLEAN;",
+    },
+];
 
 /// A migration as the database records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,21 +228,6 @@ pub(crate) fn status(
     }
 }
 
-/// Every backend's later migrations must be numbered 9, 10, ... in order, with the same
-/// numbers: a test checks each list with this.
-#[cfg(test)]
-pub(crate) fn check_numbering(known: &[Migration]) {
-    for (i, m) in known.iter().enumerate() {
-        assert_eq!(
-            m.number,
-            LEGACY_MIGRATIONS + 1 + i as u32,
-            "{}",
-            m.description
-        );
-        assert!(m.min_binary <= Version::current(), "{}", m.description);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,15 +250,30 @@ mod tests {
             number: 9,
             min_binary: BASELINE,
             description: "nine",
-            sql: "",
+            sqlite: "",
+            postgres: "",
         },
         Migration {
             number: 10,
             min_binary: BASELINE,
             description: "ten",
-            sql: "",
+            sqlite: "",
+            postgres: "",
         },
     ];
+
+    #[test]
+    fn later_migrations_are_numbered_after_the_baseline_and_no_newer_than_this_release() {
+        for (i, m) in LATER.iter().enumerate() {
+            assert_eq!(
+                m.number,
+                LEGACY_MIGRATIONS + 1 + i as u32,
+                "{}",
+                m.description
+            );
+            assert!(m.min_binary <= Version::current(), "{}", m.description);
+        }
+    }
 
     #[test]
     fn versions_parse_compare_and_print() {
@@ -294,7 +333,8 @@ mod tests {
             number: 11,
             min_binary: v("0.3.0"),
             description: "drop a column 0.1.0 reads",
-            sql: "",
+            sqlite: "",
+            postgres: "",
         };
         assert_eq!(legacy_after(8, &contract), LEGACY_CLOSED);
         assert_eq!(legacy_after(LEGACY_CLOSED, &KNOWN[0]), LEGACY_CLOSED);

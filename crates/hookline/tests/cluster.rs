@@ -339,3 +339,85 @@ async fn migrate_and_prune_from_the_command_line() {
     assert!(p.terminate().await.success());
     schema.drop_schema().await;
 }
+
+/// Pause, resume, publish, claim and complete race on one subscriber across three processes:
+/// whatever the interleaving, no delivery is left held for an active subscriber (or waiting
+/// for nothing): once it is resumed for good, every delivery ends delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flipping_a_subscriber_between_paused_and_active_strands_nothing() {
+    const EVENTS: usize = 300;
+    let schema = PgSchema::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let rx = Receiver::start(|_, _| 200).await;
+    let config = config(&schema);
+    let api = Process::spawn(dir.path(), "api", &config, "api").await;
+    let mut workers = Vec::new();
+    for n in 0..2 {
+        workers.push(Process::spawn(dir.path(), &format!("worker{n}"), &config, "worker").await);
+    }
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("{}/v1/subscribers", api.base))
+        .json(&json!({"id": "flip", "url": rx.url("/ok")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let flipper = tokio::spawn({
+        let (http, base) = (http.clone(), api.base.clone());
+        async move {
+            for i in 0..400 {
+                let status = if i % 2 == 0 { "paused" } else { "active" };
+                let r = http
+                    .patch(format!("{base}/v1/subscribers/flip"))
+                    .json(&json!({"status": status}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200);
+            }
+        }
+    });
+    let mut publishers = tokio::task::JoinSet::new();
+    for p in 0..4 {
+        let (http, base) = (http.clone(), api.base.clone());
+        publishers.spawn(async move {
+            for e in (p..EVENTS).step_by(4) {
+                let r = http
+                    .post(format!("{base}/v1/events"))
+                    .json(&json!({"id": format!("flip-{e}"), "type": "t", "payload": {"e": e}}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 202);
+            }
+        });
+    }
+    while publishers.join_next().await.is_some() {}
+    flipper.await.unwrap();
+    let r = http
+        .patch(format!("{}/v1/subscribers/flip", api.base))
+        .json(&json!({"status": "active"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    eventually("every delivery to be delivered", async || {
+        let page = get(
+            &http,
+            format!(
+                "{}/v1/deliveries?subscriber_id=flip&state=delivered&limit=1000",
+                api.base
+            ),
+        )
+        .await;
+        (page["items"].as_array().unwrap().len() == EVENTS).then_some(())
+    })
+    .await;
+    assert_eq!(rx.applied(), EVENTS);
+    for w in workers {
+        assert!(w.terminate().await.success());
+    }
+    assert!(api.terminate().await.success());
+    schema.drop_schema().await;
+}

@@ -190,10 +190,7 @@ fn dead_reason(value: Option<String>) -> Result<Option<DeadReason>> {
 }
 
 const DELIVERY_COLUMNS: &str = "d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, \
-     d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, \
-     CASE WHEN d.payload_version IS NULL AND d.dead_error IS NULL \
-          THEN (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) \
-          ELSE d.payload_version END";
+     d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error";
 
 fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
     let state: String = r.get(4);
@@ -215,7 +212,12 @@ fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
             },
             dead_reason: dead_reason(r.get(9))?,
             dead_at: r.get(10),
-            dead_error: r.get(11),
+            // Kept from a death an older release replayed; only a dead delivery shows it.
+            dead_error: if state == DeliveryState::Dead {
+                r.get(11)
+            } else {
+                None
+            },
             payload_version: r.get(12),
             attempt_history: Vec::new(),
         },
@@ -240,7 +242,7 @@ pub(super) async fn delivery(c: &impl GenericClient, id: &str) -> Result<Deliver
     let rows = query(
         c,
         &format!(
-            "SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE d.event_id = $1 AND d.subscriber_id = $2"
+            "SELECT {DELIVERY_COLUMNS}, {SENT_VERSION} FROM deliveries d WHERE d.event_id = $1 AND d.subscriber_id = $2"
         ),
         &[&event_id, &subscriber_id],
     )
@@ -303,7 +305,7 @@ pub(super) async fn deliveries(
     let rows = cond
         .query(
             c,
-            &format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d"),
+            &format!("SELECT {DELIVERY_COLUMNS}, {SENT_VERSION} FROM deliveries d"),
             after,
             limit,
         )
@@ -327,11 +329,11 @@ pub(super) async fn dead_letters(
     let rows = cond
         .query(
             c,
-            "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id,
-                    CASE WHEN d.payload_version IS NULL AND d.dead_error IS NULL
-                         THEN e.payload_version ELSE d.payload_version END,
-                    d.dead_reason, d.dead_at, d.dead_error
-             FROM deliveries d JOIN events e ON e.id = d.event_id",
+            &format!(
+                "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id, {SENT_VERSION},
+                        d.dead_reason, d.dead_at, d.dead_error
+                 FROM deliveries d JOIN events e ON e.id = d.event_id"
+            ),
             after,
             limit,
         )

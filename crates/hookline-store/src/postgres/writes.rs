@@ -178,55 +178,46 @@ pub(super) async fn publish(
     }
     let versions = event.versions();
     let oldest = versions[0];
-    // One statement fans the event out to every matching subscriber that is not revoked and
-    // accepts one of its versions: the highest at or below its pin (the latest when unpinned).
-    let deliveries = execute(c,
-            "INSERT INTO deliveries
-                 (event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at,
-                  payload_version)
-             SELECT $1, s.id, 'scheduled', s.status = 'paused', $3, $3, $3, $3,
-                    CASE WHEN s.payload_version IS NULL OR s.payload_version >= $4 THEN $4
-                         ELSE (SELECT max(v) FROM unnest($5::int8[]) v WHERE v <= s.payload_version)
-                    END
-             FROM subscribers s
-             WHERE s.status <> 'revoked'
-               AND (cardinality(s.event_types) = 0 OR $2 = ANY (s.event_types))
-               AND (s.payload_version IS NULL OR s.payload_version >= $6)
-             ORDER BY s.seq",
-            &[&event.id, &event.event_type, &now, &event.payload_version, &versions, &oldest],
-        )
-        .await?;
-    // Subscribers pinned below every version the event carries: dead at once, with the reason.
-    let unversioned = execute(
+    // One statement fans the event out to every matching subscriber that is not revoked, each
+    // with the highest version at or below its pin (the latest when unpinned); one pinned below
+    // every version gets a delivery that is dead at once, with the reason.
+    let counts = query_one(
         c,
-        "INSERT INTO deliveries
-                 (event_id, subscriber_id, state, first_seen, window_start, updated_at,
-                  dead_reason, dead_at, dead_error)
-             SELECT $1, s.id, 'dead', $3, $3, $3, $4, $3, $5 || s.payload_version
-             FROM subscribers s
-             WHERE s.status <> 'revoked'
-               AND (cardinality(s.event_types) = 0 OR $2 = ANY (s.event_types))
-               AND s.payload_version < $6
-             ORDER BY s.seq",
+        &format!(
+            "WITH fanned AS (
+                 INSERT INTO deliveries
+                     (event_id, subscriber_id, state, held, first_seen, window_start, run_at,
+                      updated_at, payload_version, dead_reason, dead_at, dead_error)
+                 SELECT $1, s.id, {}
+                 FROM subscribers s
+                 WHERE s.status <> 'revoked'
+                   AND (cardinality(s.event_types) = 0 OR $2 = ANY (s.event_types))
+                 ORDER BY s.seq
+                 RETURNING state)
+             SELECT count(*), count(*) FILTER (WHERE state = 'dead') FROM fanned",
+            fan_out('$', "unnest(?5::int8[]) AS v")
+        ),
         &[
             &event.id,
             &event.event_type,
             &now,
+            &event.payload_version,
+            &versions,
+            &oldest,
             &DeadReason::PermanentFailure.as_str(),
             &UNVERSIONED_ERROR,
-            &oldest,
         ],
     )
     .await?;
+    let (deliveries, unversioned) = (
+        counts.get::<_, i64>(0) as u64,
+        counts.get::<_, i64>(1) as u64,
+    );
     count_dead(DeadReason::PermanentFailure, unversioned);
     execute(
         c,
         "UPDATE events SET deliveries = $2, unversioned = $3 WHERE id = $1",
-        &[
-            &event.id,
-            &((deliveries + unversioned) as i64),
-            &(unversioned as i64),
-        ],
+        &[&event.id, &(deliveries as i64), &(unversioned as i64)],
     )
     .await?;
     if !event.earlier_payloads.is_empty() {
@@ -243,13 +234,13 @@ pub(super) async fn publish(
         )
         .await?;
     }
-    if deliveries > 0 {
+    if deliveries > unversioned {
         notify(c, channel).await?;
     }
     Ok(PublishOutcome::Accepted(EventReceipt {
         id: event.id,
         event_type: event.event_type,
-        deliveries: deliveries + unversioned,
+        deliveries,
         unversioned,
     }))
 }
@@ -354,6 +345,40 @@ async fn claimed(
         .collect()
 }
 
+/// Due rows whose subscriber was not active when the claim read it: held while it is paused,
+/// dead while it is revoked. The status is read again under a share lock, which orders this
+/// after any resume or revocation in progress (they lock the subscriber's row): a resume that
+/// committed first is seen, and one that comes later waits for this claim and then releases
+/// what it held. So no row is held for an active subscriber, and no row waits for a revoked
+/// one (a publish or a completion that raced a revocation left it scheduled; it dies here).
+async fn settle_inactive(c: &impl GenericClient, keys: &[i64], now: UnixMs) -> Result<()> {
+    execute(
+        c,
+        "SELECT 1 FROM subscribers WHERE id IN (SELECT subscriber_id FROM deliveries
+                                                  WHERE seq = ANY ($1))
+         FOR SHARE",
+        &[&keys],
+    )
+    .await?;
+    execute(
+        c,
+        "UPDATE deliveries d SET held = TRUE FROM subscribers s
+         WHERE d.seq = ANY ($1) AND s.id = d.subscriber_id AND s.status = 'paused'",
+        &[&keys],
+    )
+    .await?;
+    let killed = execute(
+        c,
+        "UPDATE deliveries d SET state = 'dead', dead_reason = $2, dead_at = $3, updated_at = $3
+         FROM subscribers s
+         WHERE d.seq = ANY ($1) AND s.id = d.subscriber_id AND s.status = 'revoked'",
+        &[&keys, &DeadReason::SubscriptionRevoked.as_str(), &now],
+    )
+    .await?;
+    count_dead(DeadReason::SubscriptionRevoked, killed);
+    Ok(())
+}
+
 pub(super) async fn claim_due(
     c: &impl GenericClient,
     req: ClaimRequest,
@@ -413,12 +438,12 @@ pub(super) async fn claim_due(
         &[&req.now, &scan, &unclaimable, &budget.takes_retries()],
     )
     .await?;
-    let (mut take, mut hold, mut defer, mut defer_until) =
+    let (mut take, mut inactive, mut defer, mut defer_until) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in &due {
         let (key, subscriber, status): (i64, &str, &str) = (r.get(0), r.get(1), r.get(2));
         if status != SubscriberStatus::Active.as_str() {
-            hold.push(key);
+            inactive.push(key);
             continue;
         }
         let limits = Limits {
@@ -467,13 +492,8 @@ pub(super) async fn claim_due(
         )
         .await?;
     }
-    if !hold.is_empty() {
-        execute(
-            c,
-            "UPDATE deliveries SET held = TRUE WHERE seq = ANY ($1)",
-            &[&hold],
-        )
-        .await?;
+    if !inactive.is_empty() {
+        settle_inactive(c, &inactive, req.now).await?;
     }
     if take.is_empty() {
         return Ok(Vec::new());
@@ -483,7 +503,8 @@ pub(super) async fn claim_due(
         c,
         &format!(
             "UPDATE deliveries SET state = 'in_flight', attempts = attempts + 1,
-                 lease_token = $2, lease_owner = $3, lease_expires = $4, updated_at = $5
+                 lease_token = $2, lease_owner = $3, lease_expires = $4, updated_at = $5,
+                 dead_error = NULL
              WHERE seq = ANY ($1)
              RETURNING {DUE_COLUMNS}"
         ),

@@ -76,6 +76,14 @@ pub(crate) fn backup(path: &str, to: &Path) -> Result<BackupSummary> {
     let conn = open_existing(Path::new(path), "database")?;
     conn.execute("VACUUM INTO ?1", [target])
         .map_err(|e| invalid(format!("cannot write the backup to {}: {e}", to.display())))?;
+    // VACUUM INTO does not sync what it wrote: a backup must survive a power cut too.
+    let synced = std::fs::File::open(to)
+        .and_then(|f| f.sync_all())
+        .and_then(|()| {
+            let dir = to.parent().filter(|d| !d.as_os_str().is_empty());
+            std::fs::File::open(dir.unwrap_or(Path::new("."))).and_then(|d| d.sync_all())
+        });
+    synced.map_err(|e| invalid(format!("cannot sync the backup {}: {e}", to.display())))?;
     summary(&open_existing(to, "backup")?, to)
 }
 
@@ -97,6 +105,12 @@ pub(crate) fn restore(from: &Path, path: &str) -> Result<BackupSummary> {
         )));
     }
     drop(source);
+    // Only a hookline store (or nothing) is replaced: a mistyped path must not overwrite
+    // another program's database.
+    let existing = Path::new(path);
+    if existing.is_file() && std::fs::metadata(existing).map(|m| m.len()).unwrap_or(0) > 0 {
+        open_existing(existing, "database")?;
+    }
     let mut target =
         Connection::open(path).map_err(|e| invalid(format!("database {path:?}: {e}")))?;
     // Exclusive locking makes the first read take the file for this connection alone; any

@@ -142,10 +142,7 @@ fn dead_reason(value: Option<String>) -> rusqlite::Result<Option<DeadReason>> {
 }
 
 const DELIVERY_COLUMNS: &str = "d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, \
-     d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, \
-     CASE WHEN d.payload_version IS NULL AND d.dead_error IS NULL \
-          THEN (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) \
-          ELSE d.payload_version END";
+     d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error";
 
 fn delivery_row(r: &Row<'_>) -> rusqlite::Result<(i64, Delivery)> {
     let state: String = r.get(4)?;
@@ -167,7 +164,12 @@ fn delivery_row(r: &Row<'_>) -> rusqlite::Result<(i64, Delivery)> {
             },
             dead_reason: dead_reason(r.get(9)?)?,
             dead_at: r.get(10)?,
-            dead_error: r.get(11)?,
+            // Kept from a death an older release replayed; only a dead delivery shows it.
+            dead_error: if state == DeliveryState::Dead {
+                r.get(11)?
+            } else {
+                None
+            },
             payload_version: r.get(12)?,
             attempt_history: Vec::new(),
         },
@@ -186,7 +188,7 @@ fn with_history(c: &Connection, rows: Vec<(i64, Delivery)>) -> Result<Vec<(i64, 
 pub(super) fn delivery(c: &Connection, id: &str) -> Result<Delivery> {
     let row = c
         .prepare_cached(&format!(
-            "SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE d.id = ?1"
+            "SELECT {DELIVERY_COLUMNS}, {SENT_VERSION} FROM deliveries d WHERE d.id = ?1"
         ))?
         .query_row([id], delivery_row)
         .optional()?
@@ -247,7 +249,7 @@ pub(super) fn deliveries(
         "d.state = ?",
         filter.state.map(|s| Value::Text(s.as_str().into())),
     );
-    let select = format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d");
+    let select = format!("SELECT {DELIVERY_COLUMNS}, {SENT_VERSION} FROM deliveries d");
     let rows = cond.query(c, &select, after, limit, delivery_row)?;
     Ok(page(with_history(c, rows)?, limit))
 }
@@ -270,11 +272,11 @@ pub(super) fn dead_letters(
     );
     let rows = cond.query(
         c,
-        "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id,
-                CASE WHEN d.payload_version IS NULL AND d.dead_error IS NULL
-                     THEN e.payload_version ELSE d.payload_version END,
-                d.dead_reason, d.dead_at, d.dead_error
-         FROM deliveries d JOIN events e ON e.id = d.event_id",
+        &format!(
+            "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id, {SENT_VERSION},
+                    d.dead_reason, d.dead_at, d.dead_error
+             FROM deliveries d JOIN events e ON e.id = d.event_id"
+        ),
         after,
         limit,
         |r| {

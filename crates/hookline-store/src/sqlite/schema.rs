@@ -3,7 +3,9 @@
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
-use crate::migrations::{self, AppliedMigration, Migration, SchemaRecords, SchemaStatus, Version};
+use crate::migrations::{
+    self, AppliedMigration, Migration, SchemaRecords, SchemaStatus, Version, LATER,
+};
 use crate::Result;
 
 /// The 0.1.0 baseline: numbered 1 to 8 by `user_version`. Never edited, never appended to.
@@ -111,31 +113,6 @@ CREATE INDEX replay_items_delivery ON replay_items (delivery_seq);
          WHERE rate_next_at IS NOT NULL;",
 ];
 
-/// Later migrations: additive while `min_binary` stays at the baseline (see `crate::migrations`).
-const LATER: &[Migration] = &[
-    Migration {
-        number: 9,
-        min_binary: migrations::BASELINE,
-        description: "payload versions per subscriber",
-        sql: "CREATE TABLE event_payloads (
-              event_id  TEXT NOT NULL,
-              version   INTEGER NOT NULL,
-              payload   TEXT NOT NULL,         -- canonical JSON of a version older than the latest
-              PRIMARY KEY (event_id, version)
-          ) WITHOUT ROWID;
-          ALTER TABLE events ADD COLUMN unversioned INTEGER;
-          ALTER TABLE subscribers ADD COLUMN payload_version INTEGER;
-          ALTER TABLE deliveries ADD COLUMN payload_version INTEGER;
-          ALTER TABLE deliveries ADD COLUMN dead_error TEXT;",
-    },
-    Migration {
-        number: 10,
-        min_binary: migrations::BASELINE,
-        description: "lost attempts are marked, not counted as subscriber failures",
-        sql: "ALTER TABLE attempts ADD COLUMN lost BOOLEAN;",
-    },
-];
-
 const RECORDS_TABLE: &str = "CREATE TABLE IF NOT EXISTS hookline_schema (
     number      INTEGER PRIMARY KEY,
     min_binary  TEXT NOT NULL,
@@ -192,7 +169,7 @@ pub(super) fn apply(conn: &mut Connection, known: &[Migration]) -> Result<()> {
     tx.execute_batch(RECORDS_TABLE)?;
     let mut legacy = records.legacy.max(LEGACY.len() as u32);
     for m in pending {
-        tx.execute_batch(m.sql)?;
+        tx.execute_batch(m.sqlite)?;
         tx.execute(
             "INSERT INTO hookline_schema (number, min_binary, description, applied_by, applied_at)
              VALUES (?1, ?2, ?3, ?4, CAST(unixepoch('subsec') * 1000 AS INTEGER))",
@@ -237,9 +214,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn later_migrations_are_numbered_after_the_baseline() {
+    fn the_baseline_is_0_1_0s() {
         assert_eq!(LEGACY.len() as u32, migrations::LEGACY_MIGRATIONS);
-        migrations::check_numbering(LATER);
     }
 
     #[test]
@@ -261,7 +237,8 @@ mod tests {
             number: 99,
             min_binary: "99.0.0".parse().unwrap(),
             description: "drop deliveries.dead_error",
-            sql: "ALTER TABLE deliveries DROP COLUMN dead_error;",
+            sqlite: "ALTER TABLE deliveries DROP COLUMN dead_error;",
+            postgres: "",
         };
         let mut with_future: Vec<Migration> = LATER.iter().map(|m| Migration { ..*m }).collect();
         with_future.push(future);

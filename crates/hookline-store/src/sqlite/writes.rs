@@ -153,54 +153,39 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
     }
     let versions = serde_json::to_string(&event.versions()).expect("integers serialize");
     let oldest = event.versions()[0];
-    // One statement fans the event out to every matching subscriber that is not revoked and
-    // accepts one of its versions: the highest at or below its pin (the latest when unpinned).
-    let deliveries = c
-        .prepare_cached(
+    // One statement fans the event out to every matching subscriber that is not revoked, each
+    // with the highest version at or below its pin (the latest when unpinned); one pinned below
+    // every version gets a delivery that is dead at once, with the reason.
+    let states = c
+        .prepare_cached(&format!(
             "INSERT INTO deliveries
                  (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at,
-                  updated_at, payload_version)
-             SELECT ?1 || ':' || s.id, ?1, s.id, 'scheduled', s.status = 'paused', ?3, ?3, ?3, ?3,
-                    CASE WHEN s.payload_version IS NULL OR s.payload_version >= ?4 THEN ?4
-                         ELSE (SELECT max(value) FROM json_each(?5) WHERE value <= s.payload_version)
-                    END
+                  updated_at, payload_version, dead_reason, dead_at, dead_error)
+             SELECT ?1 || ':' || s.id, ?1, s.id, {}
              FROM subscribers s
              WHERE s.status != 'revoked'
                AND (s.event_types = '[]'
                     OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))
-               AND (s.payload_version IS NULL OR s.payload_version >= ?6)
-             ORDER BY s.seq",
+             ORDER BY s.seq
+             RETURNING state = 'dead'",
+            fan_out('?', "(SELECT value AS v FROM json_each(?5))")
+        ))?
+        .query_map(
+            params![
+                event.id,
+                event.event_type,
+                now,
+                event.payload_version,
+                versions,
+                oldest,
+                DeadReason::PermanentFailure.as_str(),
+                UNVERSIONED_ERROR
+            ],
+            |r| r.get::<_, bool>(0),
         )?
-        .execute(params![
-            event.id,
-            event.event_type,
-            now,
-            event.payload_version,
-            versions,
-            oldest
-        ])? as u64;
-    // Subscribers pinned below every version the event carries: dead at once, with the reason.
-    let unversioned = c
-        .prepare_cached(
-            "INSERT INTO deliveries
-                 (id, event_id, subscriber_id, state, first_seen, window_start, updated_at,
-                  dead_reason, dead_at, dead_error)
-             SELECT ?1 || ':' || s.id, ?1, s.id, 'dead', ?3, ?3, ?3, ?4, ?3, ?5 || s.payload_version
-             FROM subscribers s
-             WHERE s.status != 'revoked'
-               AND (s.event_types = '[]'
-                    OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))
-               AND s.payload_version < ?6
-             ORDER BY s.seq",
-        )?
-        .execute(params![
-            event.id,
-            event.event_type,
-            now,
-            DeadReason::PermanentFailure.as_str(),
-            UNVERSIONED_ERROR,
-            oldest
-        ])? as u64;
+        .collect::<rusqlite::Result<Vec<bool>>>()?;
+    let deliveries = states.len() as u64;
+    let unversioned = states.iter().filter(|dead| **dead).count() as u64;
     count_dead(DeadReason::PermanentFailure, unversioned);
     c.prepare_cached(
         "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries,
@@ -213,7 +198,7 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
         event.payload,
         event.payload_version,
         now,
-        deliveries + unversioned,
+        deliveries,
         event.published_by,
         unversioned
     ])?;
@@ -226,7 +211,7 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
     Ok(PublishOutcome::Accepted(EventReceipt {
         id: event.id,
         event_type: event.event_type,
-        deliveries: deliveries + unversioned,
+        deliveries,
         unversioned,
     }))
 }
@@ -364,6 +349,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     let mut lookups = Lookups::new(req.now);
     let mut lease_rows = Vec::new();
     let mut hold = Vec::new();
+    let mut revoked = Vec::new();
     let mut defer = Vec::new();
     {
         let mut stmt = c.prepare_cached(&format!(
@@ -382,11 +368,19 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
             }
             let row = candidate(r)?;
             let (subscriber, _) = lookups.subscriber(c, &row.subscriber_id)?;
-            if subscriber.status != SubscriberStatus::Active {
-                // Paused (revoked subscribers have no scheduled deliveries): park it off the
-                // due index until the subscriber resumes.
-                hold.push(row.key);
-                continue;
+            match subscriber.status {
+                SubscriberStatus::Active => {}
+                // Parked off the due index until the subscriber resumes.
+                SubscriberStatus::Paused => {
+                    hold.push(row.key);
+                    continue;
+                }
+                // Revocation kills scheduled rows in the same transaction, so none should be
+                // here; one that is dies as the others did.
+                SubscriberStatus::Revoked => {
+                    revoked.push(row.key);
+                    continue;
+                }
             }
             let in_flight = w.in_flight.get(&row.subscriber_id).copied().unwrap_or(0);
             match budget.admit(&subscriber.limits(), in_flight, row.attempts) {
@@ -406,6 +400,18 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
         c.prepare_cached("UPDATE deliveries SET held = 1 WHERE seq = ?1")?
             .execute([key])?;
     }
+    for key in &revoked {
+        c.prepare_cached(
+            "UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, updated_at = ?3
+             WHERE seq = ?1",
+        )?
+        .execute(params![
+            key,
+            DeadReason::SubscriptionRevoked.as_str(),
+            req.now
+        ])?;
+    }
+    count_dead(DeadReason::SubscriptionRevoked, revoked.len() as u64);
     for (key, until) in defer {
         c.prepare_cached("UPDATE deliveries SET run_at = ?2 WHERE seq = ?1")?
             .execute(params![key, until])?;
@@ -420,7 +426,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     for row in lease_rows {
         c.prepare_cached(
             "UPDATE deliveries SET state = 'in_flight', attempts = attempts + 1,
-                 lease_token = ?2, lease_expires = ?3, updated_at = ?4
+                 lease_token = ?2, lease_expires = ?3, updated_at = ?4, dead_error = NULL
              WHERE seq = ?1",
         )?
         .execute(params![row.key, lease, expires, req.now])?;
