@@ -125,6 +125,8 @@ pub trait Store: Send + Sync + 'static {
     /// budget and window, released at most `per_second`, and records the audit, atomically.
     /// Subscribers that are revoked are never selected.
     async fn replay(&self, request: ReplayRequest, now: UnixMs) -> Result<Replay>;
+    /// The ids `replay` would select for this request now, in its order; changes nothing.
+    async fn preview_replay(&self, request: ReplayRequest) -> Result<Vec<String>>;
     async fn get_replay(&self, id: &str) -> Result<Replay>;
     async fn list_replays(&self, limit: u32, cursor: Option<String>) -> Result<Page<Replay>>;
 
@@ -416,6 +418,22 @@ const FAN_OUT: &str = "
     CASE WHEN s.payload_version < ?6 THEN CAST(?3 AS BIGINT) END,
     CASE WHEN s.payload_version < ?6 THEN ?8 || s.payload_version END";
 
+/// The dead letters a replay selects, in either backend's placeholders (parameters: 1 the
+/// reason, 2 the subscriber or NULL, 3 the limit): `seq, id`, the subscriber's pin and the
+/// version the replay would send ([`REPLAY_VERSION`]). Oldest dead first, then by key: the
+/// order `list_dead_letters` pages in, so listing N and replaying N selects the same N.
+pub(crate) fn replay_selection(placeholder: char) -> String {
+    format!(
+        "SELECT d.seq, d.id, s.payload_version, {REPLAY_VERSION}
+         FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+         WHERE d.state = 'dead' AND d.dead_reason = ?1
+           AND (CAST(?2 AS TEXT) IS NULL OR d.subscriber_id = ?2)
+           AND s.status != 'revoked'
+         ORDER BY d.dead_at, d.seq LIMIT ?3"
+    )
+    .replace('?', &placeholder.to_string())
+}
+
 /// For reads: the payload version delivery `d` sends (or sent). Rows written before payload
 /// versions (NULL) send the event's latest; a delivery that died for want of a version has none.
 pub(crate) const SENT_VERSION: &str =
@@ -618,17 +636,50 @@ pub(crate) fn release_at(now: UnixMs, i: usize, per_second: Option<f64>) -> Unix
     }
 }
 
-/// Turns `limit + 1` rows keyed by their sequence into a page: the extra row means "more".
-pub(crate) fn page<T>(mut rows: Vec<(i64, T)>, limit: u32) -> Page<T> {
+/// Turns `limit + 1` rows keyed by their position into a page: the extra row means "more".
+pub(crate) fn page<K: std::fmt::Display, T>(mut rows: Vec<(K, T)>, limit: u32) -> Page<T> {
     let next_cursor = if rows.len() > limit as usize {
         rows.truncate(limit as usize);
-        rows.last().map(|(seq, _)| seq.to_string())
+        rows.last().map(|(key, _)| key.to_string())
     } else {
         None
     };
     Page {
         items: rows.into_iter().map(|(_, item)| item).collect(),
         next_cursor,
+    }
+}
+
+/// A replay's audit counts the outcome of a delivery `ri` it released only while it is that
+/// delivery's latest replay: a later replay of the same delivery counts it instead.
+pub(crate) const LATEST_REPLAY: &str = "NOT EXISTS (SELECT 1 FROM replay_items later
+    WHERE later.delivery_seq = ri.delivery_seq AND later.replay_seq > ri.replay_seq)";
+
+/// The order dead letters are listed and replayed in: oldest dead first, then by key.
+pub(crate) const DEATH_ORDER: &str = "d.dead_at, d.seq";
+
+/// A dead letter's place in [`DEATH_ORDER`], and its cursor (`dead_at.seq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeathPosition(pub i64, pub i64);
+
+impl std::fmt::Display for DeathPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.0, self.1)
+    }
+}
+
+impl DeathPosition {
+    /// Parses a dead-letter cursor as [`page`] wrote it; none starts at the beginning.
+    pub fn parse(cursor: Option<String>) -> Result<Self> {
+        let Some(c) = cursor else {
+            return Ok(DeathPosition(i64::MIN, i64::MIN));
+        };
+        let parsed = c
+            .split_once('.')
+            .and_then(|(at, seq)| Some(DeathPosition(at.parse().ok()?, seq.parse().ok()?)));
+        parsed.ok_or_else(|| {
+            StoreError::Invalid(format!("cursor {c:?} is not a cursor this API returned"))
+        })
     }
 }
 

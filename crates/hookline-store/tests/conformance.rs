@@ -86,6 +86,7 @@ macro_rules! all_cases {
             subscriber_caps_rate_limits_and_the_retry_budget,
             a_wall_of_unclaimable_rows_hides_nobody,
             payload_versions_follow_each_subscribers_pin,
+            replay_selects_what_was_listed_and_audits_each_outcome_once,
         );
     };
 }
@@ -1416,5 +1417,109 @@ mod cases {
                 .as_deref(),
             Some("no payload version at or below 2")
         );
+    }
+
+    /// Dead letters are listed oldest dead first (then by key), the order a replay selects in:
+    /// listing N and replaying N with the same filter takes exactly those N, and a dry run
+    /// names them without changing anything. A delivery replayed twice counts in the later
+    /// replay's audit only.
+    pub async fn replay_selects_what_was_listed_and_audits_each_outcome_once(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        for i in 0..6 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        let claimed = store.claim_due(claim(T0, 10, 10)).await.unwrap();
+        // The later events die first: death order is not key order.
+        let died_at = |c: &ClaimedDelivery| {
+            if c.id < "e3".to_string() {
+                T0 + 2
+            } else {
+                T0 + 1
+            }
+        };
+        for c in &claimed {
+            let done = completion(
+                c,
+                Transition::Dead(DeadReason::PermanentFailure),
+                died_at(c),
+            );
+            store.complete(vec![done], died_at(c)).await.unwrap();
+        }
+        let filter = DeadLetterFilter {
+            reason: Some(DeadReason::PermanentFailure),
+            subscriber_id: None,
+        };
+        let first = store
+            .list_dead_letters(filter.clone(), 4, None)
+            .await
+            .unwrap();
+        let listed: Vec<String> = first.items.iter().map(|d| d.delivery_id.clone()).collect();
+        assert_eq!(listed, ["e3:a", "e4:a", "e5:a", "e0:a"]);
+        let rest = store
+            .list_dead_letters(filter.clone(), 4, first.next_cursor.clone())
+            .await
+            .unwrap();
+        let rest: Vec<&str> = rest.items.iter().map(|d| d.delivery_id.as_str()).collect();
+        assert_eq!(rest, ["e1:a", "e2:a"]);
+        assert!(matches!(
+            store.list_dead_letters(filter, 4, Some("12".into())).await,
+            Err(StoreError::Invalid(_))
+        ));
+
+        let request = |limit| ReplayRequest {
+            reason: DeadReason::PermanentFailure,
+            subscriber_id: None,
+            limit,
+            per_second: None,
+            requested_by: None,
+        };
+        assert_eq!(store.preview_replay(request(4)).await.unwrap(), listed);
+        assert_eq!(
+            store.get_delivery("e3:a").await.unwrap().state,
+            DeliveryState::Dead,
+            "a dry run changes nothing"
+        );
+        let replay = store.replay(request(4), T0 + 10).await.unwrap();
+        let mut released = replay.delivery_ids.clone();
+        released.sort();
+        let mut expected = listed.clone();
+        expected.sort();
+        assert_eq!(released, expected);
+
+        // e3 dies again and is replayed again: the first replay no longer counts it.
+        let again = store.claim_due(claim(T0 + 10, 10, 10)).await.unwrap();
+        for c in &again {
+            let t = if c.id == "e3:a" {
+                Transition::Dead(DeadReason::PermanentFailure)
+            } else {
+                Transition::Delivered
+            };
+            store
+                .complete(vec![completion(c, t, T0 + 11)], T0 + 11)
+                .await
+                .unwrap();
+        }
+        let audit = store.get_replay(&replay.id).await.unwrap();
+        assert_eq!((audit.delivered, audit.dead), (3, 1));
+        // e1 and e2 died before e3's second death: oldest first, all three go.
+        let second = store.replay(request(3), T0 + 20).await.unwrap();
+        assert_eq!(second.delivery_ids, ["e1:a", "e2:a", "e3:a"]);
+        let audit = store.get_replay(&replay.id).await.unwrap();
+        assert_eq!(
+            (audit.delivered, audit.dead),
+            (3, 0),
+            "e3 counts in the later replay"
+        );
+        let redo = store.claim_due(claim(T0 + 20, 10, 10)).await.unwrap();
+        let done = redo
+            .iter()
+            .map(|c| completion(c, Transition::Delivered, T0 + 21))
+            .collect();
+        store.complete(done, T0 + 21).await.unwrap();
+        let later = store.get_replay(&second.id).await.unwrap();
+        assert_eq!((later.delivered, later.dead), (3, 0));
+        let audit = store.get_replay(&replay.id).await.unwrap();
+        assert_eq!((audit.delivered, audit.dead), (3, 0));
     }
 }

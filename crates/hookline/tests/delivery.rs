@@ -275,6 +275,7 @@ async fn a_duplicate_delivery_changes_subscriber_state_once() {
     let app = TestApp::start("[delivery]\nattempt_timeout = \"5s\"").await;
     app.subscriber("s1", &rx.url("/dedup")).await;
     let gate = rx.hold().await;
+    let sent_at = hookline::clock::rfc3339(hookline::clock::Clock::now_ms(&app.clock));
     app.publish("e1", "t").await;
     eventually("the first attempt to arrive", async || {
         (rx.received().len() == 1).then_some(())
@@ -288,7 +289,13 @@ async fn a_duplicate_delivery_changes_subscriber_state_once() {
         })
         .await;
     let lost = &d["attempt_history"][0];
-    assert_eq!(lost["outcome"], "retryable");
+    assert_eq!(lost["outcome"], "lost");
+    assert_eq!(
+        lost["started_at"],
+        sent_at.as_str(),
+        "when it was sent: {d}"
+    );
+    assert!(lost.get("status").is_none());
     assert!(
         lost["error"].as_str().unwrap().contains("lease expired"),
         "{d}"

@@ -339,7 +339,7 @@ impl Store for PostgresStore {
         limit: u32,
         cursor: Option<String>,
     ) -> Result<Page<DeadLetter>> {
-        let after = parse_cursor(cursor)?;
+        let after = DeathPosition::parse(cursor)?;
         reads::dead_letters(&self.client().await?, &filter, limit, after).await
     }
 
@@ -350,6 +350,11 @@ impl Store for PostgresStore {
         let replay = reads::replay(&tx, &id).await?;
         tx.commit().await?;
         Ok(replay)
+    }
+
+    async fn preview_replay(&self, request: ReplayRequest) -> Result<Vec<String>> {
+        let rows = writes::replay_selection(&self.client().await?, &request, "").await?;
+        Ok(rows.iter().map(|r| r.get(1)).collect())
     }
 
     async fn get_replay(&self, id: &str) -> Result<Replay> {

@@ -269,17 +269,22 @@ impl Conditions {
         }
     }
 
+    /// The rows after `after` in `order` (integer columns, compared as a row).
     async fn query(
         mut self,
         c: &impl GenericClient,
         select: &str,
-        after: i64,
+        (order, after): (&str, &[i64]),
         limit: u32,
     ) -> Result<Vec<Row>> {
-        self.values.push(Box::new(after));
-        self.sql.push(format!("d.seq > ${}", self.values.len()));
+        let mut marks = Vec::with_capacity(after.len());
+        for v in after {
+            self.values.push(Box::new(*v));
+            marks.push(format!("${}", self.values.len()));
+        }
+        self.sql.push(format!("({order}) > ({})", marks.join(", ")));
         let sql = format!(
-            "{select} WHERE {} ORDER BY d.seq LIMIT {}",
+            "{select} WHERE {} ORDER BY {order} LIMIT {}",
             self.sql.join(" AND "),
             u64::from(limit) + 1
         );
@@ -306,7 +311,7 @@ pub(super) async fn deliveries(
         .query(
             c,
             &format!("SELECT {DELIVERY_COLUMNS}, {SENT_VERSION} FROM deliveries d"),
-            after,
+            ("d.seq", &[after]),
             limit,
         )
         .await?;
@@ -317,7 +322,7 @@ pub(super) async fn dead_letters(
     c: &impl GenericClient,
     filter: &DeadLetterFilter,
     limit: u32,
-    after: i64,
+    after: DeathPosition,
 ) -> Result<Page<DeadLetter>> {
     let mut cond = Conditions::default();
     cond.add("d.state", Some("dead".to_owned()));
@@ -334,7 +339,7 @@ pub(super) async fn dead_letters(
                         d.dead_reason, d.dead_at, d.dead_error
                  FROM deliveries d JOIN events e ON e.id = d.event_id"
             ),
-            after,
+            (DEATH_ORDER, &[after.0, after.1]),
             limit,
         )
         .await?;
@@ -345,7 +350,7 @@ pub(super) async fn dead_letters(
         .map(|r| {
             let key: i64 = r.get(0);
             Ok((
-                key,
+                DeathPosition(r.get(7), key),
                 DeadLetter {
                     delivery_id: r.get(1),
                     event_id: r.get(2),
@@ -430,9 +435,9 @@ async fn replay_row(c: &impl GenericClient, r: &Row) -> Result<(i64, Replay)> {
     .map(|r| r.get(0))
     .collect();
     let counts = query_one(c,
-            "SELECT count(*) FILTER (WHERE d.state = 'delivered'), count(*) FILTER (WHERE d.state = 'dead')
+            &format!("SELECT count(*) FILTER (WHERE d.state = 'delivered'), count(*) FILTER (WHERE d.state = 'dead')
              FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
-             WHERE ri.replay_seq = $1",
+             WHERE ri.replay_seq = $1 AND {LATEST_REPLAY}"),
             &[&seq],
         )
         .await?;

@@ -761,31 +761,33 @@ impl<'a> AttemptColumns<'a> {
     }
 }
 
-pub(super) async fn replay(
+/// The dead letters a replay selects: `seq, id`, the subscriber's pin, the version to send.
+/// `lock` locks them for the replay (`FOR UPDATE OF d`), or is empty for a preview.
+pub(super) async fn replay_selection(
     c: &impl GenericClient,
-    req: ReplayRequest,
-    now: UnixMs,
-    channel: &str,
-) -> Result<String> {
-    validate_replay(&req)?;
-    let rows = query(
+    req: &ReplayRequest,
+    lock: &str,
+) -> Result<Vec<Row>> {
+    validate_replay(req)?;
+    query(
         c,
-        &format!(
-            "SELECT d.seq, s.payload_version, {REPLAY_VERSION}
-             FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
-             WHERE d.state = 'dead' AND d.dead_reason = $1
-               AND ($2::text IS NULL OR d.subscriber_id = $2)
-               AND s.status <> 'revoked'
-             ORDER BY d.dead_at, d.seq LIMIT $3
-             FOR UPDATE OF d"
-        ),
+        &format!("{}{lock}", crate::replay_selection('$')),
         &[
             &req.reason.as_str(),
             &req.subscriber_id,
             &i64::from(req.limit),
         ],
     )
-    .await?;
+    .await
+}
+
+pub(super) async fn replay(
+    c: &impl GenericClient,
+    req: ReplayRequest,
+    now: UnixMs,
+    channel: &str,
+) -> Result<String> {
+    let rows = replay_selection(c, &req, " FOR UPDATE OF d").await?;
     let selected: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
     let id = format!("rpl_{:016x}", rand::random::<u64>());
     let replay_seq: i64 = query_one(c,
@@ -807,7 +809,7 @@ pub(super) async fn replay(
     let (mut released, mut release, mut versions) = (Vec::new(), Vec::new(), Vec::new());
     let (mut unversioned, mut pins) = (Vec::new(), Vec::new());
     for (i, r) in rows.iter().enumerate() {
-        match r.get::<_, Option<i64>>(2) {
+        match r.get::<_, Option<i64>>(3) {
             Some(version) => {
                 released.push(r.get::<_, i64>(0));
                 release.push(release_at(now, i, req.per_second));
@@ -815,7 +817,7 @@ pub(super) async fn replay(
             }
             None => {
                 unversioned.push(r.get::<_, i64>(0));
-                pins.push(r.get::<_, Option<i64>>(1).unwrap_or_default());
+                pins.push(r.get::<_, Option<i64>>(2).unwrap_or_default());
             }
         }
     }

@@ -281,7 +281,7 @@ impl Store for SqliteStore {
         limit: u32,
         cursor: Option<String>,
     ) -> Result<Page<DeadLetter>> {
-        let after = parse_cursor(cursor)?;
+        let after = DeathPosition::parse(cursor)?;
         self.read(move |c| reads::dead_letters(c, &filter, limit, after))
             .await
     }
@@ -293,6 +293,14 @@ impl Store for SqliteStore {
                 reads::replay(&w.conn, &id)
             })
             .await
+    }
+
+    async fn preview_replay(&self, request: ReplayRequest) -> Result<Vec<String>> {
+        self.read(move |c| {
+            let selected = writes::replay_selection(c, &request)?;
+            Ok(selected.into_iter().map(|(_, id, _, _)| id).collect())
+        })
+        .await
     }
 
     async fn get_replay(&self, id: &str) -> Result<Replay> {

@@ -211,18 +211,23 @@ impl Conditions {
         }
     }
 
-    fn query<T>(
+    /// The rows after `after` in `order` (integer columns, compared as a row).
+    fn query<K, T>(
         mut self,
         c: &Connection,
         select: &str,
-        after: i64,
+        (order, after): (&str, &[i64]),
         limit: u32,
-        row: impl FnMut(&Row<'_>) -> rusqlite::Result<(i64, T)>,
-    ) -> Result<Vec<(i64, T)>> {
-        self.add("d.seq > ?", Some(Value::Integer(after)));
+        row: impl FnMut(&Row<'_>) -> rusqlite::Result<(K, T)>,
+    ) -> Result<Vec<(K, T)>> {
+        let marks = vec!["?"; after.len()].join(", ");
+        let cursor = format!("({order}) > ({marks})");
+        self.values.extend(after.iter().map(|v| Value::Integer(*v)));
+        let mut clauses: Vec<&str> = self.sql.clone();
+        clauses.push(&cursor);
         let sql = format!(
-            "{select} WHERE {} ORDER BY d.seq LIMIT {}",
-            self.sql.join(" AND "),
+            "{select} WHERE {} ORDER BY {order} LIMIT {}",
+            clauses.join(" AND "),
             limit as u64 + 1
         );
         let rows = c
@@ -250,7 +255,7 @@ pub(super) fn deliveries(
         filter.state.map(|s| Value::Text(s.as_str().into())),
     );
     let select = format!("SELECT {DELIVERY_COLUMNS}, {SENT_VERSION} FROM deliveries d");
-    let rows = cond.query(c, &select, after, limit, delivery_row)?;
+    let rows = cond.query(c, &select, ("d.seq", &[after]), limit, delivery_row)?;
     Ok(page(with_history(c, rows)?, limit))
 }
 
@@ -258,7 +263,7 @@ pub(super) fn dead_letters(
     c: &Connection,
     filter: &DeadLetterFilter,
     limit: u32,
-    after: i64,
+    after: DeathPosition,
 ) -> Result<Page<DeadLetter>> {
     let mut cond = Conditions::default();
     cond.add("d.state = ?", Some(Value::Text("dead".into())));
@@ -277,11 +282,11 @@ pub(super) fn dead_letters(
                     d.dead_reason, d.dead_at, d.dead_error
              FROM deliveries d JOIN events e ON e.id = d.event_id"
         ),
-        after,
+        (DEATH_ORDER, &[after.0, after.1]),
         limit,
         |r| {
             Ok((
-                r.get(0)?,
+                DeathPosition(r.get(7)?, r.get(0)?),
                 DeadLetter {
                     delivery_id: r.get(1)?,
                     event_id: r.get(2)?,
@@ -299,7 +304,7 @@ pub(super) fn dead_letters(
     let rows = rows
         .into_iter()
         .map(|(key, mut d)| {
-            d.attempt_history = history(c, key)?;
+            d.attempt_history = history(c, key.1)?;
             Ok((key, d))
         })
         .collect::<Result<Vec<_>>>()?;
@@ -365,11 +370,11 @@ fn replay_row(c: &Connection, r: &Row<'_>) -> Result<(i64, Replay)> {
         .query_map([seq], |r| r.get::<_, String>(0))?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let (delivered, dead): (u64, u64) = c
-        .prepare_cached(
+        .prepare_cached(&format!(
             "SELECT coalesce(sum(d.state = 'delivered'), 0), coalesce(sum(d.state = 'dead'), 0)
              FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
-             WHERE ri.replay_seq = ?1",
-        )?
+             WHERE ri.replay_seq = ?1 AND {LATEST_REPLAY}"
+        ))?
         .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok((
         seq,

@@ -562,28 +562,21 @@ pub(super) fn complete(
     Ok(results)
 }
 
-pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<String> {
-    validate_replay(&req)?;
-    let selected = c
-        .prepare_cached(&format!(
-            "SELECT d.seq, s.payload_version, {REPLAY_VERSION}
-             FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
-             WHERE d.state = 'dead' AND d.dead_reason = ?1
-               AND (?2 IS NULL OR d.subscriber_id = ?2)
-               AND s.status != 'revoked'
-             ORDER BY d.dead_at, d.seq LIMIT ?3"
-        ))?
+/// A dead letter a replay selects: key, id, its subscriber's pin, the version it would send.
+type Selected = (i64, String, Option<i64>, Option<i64>);
+
+pub(super) fn replay_selection(c: &Connection, req: &ReplayRequest) -> Result<Vec<Selected>> {
+    validate_replay(req)?;
+    Ok(c.prepare_cached(&crate::replay_selection('?'))?
         .query_map(
             params![req.reason.as_str(), req.subscriber_id, req.limit],
-            |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, Option<i64>>(1)?,
-                    r.get::<_, Option<i64>>(2)?,
-                ))
-            },
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<String> {
+    let selected = replay_selection(c, &req)?;
     let id = format!("rpl_{:016x}", rand::random::<u64>());
     c.prepare_cached(
         "INSERT INTO replays (id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected)
@@ -600,7 +593,7 @@ pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<
         selected.len() as i64
     ])?;
     let replay_seq = c.last_insert_rowid();
-    for (i, (key, pin, version)) in selected.iter().enumerate() {
+    for (i, (key, _, pin, version)) in selected.iter().enumerate() {
         if version.is_none() {
             // Still no version for its subscriber's pin: it dies again at once, on the record.
             c.prepare_cached(

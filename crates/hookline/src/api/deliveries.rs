@@ -103,6 +103,9 @@ pub(super) struct ReplayBody {
     subscriber_id: Option<String>,
     limit: u32,
     per_second: Option<f64>,
+    /// Answer what a replay would select now, changing nothing.
+    #[serde(default)]
+    dry_run: bool,
 }
 
 pub async fn replay(
@@ -134,6 +137,13 @@ pub async fn replay(
         per_second: body.per_second,
         requested_by: caller.map(|Extension(c)| c.name),
     };
+    if body.dry_run {
+        let ids = ctx.store.preview_replay(request).await?;
+        return Ok((
+            StatusCode::OK,
+            Json(json!({"selected": ids.len(), "delivery_ids": ids})),
+        ));
+    }
     let replay = ctx.store.replay(request, ctx.clock.now_ms()).await?;
     if replay.selected > 0 {
         crate::telemetry::replayed(replay.selected);

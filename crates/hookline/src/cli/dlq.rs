@@ -96,21 +96,52 @@ pub fn render_list(page: &Value) -> String {
     out
 }
 
+/// Whether `dlq replay` replays or only shows what it would select.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayMode {
+    Replay,
+    DryRun,
+}
+
 pub async fn replay(
     api: &ApiArg,
     reason: String,
     subscriber: Option<String>,
     limit: u32,
     per_second: Option<f64>,
+    mode: ReplayMode,
 ) -> Result<(), String> {
     let body = json!({
         "reason": reason,
         "subscriber_id": subscriber,
         "limit": limit,
         "per_second": per_second,
+        "dry_run": mode == ReplayMode::DryRun,
     });
     let base = api.api.trim_end_matches('/');
     let client = reqwest::Client::new();
+    if mode == ReplayMode::DryRun {
+        let answer = call(
+            client
+                .post(format!("{base}/v1/dead-letters/replay"))
+                .json(&body),
+            api,
+        )
+        .await?;
+        let ids: Vec<Vec<String>> = answer["delivery_ids"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|d| vec![text(d)])
+            .collect();
+        print!("{}", table::render(&["WOULD REPLAY"], &ids));
+        println!(
+            "dry run: {} dead letter(s) with reason {reason} would be released; nothing changed",
+            text(&answer["selected"])
+        );
+        return Ok(());
+    }
     let answer = call(
         client
             .post(format!("{base}/v1/dead-letters/replay"))

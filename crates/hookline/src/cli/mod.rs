@@ -230,6 +230,10 @@ enum DlqCommand {
         /// Release at most this many per second.
         #[arg(long)]
         per_second: Option<f64>,
+        /// Print the deliveries a replay would release now (the same as `dlq list` with the
+        /// same filter and limit), changing nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         api: ApiArg,
     },
@@ -289,8 +293,16 @@ pub async fn run(cli: Cli) -> ExitCode {
             subscriber,
             limit,
             per_second,
+            dry_run,
             api,
-        }) => dlq::replay(&api, reason, subscriber, limit, per_second).await,
+        }) => {
+            let mode = if dry_run {
+                dlq::ReplayMode::DryRun
+            } else {
+                dlq::ReplayMode::Replay
+            };
+            dlq::replay(&api, reason, subscriber, limit, per_second, mode).await
+        }
         Command::Token(TokenCommand::New { name, scope }) => token_new(&name, scope),
         Command::Drill(args) => drill::run(args).await,
         Command::Sink(args) => {
