@@ -1432,7 +1432,7 @@ mod cases {
         let claimed = store.claim_due(claim(T0, 10, 10)).await.unwrap();
         // The later events die first: death order is not key order.
         let died_at = |c: &ClaimedDelivery| {
-            if c.id < "e3".to_string() {
+            if c.id.as_str() < "e3" {
                 T0 + 2
             } else {
                 T0 + 1
