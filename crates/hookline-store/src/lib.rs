@@ -100,9 +100,15 @@ pub trait Store: Send + Sync + 'static {
         completions: Vec<Completion>,
         now: UnixMs,
     ) -> Result<Vec<CompletionResult>>;
-    /// The earliest `run_at` among deliveries waiting to be claimed, and the earliest lease
-    /// expiry among deliveries in flight: when an idle worker next has something to do.
-    async fn next_wakeup(&self) -> Result<Option<UnixMs>>;
+    /// The earliest `run_at` among deliveries waiting to be claimed, the earliest lease expiry
+    /// among deliveries in flight, and the earliest end of a waiting delivery's window
+    /// (`window_ms` long): when an idle worker next has something to do.
+    async fn next_wakeup(&self, window_ms: i64) -> Result<Option<UnixMs>>;
+    /// Ends, as `window_expired` and without an attempt, up to `sweep.limit` deliveries not in
+    /// flight (scheduled, due, held for a paused subscriber, deferred by a breaker, waiting for
+    /// a rate limit or a slot) whose window has ended, recording what each was waiting on.
+    /// Reads the window index only. Answers how many died.
+    async fn expire_windows(&self, sweep: WindowSweep) -> Result<u64>;
     /// Depths by state and the oldest waiting deliveries. It counts every row, so callers run
     /// it on an interval, never per scrape.
     async fn queue_stats(&self, now: UnixMs) -> Result<QueueStats>;
@@ -607,6 +613,18 @@ impl ClaimBudget {
             .iter()
             .filter_map(|(id, (_, next))| next.map(|n| (id, n)))
     }
+}
+
+/// What a delivery the window sweep reads was waiting on, by the rule in [`WaitState`]; the
+/// subscriber's cap is its own or the default.
+pub(crate) struct Expiring {
+    pub key: i64,
+    pub state: WaitState,
+}
+
+/// The earliest of several optional times.
+pub(crate) fn earliest(times: impl IntoIterator<Item = Option<UnixMs>>) -> Option<UnixMs> {
+    times.into_iter().flatten().min()
 }
 
 /// The most dead letters one replay may select.

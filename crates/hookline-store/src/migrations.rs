@@ -83,6 +83,10 @@ pub(crate) struct Migration {
     /// Run in one transaction with a short `lock_timeout`: only catalog changes (nullable
     /// columns without defaults, new tables), never a table rewrite or a locking index build.
     pub postgres: &'static str,
+    /// An index on an existing table: `(name, CREATE INDEX CONCURRENTLY IF NOT EXISTS ...)`,
+    /// built after the transaction without blocking writes (and rebuilt by the next start if
+    /// a build was interrupted).
+    pub postgres_index: Option<(&'static str, &'static str)>,
 }
 
 /// Every migration after the baseline, in order.
@@ -101,6 +105,7 @@ pub(crate) const LATER: &[Migration] = &[
                  ALTER TABLE subscribers ADD COLUMN payload_version INTEGER;
                  ALTER TABLE deliveries ADD COLUMN payload_version INTEGER;
                  ALTER TABLE deliveries ADD COLUMN dead_error TEXT;",
+        postgres_index: None,
         postgres: "CREATE TABLE event_payloads (
                        event_id  TEXT NOT NULL,
                        version   BIGINT NOT NULL,
@@ -118,6 +123,21 @@ pub(crate) const LATER: &[Migration] = &[
         description: "lost attempts are marked, not counted as subscriber failures",
         sqlite: "ALTER TABLE attempts ADD COLUMN lost BOOLEAN;",
         postgres: "ALTER TABLE attempts ADD COLUMN lost BOOLEAN;",
+        postgres_index: None,
+    },
+    Migration {
+        number: 11,
+        min_binary: BASELINE,
+        description: "delivery windows end for deliveries that wait (window sweep)",
+        sqlite: "ALTER TABLE deliveries ADD COLUMN waiting_on TEXT;
+                 CREATE INDEX deliveries_window ON deliveries (window_start)
+                     WHERE state = 'scheduled';",
+        postgres: "ALTER TABLE deliveries ADD COLUMN waiting_on TEXT;",
+        postgres_index: Some((
+            "deliveries_window",
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_window ON deliveries (window_start)
+                 WHERE state = 'scheduled'",
+        )),
     },
 ];
 
@@ -252,6 +272,7 @@ mod tests {
             description: "nine",
             sqlite: "",
             postgres: "",
+            postgres_index: None,
         },
         Migration {
             number: 10,
@@ -259,6 +280,7 @@ mod tests {
             description: "ten",
             sqlite: "",
             postgres: "",
+            postgres_index: None,
         },
     ];
 
@@ -335,6 +357,7 @@ mod tests {
             description: "drop a column 0.1.0 reads",
             sqlite: "",
             postgres: "",
+            postgres_index: None,
         };
         assert_eq!(legacy_after(8, &contract), LEGACY_CLOSED);
         assert_eq!(legacy_after(LEGACY_CLOSED, &KNOWN[0]), LEGACY_CLOSED);

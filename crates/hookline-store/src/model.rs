@@ -244,6 +244,91 @@ pub struct AttemptRecord {
     pub response_body: Option<String>,
 }
 
+/// What a delivery was waiting on when its delivery window ended without an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WaitingOn {
+    /// Its subscriber's circuit breaker was open or half-open.
+    Breaker,
+    /// Its subscriber was paused.
+    Paused,
+    /// Its subscriber's rate limit.
+    RateLimit,
+    /// A free slot: its subscriber had as many deliveries in flight as it may.
+    Cap,
+}
+
+impl WaitingOn {
+    pub const ALL: [WaitingOn; 4] = [
+        WaitingOn::Breaker,
+        WaitingOn::Paused,
+        WaitingOn::RateLimit,
+        WaitingOn::Cap,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitingOn::Breaker => "breaker",
+            WaitingOn::Paused => "paused",
+            WaitingOn::RateLimit => "rate_limit",
+            WaitingOn::Cap => "cap",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|w| w.as_str() == s)
+    }
+}
+
+/// What a scheduled delivery's subscriber looks like to the window sweep, to tell what the
+/// delivery was waiting on.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitState {
+    pub held: bool,
+    pub run_at: Option<UnixMs>,
+    pub breaker_open_until: Option<UnixMs>,
+    pub rate_next_at: Option<UnixMs>,
+    pub in_flight: u32,
+    pub cap: u32,
+}
+
+impl WaitState {
+    /// Paused first (nothing else matters while it is), then the breaker, then, for a delivery
+    /// already due, the rate limit and the in-flight cap. A delivery whose next attempt was
+    /// still ahead was waiting on nothing but its own retry time.
+    pub fn waiting_on(&self, now: UnixMs) -> Option<WaitingOn> {
+        if self.held {
+            Some(WaitingOn::Paused)
+        } else if self.breaker_open_until.is_some() {
+            Some(WaitingOn::Breaker)
+        } else if self.run_at.is_some_and(|t| t > now) {
+            None
+        } else if self.rate_next_at.is_some_and(|t| t > now) {
+            Some(WaitingOn::RateLimit)
+        } else if self.in_flight >= self.cap {
+            Some(WaitingOn::Cap)
+        } else {
+            None
+        }
+    }
+}
+
+/// A pass that ends the delivery window of deliveries not in flight.
+#[derive(Debug, Clone, Copy)]
+pub struct WindowSweep {
+    pub now: UnixMs,
+    /// Every delivery's window: it ends at `window_start + window_ms`.
+    pub window_ms: i64,
+    /// The in-flight cap of subscribers without their own, to tell `WaitingOn::Cap`.
+    pub max_in_flight_per_subscriber: u32,
+    /// At most this many per pass.
+    pub limit: usize,
+}
+
+impl WindowSweep {
+    /// Deliveries whose window started at or before this have ended it.
+    pub fn started_before(&self) -> UnixMs {
+        self.now.saturating_sub(self.window_ms)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     /// `<event id>:<subscriber id>`: the `webhook-id` of every attempt, forever.
@@ -264,6 +349,8 @@ pub struct Delivery {
     pub dead_error: Option<String>,
     /// The payload version it sends (or sent); `None` when none fits its subscriber's pin.
     pub payload_version: Option<i64>,
+    /// For a delivery whose window ended while it waited: what it was waiting on.
+    pub waiting_on: Option<WaitingOn>,
     pub attempt_history: Vec<AttemptRecord>,
 }
 
@@ -279,6 +366,7 @@ pub struct DeadLetter {
     pub reason: DeadReason,
     pub dead_at: UnixMs,
     pub dead_error: Option<String>,
+    pub waiting_on: Option<WaitingOn>,
     pub attempt_history: Vec<AttemptRecord>,
 }
 
@@ -318,6 +406,9 @@ pub struct ClaimRequest {
     /// Subscribers that get no new delivery in this claim (the caller saw them answer far
     /// slower than usual).
     pub exclude_subscribers: Vec<String>,
+    /// Deliveries whose window started at or before this have ended it: they are never
+    /// claimed (the window sweep ends them), so none is attempted after its window.
+    pub window_ended_for_start: UnixMs,
 }
 
 /// Where and how to send: shared by every delivery of a claim batch to the same subscriber.

@@ -87,6 +87,7 @@ macro_rules! all_cases {
             a_wall_of_unclaimable_rows_hides_nobody,
             payload_versions_follow_each_subscribers_pin,
             replay_selects_what_was_listed_and_audits_each_outcome_once,
+            waiting_deliveries_die_when_their_window_ends,
         );
     };
 }
@@ -121,6 +122,7 @@ fn claim(now: i64, limit: usize, cap: u32) -> ClaimRequest {
         max_in_flight_per_subscriber: cap,
         max_retries: usize::MAX,
         exclude_subscribers: Vec::new(),
+        window_ended_for_start: i64::MIN,
     }
 }
 
@@ -395,7 +397,7 @@ mod cases {
                 .unwrap(),
             [CompletionResult::LeaseLost]
         );
-        assert_eq!(store.next_wakeup().await.unwrap(), Some(run_at));
+        assert_eq!(store.next_wakeup(i64::MAX).await.unwrap(), Some(run_at));
         assert!(store
             .claim_due(claim(run_at - 1, 10, 10))
             .await
@@ -418,7 +420,7 @@ mod cases {
         let ordinals: Vec<u32> = d.attempt_history.iter().map(|a| a.ordinal).collect();
         assert_eq!(ordinals, [1, 2]);
         assert_eq!(store.get_event("e").await.unwrap().counts.delivered, 1);
-        assert_eq!(store.next_wakeup().await.unwrap(), None);
+        assert_eq!(store.next_wakeup(i64::MAX).await.unwrap(), None);
     }
 
     pub async fn rescue_returns_lost_attempts(h: &impl Harness) {
@@ -426,7 +428,7 @@ mod cases {
         store.create_subscriber(sub("a", &[]), T0).await.unwrap();
         accepted(&*store, event("e", "t"), T0).await;
         let lost = store.claim_due(claim(T0, 10, 10)).await.unwrap().remove(0);
-        assert_eq!(store.next_wakeup().await.unwrap(), Some(T0 + LEASE));
+        assert_eq!(store.next_wakeup(i64::MAX).await.unwrap(), Some(T0 + LEASE));
         assert!(store
             .rescue_expired(T0 + LEASE - 1, 10, LEASE)
             .await
@@ -1521,5 +1523,177 @@ mod cases {
         assert_eq!((later.delivered, later.dead), (3, 0));
         let audit = store.get_replay(&replay.id).await.unwrap();
         assert_eq!((audit.delivered, audit.dead), (3, 0));
+    }
+
+    /// Every delivery not in flight ends when its window does, whatever it waits on (an open
+    /// breaker, a pause, a rate limit, a full cap, its own retry time), and says what that
+    /// was; deliveries in flight are left to their attempt's outcome.
+    pub async fn waiting_deliveries_die_when_their_window_ends(h: &impl Harness) {
+        let store = h.open().await;
+        let retry =
+            |c: &ClaimedDelivery, run_at| completion(c, Transition::Reschedule { run_at }, T0);
+        // Five retryable failures open the breaker (the default threshold).
+        store
+            .create_subscriber(sub("broken", &["b"]), T0)
+            .await
+            .unwrap();
+        for i in 0..6 {
+            accepted(&*store, event(&format!("b{i}"), "b"), T0).await;
+        }
+        let claimed = store.claim_due(claim(T0, 10, 10)).await.unwrap();
+        let done = claimed.iter().map(|c| retry(c, T0 + 100)).collect();
+        store.complete(done, T0).await.unwrap();
+        assert!(store
+            .get_subscriber("broken")
+            .await
+            .unwrap()
+            .breaker
+            .open_until
+            .is_some());
+
+        let mut rated = sub("rated", &["r"]);
+        rated.rate_limit_per_second = Some(1.0);
+        store.create_subscriber(rated, T0).await.unwrap();
+        let mut capped = sub("capped", &["c"]);
+        capped.max_in_flight = Some(1);
+        store.create_subscriber(capped, T0).await.unwrap();
+        for (id, ty) in [("paused", "p"), ("idle", "i"), ("busy", "f")] {
+            store.create_subscriber(sub(id, &[ty]), T0).await.unwrap();
+        }
+        let pause = SubscriberPatch {
+            status: Some(SubscriberStatus::Paused),
+            ..Default::default()
+        };
+        store.update_subscriber("paused", pause, T0).await.unwrap();
+        for (e, ty) in [
+            ("p0", "p"),
+            ("r0", "r"),
+            ("r1", "r"),
+            ("c0", "c"),
+            ("c1", "c"),
+            ("i0", "i"),
+            ("f0", "f"),
+        ] {
+            accepted(&*store, event(e, ty), T0).await;
+        }
+        let claimed = store.claim_due(claim(T0 + 1, 100, 10)).await.unwrap();
+        let mut taken: Vec<&str> = claimed.iter().map(|c| c.id.as_str()).collect();
+        taken.sort();
+        assert_eq!(taken, ["c0:capped", "f0:busy", "i0:idle", "r0:rated"]);
+        let idle = claimed.iter().find(|c| c.id == "i0:idle").unwrap();
+        store
+            .complete(vec![retry(idle, T0 + 10_000)], T0 + 1)
+            .await
+            .unwrap();
+        accepted(&*store, event("late", "i"), T0 + 400).await;
+
+        // A 500 ms window: everything published at T0 has ended it by T0 + 600.
+        let sweep = WindowSweep {
+            now: T0 + 600,
+            window_ms: 500,
+            max_in_flight_per_subscriber: 10,
+            limit: 1000,
+        };
+        assert_eq!(store.expire_windows(sweep).await.unwrap(), 10);
+        let waited = |id: &'static str| {
+            let store = store.clone();
+            async move {
+                let d = store.get_delivery(id).await.unwrap();
+                assert_eq!(d.state, DeliveryState::Dead, "{id}");
+                assert_eq!(d.dead_reason, Some(DeadReason::WindowExpired), "{id}");
+                assert_eq!(d.dead_at, Some(T0 + 600));
+                d.waiting_on
+            }
+        };
+        for i in 0..6 {
+            let id: &'static str = [
+                "b0:broken",
+                "b1:broken",
+                "b2:broken",
+                "b3:broken",
+                "b4:broken",
+                "b5:broken",
+            ][i];
+            assert_eq!(waited(id).await, Some(WaitingOn::Breaker));
+        }
+        assert_eq!(waited("p0:paused").await, Some(WaitingOn::Paused));
+        assert_eq!(waited("r1:rated").await, Some(WaitingOn::RateLimit));
+        assert_eq!(waited("c1:capped").await, Some(WaitingOn::Cap));
+        assert_eq!(waited("i0:idle").await, None);
+        for id in ["r0:rated", "c0:capped", "f0:busy"] {
+            assert_eq!(
+                store.get_delivery(id).await.unwrap().state,
+                DeliveryState::InFlight
+            );
+        }
+        assert_eq!(
+            store.get_delivery("late:idle").await.unwrap().state,
+            DeliveryState::Scheduled
+        );
+        let letters = store
+            .list_dead_letters(
+                DeadLetterFilter {
+                    reason: Some(DeadReason::WindowExpired),
+                    subscriber_id: Some("paused".into()),
+                },
+                10,
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(letters.items[0].waiting_on, Some(WaitingOn::Paused));
+        assert_eq!(
+            store.expire_windows(sweep).await.unwrap(),
+            0,
+            "nothing twice"
+        );
+        // The idle worker wakes for the next window's end too.
+        store
+            .update_subscriber(
+                "idle",
+                SubscriberPatch {
+                    status: Some(SubscriberStatus::Paused),
+                    ..Default::default()
+                },
+                T0 + 600,
+            )
+            .await
+            .unwrap();
+        let leases_end = T0 + 1 + LEASE;
+        assert!(store
+            .claim_due(claim(T0 + 600, 10, 10))
+            .await
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            store.next_wakeup(500).await.unwrap(),
+            Some((T0 + 900).min(leases_end)),
+            "late:idle is held: only its window's end wakes the worker"
+        );
+        // A replay starts a new window and clears what it waited on.
+        store
+            .update_subscriber(
+                "paused",
+                SubscriberPatch {
+                    status: Some(SubscriberStatus::Active),
+                    ..Default::default()
+                },
+                T0 + 700,
+            )
+            .await
+            .unwrap();
+        let replay = ReplayRequest {
+            reason: DeadReason::WindowExpired,
+            subscriber_id: Some("paused".into()),
+            limit: 10,
+            per_second: None,
+            requested_by: None,
+        };
+        store.replay(replay, T0 + 700).await.unwrap();
+        let p0 = store.get_delivery("p0:paused").await.unwrap();
+        assert_eq!(
+            (p0.state, p0.window_start, p0.waiting_on),
+            (DeliveryState::Scheduled, T0 + 700, None)
+        );
     }
 }

@@ -64,6 +64,7 @@ async fn the_in_flight_cap_holds_across_processes() {
         max_in_flight_per_subscriber: 3,
         max_retries: usize::MAX,
         exclude_subscribers: Vec::new(),
+        window_ended_for_start: i64::MIN,
     };
     // Both claim at the same moment, many times over.
     let mut claimed = 0;
@@ -97,6 +98,7 @@ async fn concurrent_claims_never_lease_a_delivery_twice() {
         max_in_flight_per_subscriber: 1000,
         max_retries: usize::MAX,
         exclude_subscribers: Vec::new(),
+        window_ended_for_start: i64::MIN,
     };
     let mut seen = std::collections::HashSet::new();
     loop {

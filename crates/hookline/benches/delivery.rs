@@ -338,6 +338,7 @@ fn unbounded_claim(now: i64, limit: usize) -> ClaimRequest {
         max_in_flight_per_subscriber: u32::MAX,
         max_retries: usize::MAX,
         exclude_subscribers: Vec::new(),
+        window_ended_for_start: i64::MIN,
     }
 }
 

@@ -17,6 +17,7 @@ use hookline_policy::{
 };
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, Store, Transition,
+    WindowSweep,
 };
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
@@ -35,8 +36,11 @@ const IDLE_FALLBACK_MS: i64 = 30_000;
 /// When due deliveries could not be claimed because their subscribers are at their in-flight
 /// cap, look again this soon: a slot freed by another process sends no wake-up.
 const CAPPED_POLL_MS: i64 = 250;
-/// How often to look for deliveries whose worker was lost.
+/// How often to look for deliveries whose worker was lost, and for waiting deliveries whose
+/// window has ended.
 const RESCUE_EVERY_MS: i64 = 1_000;
+/// Deliveries one window sweep ends at most (the next sweep takes the rest).
+const SWEEP_LIMIT: usize = 1_000;
 /// A lease outlives the attempt timeout by this much, to cover the commit of its completion.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// Under load, slots free one at a time. Rather than pay a claim per freed slot, wait this long
@@ -127,6 +131,7 @@ impl Dispatcher {
         let committer = tokio::spawn(commit_loop(s.clone(), done_rx));
         let mut attempts = JoinSet::new();
         let mut next_rescue: UnixMs = 0;
+        let mut next_sweep: UnixMs = 0;
         // Wake-ups from other processes sharing the store (PostgreSQL NOTIFY).
         let remote = s.store.wakeups();
         let remote_wake = || async {
@@ -142,6 +147,10 @@ impl Dispatcher {
             let now = s.clock.now_ms();
             let free = s.slots.free();
             let mut batch = Vec::new();
+            if now >= next_sweep {
+                next_sweep = now + RESCUE_EVERY_MS;
+                self.sweep_windows(now).await;
+            }
             if free > 0 && now >= next_rescue {
                 next_rescue = now + RESCUE_EVERY_MS;
                 match s.store.rescue_expired(now, free, self.lease_ms).await {
@@ -162,6 +171,7 @@ impl Dispatcher {
                     max_in_flight_per_subscriber: self.delivery.max_in_flight_per_subscriber,
                     max_retries: s.slots.free_for_retries(),
                     exclude_subscribers: s.slowness.lock().unwrap().suspects(Instant::now()),
+                    window_ended_for_start: now.saturating_sub(self.window_ms()),
                 };
                 match s.store.claim_due(request).await {
                     Ok(claimed) => {
@@ -188,7 +198,7 @@ impl Dispatcher {
             if filled {
                 continue;
             }
-            let deadline = match s.store.next_wakeup().await {
+            let deadline = match s.store.next_wakeup(self.window_ms()).await {
                 Ok(Some(t)) if t > now => t.min(now + IDLE_FALLBACK_MS),
                 Ok(Some(_)) => now + CAPPED_POLL_MS,
                 Ok(None) => now + IDLE_FALLBACK_MS,
@@ -212,6 +222,32 @@ impl Dispatcher {
         while attempts.join_next().await.is_some() {}
         drop(done_tx);
         let _ = committer.await;
+    }
+}
+
+impl Dispatcher {
+    fn window_ms(&self) -> i64 {
+        i64::try_from(self.shared.policy.delivery_window().as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// Ends the window of deliveries that waited past it (behind a breaker, a pause, a rate
+    /// limit, a full cap, or simply for a retry): each dies `window_expired` within about a
+    /// second of its window's end, never sent late.
+    async fn sweep_windows(&self, now: UnixMs) {
+        let sweep = WindowSweep {
+            now,
+            window_ms: self.window_ms(),
+            max_in_flight_per_subscriber: self.delivery.max_in_flight_per_subscriber,
+            limit: SWEEP_LIMIT,
+        };
+        match self.shared.store.expire_windows(sweep).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(expired = n, "deliveries whose window ended while waiting"),
+            Err(e) => {
+                telemetry::store_error("expire_windows");
+                tracing::error!(error = %e, "window sweep failed")
+            }
+        }
     }
 }
 

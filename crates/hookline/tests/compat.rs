@@ -347,6 +347,7 @@ async fn every_state(url: &str, rx: &Receiver) {
                 max_in_flight_per_subscriber: 100,
                 max_retries: 100,
                 exclude_subscribers: vec![],
+                window_ended_for_start: i64::MIN,
             })
             .await
             .unwrap();

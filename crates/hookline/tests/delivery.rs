@@ -224,7 +224,8 @@ async fn gone_revokes_the_subscription() {
 async fn the_delivery_window_ends_retries() {
     let rx = Receiver::start(|_, _| 503).await;
 
-    // A failure after the window closed: window_expired.
+    // The window closes while the retry waits: window_expired, without a second attempt (an
+    // attempt in flight at the window's end would be decided by its outcome instead).
     let app = TestApp::start(
         "[retry]\nbase_delay = \"2s\"\nmax_delay = \"2s\"\ndelivery_window = \"3s\"\njitter = \"none\"",
     )
@@ -241,7 +242,9 @@ async fn the_delivery_window_ends_retries() {
         .delivery_when("e1:s1", "dead", |d| state(d) == "dead")
         .await;
     assert_eq!(d["dead_reason"], "window_expired");
-    assert_eq!(attempts(&d), 2);
+    assert_eq!(attempts(&d), 1);
+    assert_eq!(d["waiting_on"], Value::Null, "it waited for its own retry time");
+    assert_eq!(rx.received_for("e1:s1").len(), 1);
     app.stop().await;
 
     // A next delay that would end past the window: next_delay_exceeds_window.
@@ -652,5 +655,89 @@ async fn each_subscriber_receives_the_payload_version_it_is_pinned_to() {
         )
         .await;
     assert_eq!(status, 409);
+    app.stop().await;
+}
+
+/// The issue's reproducer: a subscriber answering 503, a 4 s window, 50 attempts allowed and a
+/// breaker that opens after five failures. Deliveries deferred behind the open breaker still
+/// end when their window does, as `window_expired`, saying they waited on the breaker; none is
+/// sent after its window.
+#[tokio::test]
+async fn a_long_outage_behind_the_breaker_ends_in_window_expired() {
+    let rx = Receiver::start(|_, _| 503).await;
+    let app = TestApp::start(
+        "[retry]\nbase_delay = \"200ms\"\nmax_delay = \"2m\"\nmax_attempts = 50\n\
+         delivery_window = \"4s\"\n",
+    )
+    .await;
+    app.subscriber("s1", &rx.url("/down")).await;
+    for e in 0..30 {
+        app.publish(&format!("e{e}"), "t").await;
+    }
+    eventually("the breaker to open", async || {
+        let (_, s) = app.call("GET", "/v1/subscribers/s1", None).await;
+        (s["breaker"]["state"] == "open").then_some(())
+    })
+    .await;
+    eventually("no attempt in flight", async || {
+        let (_, page) = app
+            .call(
+                "GET",
+                "/v1/deliveries?subscriber_id=s1&state=in_flight",
+                None,
+            )
+            .await;
+        page["items"].as_array().unwrap().is_empty().then_some(())
+    })
+    .await;
+    let sent = rx.received().len();
+    app.clock.advance(Duration::from_millis(4_100));
+    for e in 0..30 {
+        let d = app
+            .delivery_when(&format!("e{e}:s1"), "the window's end", |d| {
+                state(d) == "dead"
+            })
+            .await;
+        assert_eq!(d["dead_reason"], "window_expired", "{d}");
+        assert_eq!(d["waiting_on"], "breaker", "{d}");
+    }
+    assert_eq!(
+        rx.received().len(),
+        sent,
+        "nothing was sent after its window"
+    );
+    let (_, letters) = app
+        .call("GET", "/v1/dead-letters?reason=window_expired", None)
+        .await;
+    assert_eq!(letters["items"].as_array().unwrap().len(), 30);
+    assert_eq!(letters["items"][0]["waiting_on"], "breaker");
+    app.stop().await;
+}
+
+/// A paused subscriber's deliveries wait, and expire when their window ends (to be replayed
+/// once it is resumed).
+#[tokio::test]
+async fn a_paused_subscribers_deliveries_expire_with_their_window() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start("[retry]\ndelivery_window = \"1m\"\n").await;
+    app.subscriber("s1", &rx.url("/ok")).await;
+    let (status, _) = app
+        .call(
+            "PATCH",
+            "/v1/subscribers/s1",
+            Some(json!({"status": "paused"})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    app.publish("e1", "t").await;
+    app.clock.advance(Duration::from_secs(61));
+    let d = app
+        .delivery_when("e1:s1", "the window's end", |d| state(d) == "dead")
+        .await;
+    assert_eq!(
+        (d["dead_reason"].as_str(), d["waiting_on"].as_str()),
+        (Some("window_expired"), Some("paused"))
+    );
+    assert!(rx.received().is_empty());
     app.stop().await;
 }

@@ -311,8 +311,16 @@ impl Store for PostgresStore {
         Ok(results)
     }
 
-    async fn next_wakeup(&self) -> Result<Option<UnixMs>> {
-        reads::next_wakeup(&self.client().await?).await
+    async fn next_wakeup(&self, window_ms: i64) -> Result<Option<UnixMs>> {
+        reads::next_wakeup(&self.client().await?, window_ms).await
+    }
+
+    async fn expire_windows(&self, sweep: WindowSweep) -> Result<u64> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let expired = writes::expire_windows(&tx, sweep).await?;
+        tx.commit().await?;
+        Ok(expired)
     }
 
     async fn queue_stats(&self, now: UnixMs) -> Result<QueueStats> {

@@ -183,6 +183,17 @@ async fn histories(
     Ok(out)
 }
 
+/// Only a dead delivery shows what it was waiting on (an older release's replay leaves it).
+fn waiting_on(r: &Row, i: usize, state: DeliveryState) -> Result<Option<WaitingOn>> {
+    let value: Option<String> = r.get(i);
+    match value {
+        Some(v) if state == DeliveryState::Dead => WaitingOn::parse(&v)
+            .map(Some)
+            .ok_or_else(|| corrupt("waiting_on", &v)),
+        _ => Ok(None),
+    }
+}
+
 fn dead_reason(value: Option<String>) -> Result<Option<DeadReason>> {
     value
         .map(|v| DeadReason::parse(&v).ok_or_else(|| corrupt("dead_reason", &v)))
@@ -190,7 +201,7 @@ fn dead_reason(value: Option<String>) -> Result<Option<DeadReason>> {
 }
 
 const DELIVERY_COLUMNS: &str = "d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, \
-     d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error";
+     d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on";
 
 fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
     let state: String = r.get(4);
@@ -218,7 +229,8 @@ fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
             } else {
                 None
             },
-            payload_version: r.get(12),
+            waiting_on: waiting_on(&r, 12, state)?,
+            payload_version: r.get(13),
             attempt_history: Vec::new(),
         },
     ))
@@ -336,7 +348,7 @@ pub(super) async fn dead_letters(
             c,
             &format!(
                 "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id, {SENT_VERSION},
-                        d.dead_reason, d.dead_at, d.dead_error
+                        d.dead_reason, d.dead_at, d.dead_error, d.waiting_on
                  FROM deliveries d JOIN events e ON e.id = d.event_id"
             ),
             (DEATH_ORDER, &[after.0, after.1]),
@@ -360,6 +372,7 @@ pub(super) async fn dead_letters(
                     reason: dead_reason(r.get(6))?.ok_or_else(|| corrupt("dead_reason", ""))?,
                     dead_at: r.get(7),
                     dead_error: r.get(8),
+                    waiting_on: waiting_on(&r, 9, DeliveryState::Dead)?,
                     attempt_history: h.remove(&key).unwrap_or_default(),
                 },
             ))
@@ -368,19 +381,21 @@ pub(super) async fn dead_letters(
     Ok(page(items, limit))
 }
 
-pub(super) async fn next_wakeup(c: &impl GenericClient) -> Result<Option<UnixMs>> {
+pub(super) async fn next_wakeup(c: &impl GenericClient, window_ms: i64) -> Result<Option<UnixMs>> {
     let r = query_one(
         c,
         "SELECT (SELECT min(run_at) FROM deliveries WHERE state = 'scheduled' AND NOT held),
-                    (SELECT min(lease_expires) FROM deliveries WHERE state = 'in_flight')",
+                (SELECT min(lease_expires) FROM deliveries WHERE state = 'in_flight'),
+                (SELECT min(window_start) FROM deliveries WHERE state = 'scheduled')",
         &[],
     )
     .await?;
-    let (due, expiry): (Option<i64>, Option<i64>) = (r.get(0), r.get(1));
-    Ok(match (due, expiry) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    })
+    let window_start: Option<i64> = r.get(2);
+    Ok(earliest([
+        r.get(0),
+        r.get(1),
+        window_start.map(|t| t.saturating_add(window_ms)),
+    ]))
 }
 
 pub(super) async fn queue_stats(c: &impl GenericClient, now: UnixMs) -> Result<QueueStats> {

@@ -239,6 +239,52 @@ pub(super) async fn apply(client: &mut Client, known: &[Migration]) -> Result<()
         }
     }
     tx.commit().await?;
+    build_indexes(client, known).await
+}
+
+/// Builds the indexes applied migrations add to existing tables, `CONCURRENTLY` (writes go
+/// on meanwhile), unless they are there and valid. One process builds at a time; the others
+/// wait until it is done, without holding a snapshot the build would have to wait for (they
+/// only try the lock). A build interrupted by a crash leaves an invalid index: it is dropped
+/// and built again.
+async fn build_indexes(client: &Client, known: &[Migration]) -> Result<()> {
+    const LOCK: &str = "hashtext(current_schema() || '.hookline.index')";
+    for (name, sql) in known.iter().filter_map(|m| m.postgres_index) {
+        loop {
+            let state: Option<bool> = client
+                .query_one(
+                    "SELECT (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1))",
+                    &[&name],
+                )
+                .await?
+                .get(0);
+            if state == Some(true) {
+                break;
+            }
+            let locked: bool = client
+                .query_one(&format!("SELECT pg_try_advisory_lock({LOCK})"), &[])
+                .await?
+                .get(0);
+            if !locked {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                continue;
+            }
+            tracing::info!(index = name, "building an index concurrently");
+            let built = async {
+                if state == Some(false) {
+                    client
+                        .batch_execute(&format!("DROP INDEX CONCURRENTLY IF EXISTS {name}"))
+                        .await?;
+                }
+                client.batch_execute(sql).await
+            }
+            .await;
+            client
+                .execute(&format!("SELECT pg_advisory_unlock({LOCK})"), &[])
+                .await?;
+            built?;
+        }
+    }
     Ok(())
 }
 

@@ -430,12 +430,18 @@ pub(super) async fn claim_due(
                 s.rate_limit_per_second, s.rate_next_at, d.attempts
          FROM (SELECT seq, subscriber_id, attempts, run_at FROM deliveries
                WHERE state = 'scheduled' AND NOT held AND run_at <= $1
-                 AND subscriber_id <> ALL ($3) AND (attempts = 0 OR $4)
+                 AND subscriber_id <> ALL ($3) AND (attempts = 0 OR $4) AND window_start > $5
                ORDER BY run_at LIMIT $2
                FOR UPDATE SKIP LOCKED) d
          JOIN subscribers s ON s.id = d.subscriber_id
          ORDER BY d.run_at, d.seq",
-        &[&req.now, &scan, &unclaimable, &budget.takes_retries()],
+        &[
+            &req.now,
+            &scan,
+            &unclaimable,
+            &budget.takes_retries(),
+            &req.window_ended_for_start,
+        ],
     )
     .await?;
     let (mut take, mut inactive, mut defer, mut defer_until) =
@@ -504,7 +510,7 @@ pub(super) async fn claim_due(
         &format!(
             "UPDATE deliveries SET state = 'in_flight', attempts = attempts + 1,
                  lease_token = $2, lease_owner = $3, lease_expires = $4, updated_at = $5,
-                 dead_error = NULL
+                 dead_error = NULL, waiting_on = NULL
              WHERE seq = ANY ($1)
              RETURNING {DUE_COLUMNS}"
         ),
@@ -826,7 +832,7 @@ pub(super) async fn replay(
         c,
         "UPDATE deliveries d SET state = 'scheduled', held = FALSE, attempts = 0,
              window_start = r.release, run_at = r.release, dead_reason = NULL, dead_at = NULL,
-             dead_error = NULL, payload_version = r.version, updated_at = $3
+             dead_error = NULL, waiting_on = NULL, payload_version = r.version, updated_at = $3
          FROM UNNEST($1::int8[], $2::int8[], $4::int8[]) AS r(seq, release, version)
          WHERE d.seq = r.seq",
         &[&released, &release, &now, &versions],
@@ -859,6 +865,58 @@ pub(super) async fn replay(
         notify(c, channel).await?;
     }
     Ok(id)
+}
+
+pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -> Result<u64> {
+    // Rows a claim is taking are locked by it and skipped: they are in flight, and their
+    // attempt's outcome decides.
+    let rows = query(
+        c,
+        "SELECT d.seq, d.held, d.run_at, s.breaker_open_until, s.rate_next_at, s.max_in_flight,
+                (SELECT count(*) FROM deliveries f
+                 WHERE f.subscriber_id = d.subscriber_id AND f.state = 'in_flight')
+         FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+         WHERE d.state = 'scheduled' AND d.window_start <= $1
+         ORDER BY d.window_start LIMIT $2
+         FOR UPDATE OF d SKIP LOCKED",
+        &[&sweep.started_before(), &(sweep.limit as i64)],
+    )
+    .await?;
+    let (keys, waiting): (Vec<i64>, Vec<Option<&str>>) = rows
+        .iter()
+        .map(|r| {
+            let e = Expiring {
+                key: r.get(0),
+                state: WaitState {
+                    held: r.get(1),
+                    run_at: r.get(2),
+                    breaker_open_until: r.get(3),
+                    rate_next_at: r.get(4),
+                    in_flight: r.get::<_, i64>(6) as u32,
+                    cap: r
+                        .get::<_, Option<i32>>(5)
+                        .map_or(sweep.max_in_flight_per_subscriber, |n| n as u32),
+                },
+            };
+            (e.key, e.state.waiting_on(sweep.now).map(WaitingOn::as_str))
+        })
+        .unzip();
+    let expired = execute(
+        c,
+        "UPDATE deliveries d SET state = 'dead', dead_reason = $3, dead_at = $4, updated_at = $4,
+             held = FALSE, run_at = NULL, waiting_on = x.waiting
+         FROM UNNEST($1::int8[], $2::text[]) AS x(seq, waiting)
+         WHERE d.seq = x.seq",
+        &[
+            &keys,
+            &waiting,
+            &DeadReason::WindowExpired.as_str(),
+            &sweep.now,
+        ],
+    )
+    .await?;
+    count_dead(DeadReason::WindowExpired, expired);
+    Ok(expired)
 }
 
 pub(super) async fn prune_delivered(

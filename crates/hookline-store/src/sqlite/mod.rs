@@ -251,8 +251,14 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn next_wakeup(&self) -> Result<Option<UnixMs>> {
-        self.read(reads::next_wakeup).await
+    async fn next_wakeup(&self, window_ms: i64) -> Result<Option<UnixMs>> {
+        self.read(move |c| reads::next_wakeup(c, window_ms)).await
+    }
+
+    async fn expire_windows(&self, sweep: WindowSweep) -> Result<u64> {
+        self.writer
+            .write(move |w| writes::expire_windows(w, sweep))
+            .await
     }
 
     async fn queue_stats(&self, now: UnixMs) -> Result<QueueStats> {

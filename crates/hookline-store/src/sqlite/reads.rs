@@ -135,6 +135,17 @@ fn history(c: &Connection, key: i64) -> Result<Vec<AttemptRecord>> {
     Ok(rows)
 }
 
+/// Only a dead delivery shows what it was waiting on (an older release's replay leaves it).
+fn waiting_on(r: &Row<'_>, i: usize, state: DeliveryState) -> rusqlite::Result<Option<WaitingOn>> {
+    let value: Option<String> = r.get(i)?;
+    match value {
+        Some(v) if state == DeliveryState::Dead => WaitingOn::parse(&v)
+            .map(Some)
+            .ok_or_else(|| corrupt("waiting_on", &v)),
+        _ => Ok(None),
+    }
+}
+
 fn dead_reason(value: Option<String>) -> rusqlite::Result<Option<DeadReason>> {
     value
         .map(|v| DeadReason::parse(&v).ok_or_else(|| corrupt("dead_reason", &v)))
@@ -142,7 +153,7 @@ fn dead_reason(value: Option<String>) -> rusqlite::Result<Option<DeadReason>> {
 }
 
 const DELIVERY_COLUMNS: &str = "d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, \
-     d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error";
+     d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on";
 
 fn delivery_row(r: &Row<'_>) -> rusqlite::Result<(i64, Delivery)> {
     let state: String = r.get(4)?;
@@ -170,7 +181,8 @@ fn delivery_row(r: &Row<'_>) -> rusqlite::Result<(i64, Delivery)> {
             } else {
                 None
             },
-            payload_version: r.get(12)?,
+            waiting_on: waiting_on(&r, 12, state)?,
+            payload_version: r.get(13)?,
             attempt_history: Vec::new(),
         },
     ))
@@ -279,7 +291,7 @@ pub(super) fn dead_letters(
         c,
         &format!(
             "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id, {SENT_VERSION},
-                    d.dead_reason, d.dead_at, d.dead_error
+                    d.dead_reason, d.dead_at, d.dead_error, d.waiting_on
              FROM deliveries d JOIN events e ON e.id = d.event_id"
         ),
         (DEATH_ORDER, &[after.0, after.1]),
@@ -296,6 +308,7 @@ pub(super) fn dead_letters(
                     reason: dead_reason(r.get(6)?)?.ok_or_else(|| corrupt("dead_reason", ""))?,
                     dead_at: r.get(7)?,
                     dead_error: r.get(8)?,
+                    waiting_on: waiting_on(&r, 9, DeliveryState::Dead)?,
                     attempt_history: Vec::new(),
                 },
             ))
@@ -311,19 +324,19 @@ pub(super) fn dead_letters(
     Ok(page(rows, limit))
 }
 
-pub(super) fn next_wakeup(c: &Connection) -> Result<Option<UnixMs>> {
-    let due: Option<i64> = c
+pub(super) fn next_wakeup(c: &Connection, window_ms: i64) -> Result<Option<UnixMs>> {
+    let (due, expiry, window_start): (Option<i64>, Option<i64>, Option<i64>) = c
         .prepare_cached(
-            "SELECT min(run_at) FROM deliveries WHERE state = 'scheduled' AND held = 0",
+            "SELECT (SELECT min(run_at) FROM deliveries WHERE state = 'scheduled' AND held = 0),
+                    (SELECT min(lease_expires) FROM deliveries WHERE state = 'in_flight'),
+                    (SELECT min(window_start) FROM deliveries WHERE state = 'scheduled')",
         )?
-        .query_row([], |r| r.get(0))?;
-    let expiry: Option<i64> = c
-        .prepare_cached("SELECT min(lease_expires) FROM deliveries WHERE state = 'in_flight'")?
-        .query_row([], |r| r.get(0))?;
-    Ok(match (due, expiry) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    })
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    Ok(earliest([
+        due,
+        expiry,
+        window_start.map(|t| t.saturating_add(window_ms)),
+    ]))
 }
 
 pub(super) fn queue_stats(c: &Connection, now: UnixMs) -> Result<QueueStats> {

@@ -239,6 +239,7 @@ mod tests {
             description: "drop deliveries.dead_error",
             sqlite: "ALTER TABLE deliveries DROP COLUMN dead_error;",
             postgres: "",
+            postgres_index: None,
         };
         let mut with_future: Vec<Migration> = LATER.iter().map(|m| Migration { ..*m }).collect();
         with_future.push(future);

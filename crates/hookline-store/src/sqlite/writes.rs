@@ -356,10 +356,15 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
             "SELECT {DUE_COLUMNS} FROM deliveries
              WHERE state = 'scheduled' AND held = 0 AND run_at <= ?1
                AND subscriber_id NOT IN (SELECT value FROM json_each(?2))
-               AND (attempts = 0 OR ?3)
+               AND (attempts = 0 OR ?3) AND window_start > ?4
              ORDER BY run_at"
         ))?;
-        let mut rows = stmt.query(params![req.now, unclaimable, budget.takes_retries()])?;
+        let mut rows = stmt.query(params![
+            req.now,
+            unclaimable,
+            budget.takes_retries(),
+            req.window_ended_for_start
+        ])?;
         let mut scanned = 0;
         while let Some(r) = rows.next()? {
             scanned += 1;
@@ -426,7 +431,8 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     for row in lease_rows {
         c.prepare_cached(
             "UPDATE deliveries SET state = 'in_flight', attempts = attempts + 1,
-                 lease_token = ?2, lease_expires = ?3, updated_at = ?4, dead_error = NULL
+                 lease_token = ?2, lease_expires = ?3, updated_at = ?4, dead_error = NULL,
+                 waiting_on = NULL
              WHERE seq = ?1",
         )?
         .execute(params![row.key, lease, expires, req.now])?;
@@ -615,7 +621,7 @@ pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<
             c.prepare_cached(
                 "UPDATE deliveries SET state = 'scheduled', held = 0, attempts = 0,
                      window_start = ?2, run_at = ?2, dead_reason = NULL, dead_at = NULL,
-                     dead_error = NULL, payload_version = ?4, updated_at = ?3
+                     dead_error = NULL, waiting_on = NULL, payload_version = ?4, updated_at = ?3
                  WHERE seq = ?1",
             )?
             .execute(params![key, release, now, version])?;
@@ -624,6 +630,50 @@ pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<
             .execute(params![replay_seq, key])?;
     }
     Ok(id)
+}
+
+pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> {
+    let c = &w.conn;
+    let expiring = c
+        .prepare_cached(
+            "SELECT d.seq, d.subscriber_id, d.held, d.run_at, s.breaker_open_until,
+                    s.rate_next_at, s.max_in_flight
+             FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+             WHERE d.state = 'scheduled' AND d.window_start <= ?1
+             ORDER BY d.window_start LIMIT ?2",
+        )?
+        .query_map(params![sweep.started_before(), sweep.limit as i64], |r| {
+            let subscriber: String = r.get(1)?;
+            Ok(Expiring {
+                key: r.get(0)?,
+                state: WaitState {
+                    held: r.get(2)?,
+                    run_at: r.get(3)?,
+                    breaker_open_until: r.get(4)?,
+                    rate_next_at: r.get(5)?,
+                    in_flight: w.in_flight.get(&subscriber).copied().unwrap_or(0),
+                    cap: r
+                        .get::<_, Option<u32>>(6)?
+                        .unwrap_or(sweep.max_in_flight_per_subscriber),
+                },
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for e in &expiring {
+        c.prepare_cached(
+            "UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, updated_at = ?3,
+                 held = 0, run_at = NULL, waiting_on = ?4
+             WHERE seq = ?1",
+        )?
+        .execute(params![
+            e.key,
+            DeadReason::WindowExpired.as_str(),
+            sweep.now,
+            e.state.waiting_on(sweep.now).map(WaitingOn::as_str)
+        ])?;
+    }
+    count_dead(DeadReason::WindowExpired, expiring.len() as u64);
+    Ok(expiring.len() as u64)
 }
 
 pub(super) fn prune_delivered(c: &Connection, before: UnixMs, batch: u32) -> Result<u64> {

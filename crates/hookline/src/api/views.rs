@@ -103,6 +103,7 @@ pub fn delivery(d: &Delivery) -> Value {
         "dead_reason": d.dead_reason.map(|r| r.as_str()),
         "dead_at": d.dead_at.map(rfc3339),
         "error": d.dead_error,
+        "waiting_on": d.waiting_on.map(WaitingOn::as_str),
         "payload_version": d.payload_version,
         "attempt_history": history(&d.attempt_history),
     })
@@ -118,6 +119,7 @@ pub fn dead_letter(d: &DeadLetter) -> Value {
         "reason": d.reason.as_str(),
         "dead_at": rfc3339(d.dead_at),
         "error": d.dead_error,
+        "waiting_on": d.waiting_on.map(WaitingOn::as_str),
         "attempt_history": history(&d.attempt_history),
     })
 }
