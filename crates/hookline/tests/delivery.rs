@@ -243,7 +243,11 @@ async fn the_delivery_window_ends_retries() {
         .await;
     assert_eq!(d["dead_reason"], "window_expired");
     assert_eq!(attempts(&d), 1);
-    assert_eq!(d["waiting_on"], Value::Null, "it waited for its own retry time");
+    assert_eq!(
+        d["waiting_on"],
+        Value::Null,
+        "it waited for its own retry time"
+    );
     assert_eq!(rx.received_for("e1:s1").len(), 1);
     app.stop().await;
 

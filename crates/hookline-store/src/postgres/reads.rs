@@ -229,7 +229,7 @@ fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
             } else {
                 None
             },
-            waiting_on: waiting_on(&r, 12, state)?,
+            waiting_on: waiting_on(r, 12, state)?,
             payload_version: r.get(13),
             attempt_history: Vec::new(),
         },
@@ -372,7 +372,7 @@ pub(super) async fn dead_letters(
                     reason: dead_reason(r.get(6))?.ok_or_else(|| corrupt("dead_reason", ""))?,
                     dead_at: r.get(7),
                     dead_error: r.get(8),
-                    waiting_on: waiting_on(&r, 9, DeliveryState::Dead)?,
+                    waiting_on: waiting_on(r, 9, DeliveryState::Dead)?,
                     attempt_history: h.remove(&key).unwrap_or_default(),
                 },
             ))

@@ -181,7 +181,7 @@ fn delivery_row(r: &Row<'_>) -> rusqlite::Result<(i64, Delivery)> {
             } else {
                 None
             },
-            waiting_on: waiting_on(&r, 12, state)?,
+            waiting_on: waiting_on(r, 12, state)?,
             payload_version: r.get(13)?,
             attempt_history: Vec::new(),
         },
@@ -308,7 +308,7 @@ pub(super) fn dead_letters(
                     reason: dead_reason(r.get(6)?)?.ok_or_else(|| corrupt("dead_reason", ""))?,
                     dead_at: r.get(7)?,
                     dead_error: r.get(8)?,
-                    waiting_on: waiting_on(&r, 9, DeliveryState::Dead)?,
+                    waiting_on: waiting_on(r, 9, DeliveryState::Dead)?,
                     attempt_history: Vec::new(),
                 },
             ))
