@@ -222,8 +222,12 @@ pub struct Event {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueStats {
     pub counts: StateCounts,
-    /// The earliest `run_at` among deliveries due and waiting for a slot.
+    /// The earliest `run_at` among first attempts a claim could take now (their subscriber is
+    /// not at its cap, rate-limited, behind its breaker or paused): first attempts waiting
+    /// for the dispatcher.
     pub oldest_ready_since: Option<UnixMs>,
+    /// The earliest `run_at` among due deliveries no claim can take now, by what they wait on.
+    pub oldest_waiting_since: Vec<(WaitingOn, UnixMs)>,
     /// The earliest `first_seen` among deliveries waiting for (or due for) a retry.
     pub oldest_retrying_first_seen: Option<UnixMs>,
     /// Subscribers whose breaker is open or half-open.

@@ -980,7 +980,10 @@ mod cases {
 
     pub async fn queue_stats_show_depths_and_oldest_waits(h: &impl Harness) {
         let store = h.open().await;
-        assert_eq!(store.queue_stats(T0).await.unwrap(), QueueStats::default());
+        assert_eq!(
+            store.queue_stats(T0, 10).await.unwrap(),
+            QueueStats::default()
+        );
         for id in ["a", "b", "c"] {
             store.create_subscriber(sub(id, &[]), T0).await.unwrap();
         }
@@ -997,7 +1000,7 @@ mod cases {
             completion(&claimed[1], Transition::Delivered, T0 + 100),
         ];
         store.complete(done, T0 + 100).await.unwrap();
-        let stats = store.queue_stats(T0 + 200).await.unwrap();
+        let stats = store.queue_stats(T0 + 200, 10).await.unwrap();
         assert_eq!(
             stats.counts,
             StateCounts {
@@ -1013,6 +1016,36 @@ mod cases {
             "e2 is due and waiting"
         );
         assert_eq!(stats.oldest_retrying_first_seen, Some(T0));
+        assert!(stats.oldest_waiting_since.is_empty());
+
+        // With a cap of one, the subscriber whose e1 is still in flight cannot take e2: it
+        // waits on its cap, and is no first attempt waiting for the dispatcher.
+        let busy = &claimed[2].destination.subscriber_id;
+        let stats = store.queue_stats(T0 + 200, 1).await.unwrap();
+        assert_eq!(stats.oldest_waiting_since, [(WaitingOn::Cap, T0 + 50)]);
+        assert_eq!(stats.oldest_ready_since, Some(T0 + 50), "the other two");
+        let pause = SubscriberPatch {
+            status: Some(SubscriberStatus::Paused),
+            ..Default::default()
+        };
+        for id in ["a", "b", "c"].into_iter().filter(|id| id != busy) {
+            store
+                .update_subscriber(id, pause.clone(), T0 + 200)
+                .await
+                .unwrap();
+        }
+        // A claim parks the paused subscribers' due rows.
+        assert!(store
+            .claim_due(claim(T0 + 300, 10, 1))
+            .await
+            .unwrap()
+            .is_empty());
+        let stats = store.queue_stats(T0 + 300, 1).await.unwrap();
+        assert_eq!(
+            stats.oldest_waiting_since,
+            [(WaitingOn::Cap, T0 + 50), (WaitingOn::Paused, T0 + 50)]
+        );
+        assert_eq!(stats.oldest_ready_since, None, "nothing a claim could take");
     }
 
     /// With the default breaker (5 consecutive retryable failures, 30 s cool-down).
@@ -1036,7 +1069,7 @@ mod cases {
             hookline_policy::BreakerState::Open { until: open_until }
         );
         assert_eq!(
-            store.queue_stats(T0 + 2).await.unwrap().open_breakers,
+            store.queue_stats(T0 + 2, 10).await.unwrap().open_breakers,
             ["a"]
         );
 

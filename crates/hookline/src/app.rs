@@ -95,6 +95,7 @@ pub async fn start(
         store.clone(),
         clock.clone(),
         config.metrics.refresh_interval,
+        config.delivery.max_in_flight_per_subscriber,
         gauges_stopped,
     ));
     let ctx = Arc::new(ApiContext {

@@ -342,6 +342,7 @@ async fn attempt(
             outcome,
             subscriber_id: &d.destination.subscriber_id,
             accepted_at: d.event.accepted_at,
+            window_start: d.window_start,
             started_at,
             finished_at: now,
             first_ever: d.attempt == 1

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hookline_policy::{Outcome, UnixMs};
-use hookline_store::{DeliveryState, Store};
+use hookline_store::{DeliveryState, Store, WaitingOn};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::sync::watch;
@@ -39,7 +39,11 @@ pub fn handle() -> &'static PrometheusHandle {
 fn describe() {
     describe_gauge!(
         "hookline_ready_oldest_age_seconds",
-        "Age of the oldest delivery that is due but not started: first attempts waiting here means subscribers are not served."
+        "How long the oldest first attempt a claim could take now has been due: first attempts waiting here mean the dispatcher is not keeping up."
+    );
+    describe_gauge!(
+        "hookline_waiting_oldest_age_seconds",
+        "How long the oldest due delivery no claim can take now has been waiting, by cause: cap (its subscriber has as many in flight as it may), rate_limit, breaker (open or half-open), paused."
     );
     describe_gauge!(
         "hookline_delayed_oldest_age_seconds",
@@ -64,7 +68,7 @@ fn describe() {
     );
     describe_histogram!(
         "hookline_delivery_latency_seconds",
-        "From an event's acceptance to a delivery's success, by subscriber (unless switched off)."
+        "From an event's acceptance (or a replay's release) to a delivery's success, by subscriber (unless switched off)."
     );
     describe_counter!(
         "hookline_events_accepted_total",
@@ -116,6 +120,8 @@ pub struct AttemptSeen<'a> {
     pub subscriber_id: &'a str,
     /// When the event was accepted.
     pub accepted_at: UnixMs,
+    /// When the delivery's current window opened: the acceptance, or a replay's release.
+    pub window_start: UnixMs,
     pub started_at: UnixMs,
     pub finished_at: UnixMs,
     /// A first attempt of the delivery's life (not of a replay's fresh budget).
@@ -134,7 +140,8 @@ pub fn attempt(a: &AttemptSeen<'_>, per_subscriber: bool) {
             .record(seconds(a.started_at - a.accepted_at));
     }
     if a.outcome == Outcome::Success {
-        let latency = seconds(a.finished_at - a.accepted_at);
+        // A replayed delivery is measured from its release, not from an acceptance hours ago.
+        let latency = seconds(a.finished_at - a.window_start);
         if per_subscriber {
             histogram!("hookline_delivery_latency_seconds", "subscriber" => a.subscriber_id.to_owned())
                 .record(latency);
@@ -149,13 +156,14 @@ pub async fn refresh_gauges(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     every: Duration,
+    max_in_flight_per_subscriber: u32,
     mut stop: watch::Receiver<bool>,
 ) {
     // Subscribers whose breaker gauge is at 1, to set back to 0 when it closes.
     let mut open: std::collections::HashSet<String> = Default::default();
     loop {
         let now = clock.now_ms();
-        match store.queue_stats(now).await {
+        match store.queue_stats(now, max_in_flight_per_subscriber).await {
             Ok(stats) => {
                 for state in DeliveryState::ALL {
                     let n = match state {
@@ -168,6 +176,15 @@ pub async fn refresh_gauges(
                 }
                 let age = |since: Option<UnixMs>| since.map_or(0.0, |t| seconds(now - t));
                 gauge!("hookline_ready_oldest_age_seconds").set(age(stats.oldest_ready_since));
+                for cause in WaitingOn::ALL {
+                    let since = stats
+                        .oldest_waiting_since
+                        .iter()
+                        .find(|(c, _)| *c == cause)
+                        .map(|(_, t)| *t);
+                    gauge!("hookline_waiting_oldest_age_seconds", "cause" => cause.as_str())
+                        .set(age(since));
+                }
                 gauge!("hookline_delayed_oldest_age_seconds")
                     .set(age(stats.oldest_retrying_first_seen));
                 let now_open: std::collections::HashSet<String> =
@@ -195,6 +212,7 @@ pub async fn refresh_gauges(
 /// Every metric hookline exports; the alert rules and the dashboard may use only these.
 pub const METRIC_NAMES: &[&str] = &[
     "hookline_ready_oldest_age_seconds",
+    "hookline_waiting_oldest_age_seconds",
     "hookline_delayed_oldest_age_seconds",
     "hookline_deliveries",
     "hookline_attempts_total",

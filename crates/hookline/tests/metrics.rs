@@ -72,6 +72,7 @@ async fn metrics_move_as_deliveries_happen() {
     .await;
     for name in [
         "hookline_ready_oldest_age_seconds",
+        "hookline_waiting_oldest_age_seconds",
         "hookline_delayed_oldest_age_seconds",
         "hookline_deliveries",
         "hookline_attempts_total",
@@ -139,6 +140,8 @@ async fn metrics_move_as_deliveries_happen() {
     app.delivery_when("e1:flaky", "the retry", |d| state(d) == "delivered")
         .await;
     rx.set_behaviour(|_, _| 200);
+    // Replayed an hour after it was accepted: its latency runs from the replay.
+    app.clock.advance(Duration::from_secs(3600));
     let (code, _) = app
         .call(
             "POST",
@@ -149,6 +152,16 @@ async fn metrics_move_as_deliveries_happen() {
     assert_eq!(code, 202);
     app.delivery_when("e1:bad", "the replay", |d| state(d) == "delivered")
         .await;
+    let text = scrape(&app).await;
+    assert_eq!(
+        sample(
+            &text,
+            "hookline_delivery_latency_seconds_bucket",
+            &[("subscriber", "bad"), ("le", "5")]
+        ),
+        Some(1.0),
+        "measured from the replay, not from the acceptance an hour ago"
+    );
     app.call(
         "PATCH",
         "/v1/subscribers/ok",

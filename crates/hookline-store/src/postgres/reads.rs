@@ -398,7 +398,11 @@ pub(super) async fn next_wakeup(c: &impl GenericClient, window_ms: i64) -> Resul
     ]))
 }
 
-pub(super) async fn queue_stats(c: &impl GenericClient, now: UnixMs) -> Result<QueueStats> {
+pub(super) async fn queue_stats(
+    c: &impl GenericClient,
+    now: UnixMs,
+    default_cap: u32,
+) -> Result<QueueStats> {
     let mut stats = QueueStats::default();
     for r in query(
         c,
@@ -411,15 +415,53 @@ pub(super) async fn queue_stats(c: &impl GenericClient, now: UnixMs) -> Result<Q
         let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
         stats.counts.add(state, r.get::<_, i64>(1) as u64);
     }
-    let r = query_one(
+    let in_flight: HashMap<String, i64> = query(
         c,
-        "SELECT (SELECT min(run_at) FROM deliveries
-                 WHERE state = 'scheduled' AND NOT held AND run_at <= $1),
-                (SELECT min(first_seen) FROM deliveries WHERE state = 'scheduled' AND attempts > 0)",
+        "SELECT subscriber_id, count(*) FROM deliveries WHERE state = 'in_flight' GROUP BY 1",
+        &[],
+    )
+    .await?
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect();
+    let groups: Vec<DueGroup> = query(
+        c,
+        "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
+                min(s.breaker_open_until), min(s.rate_next_at), min(s.max_in_flight)
+         FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+         WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
+         GROUP BY d.subscriber_id",
         &[&now],
     )
+    .await?
+    .iter()
+    .map(|r| {
+        let subscriber: &str = r.get(0);
+        let oldest_due: UnixMs = r.get(1);
+        DueGroup {
+            oldest_due,
+            oldest_first_attempt: r.get(2),
+            state: WaitState {
+                held: false,
+                run_at: Some(oldest_due),
+                breaker_open_until: r.get(3),
+                rate_next_at: r.get(4),
+                in_flight: in_flight.get(subscriber).copied().unwrap_or(0) as u32,
+                cap: r.get::<_, Option<i32>>(5).map_or(default_cap, |n| n as u32),
+            },
+        }
+    })
+    .collect();
+    let r = query_one(
+        c,
+        "SELECT (SELECT min(d.run_at) FROM subscribers s JOIN deliveries d ON d.subscriber_id = s.id
+                 WHERE s.status = 'paused' AND d.state = 'scheduled' AND d.held),
+                (SELECT min(first_seen) FROM deliveries WHERE state = 'scheduled' AND attempts > 0)",
+        &[],
+    )
     .await?;
-    stats.oldest_ready_since = r.get(0);
+    (stats.oldest_ready_since, stats.oldest_waiting_since) =
+        ready_and_waiting(groups, r.get(0), now);
     stats.oldest_retrying_first_seen = r.get(1);
     stats.open_breakers = query(
         c,

@@ -339,7 +339,7 @@ pub(super) fn next_wakeup(c: &Connection, window_ms: i64) -> Result<Option<UnixM
     ]))
 }
 
-pub(super) fn queue_stats(c: &Connection, now: UnixMs) -> Result<QueueStats> {
+pub(super) fn queue_stats(c: &Connection, now: UnixMs, default_cap: u32) -> Result<QueueStats> {
     let mut stats = QueueStats::default();
     {
         let mut stmt = c.prepare_cached("SELECT state, count(*) FROM deliveries GROUP BY state")?;
@@ -350,11 +350,45 @@ pub(super) fn queue_stats(c: &Connection, now: UnixMs) -> Result<QueueStats> {
             stats.counts.add(state, r.get(1)?);
         }
     }
-    stats.oldest_ready_since = c
+    let in_flight: std::collections::HashMap<String, u32> = c
         .prepare_cached(
-            "SELECT min(run_at) FROM deliveries WHERE state = 'scheduled' AND held = 0 AND run_at <= ?1",
+            "SELECT subscriber_id, count(*) FROM deliveries WHERE state = 'in_flight' GROUP BY 1",
         )?
-        .query_row([now], |r| r.get(0))?;
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let groups = c
+        .prepare_cached(
+            "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
+                    s.breaker_open_until, s.rate_next_at, s.max_in_flight
+             FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+             WHERE d.state = 'scheduled' AND d.held = 0 AND d.run_at <= ?1
+             GROUP BY d.subscriber_id",
+        )?
+        .query_map([now], |r| {
+            let subscriber: String = r.get(0)?;
+            let oldest_due: UnixMs = r.get(1)?;
+            Ok(DueGroup {
+                oldest_due,
+                oldest_first_attempt: r.get(2)?,
+                state: WaitState {
+                    held: false,
+                    run_at: Some(oldest_due),
+                    breaker_open_until: r.get(3)?,
+                    rate_next_at: r.get(4)?,
+                    in_flight: in_flight.get(&subscriber).copied().unwrap_or(0),
+                    cap: r.get::<_, Option<u32>>(5)?.unwrap_or(default_cap),
+                },
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let oldest_paused: Option<UnixMs> = c
+        .prepare_cached(
+            "SELECT min(d.run_at) FROM subscribers s JOIN deliveries d ON d.subscriber_id = s.id
+             WHERE s.status = 'paused' AND d.state = 'scheduled' AND d.held = 1",
+        )?
+        .query_row([], |r| r.get(0))?;
+    (stats.oldest_ready_since, stats.oldest_waiting_since) =
+        ready_and_waiting(groups, oldest_paused, now);
     stats.oldest_retrying_first_seen = c
         .prepare_cached(
             "SELECT min(first_seen) FROM deliveries WHERE state = 'scheduled' AND attempts > 0",
