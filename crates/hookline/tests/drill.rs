@@ -60,3 +60,56 @@ fn the_drill_runs_its_four_phases_and_reports() {
         "{chart:.200}"
     );
 }
+
+/// `--sustained`: the unavailable cohort hangs across three attempt timeouts and a breaker
+/// cool-down; every one of its deliveries still ends inside its window, with a reason.
+#[test]
+fn the_sustained_drill_ends_every_unavailable_delivery_inside_its_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("policy.toml");
+    std::fs::write(
+        &config,
+        "[delivery]\nattempt_timeout = \"1s\"\n[retry]\ndelivery_window = \"8s\"\n\
+         [breaker]\ncool_down = \"2s\"\n",
+    )
+    .unwrap();
+    let json = dir.path().join("drill.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+        .args([
+            "drill",
+            "--sustained",
+            "--subscribers",
+            "40",
+            "--events",
+            "2",
+        ])
+        .args(["--interval", "200ms", "--mode", "hang", "--slo", "20s"])
+        .args(["--config", config.to_str().unwrap()])
+        .args(["--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("phase 2b/4 sustained"), "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let sustained = &report["phases"]["sustained"];
+    assert!(sustained["hold_ms"].as_u64() >= Some(3_000), "{report}");
+    assert!(
+        sustained["unavailable_ended"].as_u64() > Some(0),
+        "{report}"
+    );
+    assert_eq!(sustained["unavailable_late"], 0, "{report}");
+    let checks = report["checks"].as_array().unwrap();
+    assert!(checks.iter().any(|c| c["check"]
+        .as_str()
+        .unwrap()
+        .starts_with("sustained: every unavailable")));
+    // Wall-clock latency comparisons are measured by the drill, not asserted by a test.
+    for check in checks {
+        let name = check["check"].as_str().unwrap();
+        if !name.contains("latency") {
+            assert!(check["passed"] == true, "{name}\n{stdout}\n{stderr}");
+        }
+    }
+}

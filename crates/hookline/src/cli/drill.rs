@@ -1,7 +1,9 @@
 //! `hookline drill`: the brief's failure drill, automated. (1) baseline, (2) hold a share of the
 //! destinations unavailable and check healthy subscribers' first attempts are not delayed,
-//! (3) restore them and measure the drain, (4) SIGKILL hookline while deliveries wait for a
-//! retry, restart it, and check every `run_at` is unchanged and nothing is lost.
+//! (with `--sustained`: keep them down across several attempt timeouts and a breaker
+//! cool-down, and check every one of their deliveries ends inside its window), (3) restore
+//! them and measure the drain, (4) SIGKILL hookline while deliveries wait for a retry, restart
+//! it, and check every `run_at` is unchanged and nothing is lost.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -167,6 +169,24 @@ impl Drill {
             .collect())
     }
 
+    /// Every delivery of an event, page by page.
+    async fn deliveries_of(&self, event: &str) -> Result<Vec<Value>, String> {
+        let mut all = Vec::new();
+        let mut cursor = String::new();
+        loop {
+            let page = self
+                .get(&format!(
+                    "/v1/deliveries?event_id={event}&limit=1000{cursor}"
+                ))
+                .await?;
+            all.extend(page["items"].as_array().cloned().unwrap_or_default());
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = format!("&cursor={next}"),
+                None => return Ok(all),
+            }
+        }
+    }
+
     /// Waits until every delivery of `events` has ended, or `limit` passes.
     async fn settle(&self, events: &[(String, i64)], limit: Duration) -> Result<bool, String> {
         let deadline = Instant::now() + limit;
@@ -269,8 +289,12 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
         listener.local_addr().map_err(|e| e.to_string())?
     );
     tokio::spawn(async move { axum::serve(listener, router(Secrets::None)).await });
-    let (api, mut target) = match &args.api {
-        Some(api) => (api.trim_end_matches('/').to_owned(), Target::Remote),
+    let (api, mut target, policy) = match &args.api {
+        Some(api) => {
+            let policy = crate::config::Config::load(args.config.as_deref(), Default::default())
+                .map_err(|e| e.to_string())?;
+            (api.trim_end_matches('/').to_owned(), Target::Remote, policy)
+        }
         None => start_embedded(&args).await?,
     };
     let drill = Drill {
@@ -395,6 +419,13 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
         healthy["n"].as_u64() == Some(expected as u64),
     ));
     phases.insert("failure".into(), json!({"healthy_first_attempt": healthy}));
+
+    if args.sustained {
+        let outcome = sustained(&drill, &args, &policy, &subs, &base).await?;
+        checks.extend(outcome.checks);
+        points.extend(outcome.points);
+        phases.insert("sustained".into(), outcome.phase);
+    }
 
     progress("phase 3/4 restore: measuring the drain");
     drill.control(Value::Null).await?;
@@ -531,7 +562,128 @@ async fn wait_healthy(http: &reqwest::Client, api: &str) -> Result<(), String> {
     Err("the embedded hookline did not start".into())
 }
 
-async fn start_embedded(args: &DrillArgs) -> Result<(String, Target), String> {
+/// The policy `--sustained` gives the embedded hookline when no `--config` is given: short
+/// enough that three attempt timeouts, a breaker cool-down and a whole window fit in a drill.
+const SUSTAINED_POLICY: &str = "[delivery]\nattempt_timeout = \"2s\"\n\
+                                [retry]\ndelivery_window = \"60s\"\n\
+                                [breaker]\ncool_down = \"5s\"\n";
+
+/// What the sustained phase adds to the report.
+struct Sustained {
+    checks: Vec<(String, bool)>,
+    points: Vec<Value>,
+    phase: Value,
+}
+
+/// The sustained outage: the unavailable cohort stays down across three attempt timeouts and
+/// a breaker cool-down while events keep coming; healthy deliveries must keep their objective,
+/// and every unavailable delivery must end (dead, with a reason) inside its window, however
+/// long it waited behind its breaker or in the slow lane.
+async fn sustained(
+    drill: &Drill,
+    args: &DrillArgs,
+    policy: &crate::config::Config,
+    subs: &[String],
+    base: &Value,
+) -> Result<Sustained, String> {
+    let (mut checks, mut points) = (Vec::new(), Vec::new());
+    let interval = crate::config::parse_duration(&args.interval)?;
+    let slo = crate::config::parse_duration(&args.slo)?;
+    let timeout = policy.delivery.attempt_timeout;
+    let hold = (timeout * 3).max(policy.breaker.cool_down) + interval;
+    let window = policy.retry.delivery_window();
+    progress(&format!(
+        "phase 2b/4 sustained: unavailable for {hold:?} (3 x {timeout:?} attempt timeout, \
+         {:?} breaker cool-down), window {window:?}",
+        policy.breaker.cool_down
+    ));
+    let started = Instant::now();
+    let mut events = Vec::new();
+    while started.elapsed() < hold {
+        events.extend(drill.publish("sustained", 1, interval).await?);
+        tokio::time::sleep(interval).await;
+    }
+    let (healthy, _) = latencies(
+        &events,
+        &drill.receipts().await?,
+        subs,
+        &mut points,
+        "sustained",
+    );
+    let healthy_n = healthy.len();
+    let healthy = summary(healthy);
+    let base_p99 = base["p99_ms"].as_f64().unwrap_or(0.0);
+    let p99 = healthy["p99_ms"].as_f64().unwrap_or(f64::MAX);
+    let expected = events.len() * subs.iter().filter(|s| s.starts_with("good-")).count();
+    checks.push((
+        format!(
+            "sustained: healthy p99 first-attempt latency {p99:.0} ms within the SLO ({slo:?}; \
+             baseline p99 {base_p99:.0} ms); {healthy_n} of {expected} arrived"
+        ),
+        healthy_n == expected && p99 <= slo.as_millis() as f64,
+    ));
+    // Every unavailable delivery of this phase must end by its window's end (plus one attempt
+    // timeout, for an attempt in flight at that moment, and the sweep's second).
+    let grace = timeout + Duration::from_secs(2);
+    let deadline = Instant::now() + window + grace + Duration::from_secs(5);
+    let (mut open, mut late, mut unexplained, mut ended);
+    loop {
+        (open, late, unexplained, ended) = (0, 0, 0, 0);
+        for (event, _) in &events {
+            for d in drill.deliveries_of(event).await? {
+                if !d["subscriber_id"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("bad-"))
+                {
+                    continue;
+                }
+                match d["state"].as_str() {
+                    Some("dead") => {
+                        ended += 1;
+                        let ms = |k: &str| {
+                            d[k].as_str()
+                                .and_then(|t| humantime::parse_rfc3339(t).ok())
+                                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                                .map_or(0, |t| t.as_millis() as i64)
+                        };
+                        let limit = ms("window_start") + (window + grace).as_millis() as i64;
+                        if ms("dead_at") > limit {
+                            late += 1;
+                        }
+                        if d["dead_reason"].is_null() {
+                            unexplained += 1;
+                        }
+                    }
+                    Some("delivered") => ended += 1,
+                    _ => open += 1,
+                }
+            }
+        }
+        if open == 0 || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    checks.push((
+        format!(
+            "sustained: every unavailable delivery ended inside its window with a reason \
+             ({ended} ended, {open} still open, {late} late, {unexplained} without a reason)"
+        ),
+        open == 0 && late == 0 && unexplained == 0 && ended > 0,
+    ));
+    let phase = json!({"hold_ms": hold.as_millis() as u64, "events": events.len(),
+                       "healthy_first_attempt": healthy, "unavailable_ended": ended,
+                       "unavailable_late": late});
+    Ok(Sustained {
+        checks,
+        points,
+        phase,
+    })
+}
+
+async fn start_embedded(
+    args: &DrillArgs,
+) -> Result<(String, Target, crate::config::Config), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -541,13 +693,15 @@ async fn start_embedded(args: &DrillArgs) -> Result<(String, Target), String> {
         Some(path) => {
             std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
         }
+        None if args.sustained => SUSTAINED_POLICY.to_owned(),
         None => String::new(),
     };
     // The drill owns these: its own port, its own database, its sink on loopback.
     config = format!("listen = \"127.0.0.1:{port}\"\ndatabase = \"sqlite://{}\"\nallow_private_destinations = true\n{config}", dir.path().join("drill.db").display());
     let path = dir.path().join("drill.toml");
     std::fs::write(&path, config).map_err(|e| e.to_string())?;
-    crate::config::Config::load(Some(&path), Default::default()).map_err(|e| e.to_string())?;
+    let policy =
+        crate::config::Config::load(Some(&path), Default::default()).map_err(|e| e.to_string())?;
     let child = spawn(&path)?;
     let api = format!("http://127.0.0.1:{port}");
     wait_healthy(&reqwest::Client::new(), &api).await?;
@@ -558,5 +712,6 @@ async fn start_embedded(args: &DrillArgs) -> Result<(String, Target), String> {
             config: path,
             _dir: dir,
         },
+        policy,
     ))
 }

@@ -159,6 +159,13 @@ pub struct DrillArgs {
     /// Write a chart of latency over time (SVG) here.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// Add a sustained outage: hold the unavailable cohort down across three attempt timeouts
+    /// and a breaker cool-down while events keep coming, then check healthy deliveries kept
+    /// their objective and every unavailable delivery ended inside its window with a reason.
+    /// Without --config the embedded hookline then runs a drill-sized policy (2 s attempt
+    /// timeout, 5 s breaker cool-down, 60 s window).
+    #[arg(long)]
+    sustained: bool,
 }
 
 #[derive(Debug, Args)]
