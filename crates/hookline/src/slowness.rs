@@ -11,7 +11,12 @@
 //! nothing about how fast the subscriber answers, and learning from it would make a subscriber
 //! that hung once "usually slow" (one 10 s timeout would put its threshold at 40 s, past the
 //! timeout itself), so the slow lane and the exclusion would stop protecting anyone from it.
-//! For the same reason the threshold stays below the attempt timeout.
+//! For the same reason the threshold stays below the attempt timeout. What a missing answer
+//! does say is "expect the next one to hang too": until the subscriber answers again, its
+//! attempts go to the slow lane at once and it gets no new slot while one is in flight, so a
+//! destination that hangs through timeout after timeout does not hold a slot for `slow_after`
+//! on every attempt (with short attempt timeouts, that alone kept healthy first attempts
+//! waiting).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -27,6 +32,8 @@ struct Watch {
     in_flight: Vec<Instant>,
     /// Its usual answer time, smoothed; none until it has answered once.
     usual_ms: Option<f64>,
+    /// Its last attempt got no answer (a timeout, a failed connection).
+    unanswered: bool,
 }
 
 /// How an attempt ended, as far as slowness is concerned.
@@ -74,8 +81,10 @@ impl Slowness {
             watch.in_flight.swap_remove(i);
         }
         let Ended::Answered(took) = ended else {
+            watch.unanswered = true;
             return;
         };
+        watch.unanswered = false;
         let ms = took.as_secs_f64() * 1000.0;
         watch.usual_ms = Some(match watch.usual_ms {
             Some(usual) => usual + SMOOTHING * (ms - usual),
@@ -84,6 +93,9 @@ impl Slowness {
     }
 
     fn threshold(&self, watch: &Watch) -> Duration {
+        if watch.unanswered {
+            return Duration::ZERO;
+        }
         let usual = watch.usual_ms.map_or(Duration::ZERO, |ms| {
             Duration::from_secs_f64(SLOW_FACTOR * ms / 1000.0)
         });
@@ -148,9 +160,10 @@ mod tests {
         assert_eq!(s.patience("steady"), Duration::from_secs(15));
     }
 
-    /// A subscriber that answered fast, then hangs through timeout after timeout: it keeps its
-    /// fast usual time, so each new attempt soon goes to the slow lane (patience) and the
-    /// subscriber stays excluded from new slots while an attempt hangs.
+    /// A subscriber that answered fast, then hangs through timeout after timeout: its usual
+    /// time stays fast, its first hanging attempt goes to the slow lane after `slow_after`, and
+    /// every later one at once; it is excluded from new slots while an attempt hangs, and an
+    /// answer ends all that.
     #[test]
     fn timeouts_teach_nothing_and_a_hanging_subscriber_stays_a_suspect() {
         let timeout = Duration::from_secs(10);
@@ -160,17 +173,26 @@ mod tests {
             s.started("flaky", t);
             s.finished("flaky", t, Ended::Answered(Duration::from_millis(20)));
         }
+        s.started("flaky", t);
+        assert_eq!(s.patience("flaky"), Duration::from_secs(1));
+        assert!(s.suspects(t + Duration::from_millis(500)).is_empty());
+        assert_eq!(s.suspects(t + Duration::from_secs(2)), ["flaky"]);
+        s.finished("flaky", t, Ended::NoAnswer);
         for round in 0..5 {
+            t += timeout;
             s.started("flaky", t);
-            assert_eq!(s.patience("flaky"), Duration::from_secs(1), "round {round}");
-            assert!(s.suspects(t + Duration::from_millis(500)).is_empty());
+            assert_eq!(s.patience("flaky"), Duration::ZERO, "round {round}");
             assert_eq!(
-                s.suspects(t + Duration::from_secs(2)),
+                s.suspects(t + Duration::from_millis(1)),
                 ["flaky"],
                 "round {round}"
             );
             s.finished("flaky", t, Ended::NoAnswer);
-            t += timeout;
         }
+        // Nothing in flight: no suspect. An answer: back to its usual patience.
+        assert!(s.suspects(t + timeout).is_empty());
+        s.started("flaky", t);
+        s.finished("flaky", t, Ended::Answered(Duration::from_millis(20)));
+        assert_eq!(s.patience("flaky"), Duration::from_secs(1));
     }
 }
