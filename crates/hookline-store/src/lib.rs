@@ -411,8 +411,10 @@ pub(crate) const UNVERSIONED_ERROR: &str = "no payload version at or below ";
 /// array, 6 the oldest version, 7 the dead reason and 8 the error of an unversioned delivery).
 /// Its payload version is the highest at or below the subscriber's pin (the latest when
 /// unpinned); a subscriber pinned below every version gets a delivery that is dead at once.
-/// Paused subscribers' deliveries are not held here: a claim holds them, under the lock that
-/// orders it after a concurrent resume.
+/// A paused subscriber's deliveries are held from the start (so that an older release, whose
+/// claims read the status without a lock, finds them held and its resume releases them); the
+/// PostgreSQL publish first share-locks the paused subscribers it fans out to, which orders it
+/// with a concurrent resume.
 pub(crate) fn fan_out(placeholder: char, versions: &str) -> String {
     FAN_OUT
         .replace("VERSIONS", versions)
@@ -421,7 +423,7 @@ pub(crate) fn fan_out(placeholder: char, versions: &str) -> String {
 
 const FAN_OUT: &str = "
     CASE WHEN s.payload_version < ?6 THEN 'dead' ELSE 'scheduled' END,
-    FALSE, ?3, ?3, CASE WHEN s.payload_version < ?6 THEN NULL ELSE CAST(?3 AS BIGINT) END, ?3,
+    CASE WHEN s.payload_version < ?6 THEN FALSE ELSE s.status = 'paused' END, ?3, ?3, CASE WHEN s.payload_version < ?6 THEN NULL ELSE CAST(?3 AS BIGINT) END, ?3,
     CASE WHEN s.payload_version IS NULL OR s.payload_version >= ?4 THEN ?4
          WHEN s.payload_version < ?6 THEN NULL
          ELSE (SELECT max(v) FROM VERSIONS WHERE v <= s.payload_version) END,

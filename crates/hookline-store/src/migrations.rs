@@ -215,14 +215,11 @@ pub(crate) fn legacy_after(current: u32, m: &Migration) -> u32 {
 }
 
 /// The status of a schema as this binary sees it.
-pub(crate) fn status(
-    records: SchemaRecords,
-    known: &[Migration],
-    legacy_known: u32,
-) -> SchemaStatus {
+pub(crate) fn status(records: SchemaRecords, known: &[Migration]) -> SchemaStatus {
     let binary = Version::current();
     let planned = plan(&records, known, binary);
-    let mut pending: Vec<(u32, String)> = (records.legacy.min(LEGACY_MIGRATIONS)..legacy_known)
+    let mut pending: Vec<(u32, String)> = (records.legacy.min(LEGACY_MIGRATIONS)
+        ..LEGACY_MIGRATIONS)
         .map(|n| (n + 1, "0.1.0 baseline".to_owned()))
         .collect();
     if let Ok(later) = &planned {
@@ -371,7 +368,6 @@ mod tests {
                 applied: vec![applied(9, "0.1.0")],
             },
             KNOWN,
-            8,
         );
         assert_eq!(s.version, 9);
         assert_eq!(s.min_binary, BASELINE);
@@ -383,7 +379,6 @@ mod tests {
                 applied: vec![],
             },
             KNOWN,
-            8,
         );
         assert_eq!(empty.version, 0);
         assert_eq!(empty.pending.len(), 10);

@@ -745,3 +745,73 @@ async fn a_paused_subscribers_deliveries_expire_with_their_window() {
     assert!(rx.received().is_empty());
     app.stop().await;
 }
+
+/// `dlq list` and a dry-run replay name the same dead letters, oldest dead first, and the dry
+/// run changes nothing (API and command line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_replay_names_what_dlq_list_lists_and_changes_nothing() {
+    let rx = Receiver::start(|_, _| 400).await;
+    let app = TestApp::start("").await;
+    app.subscriber("s1", &rx.url("/bad")).await;
+    for e in ["e1", "e2", "e3"] {
+        app.publish(e, "t").await;
+        app.delivery_when(&format!("{e}:s1"), "dead", |d| state(d) == "dead")
+            .await;
+        app.clock.advance(Duration::from_secs(1));
+    }
+    let (status, preview) = app
+        .call(
+            "POST",
+            "/v1/dead-letters/replay",
+            Some(json!({"reason": "permanent_failure", "limit": 2, "dry_run": true})),
+        )
+        .await;
+    assert_eq!(status, 200, "{preview}");
+    assert_eq!(
+        preview,
+        json!({"selected": 2, "delivery_ids": ["e1:s1", "e2:s1"]})
+    );
+    assert_eq!(state(&app.delivery("e1:s1").await), "dead");
+    let (_, replays) = app.call("GET", "/v1/replays", None).await;
+    assert_eq!(replays["items"], json!([]), "a dry run is no replay");
+
+    // The command line talks to the in-process API: run it off the test's runtime threads.
+    let cli = async |args: &[&str]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"));
+        command
+            .args(["dlq"])
+            .args(args)
+            .args(["--api", &app.base()]);
+        let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let listed = cli(&["list", "--reason", "permanent_failure", "--limit", "2"]).await;
+    let would = cli(&[
+        "replay",
+        "--reason",
+        "permanent_failure",
+        "--limit",
+        "2",
+        "--dry-run",
+    ])
+    .await;
+    for id in ["e1:s1", "e2:s1"] {
+        assert!(
+            listed.contains(id) && would.contains(id),
+            "{listed}\n{would}"
+        );
+    }
+    assert!(
+        !would.contains("e3:s1") && would.contains("nothing changed"),
+        "{would}"
+    );
+    assert_eq!(state(&app.delivery("e2:s1").await), "dead");
+    app.stop().await;
+}

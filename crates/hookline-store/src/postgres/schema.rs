@@ -290,11 +290,7 @@ async fn build_indexes(client: &Client, known: &[Migration]) -> Result<()> {
 
 /// The schema as this binary sees it, without changing anything.
 pub(super) async fn status(client: &Client) -> Result<SchemaStatus> {
-    Ok(migrations::status(
-        records(client).await?,
-        LATER,
-        LEGACY.len() as u32,
-    ))
+    Ok(migrations::status(records(client).await?, LATER))
 }
 
 #[cfg(test)]

@@ -178,6 +178,16 @@ pub(super) async fn publish(
     }
     let versions = event.versions();
     let oldest = versions[0];
+    // A resume in progress either committed (and this publish sees the subscriber active) or
+    // waits for this publish, then releases what it held.
+    execute(
+        c,
+        "SELECT 1 FROM subscribers
+         WHERE status = 'paused' AND (cardinality(event_types) = 0 OR $1 = ANY (event_types))
+         FOR SHARE",
+        &[&event.event_type],
+    )
+    .await?;
     // One statement fans the event out to every matching subscriber that is not revoked, each
     // with the highest version at or below its pin (the latest when unpinned); one pinned below
     // every version gets a delivery that is dead at once, with the reason.

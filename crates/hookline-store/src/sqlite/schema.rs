@@ -202,11 +202,7 @@ pub(crate) fn status(path: &str) -> Result<SchemaStatus> {
 }
 
 pub(super) fn status_of(conn: &Connection) -> Result<SchemaStatus> {
-    Ok(migrations::status(
-        records(conn)?,
-        LATER,
-        LEGACY.len() as u32,
-    ))
+    Ok(migrations::status(records(conn)?, LATER))
 }
 
 #[cfg(test)]

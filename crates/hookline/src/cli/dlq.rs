@@ -120,28 +120,6 @@ pub async fn replay(
     });
     let base = api.api.trim_end_matches('/');
     let client = reqwest::Client::new();
-    if mode == ReplayMode::DryRun {
-        let answer = call(
-            client
-                .post(format!("{base}/v1/dead-letters/replay"))
-                .json(&body),
-            api,
-        )
-        .await?;
-        let ids: Vec<Vec<String>> = answer["delivery_ids"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .map(|d| vec![text(d)])
-            .collect();
-        print!("{}", table::render(&["WOULD REPLAY"], &ids));
-        println!(
-            "dry run: {} dead letter(s) with reason {reason} would be released; nothing changed",
-            text(&answer["selected"])
-        );
-        return Ok(());
-    }
     let answer = call(
         client
             .post(format!("{base}/v1/dead-letters/replay"))
@@ -149,16 +127,30 @@ pub async fn replay(
         api,
     )
     .await?;
+    let rows = |ids: &Value| -> Vec<Vec<String>> {
+        ids.as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| vec![text(d)])
+            .collect()
+    };
+    if mode == ReplayMode::DryRun {
+        print!(
+            "{}",
+            table::render(&["WOULD REPLAY"], &rows(&answer["delivery_ids"]))
+        );
+        println!(
+            "dry run: {} dead letter(s) with reason {reason} would be released; nothing changed",
+            text(&answer["selected"])
+        );
+        return Ok(());
+    }
     let id = text(&answer["replay_id"]);
     let audit = call(client.get(format!("{base}/v1/replays/{id}")), api).await?;
-    let ids: Vec<Vec<String>> = audit["delivery_ids"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|d| vec![text(d)])
-        .collect();
-    print!("{}", table::render(&["REPLAYED DELIVERY"], &ids));
+    print!(
+        "{}",
+        table::render(&["REPLAYED DELIVERY"], &rows(&audit["delivery_ids"]))
+    );
     println!(
         "replay {id}: {} dead letter(s) with reason {reason}{} released{}",
         text(&answer["selected"]),

@@ -394,6 +394,14 @@ pub struct Process {
     pub base: String,
 }
 
+/// A test that fails leaves no hookline running behind it.
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Process {
     /// Starts `hookline serve --config <config> --role <role>` on a free port and waits until it
     /// answers `/healthz`. `config` must not set `listen`.
