@@ -1618,6 +1618,16 @@ mod cases {
             .complete(vec![retry(idle, T0 + 10_000)], T0 + 1)
             .await
             .unwrap();
+        // A claim never takes a delivery whose window has ended (at T0 + 600 with a 500 ms
+        // window), not even one nothing else holds back: the sweep ends it.
+        store
+            .create_subscriber(sub("open", &["o"]), T0)
+            .await
+            .unwrap();
+        accepted(&*store, event("o0", "o"), T0).await;
+        let mut late_claim = claim(T0 + 600, 100, 10);
+        late_claim.window_ended_for_start = T0 + 100;
+        assert!(store.claim_due(late_claim).await.unwrap().is_empty());
         accepted(&*store, event("late", "i"), T0 + 400).await;
 
         // A 500 ms window: everything published at T0 has ended it by T0 + 600.
@@ -1627,7 +1637,7 @@ mod cases {
             max_in_flight_per_subscriber: 10,
             limit: 1000,
         };
-        assert_eq!(store.expire_windows(sweep).await.unwrap(), 10);
+        assert_eq!(store.expire_windows(sweep).await.unwrap(), 11);
         let waited = |id: &'static str| {
             let store = store.clone();
             async move {
@@ -1653,6 +1663,7 @@ mod cases {
         assert_eq!(waited("r1:rated").await, Some(WaitingOn::RateLimit));
         assert_eq!(waited("c1:capped").await, Some(WaitingOn::Cap));
         assert_eq!(waited("i0:idle").await, None);
+        assert_eq!(waited("o0:open").await, None);
         for id in ["r0:rated", "c0:capped", "f0:busy"] {
             assert_eq!(
                 store.get_delivery(id).await.unwrap().state,

@@ -39,8 +39,10 @@ const CAPPED_POLL_MS: i64 = 250;
 /// How often to look for deliveries whose worker was lost, and for waiting deliveries whose
 /// window has ended.
 const RESCUE_EVERY_MS: i64 = 1_000;
-/// Deliveries one window sweep ends at most (the next sweep takes the rest).
+/// Deliveries one window sweep pass ends at most, and how long a sweep goes on with full
+/// passes before claims get their turn.
 const SWEEP_LIMIT: usize = 1_000;
+const SWEEP_BUDGET: Duration = Duration::from_secs(1);
 /// A lease outlives the attempt timeout by this much, to cover the commit of its completion.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// Under load, slots free one at a time. Rather than pay a claim per freed slot, wait this long
@@ -240,12 +242,23 @@ impl Dispatcher {
             max_in_flight_per_subscriber: self.delivery.max_in_flight_per_subscriber,
             limit: SWEEP_LIMIT,
         };
-        match self.shared.store.expire_windows(sweep).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(expired = n, "deliveries whose window ended while waiting"),
-            Err(e) => {
-                telemetry::store_error("expire_windows");
-                tracing::error!(error = %e, "window sweep failed")
+        // A full pass means more may be waiting: go on, for at most a second of passes.
+        let started = Instant::now();
+        loop {
+            match self.shared.store.expire_windows(sweep).await {
+                Ok(n) => {
+                    if n > 0 {
+                        tracing::info!(expired = n, "deliveries whose window ended while waiting");
+                    }
+                    if (n as usize) < SWEEP_LIMIT || started.elapsed() > SWEEP_BUDGET {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    telemetry::store_error("expire_windows");
+                    tracing::error!(error = %e, "window sweep failed");
+                    return;
+                }
             }
         }
     }

@@ -54,12 +54,12 @@ pub struct Slowness {
 }
 
 impl Slowness {
-    /// `attempt_timeout` caps every threshold at three quarters of it (and never below
-    /// `slow_after`).
+    /// `attempt_timeout` caps every threshold at three quarters of it, even `slow_after`: an
+    /// attempt must be able to turn slow before it times out.
     pub fn new(slow_after: Duration, attempt_timeout: Duration) -> Self {
         Self {
             slow_after,
-            cap: slow_after.max(attempt_timeout.mul_f64(0.75)),
+            cap: attempt_timeout.mul_f64(0.75),
             subscribers: HashMap::new(),
         }
     }

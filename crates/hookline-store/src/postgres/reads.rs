@@ -183,11 +183,12 @@ async fn histories(
     Ok(out)
 }
 
-/// Only a dead delivery shows what it was waiting on (an older release's replay leaves it).
-fn waiting_on(r: &Row, i: usize, state: DeliveryState) -> Result<Option<WaitingOn>> {
+/// Only a delivery that died of its window shows what it was waiting on (an older release's
+/// replay, or a later death, leaves the column behind).
+fn waiting_on(r: &Row, i: usize, reason: Option<DeadReason>) -> Result<Option<WaitingOn>> {
     let value: Option<String> = r.get(i);
     match value {
-        Some(v) if state == DeliveryState::Dead => WaitingOn::parse(&v)
+        Some(v) if reason == Some(DeadReason::WindowExpired) => WaitingOn::parse(&v)
             .map(Some)
             .ok_or_else(|| corrupt("waiting_on", &v)),
         _ => Ok(None),
@@ -206,6 +207,7 @@ const DELIVERY_COLUMNS: &str = "d.seq, d.id, d.event_id, d.subscriber_id, d.stat
 fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
     let state: String = r.get(4);
     let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
+    let reason = dead_reason(r.get(9))?;
     Ok((
         r.get(0),
         Delivery {
@@ -221,7 +223,7 @@ fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
             } else {
                 None
             },
-            dead_reason: dead_reason(r.get(9))?,
+            dead_reason: reason,
             dead_at: r.get(10),
             // Kept from a death an older release replayed; only a dead delivery shows it.
             dead_error: if state == DeliveryState::Dead {
@@ -229,7 +231,7 @@ fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
             } else {
                 None
             },
-            waiting_on: waiting_on(r, 12, state)?,
+            waiting_on: waiting_on(r, 12, reason)?,
             payload_version: r.get(13),
             attempt_history: Vec::new(),
         },
@@ -372,7 +374,7 @@ pub(super) async fn dead_letters(
                     reason: dead_reason(r.get(6))?.ok_or_else(|| corrupt("dead_reason", ""))?,
                     dead_at: r.get(7),
                     dead_error: r.get(8),
-                    waiting_on: waiting_on(r, 9, DeliveryState::Dead)?,
+                    waiting_on: waiting_on(r, 9, dead_reason(r.get(6))?)?,
                     attempt_history: h.remove(&key).unwrap_or_default(),
                 },
             ))

@@ -249,16 +249,19 @@ pub(super) async fn apply(client: &mut Client, known: &[Migration]) -> Result<()
 /// and built again.
 async fn build_indexes(client: &Client, known: &[Migration]) -> Result<()> {
     const LOCK: &str = "hashtext(current_schema() || '.hookline.index')";
+    let validity = async |name: &str| -> Result<Option<bool>> {
+        Ok(client
+            .query_one(
+                "SELECT (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1))",
+                &[&name],
+            )
+            .await?
+            .get(0))
+    };
     for (name, sql) in known.iter().filter_map(|m| m.postgres_index) {
+        let mut waited = false;
         loop {
-            let state: Option<bool> = client
-                .query_one(
-                    "SELECT (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1))",
-                    &[&name],
-                )
-                .await?
-                .get(0);
-            if state == Some(true) {
+            if validity(name).await? == Some(true) {
                 break;
             }
             let locked: bool = client
@@ -266,17 +269,30 @@ async fn build_indexes(client: &Client, known: &[Migration]) -> Result<()> {
                 .await?
                 .get(0);
             if !locked {
+                if !waited {
+                    tracing::info!(
+                        index = name,
+                        "waiting for another process to build an index"
+                    );
+                    waited = true;
+                }
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
                 continue;
             }
             tracing::info!(index = name, "building an index concurrently");
             let built = async {
+                // Read again under the lock: another process may have just finished it.
+                let state = validity(name).await?;
+                if state == Some(true) {
+                    return Ok(());
+                }
                 if state == Some(false) {
                     client
                         .batch_execute(&format!("DROP INDEX CONCURRENTLY IF EXISTS {name}"))
                         .await?;
                 }
-                client.batch_execute(sql).await
+                client.batch_execute(sql).await?;
+                Ok::<(), StoreError>(())
             }
             .await;
             client

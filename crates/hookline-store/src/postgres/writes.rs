@@ -184,7 +184,7 @@ pub(super) async fn publish(
         c,
         "SELECT 1 FROM subscribers
          WHERE status = 'paused' AND (cardinality(event_types) = 0 OR $1 = ANY (event_types))
-         FOR SHARE",
+         ORDER BY id FOR SHARE",
         &[&event.event_type],
     )
     .await?;
@@ -362,27 +362,40 @@ async fn claimed(
 /// what it held. So no row is held for an active subscriber, and no row waits for a revoked
 /// one (a publish or a completion that raced a revocation left it scheduled; it dies here).
 async fn settle_inactive(c: &impl GenericClient, keys: &[i64], now: UnixMs) -> Result<()> {
-    execute(
+    // A subscriber locked by a resume or revocation in progress is skipped, not waited for
+    // (this claim holds its delivery rows, which that change may be waiting for): its rows
+    // stay due and the next claim sees the outcome.
+    let locked: Vec<String> = query(
         c,
-        "SELECT 1 FROM subscribers WHERE id IN (SELECT subscriber_id FROM deliveries
-                                                  WHERE seq = ANY ($1))
-         FOR SHARE",
+        "SELECT id FROM subscribers WHERE id IN (SELECT subscriber_id FROM deliveries
+                                                 WHERE seq = ANY ($1))
+         ORDER BY id FOR SHARE SKIP LOCKED",
         &[&keys],
     )
-    .await?;
+    .await?
+    .iter()
+    .map(|r| r.get(0))
+    .collect();
     execute(
         c,
         "UPDATE deliveries d SET held = TRUE FROM subscribers s
-         WHERE d.seq = ANY ($1) AND s.id = d.subscriber_id AND s.status = 'paused'",
-        &[&keys],
+         WHERE d.seq = ANY ($1) AND s.id = d.subscriber_id AND s.id = ANY ($2)
+           AND s.status = 'paused'",
+        &[&keys, &locked],
     )
     .await?;
     let killed = execute(
         c,
         "UPDATE deliveries d SET state = 'dead', dead_reason = $2, dead_at = $3, updated_at = $3
          FROM subscribers s
-         WHERE d.seq = ANY ($1) AND s.id = d.subscriber_id AND s.status = 'revoked'",
-        &[&keys, &DeadReason::SubscriptionRevoked.as_str(), &now],
+         WHERE d.seq = ANY ($1) AND s.id = d.subscriber_id AND s.id = ANY ($4)
+           AND s.status = 'revoked'",
+        &[
+            &keys,
+            &DeadReason::SubscriptionRevoked.as_str(),
+            &now,
+            &locked,
+        ],
     )
     .await?;
     count_dead(DeadReason::SubscriptionRevoked, killed);
@@ -885,10 +898,11 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
         "SELECT d.seq, d.held, d.run_at, s.breaker_open_until, s.rate_next_at, s.max_in_flight,
                 (SELECT count(*) FROM deliveries f
                  WHERE f.subscriber_id = d.subscriber_id AND f.state = 'in_flight')
-         FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
-         WHERE d.state = 'scheduled' AND d.window_start <= $1
-         ORDER BY d.window_start LIMIT $2
-         FOR UPDATE OF d SKIP LOCKED",
+         FROM (SELECT seq, subscriber_id, held, run_at FROM deliveries
+               WHERE state = 'scheduled' AND window_start <= $1
+               ORDER BY window_start LIMIT $2
+               FOR UPDATE SKIP LOCKED) d
+         JOIN subscribers s ON s.id = d.subscriber_id",
         &[&sweep.started_before(), &(sweep.limit as i64)],
     )
     .await?;

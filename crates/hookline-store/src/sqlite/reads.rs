@@ -135,11 +135,16 @@ fn history(c: &Connection, key: i64) -> Result<Vec<AttemptRecord>> {
     Ok(rows)
 }
 
-/// Only a dead delivery shows what it was waiting on (an older release's replay leaves it).
-fn waiting_on(r: &Row<'_>, i: usize, state: DeliveryState) -> rusqlite::Result<Option<WaitingOn>> {
+/// Only a delivery that died of its window shows what it was waiting on (an older release's
+/// replay, or a later death, leaves the column behind).
+fn waiting_on(
+    r: &Row<'_>,
+    i: usize,
+    reason: Option<DeadReason>,
+) -> rusqlite::Result<Option<WaitingOn>> {
     let value: Option<String> = r.get(i)?;
     match value {
-        Some(v) if state == DeliveryState::Dead => WaitingOn::parse(&v)
+        Some(v) if reason == Some(DeadReason::WindowExpired) => WaitingOn::parse(&v)
             .map(Some)
             .ok_or_else(|| corrupt("waiting_on", &v)),
         _ => Ok(None),
@@ -158,6 +163,7 @@ const DELIVERY_COLUMNS: &str = "d.seq, d.id, d.event_id, d.subscriber_id, d.stat
 fn delivery_row(r: &Row<'_>) -> rusqlite::Result<(i64, Delivery)> {
     let state: String = r.get(4)?;
     let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
+    let reason = dead_reason(r.get(9)?)?;
     Ok((
         r.get(0)?,
         Delivery {
@@ -173,7 +179,7 @@ fn delivery_row(r: &Row<'_>) -> rusqlite::Result<(i64, Delivery)> {
             } else {
                 None
             },
-            dead_reason: dead_reason(r.get(9)?)?,
+            dead_reason: reason,
             dead_at: r.get(10)?,
             // Kept from a death an older release replayed; only a dead delivery shows it.
             dead_error: if state == DeliveryState::Dead {
@@ -181,7 +187,7 @@ fn delivery_row(r: &Row<'_>) -> rusqlite::Result<(i64, Delivery)> {
             } else {
                 None
             },
-            waiting_on: waiting_on(r, 12, state)?,
+            waiting_on: waiting_on(r, 12, reason)?,
             payload_version: r.get(13)?,
             attempt_history: Vec::new(),
         },
@@ -308,7 +314,7 @@ pub(super) fn dead_letters(
                     reason: dead_reason(r.get(6)?)?.ok_or_else(|| corrupt("dead_reason", ""))?,
                     dead_at: r.get(7)?,
                     dead_error: r.get(8)?,
-                    waiting_on: waiting_on(r, 9, DeliveryState::Dead)?,
+                    waiting_on: waiting_on(r, 9, dead_reason(r.get(6)?)?)?,
                     attempt_history: Vec::new(),
                 },
             ))
