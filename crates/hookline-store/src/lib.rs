@@ -605,7 +605,7 @@ impl ClaimBudget {
             if at > now {
                 return Admission::Skip;
             }
-            *next_at = Some(at + (1000.0 / rate).ceil() as i64);
+            *next_at = Some(at.saturating_add((1000.0 / rate).ceil() as i64));
         }
         *slots -= 1;
         if attempts > 0 {
@@ -673,6 +673,23 @@ pub(crate) fn earliest(times: impl IntoIterator<Item = Option<UnixMs>>) -> Optio
 /// The most dead letters one replay may select.
 pub const MAX_REPLAY: u32 = 1000;
 
+/// The paces an outsider may ask for, per second: a replay's `per_second` and a subscriber's
+/// `rate_limit_per_second`. The floor keeps every time computed from them (a replay's release
+/// times, the limiter's next admission) within days, never past what RFC 3339 can render.
+pub const MIN_RATE_PER_SECOND: f64 = 0.001;
+pub const MAX_RATE_PER_SECOND: f64 = 100_000.0;
+
+/// Refuses a pace outside [`MIN_RATE_PER_SECOND`, `MAX_RATE_PER_SECOND`], naming the field.
+pub fn check_rate(field: &str, rate: f64) -> Result<f64> {
+    if rate.is_finite() && (MIN_RATE_PER_SECOND..=MAX_RATE_PER_SECOND).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(StoreError::Invalid(format!(
+            "{field} must be a number from {MIN_RATE_PER_SECOND} to {MAX_RATE_PER_SECOND}"
+        )))
+    }
+}
+
 pub(crate) fn validate_replay(req: &ReplayRequest) -> Result<()> {
     if req.limit == 0 || req.limit > MAX_REPLAY {
         return Err(StoreError::Invalid(format!(
@@ -680,11 +697,7 @@ pub(crate) fn validate_replay(req: &ReplayRequest) -> Result<()> {
         )));
     }
     if let Some(rate) = req.per_second {
-        if !(rate.is_finite() && rate > 0.0) {
-            return Err(StoreError::Invalid(
-                "per_second must be a positive number".into(),
-            ));
-        }
+        check_rate("per_second", rate)?;
     }
     Ok(())
 }
@@ -692,7 +705,7 @@ pub(crate) fn validate_replay(req: &ReplayRequest) -> Result<()> {
 /// When the `i`-th delivery of a replay is released: all at once, or paced `per_second`.
 pub(crate) fn release_at(now: UnixMs, i: usize, per_second: Option<f64>) -> UnixMs {
     match per_second {
-        Some(rate) => now + (i as f64 * 1000.0 / rate) as i64,
+        Some(rate) => now.saturating_add((i as f64 * 1000.0 / rate) as i64),
         None => now,
     }
 }

@@ -26,6 +26,11 @@ pub enum DestinationError {
     NotHttps,
     #[error("url must name a host")]
     NoHost,
+    #[error(
+        "url must not carry credentials (user:password@): they would be shown to every reader \
+         of the subscription"
+    )]
+    Credentials,
     #[error("url host {0:?} does not resolve")]
     Unresolvable(String),
     #[error(
@@ -70,6 +75,9 @@ impl Guard {
         }
         let url = Url::parse(raw).map_err(|e| DestinationError::Malformed(e.to_string()))?;
         self.check_scheme(&url)?;
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(DestinationError::Credentials);
+        }
         let host = url.host_str().ok_or(DestinationError::NoHost)?.to_owned();
         if !self.enabled {
             return Ok(url);
@@ -381,6 +389,16 @@ mod tests {
             );
         }
         assert!(off().check_url("http://127.0.0.1:9/hook").await.is_ok());
+        for url in [
+            "http://user:pw@127.0.0.1:9/hook",
+            "http://user@127.0.0.1:9/hook",
+        ] {
+            assert_eq!(
+                off().check_url(url).await,
+                Err(DestinationError::Credentials),
+                "{url}"
+            );
+        }
         let long = format!("http://a.example/{}", "x".repeat(MAX_URL_LEN));
         assert_eq!(off().check_url(&long).await, Err(DestinationError::TooLong));
     }

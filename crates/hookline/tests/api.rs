@@ -226,6 +226,34 @@ async fn bad_inputs_get_clear_errors_and_change_nothing() {
                 "invalid_request",
             ),
         ])
+        // Paces are bounded to [0.001, 100000]: past them a time could not be rendered.
+        .chain(["1e-300", "1e-12", "0.0009", "100001", "-1"].into_iter().flat_map(|rate| {
+            [
+                (
+                    "/v1/subscribers",
+                    format!(
+                        r#"{{"url": "{}", "rate_limit_per_second": {rate}}}"#,
+                        rx.url("/x")
+                    ),
+                    422,
+                    "invalid_request",
+                ),
+                (
+                    "/v1/dead-letters/replay",
+                    format!(
+                        r#"{{"reason": "permanent_failure", "limit": 3, "per_second": {rate}}}"#
+                    ),
+                    422,
+                    "invalid_request",
+                ),
+            ]
+        }))
+        .chain([(
+            "/v1/subscribers",
+            r#"{"url": "http://user:pw@127.0.0.1:9/hook"}"#.to_owned(),
+            422,
+            "invalid_request",
+        )])
         .collect();
     let cases: Vec<_> = cases.into_iter().chain(limits).collect();
     for (path, body, status, expected) in &cases {

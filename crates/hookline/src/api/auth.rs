@@ -58,8 +58,11 @@ pub fn new_token() -> String {
 
 /// The caller a bearer token names, comparing against every token so timing tells nothing.
 pub fn authenticate(tokens: &[ApiToken], header: Option<&str>) -> Result<Caller, ApiError> {
+    // The scheme is case-insensitive (RFC 9110): `bearer` and `BEARER` are `Bearer`.
     let presented = header
-        .and_then(|h| h.strip_prefix("Bearer "))
+        .and_then(|h| h.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token)
         .ok_or_else(|| unauthorized("send Authorization: Bearer <token>"))?;
     let hash = sha256(presented.trim());
     let mut found = None;
@@ -149,6 +152,13 @@ mod tests {
         ];
         let caller = authenticate(&tokens, Some("Bearer hl_b")).unwrap();
         assert_eq!((caller.name.as_str(), caller.scope), ("ci", Scope::Publish));
+        for scheme in ["bearer", "BEARER", "BeArEr"] {
+            let header = format!("{scheme} hl_b");
+            assert_eq!(
+                authenticate(&tokens, Some(&header)).unwrap().name,
+                caller.name
+            );
+        }
         for bad in [None, Some("hl_b"), Some("Bearer hl_c"), Some("Basic aGk=")] {
             assert_eq!(
                 authenticate(&tokens, bad).unwrap_err().status,

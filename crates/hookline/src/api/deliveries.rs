@@ -122,9 +122,7 @@ pub async fn replay(
         )));
     }
     if let Some(rate) = body.per_second {
-        if !(rate.is_finite() && rate > 0.0) {
-            return Err(ApiError::invalid("per_second must be a positive number"));
-        }
+        hookline_store::check_rate("per_second", rate)?;
     }
     if let Some(id) = &body.subscriber_id {
         // An unknown subscriber is a typo to report, not an empty replay to audit.

@@ -53,7 +53,6 @@ where
 }
 
 pub const MAX_IN_FLIGHT_OVERRIDE: u32 = 1000;
-pub const MAX_RATE_PER_SECOND: f64 = 100_000.0;
 
 fn max_in_flight(n: Option<u32>) -> Result<Option<u32>, ApiError> {
     match n {
@@ -65,14 +64,10 @@ fn max_in_flight(n: Option<u32>) -> Result<Option<u32>, ApiError> {
 }
 
 fn rate_limit(r: Option<f64>) -> Result<Option<f64>, ApiError> {
-    match r {
-        Some(r) if !(r.is_finite() && r > 0.0 && r <= MAX_RATE_PER_SECOND) => {
-            Err(ApiError::invalid(format!(
-                "rate_limit_per_second must be a positive number up to {MAX_RATE_PER_SECOND}"
-            )))
-        }
-        other => Ok(other),
-    }
+    Ok(
+        r.map(|r| hookline_store::check_rate("rate_limit_per_second", r))
+            .transpose()?,
+    )
 }
 
 /// A pin: the highest payload version the subscriber accepts.

@@ -20,6 +20,10 @@ pub fn subscriber_id(id: &str) -> Result<(), ApiError> {
 }
 
 fn plain_id(what: &str, id: &str, allowed: impl Fn(char) -> bool) -> Result<(), ApiError> {
+    // Clients that normalise paths cannot address these.
+    if id == "." || id == ".." {
+        return Err(ApiError::invalid(format!("{what} must not be . or ..")));
+    }
     if id.is_empty() || id.len() > MAX_ID_LEN || !id.chars().all(allowed) {
         let colon = if what == "subscriber id" { "" } else { ":" };
         return Err(ApiError::invalid(format!(
@@ -56,6 +60,10 @@ mod tests {
         assert!(event_id("has space").is_err());
         assert!(event_id(&"x".repeat(129)).is_err());
         assert!(event_id(&"x".repeat(128)).is_ok());
+        for dots in [".", ".."] {
+            assert!(event_id(dots).is_err() && subscriber_id(dots).is_err());
+        }
+        assert!(event_id("...").is_ok() && subscriber_id(".a").is_ok());
         assert!(event_type("shipment.out_for_delivery").is_ok());
         assert!(event_type("").is_err());
         assert!(event_type("a\nb").is_err());
