@@ -644,3 +644,28 @@ async fn per_subscriber_caps_and_rate_limits_round_trip() {
     assert_eq!(code, 422);
     app.stop().await;
 }
+
+/// A list's unknown query parameter is a typo to report (422 naming it), not a filter to drop.
+#[tokio::test]
+async fn unknown_query_parameters_are_refused_by_name() {
+    let app = TestApp::start("").await;
+    for path in [
+        "/v1/deliveries?stat=dead",
+        "/v1/dead-letters?reasons=permanent_failure",
+        "/v1/subscribers?limt=5",
+        "/v1/replays?page=2",
+    ] {
+        let (status, body) = app.call("GET", path, None).await;
+        assert_eq!(status, 422, "{path}: {body}");
+        let unknown = path.split(['?', '=']).nth(1).unwrap();
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(unknown),
+            "{path}: {body}"
+        );
+    }
+    let (status, _) = app
+        .call("GET", "/v1/deliveries?state=dead&limit=5", None)
+        .await;
+    assert_eq!(status, 200);
+    app.stop().await;
+}

@@ -35,7 +35,9 @@ pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
     Ok((StatusCode::OK, Json(views::delivery(&d))))
 }
 
+/// Unknown query parameters are refused, naming them (`?stat=dead` is a typo, not a filter).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DeliveryQuery {
     event_id: Option<String>,
     subscriber_id: Option<String>,
@@ -73,6 +75,7 @@ pub async fn list(
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DeadLetterQuery {
     reason: Option<String>,
     subscriber_id: Option<String>,

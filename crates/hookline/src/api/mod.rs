@@ -121,8 +121,9 @@ async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
 }
 
-/// `limit` and `cursor` of every list.
+/// `limit` and `cursor` of every list; any other parameter is refused, naming it.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PageQuery {
     pub limit: Option<u32>,
     pub cursor: Option<String>,
