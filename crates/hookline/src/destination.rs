@@ -213,16 +213,40 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         return is_public_v4(v4);
     }
     let s = ip.segments();
+    let v4 = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    // Forms that translate to, or tunnel through, an embedded IPv4 address: public only when
+    // every address embedded is.
     // NAT64 (64:ff9b::/96) embeds an IPv4 address in its last 32 bits.
     if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
-        let [.., hi, lo] = s;
-        return is_public_v4(Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo)));
+        return is_public_v4(v4(s[6], s[7]));
+    }
+    // Local-use NAT64 (64:ff9b:1::/48): RFC 6052 puts the address in bits 48 to 88 (around the
+    // zero u-octet); some translators use the last 32 bits. Both must be public.
+    if s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1 {
+        let rfc6052 = Ipv4Addr::new(
+            (s[3] >> 8) as u8,
+            s[3] as u8,
+            (s[4] & 0xff) as u8,
+            (s[5] >> 8) as u8,
+        );
+        return is_public_v4(rfc6052) && is_public_v4(v4(s[6], s[7]));
+    }
+    // 6to4 (2002::/16): the tunnel's IPv4 address in bits 16 to 48.
+    if s[0] == 0x2002 {
+        return is_public_v4(v4(s[1], s[2]));
+    }
+    // Teredo (2001::/32): the server's address in bits 32 to 64, the client's inverted in the
+    // last 32 bits.
+    if s[0] == 0x2001 && s[1] == 0 {
+        return is_public_v4(v4(s[2], s[3])) && is_public_v4(v4(!s[6], !s[7]));
     }
     !(ip.is_unspecified()
         || ip.is_loopback()
         || ip.is_multicast()
         || (s[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
         || (s[0] & 0xffc0) == 0xfe80 // link local fe80::/10
+        || (s[0] & 0xffc0) == 0xfec0 // site local fec0::/10 (deprecated, still routed inside)
+        || (s[0] == 0x0100 && s[1..4] == [0, 0, 0]) // discard-only 100::/64
         || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
         || s[..6] == [0, 0, 0, 0, 0, 0]) // IPv4-compatible (deprecated) and ::
 }
@@ -253,6 +277,14 @@ mod tests {
             "::ffff:10.0.0.1",
             "64:ff9b::a9fe:a9fe",
             "::127.0.0.1",
+            "64:ff9b:1::a9fe:a9fe",
+            "64:ff9b:1:a9fe:a9:fe00::",
+            "2002:a9fe:a9fe::",
+            "2002:7f00:1::1",
+            "2001:0:a9fe:a9fe::1",
+            "2001:0:4136:e378:8000:63bf:f5ff:fffe", // client 10.0.0.1, inverted
+            "fec0::1",
+            "100::1",
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }
@@ -261,6 +293,8 @@ mod tests {
             "1.1.1.1",
             "2606:4700::1111",
             "64:ff9b::101:101",
+            "2002:5db8:d822::1",
+            "2001:0:4136:e378:8000:63bf:fefe:fefe", // Teredo: server 65.54.227.120, client 1.1.1.1
         ] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
