@@ -109,6 +109,7 @@ pub async fn start(
             .map_or_else(Default::default, |d| d.waker()),
         api_tokens: config.api_tokens.clone(),
         metrics_open: config.metrics.open,
+        listen: config.listen,
     });
     let router = match role {
         Role::Worker => api::health_router(ctx),

@@ -669,3 +669,66 @@ async fn unknown_query_parameters_are_refused_by_name() {
     assert_eq!(status, 200);
     app.stop().await;
 }
+
+/// Web pages cannot use an open hookline: a `text/plain` body (a "simple request" any page may
+/// send) gets 415, a cross-site `Origin` and a foreign `Host` (DNS rebinding) get 403, and
+/// none of them changes anything.
+#[tokio::test]
+async fn browsers_cannot_drive_an_open_api() {
+    let app = TestApp::start("").await;
+    let base = app.base();
+    let body = r#"{"id": "sneaky", "url": "http://127.0.0.1:9/x"}"#;
+    let plain = app
+        .http
+        .post(format!("{base}/v1/subscribers"))
+        .header("content-type", "text/plain")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 415);
+    let answer: Value = plain.json().await.unwrap();
+    assert_eq!(code(&answer), "unsupported_media_type");
+    let cross_site = app
+        .http
+        .post(format!("{base}/v1/subscribers"))
+        .header("content-type", "application/json")
+        .header("origin", "http://evil.example")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), 403);
+    let (status, _) = app.call("GET", "/v1/subscribers/sneaky", None).await;
+    assert_eq!(status, 404, "nothing was created");
+
+    app.subscriber("s1", "http://127.0.0.1:9/x").await;
+    let rebound = app
+        .http
+        .get(format!("{base}/v1/subscribers/s1/secret"))
+        .header("host", "rebind.evil.example:8080")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
+    let text = rebound.text().await.unwrap();
+    assert!(!text.contains("whsec_"), "{text}");
+    // Its own pages and clients still work; health needs no loopback name.
+    let local = app
+        .http
+        .get(format!("{base}/v1/subscribers/s1/secret"))
+        .header("origin", "http://localhost:3000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(local.status(), 200);
+    let health = app
+        .http
+        .get(format!("{base}/healthz"))
+        .header("host", "lb.internal:8080")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    app.stop().await;
+}

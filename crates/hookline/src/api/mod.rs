@@ -3,6 +3,7 @@
 //! committed, which is when `POST /v1/events` may say 202.
 
 pub mod auth;
+mod browser;
 mod deliveries;
 mod error;
 mod events;
@@ -43,6 +44,9 @@ pub struct ApiContext {
     pub api_tokens: Vec<auth::ApiToken>,
     /// `/metrics` needs no token.
     pub metrics_open: bool,
+    /// Where this process listens: in open mode, requests must be addressed to it (or to a
+    /// loopback name).
+    pub listen: std::net::SocketAddr,
 }
 
 pub type ApiState = State<Arc<ApiContext>>;
@@ -103,6 +107,7 @@ pub fn router(ctx: Arc<ApiContext>) -> Router {
             ctx.clone(),
             auth::require_token,
         ))
+        .layer(middleware::from_fn_with_state(ctx.clone(), browser::guard))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(ctx)
 }
