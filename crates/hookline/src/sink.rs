@@ -95,7 +95,9 @@ impl Sink {
         }
     }
 
-    /// Whether one of the signatures matches (any secret the sink knows for it).
+    /// Whether one of the signatures matches (any secret the sink knows for it). A mismatch
+    /// with a secret fetched earlier fetches it again, once: the subscriber's secret may have
+    /// been rotated since.
     async fn signature_ok(&self, headers: &HeaderMap, body: &[u8]) -> Option<bool> {
         let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
         let (id, ts, sigs) = (
@@ -103,10 +105,21 @@ impl Sink {
             h("webhook-timestamp")?,
             h("webhook-signature")?,
         );
-        let secret = self.secret_for(id).await?;
-        let key = SigningKey::from_secret(&secret).ok()?;
-        let expected = key.sign(id, ts.parse().ok()?, body);
-        Some(sigs.split(' ').any(|s| s == expected))
+        let ts: i64 = ts.parse().ok()?;
+        let matches = |secret: &str| {
+            SigningKey::from_secret(secret)
+                .ok()
+                .is_some_and(|key| sigs.split(' ').any(|s| s == key.sign(id, ts, body)))
+        };
+        if matches(&self.secret_for(id).await?) {
+            return Some(true);
+        }
+        if !matches!(self.secrets, Secrets::FromApi { .. }) {
+            return Some(false);
+        }
+        let subscriber = id.rsplit(':').next()?;
+        self.known_secrets.lock().unwrap().remove(subscriber);
+        Some(matches(&self.secret_for(id).await?))
     }
 
     fn failure_for(&self, path: &str) -> Option<Failure> {

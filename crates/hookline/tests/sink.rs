@@ -148,5 +148,25 @@ async fn signatures_are_checked_with_secrets_from_the_api() {
         (s["unique"].as_u64(), s["bad_signatures"].as_u64()),
         (Some(2), Some(0))
     );
+    // A rotation with no grace period: the sink's cached secret is stale, and it fetches the
+    // new one rather than counting a bad signature.
+    let (status, _) = app
+        .call(
+            "POST",
+            "/v1/subscribers/a/secret/rotate",
+            Some(json!({"grace_period": "0s"})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    app.publish("e2", "t").await;
+    for id in ["e2:a", "e2:b"] {
+        app.delivery_when(id, "delivered", |d| state(d) == "delivered")
+            .await;
+    }
+    let s = stats(&sink).await;
+    assert_eq!(
+        (s["unique"].as_u64(), s["bad_signatures"].as_u64()),
+        (Some(4), Some(0))
+    );
     app.stop().await;
 }
