@@ -109,7 +109,29 @@ pub fn router(ctx: Arc<ApiContext>) -> Router {
         ))
         .layer(middleware::from_fn_with_state(ctx.clone(), browser::guard))
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(catch_panics())
         .with_state(ctx)
+}
+
+/// A handler that panics anyway answers 500 in the usual envelope, and the panic is logged:
+/// no client ever sees a connection dropped without an answer.
+fn catch_panics() -> tower_http::catch_panic::CatchPanicLayer<
+    fn(Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response,
+> {
+    fn answer(panic: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
+        let message = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("a panic");
+        tracing::error!(panic = message, "a request handler panicked");
+        axum::response::IntoResponse::into_response(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "hookline failed to answer this request; the failure is logged",
+        ))
+    }
+    tower_http::catch_panic::CatchPanicLayer::custom(answer as fn(_) -> _)
 }
 
 async fn healthz(State(ctx): ApiState) -> (StatusCode, Json<Value>) {
@@ -146,5 +168,32 @@ pub fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
         n => Err(ApiError::invalid(format!(
             "limit must be between 1 and {MAX_PAGE}, not {n}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod panic_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_in_the_envelope() {
+        let app = Router::new()
+            .route(
+                "/boom",
+                get(|| async {
+                    if true {
+                        panic!("boom");
+                    }
+                    StatusCode::OK
+                }),
+            )
+            .layer(catch_panics());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let answer = reqwest::get(format!("http://{addr}/boom")).await.unwrap();
+        assert_eq!(answer.status(), 500);
+        let body: Value = answer.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "internal");
     }
 }
