@@ -21,6 +21,12 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// A time the API wrote (RFC 3339), in unix milliseconds.
+fn rfc3339_ms(value: &Value) -> Option<i64> {
+    let t = humantime::parse_rfc3339(value.as_str()?).ok()?;
+    Some(t.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64)
+}
+
 fn progress(message: &str) {
     eprintln!("drill: {message}");
 }
@@ -144,8 +150,10 @@ impl Drill {
         Ok(published)
     }
 
-    /// The run_at, attempts and first_seen of an event's deliveries waiting for a retry.
+    /// The run_at, attempts and first_seen of an event's deliveries waiting for a later time:
+    /// a retry, or a breaker still open (from an earlier phase) that deferred them.
     async fn scheduled(&self, event: &str) -> Result<Vec<Value>, String> {
+        let now = now_ms();
         let page = self
             .get(&format!(
                 "/v1/deliveries?event_id={event}&state=scheduled&limit=1000"
@@ -156,8 +164,7 @@ impl Drill {
             .cloned()
             .unwrap_or_default()
             .iter()
-            // Waiting for a retry: failed at least once.
-            .filter(|x| x["attempts"].as_u64() > Some(0))
+            .filter(|x| rfc3339_ms(&x["next_attempt_at"]).is_some_and(|t| t > now))
             .map(|x| {
                 json!([
                     x["id"],
@@ -469,12 +476,7 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
             let looked = now_ms();
             let waiting: Vec<&Value> = before
                 .iter()
-                .filter(|d| {
-                    d[1].as_str()
-                        .and_then(|t| humantime::parse_rfc3339(t).ok())
-                        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                        .is_some_and(|t| t.as_millis() as i64 > looked)
-                })
+                .filter(|d| rfc3339_ms(&d[1]).is_some_and(|t| t > looked))
                 .collect();
             let unchanged = waiting.iter().all(|d| after.contains(d));
             checks.push((format!("run_at, attempts and first_seen unchanged across SIGKILL + restart ({} delayed deliveries)", waiting.len()), !waiting.is_empty() && unchanged));
@@ -654,12 +656,7 @@ async fn sustained(
                 match d["state"].as_str() {
                     Some("dead") => {
                         ended += 1;
-                        let ms = |k: &str| {
-                            d[k].as_str()
-                                .and_then(|t| humantime::parse_rfc3339(t).ok())
-                                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                                .map_or(0, |t| t.as_millis() as i64)
-                        };
+                        let ms = |k: &str| rfc3339_ms(&d[k]).unwrap_or(0);
                         let limit = ms("window_start") + (window + grace).as_millis() as i64;
                         if ms("dead_at") > limit {
                             late += 1;
