@@ -667,6 +667,20 @@ async fn unknown_query_parameters_are_refused_by_name() {
         .call("GET", "/v1/deliveries?state=dead&limit=5", None)
         .await;
     assert_eq!(status, 200);
+    // Routes that read no parameters refuse them too.
+    for (method, path) in [
+        ("GET", "/v1/events/e1?verbose=1"),
+        ("GET", "/v1/deliveries/e1:s1?include=history"),
+        ("DELETE", "/v1/subscribers/s1?force=true"),
+    ] {
+        let (status, body) = app.call(method, path, None).await;
+        assert_eq!(status, 422, "{method} {path}: {body}");
+        let unknown = path.split(['?', '=']).nth(1).unwrap();
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(unknown),
+            "{path}: {body}"
+        );
+    }
     app.stop().await;
 }
 

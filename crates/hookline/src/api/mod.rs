@@ -108,6 +108,7 @@ pub fn router(ctx: Arc<ApiContext>) -> Router {
             auth::require_token,
         ))
         .layer(middleware::from_fn_with_state(ctx.clone(), browser::guard))
+        .layer(middleware::from_fn(no_query_where_none_is_read))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(catch_panics())
         .with_state(ctx)
@@ -132,6 +133,43 @@ fn catch_panics() -> tower_http::catch_panic::CatchPanicLayer<
         ))
     }
     tower_http::catch_panic::CatchPanicLayer::custom(answer as fn(_) -> _)
+}
+
+/// The routes that read query parameters (and refuse unknown ones themselves).
+const QUERIED: [&str; 4] = [
+    "/v1/subscribers",
+    "/v1/deliveries",
+    "/v1/dead-letters",
+    "/v1/replays",
+];
+
+/// Query parameters on a route that reads none are a mistake to report (422, naming them),
+/// like unknown JSON fields, not something to drop silently.
+async fn no_query_where_none_is_read(
+    request: axum::extract::Request,
+    next: middleware::Next,
+) -> axum::response::Response {
+    let uri = request.uri();
+    if let Some(query) = uri.query().filter(|q| !q.is_empty()) {
+        // Probes and scrapers (`/healthz`, `/metrics`) are not held to it.
+        let operational = matches!(uri.path(), "/healthz" | "/metrics");
+        let reads_queries = operational
+            || (request.method() == axum::http::Method::GET
+                && QUERIED.contains(&uri.path().trim_end_matches('/')));
+        if !reads_queries {
+            let names: Vec<&str> = query
+                .split('&')
+                .map(|pair| pair.split('=').next().unwrap_or(pair))
+                .collect();
+            return axum::response::IntoResponse::into_response(ApiError::invalid(format!(
+                "{} {} takes no query parameters, not {}",
+                request.method(),
+                uri.path(),
+                names.join(", ")
+            )));
+        }
+    }
+    next.run(request).await
 }
 
 async fn healthz(State(ctx): ApiState) -> (StatusCode, Json<Value>) {
