@@ -622,13 +622,6 @@ impl ClaimBudget {
     }
 }
 
-/// What a delivery the window sweep reads was waiting on, by the rule in [`WaitState`]; the
-/// subscriber's cap is its own or the default.
-pub(crate) struct Expiring {
-    pub key: i64,
-    pub state: WaitState,
-}
-
 /// The due deliveries of one subscriber, as the queue gauges read them.
 pub(crate) struct DueGroup {
     pub oldest_due: UnixMs,

@@ -909,20 +909,20 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
     let (keys, waiting): (Vec<i64>, Vec<Option<&str>>) = rows
         .iter()
         .map(|r| {
-            let e = Expiring {
-                key: r.get(0),
-                state: WaitState {
-                    held: r.get(1),
-                    run_at: r.get(2),
-                    breaker_open_until: r.get(3),
-                    rate_next_at: r.get(4),
-                    in_flight: r.get::<_, i64>(6) as u32,
-                    cap: r
-                        .get::<_, Option<i32>>(5)
-                        .map_or(sweep.max_in_flight_per_subscriber, |n| n as u32),
-                },
+            let state = WaitState {
+                held: r.get(1),
+                run_at: r.get(2),
+                breaker_open_until: r.get(3),
+                rate_next_at: r.get(4),
+                in_flight: r.get::<_, i64>(6) as u32,
+                cap: r
+                    .get::<_, Option<i32>>(5)
+                    .map_or(sweep.max_in_flight_per_subscriber, |n| n as u32),
             };
-            (e.key, e.state.waiting_on(sweep.now).map(WaitingOn::as_str))
+            (
+                r.get::<_, i64>(0),
+                state.waiting_on(sweep.now).map(WaitingOn::as_str),
+            )
         })
         .unzip();
     let expired = execute(

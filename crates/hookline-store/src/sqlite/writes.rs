@@ -151,8 +151,9 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
         let earlier = reads::earlier_payloads(c, &event.id)?;
         return Ok(republished(event, receipt, &payload, version, &earlier));
     }
-    let versions = serde_json::to_string(&event.versions()).expect("integers serialize");
-    let oldest = event.versions()[0];
+    let versions = event.versions();
+    let oldest = versions[0];
+    let versions = serde_json::to_string(&versions).expect("integers serialize");
     // One statement fans the event out to every matching subscriber that is not revoked, each
     // with the highest version at or below its pin (the latest when unpinned); one pinned below
     // every version gets a delivery that is dead at once, with the reason.
@@ -644,32 +645,30 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
         )?
         .query_map(params![sweep.started_before(), sweep.limit as i64], |r| {
             let subscriber: String = r.get(1)?;
-            Ok(Expiring {
-                key: r.get(0)?,
-                state: WaitState {
-                    held: r.get(2)?,
-                    run_at: r.get(3)?,
-                    breaker_open_until: r.get(4)?,
-                    rate_next_at: r.get(5)?,
-                    in_flight: w.in_flight.get(&subscriber).copied().unwrap_or(0),
-                    cap: r
-                        .get::<_, Option<u32>>(6)?
-                        .unwrap_or(sweep.max_in_flight_per_subscriber),
-                },
-            })
+            let state = WaitState {
+                held: r.get(2)?,
+                run_at: r.get(3)?,
+                breaker_open_until: r.get(4)?,
+                rate_next_at: r.get(5)?,
+                in_flight: w.in_flight.get(&subscriber).copied().unwrap_or(0),
+                cap: r
+                    .get::<_, Option<u32>>(6)?
+                    .unwrap_or(sweep.max_in_flight_per_subscriber),
+            };
+            Ok((r.get::<_, i64>(0)?, state.waiting_on(sweep.now)))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    for e in &expiring {
+    for (key, waiting_on) in &expiring {
         c.prepare_cached(
             "UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, updated_at = ?3,
                  held = 0, run_at = NULL, waiting_on = ?4
              WHERE seq = ?1",
         )?
         .execute(params![
-            e.key,
+            key,
             DeadReason::WindowExpired.as_str(),
             sweep.now,
-            e.state.waiting_on(sweep.now).map(WaitingOn::as_str)
+            waiting_on.map(WaitingOn::as_str)
         ])?;
     }
     count_dead(DeadReason::WindowExpired, expiring.len() as u64);
