@@ -248,12 +248,27 @@ async fn bad_inputs_get_clear_errors_and_change_nothing() {
                 ),
             ]
         }))
-        .chain([(
-            "/v1/subscribers",
-            r#"{"url": "http://user:pw@127.0.0.1:9/hook"}"#.to_owned(),
-            422,
-            "invalid_request",
-        )])
+        .chain([
+            (
+                "/v1/subscribers",
+                r#"{"url": "http://user:pw@127.0.0.1:9/hook"}"#.to_owned(),
+                422,
+                "invalid_request",
+            ),
+            // A key given twice: which one did the sender mean?
+            (
+                "/v1/events",
+                r#"{"type": "t", "payload": {"dup": 1, "dup": 2}}"#.to_owned(),
+                422,
+                "invalid_request",
+            ),
+            (
+                "/v1/subscribers",
+                format!(r#"{{"url": "{}", "url": "{}"}}"#, rx.url("/a"), rx.url("/b")),
+                422,
+                "invalid_request",
+            ),
+        ])
         .collect();
     let cases: Vec<_> = cases.into_iter().chain(limits).collect();
     for (path, body, status, expected) in &cases {
@@ -375,6 +390,41 @@ async fn publishing_is_idempotent_by_event_id() {
     assert_eq!(code_new, 202);
     assert!(generated["id"].as_str().unwrap().starts_with("evt_"));
     assert_eq!(generated["deliveries"], 3);
+    app.stop().await;
+}
+
+/// Numbers reach subscribers and API answers with every digit the publisher wrote, and a
+/// re-publish that differs only in the 23rd digit is a different event.
+#[tokio::test]
+async fn payload_numbers_are_delivered_as_written() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start("").await;
+    app.subscriber("s1", &rx.url("/ok")).await;
+    let payload = r#"{"amount":0.10,"big":12345678901234567890123,"tiny":1.0e-400}"#;
+    let body = format!(r#"{{"id":"n1","type":"t","payload":{payload}}}"#);
+    assert_eq!(raw_post(&app, "/v1/events", &body).await.0, 202);
+    let delivered = eventually("the delivery", async || rx.received().pop()).await;
+    let text = String::from_utf8(delivered.body).unwrap();
+    // The exponent is spelled canonically; the digits are untouched.
+    let stored = r#"{"amount":0.10,"big":12345678901234567890123,"tiny":1.0e-400}"#;
+    assert!(text.ends_with(&format!(r#""data":{stored}}}"#)), "{text}");
+    let answer = app
+        .http
+        .get(format!("{}/v1/events/n1", app.base()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        answer.contains(&format!(r#""payload":{stored}"#)),
+        "{answer}"
+    );
+    assert_eq!(raw_post(&app, "/v1/events", &body).await.0, 200);
+    let changed = body.replace("890123", "890124");
+    let (status, answer) = raw_post(&app, "/v1/events", &changed).await;
+    assert_eq!((status, code(&answer)), (409, "conflict"));
     app.stop().await;
 }
 

@@ -94,12 +94,116 @@ impl From<QueryRejection> for ApiError {
 }
 
 /// Parses a JSON body, telling malformed JSON (400) apart from JSON of the wrong shape (422).
+/// An object that names a key twice is refused (422) rather than silently keeping one of the
+/// values: the sender and hookline would disagree about what was published.
 pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    use serde::de::DeserializeSeed;
+    let mut reader = serde_json::Deserializer::from_slice(body);
+    UniqueKeys
+        .deserialize(&mut reader)
+        .and_then(|()| reader.end())
+        .and_then(|()| serde_json::from_slice(body))
+        .map_err(json_error)
+}
+
+fn json_error(e: serde_json::Error) -> ApiError {
     use serde_json::error::Category;
-    serde_json::from_slice(body).map_err(|e| match e.classify() {
+    match e.classify() {
         Category::Data => ApiError::invalid(e.to_string()),
         Category::Syntax | Category::Eof | Category::Io => {
             ApiError::malformed_json(format!("request body is not valid JSON: {e}"))
         }
-    })
+    }
+}
+
+/// Walks a JSON document, keeping nothing but the keys of the object being read, and fails on
+/// the first key an object repeats.
+struct UniqueKeys;
+
+impl<'de> serde::de::DeserializeSeed<'de> for UniqueKeys {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(UniqueKeys)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "duplicate key {key:?} in a JSON object"
+                )));
+            }
+            map.next_value_seed(UniqueKeys)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::parse_json;
+
+    #[test]
+    fn duplicate_keys_are_refused_at_any_depth() {
+        let status = |body: &str| {
+            parse_json::<Value>(body.as_bytes()).map_err(|e| (e.status.as_u16(), e.message))
+        };
+        let (code, message) = status(r#"{"dup":1,"dup":2}"#).unwrap_err();
+        assert_eq!(code, 422);
+        assert!(message.contains("\"dup\""), "{message}");
+        assert_eq!(status(r#"{"a":[{"k":1,"k":1}]}"#).unwrap_err().0, 422);
+        // Escapes are read: "\u0061" is "a".
+        assert_eq!(status(r#"{"a":1,"\u0061":2}"#).unwrap_err().0, 422);
+        // The same key in sibling objects is fine.
+        assert!(status(r#"{"a":{"k":1},"b":{"k":2},"k":[{"k":3}]}"#).is_ok());
+        assert_eq!(status(r#"{"a":1} x"#).unwrap_err().0, 400);
+        assert_eq!(status(r#"{"a":"#).unwrap_err().0, 400);
+    }
+
+    #[test]
+    fn numbers_are_kept_as_written() {
+        // Every digit survives; only an exponent's spelling is normalised (`E5` is `e+5`).
+        let body = r#"{"big":12345678901234567890123,"e":1E400,"f":1.50,"n":-0.0,"s":2e-7}"#;
+        let value: Value = parse_json(body.as_bytes()).unwrap();
+        assert_eq!(
+            serde_json::to_string(&value).unwrap(),
+            r#"{"big":12345678901234567890123,"e":1e+400,"f":1.50,"n":-0.0,"s":2e-7}"#
+        );
+    }
 }
