@@ -46,6 +46,11 @@ pub trait Store: Send + Sync + 'static {
     /// Answers when the store can serve reads and writes.
     async fn ping(&self) -> Result<()>;
 
+    /// Commits a one-row write. A store can answer reads while refusing writes (a read-only
+    /// file or replica, a full disk, a lock held elsewhere); only a commit shows that it can
+    /// take events.
+    async fn heartbeat(&self, now: UnixMs) -> Result<()>;
+
     /// Fires when another process may have made deliveries due (a publish, a resume, a
     /// replay), for backends that several processes share. `None` for single-process backends,
     /// whose own API wakes the dispatcher directly.
@@ -258,6 +263,10 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 
 /// The subscriber a patch makes of `current`, and whether it resumes a paused subscriber (whose
 /// held deliveries must then be released). Revocation is final and is not a patch.
+/// The heartbeat write, in SQL both backends take (SQLite reads `$1` as parameter 1).
+pub(crate) const HEARTBEAT: &str = "INSERT INTO hookline_heartbeat (id, beat_at) VALUES (1, $1)
+     ON CONFLICT (id) DO UPDATE SET beat_at = excluded.beat_at";
+
 pub(crate) fn patched(current: Subscriber, patch: SubscriberPatch) -> Result<(Subscriber, bool)> {
     if current.status == SubscriberStatus::Revoked {
         return Err(StoreError::Conflict(format!(
@@ -282,6 +291,7 @@ pub(crate) fn patched(current: Subscriber, patch: SubscriberPatch) -> Result<(Su
                 .rate_limit_per_second
                 .unwrap_or(current.rate_limit_per_second),
             payload_version: patch.payload_version.unwrap_or(current.payload_version),
+            headers: patch.headers.unwrap_or(current.headers),
             ..current
         },
         resumed,

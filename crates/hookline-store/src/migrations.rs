@@ -139,6 +139,30 @@ pub(crate) const LATER: &[Migration] = &[
                  WHERE state = 'scheduled'",
         )),
     },
+    Migration {
+        number: 12,
+        min_binary: BASELINE,
+        description: "a heartbeat row /healthz commits to prove the store takes writes",
+        sqlite: "CREATE TABLE hookline_heartbeat (
+                     id       INTEGER PRIMARY KEY CHECK (id = 1),
+                     beat_at  INTEGER NOT NULL
+                 );",
+        postgres: "CREATE TABLE hookline_heartbeat (
+                       id       INTEGER PRIMARY KEY CHECK (id = 1),
+                       beat_at  BIGINT NOT NULL
+                   );",
+        postgres_index: None,
+    },
+    Migration {
+        number: 13,
+        min_binary: BASELINE,
+        description: "per-subscriber headers sent with every attempt",
+        sqlite:
+            "ALTER TABLE subscribers ADD COLUMN headers TEXT; -- JSON object, kept like a secret",
+        postgres:
+            "ALTER TABLE subscribers ADD COLUMN headers TEXT; -- JSON object, kept like a secret",
+        postgres_index: None,
+    },
 ];
 
 /// A migration as the database records it.

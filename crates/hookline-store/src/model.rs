@@ -1,6 +1,7 @@
 //! The records the queue keeps. These are plain data: every decision about them is made by
 //! `hookline-policy` or the dispatcher, and every backend stores exactly these fields.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use hookline_policy::{Breaker, DeadReason, Outcome, UnixMs};
@@ -57,9 +58,46 @@ pub struct Subscriber {
     pub rate_next_at: Option<UnixMs>,
     /// The highest payload version it accepts; `None` takes the latest.
     pub payload_version: Option<i64>,
+    /// Sent with every attempt (static credentials the destination needs).
+    pub headers: SubscriberHeaders,
+}
+
+/// Headers a subscriber's destination needs with every request, such as static credentials.
+/// Kept like a secret: their values never appear in `Debug` output, so never in logs.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SubscriberHeaders(pub BTreeMap<String, String>);
+
+impl std::fmt::Debug for SubscriberHeaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+impl SubscriberHeaders {
+    /// The stored form: a JSON object, or nothing when there are none.
+    pub(crate) fn encode(&self) -> Option<String> {
+        (!self.0.is_empty()).then(|| serde_json::to_string(&self.0).expect("strings serialize"))
+    }
+
+    pub(crate) fn decode(stored: Option<&str>) -> Option<Self> {
+        match stored {
+            None => Some(Self::default()),
+            Some(text) => serde_json::from_str(text).ok().map(Self),
+        }
+    }
 }
 
 impl Subscriber {
+    /// Where and how its deliveries are sent at `now`.
+    pub fn destination(&self, now: UnixMs) -> Destination {
+        Destination {
+            subscriber_id: self.id.clone(),
+            url: self.url.clone(),
+            secrets: self.signing_secrets(now),
+            headers: self.headers.clone(),
+        }
+    }
+
     /// The secrets to sign with at `now`: the current one, and during a rotation's grace
     /// period the previous one too.
     pub fn signing_secrets(&self, now: UnixMs) -> Vec<String> {
@@ -82,6 +120,7 @@ pub struct NewSubscriber {
     pub max_in_flight: Option<u32>,
     pub rate_limit_per_second: Option<f64>,
     pub payload_version: Option<i64>,
+    pub headers: SubscriberHeaders,
 }
 
 /// A partial update. Revocation is not a patch: it has consequences (pending deliveries die),
@@ -98,6 +137,8 @@ pub struct SubscriberPatch {
     pub rate_limit_per_second: Option<Option<f64>>,
     /// `Some(None)` unpins: the latest version again.
     pub payload_version: Option<Option<i64>>,
+    /// Replaces every header; an empty set removes them all.
+    pub headers: Option<SubscriberHeaders>,
 }
 
 #[derive(Debug, Clone)]
@@ -422,6 +463,7 @@ pub struct Destination {
     pub url: String,
     /// Sign with each: the current secret first, then one in its rotation grace period.
     pub secrets: Vec<String>,
+    pub headers: SubscriberHeaders,
 }
 
 /// The event as a subscriber sees it, in one payload version: shared by every delivery of a

@@ -88,6 +88,8 @@ macro_rules! all_cases {
             payload_versions_follow_each_subscribers_pin,
             replay_selects_what_was_listed_and_audits_each_outcome_once,
             waiting_deliveries_die_when_their_window_ends,
+            headers_go_with_every_claim_and_patches_replace_them,
+            a_heartbeat_commits,
         );
     };
 }
@@ -107,6 +109,7 @@ fn sub(id: &str, types: &[&str]) -> NewSubscriber {
         max_in_flight: None,
         rate_limit_per_second: None,
         payload_version: None,
+        headers: SubscriberHeaders::default(),
     }
 }
 
@@ -938,6 +941,68 @@ mod cases {
             store.get_delivery(kept).await.unwrap();
         }
         assert_eq!(store.get_replay(&replay.id).await.unwrap().delivered, 1);
+    }
+
+    pub async fn headers_go_with_every_claim_and_patches_replace_them(h: &impl Harness) {
+        let headers = |pairs: &[(&str, &str)]| {
+            SubscriberHeaders(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
+        };
+        let store = h.open().await;
+        let basic = headers(&[("authorization", "Basic dTpw"), ("x-tenant", "t-7")]);
+        let created = store
+            .create_subscriber(
+                NewSubscriber {
+                    headers: basic.clone(),
+                    ..sub("a", &[])
+                },
+                T0,
+            )
+            .await
+            .unwrap();
+        assert_eq!(created.headers, basic);
+        store.create_subscriber(sub("b", &[]), T0).await.unwrap();
+        accepted(&*store, event("e1", "t"), T0).await;
+        let mut claimed = store.claim_due(claim(T0, 10, 10)).await.unwrap();
+        claimed.sort_by(|x, y| x.id.cmp(&y.id));
+        assert_eq!(claimed[0].destination.headers, basic);
+        assert_eq!(claimed[1].destination.headers, SubscriberHeaders::default());
+        // Values never reach Debug output (logs).
+        assert_eq!(format!("{basic:?}"), r#"{"authorization", "x-tenant"}"#);
+
+        let other = headers(&[("x-api-key", "k2")]);
+        let patch = |h: Option<SubscriberHeaders>| SubscriberPatch {
+            headers: h,
+            ..Default::default()
+        };
+        let replaced = store
+            .update_subscriber("a", patch(Some(other.clone())), T0 + 1)
+            .await
+            .unwrap();
+        assert_eq!(replaced.headers, other);
+        // A patch that does not name them keeps them, across a reopen too.
+        store
+            .update_subscriber("a", patch(None), T0 + 2)
+            .await
+            .unwrap();
+        drop(store);
+        let store = h.open().await;
+        assert_eq!(store.get_subscriber("a").await.unwrap().headers, other);
+        let cleared = store
+            .update_subscriber("a", patch(Some(SubscriberHeaders::default())), T0 + 3)
+            .await
+            .unwrap();
+        assert_eq!(cleared.headers, SubscriberHeaders::default());
+    }
+
+    pub async fn a_heartbeat_commits(h: &impl Harness) {
+        let store = h.open().await;
+        store.heartbeat(T0).await.unwrap();
+        store.heartbeat(T0 + 1).await.unwrap();
     }
 
     pub async fn rotation_keeps_the_previous_secret_for_its_grace(h: &impl Harness) {

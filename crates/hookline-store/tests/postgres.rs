@@ -28,6 +28,7 @@ fn subscriber(id: &str) -> NewSubscriber {
         max_in_flight: None,
         rate_limit_per_second: None,
         payload_version: None,
+        headers: Default::default(),
     }
 }
 

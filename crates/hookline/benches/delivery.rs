@@ -319,6 +319,7 @@ async fn fill(store: &Arc<dyn Store>, tag: &str, subscribers: usize, events: usi
             max_in_flight: None,
             rate_limit_per_second: None,
             payload_version: None,
+            headers: Default::default(),
         };
         store.create_subscriber(subscriber, now).await.unwrap();
     }

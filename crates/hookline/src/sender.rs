@@ -75,9 +75,11 @@ impl Sender {
             }
         }
         let signature = signatures.join(" ");
-        let request = self
-            .client
-            .post(url)
+        let mut request = self.client.post(url);
+        for (name, value) in &delivery.destination.headers.0 {
+            request = request.header(name, value);
+        }
+        let request = request
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE))
             .header("webhook-id", &delivery.id)
@@ -220,6 +222,7 @@ mod tests {
                 subscriber_id: "s".into(),
                 url,
                 secrets: vec![crate::signer::new_secret()],
+                headers: Default::default(),
             }),
             event: Arc::new(EventBody {
                 id: "e".into(),

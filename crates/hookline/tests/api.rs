@@ -428,6 +428,98 @@ async fn payload_numbers_are_delivered_as_written() {
     app.stop().await;
 }
 
+/// A destination that needs static credentials gets them as headers with every attempt; they
+/// are shown to admins only, never in subscriber answers, and cannot replace hookline's own.
+#[tokio::test]
+async fn subscriber_headers_go_with_every_attempt_and_stay_private() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start("").await;
+    let (status, created) = app
+        .call(
+            "POST",
+            "/v1/subscribers",
+            Some(json!({"id": "s1", "url": rx.url("/ok"),
+                        "headers": {"Authorization": "Basic dTpwdw==", "X-Tenant": "t-7"}})),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["header_names"],
+        json!(["authorization", "x-tenant"])
+    );
+    for path in ["/v1/subscribers/s1", "/v1/subscribers"] {
+        let (_, answer) = app.call("GET", path, None).await;
+        assert!(!answer.to_string().contains("dTpwdw"), "{path}: {answer}");
+    }
+    let (_, headers) = app.call("GET", "/v1/subscribers/s1/headers", None).await;
+    assert_eq!(
+        headers,
+        json!({"headers": {"authorization": "Basic dTpwdw==", "x-tenant": "t-7"}})
+    );
+    for refused in [
+        json!({"webhook-signature": "v1,forged"}),
+        json!({"Content-Type": "text/plain"}),
+        json!({"host": "elsewhere.example"}),
+        json!({"x-a": "one\r\ntwo"}),
+        json!({"x-a": 5}),
+    ] {
+        let (status, answer) = app
+            .call(
+                "PATCH",
+                "/v1/subscribers/s1",
+                Some(json!({"headers": refused})),
+            )
+            .await;
+        assert_eq!(
+            (status, code(&answer)),
+            (422, "invalid_request"),
+            "{refused}"
+        );
+    }
+
+    app.publish("e1", "t").await;
+    let first = eventually("the first delivery", async || rx.received().pop()).await;
+    let sent = |r: &Received, name: &str| {
+        r.all_headers
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    assert_eq!(
+        sent(&first, "authorization").as_deref(),
+        Some("Basic dTpwdw==")
+    );
+    assert_eq!(sent(&first, "x-tenant").as_deref(), Some("t-7"));
+    assert_eq!(first.all_headers.get_all("content-type").iter().count(), 1);
+
+    let (status, patched) = app
+        .call(
+            "PATCH",
+            "/v1/subscribers/s1",
+            Some(json!({"headers": {"x-api-key": "k2"}})),
+        )
+        .await;
+    assert_eq!(
+        (status, &patched["header_names"]),
+        (200, &json!(["x-api-key"]))
+    );
+    app.publish("e2", "t").await;
+    let second = eventually("the second delivery", async || {
+        rx.received_for("e2:s1").pop()
+    })
+    .await;
+    assert_eq!(sent(&second, "authorization"), None);
+    assert_eq!(sent(&second, "x-api-key").as_deref(), Some("k2"));
+    let (_, cleared) = app
+        .call(
+            "PATCH",
+            "/v1/subscribers/s1",
+            Some(json!({"headers": null})),
+        )
+        .await;
+    assert_eq!(cleared["header_names"], json!([]));
+    app.stop().await;
+}
+
 fn run_cli(args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
         .args(args)

@@ -91,6 +91,7 @@ async fn tokens_and_scopes() {
         (PUBLISH, "POST", "/v1/dead-letters/replay"),
         (READ, "POST", "/v1/dead-letters/replay"),
         (READ, "GET", "/v1/subscribers/s1/secret"),
+        (READ, "GET", "/v1/subscribers/s1/headers"),
     ] {
         let (code, body) = call(&app, Some(token), method, path, Some(json!({}))).await;
         assert_eq!(

@@ -309,6 +309,7 @@ async fn every_state(url: &str, rx: &Receiver) {
         max_in_flight: None,
         rate_limit_per_second: None,
         payload_version: pin,
+        headers: Default::default(),
     };
     for id in [
         "s-due",

@@ -203,6 +203,11 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    async fn heartbeat(&self, now: UnixMs) -> Result<()> {
+        execute(&self.client().await?, HEARTBEAT, &[&now]).await?;
+        Ok(())
+    }
+
     fn wakeups(&self) -> Option<Arc<Notify>> {
         Some(self.wake.clone())
     }

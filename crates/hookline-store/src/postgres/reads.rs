@@ -21,10 +21,11 @@ fn corrupt(what: &str, value: &str) -> StoreError {
 const SUBSCRIBER_COLUMNS: &str =
     "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
      previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms, \
-     max_in_flight, rate_limit_per_second, rate_next_at, payload_version";
+     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers";
 
 fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
     let status: String = r.get(5);
+    let headers: Option<String> = r.get(17);
     Ok((
         r.get(0),
         Subscriber {
@@ -46,6 +47,8 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
             rate_limit_per_second: r.get(14),
             rate_next_at: r.get(15),
             payload_version: r.get(16),
+            headers: SubscriberHeaders::decode(headers.as_deref())
+                .ok_or_else(|| corrupt("headers", headers.as_deref().unwrap_or_default()))?,
         },
     ))
 }

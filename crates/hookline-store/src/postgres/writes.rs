@@ -30,8 +30,9 @@ pub(super) async fn create_subscriber(
     let inserted = c
         .execute(
             "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at,
-                                      max_in_flight, rate_limit_per_second, payload_version)
-             VALUES ($1, $2, $3, $4, 'active', $5, $5, $6, $7, $8)",
+                                      max_in_flight, rate_limit_per_second, payload_version,
+                                      headers)
+             VALUES ($1, $2, $3, $4, 'active', $5, $5, $6, $7, $8, $9)",
             &[
                 &new.id,
                 &new.url,
@@ -41,6 +42,7 @@ pub(super) async fn create_subscriber(
                 &new.max_in_flight.map(|n| n as i32),
                 &new.rate_limit_per_second,
                 &new.payload_version,
+                &new.headers.encode(),
             ],
         )
         .await;
@@ -66,7 +68,7 @@ pub(super) async fn update_subscriber(
     execute(
         c,
         "UPDATE subscribers SET url = $2, event_types = $3, status = $4, updated_at = $5,
-             max_in_flight = $6, rate_limit_per_second = $7, payload_version = $8
+             max_in_flight = $6, rate_limit_per_second = $7, payload_version = $8, headers = $9
          WHERE id = $1",
         &[
             &id,
@@ -77,6 +79,7 @@ pub(super) async fn update_subscriber(
             &next.max_in_flight.map(|n| n as i32),
             &next.rate_limit_per_second,
             &next.payload_version,
+            &next.headers.encode(),
         ],
     )
     .await?;
@@ -282,14 +285,7 @@ async fn destinations(
     let found: HashMap<String, Arc<Destination>> = reads::subscribers_by_id(c, &ids)
         .await?
         .into_iter()
-        .map(|s| {
-            let d = Destination {
-                secrets: s.signing_secrets(now),
-                subscriber_id: s.id,
-                url: s.url,
-            };
-            (d.subscriber_id.clone(), Arc::new(d))
-        })
+        .map(|s| (s.id.clone(), Arc::new(s.destination(now))))
         .collect();
     rows.iter()
         .map(|r| {

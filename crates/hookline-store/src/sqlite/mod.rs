@@ -157,6 +157,15 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn heartbeat(&self, now: UnixMs) -> Result<()> {
+        self.writer
+            .write(move |w| {
+                w.conn.prepare_cached(HEARTBEAT)?.execute([now])?;
+                Ok(())
+            })
+            .await
+    }
+
     async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber> {
         self.writer
             .write(move |w| writes::create_subscriber(&w.conn, new, now))

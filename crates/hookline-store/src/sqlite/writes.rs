@@ -26,8 +26,9 @@ pub(super) fn create_subscriber(
     let inserted = c
         .prepare_cached(
             "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at,
-                                      max_in_flight, rate_limit_per_second, payload_version)
-             VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?5, ?6, ?7, ?8)",
+                                      max_in_flight, rate_limit_per_second, payload_version,
+                                      headers)
+             VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?5, ?6, ?7, ?8, ?9)",
         )?
         .execute(params![
             new.id,
@@ -37,7 +38,8 @@ pub(super) fn create_subscriber(
             now,
             new.max_in_flight,
             new.rate_limit_per_second,
-            new.payload_version
+            new.payload_version,
+            new.headers.encode()
         ]);
     match inserted {
         Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
@@ -62,7 +64,7 @@ pub(super) fn update_subscriber(
     let (next, resumed) = patched(reads::subscriber(c, id)?, patch)?;
     c.prepare_cached(
         "UPDATE subscribers SET url = ?2, event_types = ?3, status = ?4, updated_at = ?5,
-             max_in_flight = ?6, rate_limit_per_second = ?7, payload_version = ?8
+             max_in_flight = ?6, rate_limit_per_second = ?7, payload_version = ?8, headers = ?9
          WHERE id = ?1",
     )?
     .execute(params![
@@ -73,7 +75,8 @@ pub(super) fn update_subscriber(
         now,
         next.max_in_flight,
         next.rate_limit_per_second,
-        next.payload_version
+        next.payload_version,
+        next.headers.encode()
     ])?;
     if resumed {
         // Claims set `held` on deliveries of a paused subscriber; resuming puts them back in
@@ -260,11 +263,7 @@ impl Lookups {
             return Ok(found.clone());
         }
         let s = reads::subscriber(c, id)?;
-        let destination = Arc::new(Destination {
-            secrets: s.signing_secrets(self.now),
-            subscriber_id: s.id.clone(),
-            url: s.url.clone(),
-        });
+        let destination = Arc::new(s.destination(self.now));
         let found = (Arc::new(s), destination);
         self.subscribers.insert(id.to_owned(), found.clone());
         Ok(found)

@@ -85,14 +85,25 @@ fn unauthorized(message: &str) -> ApiError {
 fn allowed(method: &Method, path: &str, scope: Scope) -> bool {
     match scope {
         Scope::Admin => true,
-        // Signing secrets are credentials, not reads: admin only.
-        Scope::Read => method == Method::GET && !path.ends_with("/secret"),
+        // Signing secrets and subscriber headers are credentials, not reads: admin only.
+        Scope::Read => method == Method::GET && !credentials(path),
         // Reading an event is further limited to its own in the handler.
         Scope::Publish => {
             (method == Method::POST && path == "/v1/events")
                 || (method == Method::GET && path.starts_with("/v1/events/"))
         }
     }
+}
+
+/// `/v1/subscribers/{id}/secret` and `/v1/subscribers/{id}/headers`.
+fn credentials(path: &str) -> bool {
+    matches!(
+        path.trim_end_matches('/')
+            .split('/')
+            .collect::<Vec<_>>()
+            .as_slice(),
+        ["", "v1", "subscribers", _, "secret" | "headers"]
+    )
 }
 
 /// The middleware: open routes pass, the rest need a token whose scope allows them.
@@ -192,6 +203,12 @@ mod tests {
             Scope::Publish
         ));
         assert!(allowed(&M::GET, "/v1/subscribers/s/secret", Scope::Admin));
+        assert!(!allowed(&M::GET, "/v1/subscribers/s/headers", Scope::Read));
+        assert!(!allowed(&M::GET, "/v1/subscribers/s/headers/", Scope::Read));
+        assert!(allowed(&M::GET, "/v1/subscribers/s/headers", Scope::Admin));
+        // A subscriber may be called "secret" or "headers".
+        assert!(allowed(&M::GET, "/v1/subscribers/headers", Scope::Read));
+        assert!(allowed(&M::GET, "/v1/subscribers/secret", Scope::Read));
         assert!(!allowed(&M::POST, "/v1/dead-letters/replay", Scope::Read));
         assert!(!allowed(&M::POST, "/v1/events", Scope::Read));
         assert!(allowed(&M::DELETE, "/v1/subscribers/s", Scope::Admin));

@@ -90,6 +90,7 @@ pub fn router(ctx: Arc<ApiContext>) -> Router {
                 .delete(subscribers::revoke),
         )
         .route("/v1/subscribers/{id}/secret", get(subscribers::secret))
+        .route("/v1/subscribers/{id}/headers", get(subscribers::headers))
         .route(
             "/v1/subscribers/{id}/secret/rotate",
             post(subscribers::rotate_secret),

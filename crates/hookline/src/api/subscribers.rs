@@ -5,9 +5,10 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use hookline_store::{NewSubscriber, SubscriberPatch, SubscriberStatus};
+use hookline_store::{NewSubscriber, SubscriberHeaders, SubscriberPatch, SubscriberStatus};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::error::parse_json;
@@ -27,6 +28,7 @@ pub(super) struct CreateBody {
     max_in_flight: Option<u32>,
     rate_limit_per_second: Option<f64>,
     payload_version: Option<i64>,
+    headers: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize)]
@@ -41,6 +43,9 @@ pub(super) struct PatchBody {
     rate_limit_per_second: Option<Option<f64>>,
     #[serde(default, deserialize_with = "present")]
     payload_version: Option<Option<i64>>,
+    /// Replaces them all; `{}` or `null` removes them.
+    #[serde(default, deserialize_with = "present")]
+    headers: Option<Option<BTreeMap<String, String>>>,
 }
 
 /// Tells a field set to `null` (clear it) from one left out (keep it).
@@ -128,6 +133,7 @@ pub async fn create(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -
         max_in_flight: max_in_flight(body.max_in_flight)?,
         rate_limit_per_second: rate_limit(body.rate_limit_per_second)?,
         payload_version: payload_version(body.payload_version)?,
+        headers: validate::headers(body.headers.unwrap_or_default())?,
         id,
         secret,
     };
@@ -160,6 +166,13 @@ pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
 pub async fn secret(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
     let s = ctx.store.get_subscriber(&id).await?;
     Ok((StatusCode::OK, Json(json!({"secret": s.secret}))))
+}
+
+/// The headers sent with its every attempt, values included: admin only, like the secret.
+pub async fn headers(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+    let s = ctx.store.get_subscriber(&id).await?;
+    let SubscriberHeaders(headers) = s.headers;
+    Ok((StatusCode::OK, Json(json!({"headers": headers}))))
 }
 
 #[derive(Deserialize)]
@@ -247,6 +260,10 @@ pub async fn update(
         max_in_flight: body.max_in_flight.map(max_in_flight).transpose()?,
         rate_limit_per_second: body.rate_limit_per_second.map(rate_limit).transpose()?,
         payload_version: body.payload_version.map(payload_version).transpose()?,
+        headers: body
+            .headers
+            .map(|h| validate::headers(h.unwrap_or_default()))
+            .transpose()?,
     };
     let resumed = status == Some(SubscriberStatus::Active);
     let s = ctx

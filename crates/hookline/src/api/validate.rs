@@ -2,6 +2,10 @@
 //! URLs, so they are short and plain; subscriber ids carry no `:` so that
 //! `<event id>:<subscriber id>` names exactly one delivery.
 
+use std::collections::BTreeMap;
+
+use hookline_store::SubscriberHeaders;
+
 use super::ApiError;
 
 pub const MAX_ID_LEN: usize = 128;
@@ -42,6 +46,64 @@ pub fn event_type(t: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+pub const MAX_HEADERS: usize = 20;
+pub const MAX_HEADER_VALUE_LEN: usize = 4096;
+
+/// Headers hookline writes itself (the signature, the framing, who is sending) or that
+/// change how a request travels: a subscriber's headers may not set them.
+fn reserved_header(name: &str) -> bool {
+    name.starts_with("webhook-")
+        || name.starts_with("proxy-")
+        || matches!(
+            name,
+            "content-type"
+                | "content-length"
+                | "content-encoding"
+                | "host"
+                | "user-agent"
+                | "transfer-encoding"
+                | "connection"
+                | "keep-alive"
+                | "te"
+                | "trailer"
+                | "upgrade"
+        )
+}
+
+/// A subscriber's own headers: names are HTTP tokens (compared and stored in lower case),
+/// values printable and bounded, none of hookline's own.
+pub fn headers(given: BTreeMap<String, String>) -> Result<SubscriberHeaders, ApiError> {
+    use axum::http::{HeaderName, HeaderValue};
+    if given.len() > MAX_HEADERS {
+        return Err(ApiError::invalid(format!(
+            "headers may hold at most {MAX_HEADERS} headers"
+        )));
+    }
+    let mut headers = BTreeMap::new();
+    for (name, value) in given {
+        let parsed = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ApiError::invalid(format!("headers: {name:?} is not a header name")))?;
+        let lower = parsed.as_str().to_owned();
+        if reserved_header(&lower) {
+            return Err(ApiError::invalid(format!(
+                "headers: {name} is set by hookline and cannot be overridden"
+            )));
+        }
+        if value.len() > MAX_HEADER_VALUE_LEN || HeaderValue::from_str(&value).is_err() {
+            return Err(ApiError::invalid(format!(
+                "headers: the value of {name} must be at most {MAX_HEADER_VALUE_LEN} \
+                 printable ASCII characters"
+            )));
+        }
+        if headers.insert(lower, value).is_some() {
+            return Err(ApiError::invalid(format!(
+                "headers: {name} is given twice (names are case-insensitive)"
+            )));
+        }
+    }
+    Ok(SubscriberHeaders(headers))
+}
+
 /// A fresh id: time-ordered prefix, random suffix.
 pub fn generate(prefix: &str, now_ms: i64) -> String {
     format!("{prefix}_{:011x}{:016x}", now_ms, rand::random::<u64>())
@@ -67,6 +129,37 @@ mod tests {
         assert!(event_type("shipment.out_for_delivery").is_ok());
         assert!(event_type("").is_err());
         assert!(event_type("a\nb").is_err());
+        let ok = headers(BTreeMap::from([
+            ("Authorization".to_owned(), "Basic dTpw".to_owned()),
+            ("X-Tenant".to_owned(), "t 7".to_owned()),
+        ]))
+        .unwrap();
+        assert_eq!(
+            ok.0.keys().collect::<Vec<_>>(),
+            ["authorization", "x-tenant"]
+        );
+        for (name, value) in [
+            ("Webhook-Signature", "v1,x"),
+            ("content-type", "text/plain"),
+            ("Host", "evil.example"),
+            ("content-length", "0"),
+            ("transfer-encoding", "chunked"),
+            ("proxy-authorization", "x"),
+            ("bad name", "x"),
+            ("", "x"),
+            ("x-ok", "line\r\nbreak"),
+            ("x-ok", &"v".repeat(MAX_HEADER_VALUE_LEN + 1)),
+        ] {
+            let one = BTreeMap::from([(name.to_owned(), value.to_owned())]);
+            assert!(headers(one).is_err(), "{name}: {value:.20}");
+        }
+        let twice = BTreeMap::from([
+            ("X-Key".to_owned(), "a".to_owned()),
+            ("x-key".to_owned(), "b".to_owned()),
+        ]);
+        assert!(headers(twice).is_err());
+        let many = (0..=MAX_HEADERS).map(|i| (format!("x-{i}"), "v".to_owned()));
+        assert!(headers(many.collect()).is_err());
         let id = generate("evt", 1_786_784_400_000);
         assert!(event_id(&id).is_ok() && id.starts_with("evt_"));
         assert_ne!(id, generate("evt", 1_786_784_400_000));

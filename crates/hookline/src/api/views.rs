@@ -18,6 +18,8 @@ pub fn subscriber(s: &Subscriber, with_secret: bool, now: hookline_policy::UnixM
         "max_in_flight": s.max_in_flight,
         "rate_limit_per_second": s.rate_limit_per_second,
         "payload_version": s.payload_version,
+        // Names only: values may be credentials (admin reads them at .../headers).
+        "header_names": s.headers.0.keys().collect::<Vec<_>>(),
         "breaker": {
             "state": s.breaker.state(now).as_str(),
             "consecutive_failures": s.breaker.consecutive_failures,

@@ -28,6 +28,8 @@ pub struct Received {
     pub user_agent: String,
     pub content_type: String,
     pub body: Vec<u8>,
+    /// Every header, for the ones the fields above do not name.
+    pub all_headers: HeaderMap,
 }
 
 impl Received {
@@ -106,6 +108,7 @@ async fn receive(
         user_agent: h("user-agent"),
         content_type: h("content-type"),
         body: body.to_vec(),
+        all_headers: headers.clone(),
     };
     let nth = {
         let mut rec = r.record.lock().unwrap();
