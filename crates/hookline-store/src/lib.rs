@@ -43,9 +43,6 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// Answers when the store can serve reads and writes.
-    async fn ping(&self) -> Result<()>;
-
     /// Commits a one-row write. A store can answer reads while refusing writes (a read-only
     /// file or replica, a full disk, a lock held elsewhere); only a commit shows that it can
     /// take events.

@@ -98,6 +98,11 @@ pub async fn start(
         config.delivery.max_in_flight_per_subscriber,
         gauges_stopped,
     ));
+    let health = crate::health::Health::new(
+        store.clone(),
+        clock.clone(),
+        dispatcher.as_ref().map(DispatcherHandle::liveness),
+    );
     let ctx = Arc::new(ApiContext {
         store: store.clone(),
         clock,
@@ -110,6 +115,7 @@ pub async fn start(
         api_tokens: config.api_tokens.clone(),
         metrics_open: config.metrics.open,
         listen: config.listen,
+        health,
     });
     let router = match role {
         Role::Worker => api::health_router(ctx),

@@ -73,6 +73,7 @@ pub struct Dispatcher {
 /// Controls a running dispatcher.
 pub struct DispatcherHandle {
     wake: Arc<Notify>,
+    alive: std::sync::Weak<()>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -81,6 +82,11 @@ impl DispatcherHandle {
     /// Something new may be due (a publish, a resume, a replay): look now.
     pub fn waker(&self) -> Arc<Notify> {
         self.wake.clone()
+    }
+
+    /// Whether its loop still runs (it stops only at shutdown, or by a panic).
+    pub fn liveness(&self) -> crate::health::Liveness {
+        crate::health::Liveness(self.alive.clone())
     }
 
     /// Stops claiming, lets in-flight attempts finish and commits their outcomes.
@@ -123,8 +129,18 @@ impl Dispatcher {
             lease_ms,
         };
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(dispatcher.run(stopped));
-        DispatcherHandle { wake, stop, task }
+        let alive = Arc::new(());
+        let liveness = Arc::downgrade(&alive);
+        let task = tokio::spawn(async move {
+            let _alive = alive;
+            dispatcher.run(stopped).await
+        });
+        DispatcherHandle {
+            wake,
+            alive: liveness,
+            stop,
+            task,
+        }
     }
 
     async fn run(self, mut stop: watch::Receiver<bool>) {

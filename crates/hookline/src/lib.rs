@@ -9,6 +9,7 @@ pub mod clock;
 pub mod config;
 pub mod destination;
 pub mod dispatcher;
+pub mod health;
 pub mod sender;
 pub mod signer;
 pub mod sink;

@@ -520,6 +520,40 @@ async fn subscriber_headers_go_with_every_attempt_and_stay_private() {
     app.stop().await;
 }
 
+/// A store that answers reads but cannot commit (here: another process holds SQLite's write
+/// lock) makes `/healthz` say so within seconds, and recovers when the lock goes.
+#[tokio::test]
+async fn health_reports_a_store_that_cannot_commit() {
+    let app = TestApp::start("").await;
+    let (status, health) = app.call("GET", "/healthz", None).await;
+    assert_eq!(
+        (status, health),
+        (
+            200,
+            json!({"status": "ok", "store": "ok", "dispatcher": "running"})
+        )
+    );
+    let other = rusqlite::Connection::open(TestApp::db_path(&app.dir)).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let degraded = eventually("/healthz to notice", async || {
+        let (status, health) = app.call("GET", "/healthz", None).await;
+        (status == 503).then_some(health)
+    })
+    .await;
+    assert_eq!(degraded["status"], "degraded");
+    assert_eq!(degraded["dispatcher"], "running");
+    assert_ne!(degraded["store"], "ok", "{degraded}");
+    // Reads still work: this is exactly what a read-only probe would have missed.
+    assert_eq!(app.call("GET", "/v1/subscribers", None).await.0, 200);
+    other.execute_batch("ROLLBACK").unwrap();
+    eventually("/healthz to recover", async || {
+        let (status, _) = app.call("GET", "/healthz", None).await;
+        (status == 200).then_some(())
+    })
+    .await;
+    app.stop().await;
+}
+
 fn run_cli(args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
         .args(args)

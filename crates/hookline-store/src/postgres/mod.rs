@@ -198,11 +198,6 @@ async fn listen(config: tokio_postgres::Config, channel: String, wake: Arc<Notif
 
 #[async_trait]
 impl Store for PostgresStore {
-    async fn ping(&self) -> Result<()> {
-        query_one(&self.client().await?, "SELECT 1", &[]).await?;
-        Ok(())
-    }
-
     async fn heartbeat(&self, now: UnixMs) -> Result<()> {
         execute(&self.client().await?, HEARTBEAT, &[&now]).await?;
         Ok(())

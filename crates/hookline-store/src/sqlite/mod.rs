@@ -152,11 +152,6 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
-    async fn ping(&self) -> Result<()> {
-        self.read(|c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
-            .await
-    }
-
     async fn heartbeat(&self, now: UnixMs) -> Result<()> {
         self.writer
             .write(move |w| {

@@ -47,6 +47,7 @@ pub struct ApiContext {
     /// Where this process listens: in open mode, requests must be addressed to it (or to a
     /// loopback name).
     pub listen: std::net::SocketAddr,
+    pub health: crate::health::Health,
 }
 
 pub type ApiState = State<Arc<ApiContext>>;
@@ -173,14 +174,26 @@ async fn no_query_where_none_is_read(
     next.run(request).await
 }
 
+/// 200 `ok` while the store commits and the dispatcher runs; 503 `degraded` naming the cause
+/// otherwise, so a load balancer stops sending publishes that would fail.
 async fn healthz(State(ctx): ApiState) -> (StatusCode, Json<Value>) {
-    match ctx.store.ping().await {
-        Ok(()) => (StatusCode::OK, Json(json!({"status": "ok"}))),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "unavailable", "error": e.to_string()})),
-        ),
-    }
+    let report = ctx.health.check().await;
+    let status = if report.healthy() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "degraded")
+    };
+    let dispatcher = report
+        .dispatcher_running
+        .map(|running| if running { "running" } else { "stopped" });
+    (
+        status.0,
+        Json(json!({
+            "status": status.1,
+            "store": report.store.err().unwrap_or_else(|| "ok".to_owned()),
+            "dispatcher": dispatcher,
+        })),
+    )
 }
 
 async fn not_found() -> ApiError {
