@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use hookline_store::{Store, StoreError};
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::api::{self, ApiContext};
@@ -51,8 +50,8 @@ pub struct RunningApp {
     pub addr: SocketAddr,
     pub store: Arc<dyn Store>,
     dispatcher: Option<DispatcherHandle>,
-    server: JoinHandle<std::io::Result<()>>,
-    stop_server: oneshot::Sender<()>,
+    server: JoinHandle<()>,
+    stop_server: tokio::sync::watch::Sender<bool>,
     gauges: JoinHandle<()>,
     stop_gauges: tokio::sync::watch::Sender<bool>,
 }
@@ -121,14 +120,8 @@ pub async fn start(
         Role::Worker => api::health_router(ctx),
         Role::All | Role::Api => api::router(ctx),
     };
-    let (stop_server, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .await
-    });
+    let (stop_server, stopped) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(crate::server::serve(listener, router, config.http, stopped));
     Ok(RunningApp {
         addr,
         store,
@@ -144,7 +137,7 @@ impl RunningApp {
     /// Stops accepting requests and claiming deliveries, lets in-flight requests and attempts
     /// finish, and commits their outcomes.
     pub async fn shutdown(self) {
-        let _ = self.stop_server.send(());
+        let _ = self.stop_server.send(true);
         let _ = self.stop_gauges.send(true);
         let _ = self.gauges.await;
         let dispatcher = async {
@@ -153,8 +146,8 @@ impl RunningApp {
             }
         };
         let (server, ()) = tokio::join!(self.server, dispatcher);
-        if let Ok(Err(e)) = server {
-            tracing::error!(error = %e, "HTTP server stopped with an error");
+        if let Err(e) = server {
+            tracing::error!(error = %e, "the HTTP server failed");
         }
     }
 }

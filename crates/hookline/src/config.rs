@@ -55,6 +55,17 @@ struct FileConfig {
     metrics: MetricsFile,
     #[serde(default)]
     breaker: BreakerFile,
+    #[serde(default)]
+    http: HttpFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpFile {
+    header_read_timeout: Option<String>,
+    body_read_timeout: Option<String>,
+    idle_timeout: Option<String>,
+    max_connections: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -151,6 +162,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// The per-subscriber circuit breaker; its cool-down never grows past `retry.max_delay`.
     pub breaker: BreakerConfig,
+    /// Timeouts and the connection cap of the API's HTTP server.
+    pub http: crate::server::HttpLimits,
 }
 
 /// Values given on the command line or in the environment; they win over the file.
@@ -291,7 +304,22 @@ impl Config {
             cool_down: duration("breaker.cool_down", file.breaker.cool_down, "30s")?,
             max_cool_down: retry.max_delay(),
         };
+        let h = file.http;
+        let http = crate::server::HttpLimits {
+            header_read_timeout: limit("http.header_read_timeout", h.header_read_timeout, "10s")?,
+            body_read_timeout: limit("http.body_read_timeout", h.body_read_timeout, "30s")?,
+            // Longer than the 60 s idle timeout of common load balancers, so they close first
+            // and never send a request on a connection hookline is closing.
+            idle_timeout: limit("http.idle_timeout", h.idle_timeout, "75s")?,
+            max_connections: usize::try_from(positive(
+                "http.max_connections",
+                h.max_connections,
+                512,
+            )?)
+            .map_err(|_| invalid("http.max_connections", "is too large"))?,
+        };
         Ok(Config {
+            http,
             breaker,
             metrics,
             api_tokens,
@@ -392,6 +420,15 @@ fn duration(
     Ok(d)
 }
 
+/// A server timeout: above zero, at most a day.
+fn limit(key: &'static str, value: Option<String>, default: &str) -> Result<Duration, ConfigError> {
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+    match duration(key, value, default)? {
+        d if d > DAY => Err(invalid(key, "must be at most 24h")),
+        d => Ok(d),
+    }
+}
+
 /// Durations like "250ms", "2s", "5m", "1h30m", "24h".
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim())
@@ -420,6 +457,12 @@ max_delay = "5m"
 max_attempts = 6
 delivery_window = "30m"
 jitter = "equal"
+
+[http]
+header_read_timeout = "10s"
+body_read_timeout = "30s"
+idle_timeout = "75s"
+max_connections = 512
 "#;
 
     #[test]
@@ -435,6 +478,7 @@ jitter = "equal"
         assert_eq!(c.retry.max_delay(), Duration::from_secs(300));
         assert_eq!(c.retry.jitter(), Jitter::Equal);
         assert_eq!(c.max_payload_bytes, 262_144);
+        assert_eq!(c.http, d.http);
     }
 
     fn refused(text: &str) -> String {
@@ -467,6 +511,11 @@ jitter = "equal"
         assert_eq!(off.delivery.slow_lane, 0);
         assert!(refused("[delivery]\nslow_lane = -1").contains("slow_lane"));
         assert!(refused("[breaker]\ncool_down = \"later\"").contains("breaker.cool_down"));
+        assert!(refused("[http]\nmax_connections = 0").contains("http.max_connections"));
+        assert!(refused("[http]\nidle_timeout = \"0s\"").contains("http.idle_timeout"));
+        assert!(refused("[http]\nheader_read_timeout = \"2d\"").contains("header_read_timeout"));
+        assert!(refused("[http]\nbody_read_timeout = \"9999999y\"").contains("body_read_timeout"));
+        assert!(refused("[http]\nwrite_timeout = \"1s\"").contains("unknown field"));
         assert!(refused("allowed_networks = [\"10.0.0.0/33\"]").contains("allowed_networks"));
         let open =
             Config::from_toml("allowed_networks = [\"10.1.0.0/16\"]\nhttps_only = true").unwrap();

@@ -11,6 +11,7 @@ pub mod destination;
 pub mod dispatcher;
 pub mod health;
 pub mod sender;
+pub mod server;
 pub mod signer;
 pub mod sink;
 pub mod slots;

@@ -90,6 +90,22 @@ fn describe() {
         "hookline_store_errors_total",
         "Operations the store failed, by operation."
     );
+    describe_gauge!(
+        "hookline_http_connections",
+        "Client connections open to the API (at most http.max_connections)."
+    );
+    describe_counter!(
+        "hookline_http_connections_closed_total",
+        "Client connections the server closed, by reason: header_timeout, body_timeout, idle_timeout, evicted (displaced at http.max_connections)."
+    );
+}
+
+pub fn http_connections(open: usize) {
+    gauge!("hookline_http_connections").set(open as f64);
+}
+
+pub fn http_connection_closed(reason: &'static str) {
+    counter!("hookline_http_connections_closed_total", "reason" => reason).increment(1);
 }
 
 fn seconds(ms: i64) -> f64 {
@@ -225,6 +241,8 @@ pub const METRIC_NAMES: &[&str] = &[
     "hookline_store_errors_total",
     "hookline_breaker_open",
     "hookline_slow_lane_attempts",
+    "hookline_http_connections",
+    "hookline_http_connections_closed_total",
 ];
 
 #[cfg(test)]

@@ -81,10 +81,29 @@ impl From<BytesRejection> for ApiError {
     fn from(e: BytesRejection) -> Self {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             Self::too_large("request body is larger than this server accepts")
+        } else if let Some(late) = cause::<crate::server::BodyTimedOut>(&e) {
+            Self::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                late.to_string(),
+            )
         } else {
             Self::new(e.status(), "bad_request", e.body_text())
         }
     }
+}
+
+fn cause<'e, T: std::error::Error + 'static>(
+    e: &'e (dyn std::error::Error + 'static),
+) -> Option<&'e T> {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if let Some(found) = e.downcast_ref::<T>() {
+            return Some(found);
+        }
+        next = e.source();
+    }
+    None
 }
 
 impl From<QueryRejection> for ApiError {

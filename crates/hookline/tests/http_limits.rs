@@ -1,0 +1,150 @@
+//! The server's limits, against its real socket: a silent client, half a request head, half a
+//! body and idle keep-alive connections are all closed (and counted); at the connection cap,
+//! idle clients cannot lock out `/healthz`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const QUICK: &str = "[http]\nheader_read_timeout = \"300ms\"\nbody_read_timeout = \"300ms\"\nidle_timeout = \"300ms\"\n";
+
+async fn connect(app: &TestApp) -> TcpStream {
+    TcpStream::connect(app.app.as_ref().unwrap().addr)
+        .await
+        .unwrap()
+}
+
+/// Reads until the server closes the connection (bounded, so a server that never closes fails
+/// the test instead of hanging it), returning what it sent.
+async fn until_closed(stream: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut got)).await;
+    assert!(read.is_ok(), "the server kept the connection open");
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+async fn closed_count(app: &TestApp, reason: &str) -> u64 {
+    let text = app
+        .http
+        .get(format!("{}/metrics", app.base()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = format!("hookline_http_connections_closed_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+#[tokio::test]
+async fn slow_and_silent_clients_are_disconnected_and_counted() {
+    let app = TestApp::start(QUICK).await;
+    let before = (
+        closed_count(&app, "idle_timeout").await,
+        closed_count(&app, "header_timeout").await,
+    );
+
+    // Nothing at all.
+    let mut silent = connect(&app).await;
+    assert_eq!(until_closed(&mut silent).await, "");
+
+    // Half a request head.
+    let mut half_head = connect(&app).await;
+    half_head
+        .write_all(b"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    assert_eq!(until_closed(&mut half_head).await, "");
+
+    // A head, then half its body: 408 in the error envelope, and the connection closes.
+    let mut half_body = connect(&app).await;
+    half_body
+        .write_all(
+            b"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+              content-length: 100\r\n\r\n{\"type\":",
+        )
+        .await
+        .unwrap();
+    let answer = until_closed(&mut half_body).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"request_timeout\""), "{answer}");
+
+    // Kept alive after an answer, then idle.
+    let mut kept = connect(&app).await;
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = until_closed(&mut kept).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    eventually("the closes to be counted", async || {
+        let after = (
+            closed_count(&app, "idle_timeout").await,
+            closed_count(&app, "header_timeout").await,
+            closed_count(&app, "body_timeout").await,
+        );
+        (after.0 >= before.0 + 2 && after.1 > before.1 && after.2 >= 1).then_some(())
+    })
+    .await;
+    // A prompt client is not hurried: a request sent at once is answered.
+    let (status, _) = app.call("GET", "/healthz", None).await;
+    assert_eq!(status, 200);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn idle_clients_at_the_cap_cannot_lock_out_health_checks() {
+    let app = TestApp::start("[http]\nmax_connections = 4\nidle_timeout = \"1h\"\n").await;
+    let mut idle = Vec::new();
+    for _ in 0..8 {
+        idle.push(connect(&app).await);
+    }
+    // Each connection past the cap displaced the one idle longest; a probe gets in too.
+    for _ in 0..3 {
+        let probe = reqwest::Client::new()
+            .get(format!("{}/healthz", app.base()))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(probe.status(), 200);
+    }
+    let mut closed = 0;
+    for stream in &mut idle {
+        let mut byte = [0u8; 1];
+        if let Ok(Ok(0)) =
+            tokio::time::timeout(Duration::from_millis(500), stream.read(&mut byte)).await
+        {
+            closed += 1;
+        }
+    }
+    assert!(
+        closed >= 5,
+        "only {closed} of 8 idle connections were displaced"
+    );
+    assert!(closed_count(&app, "evicted").await >= 5);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_stop_does_not_wait_for_idle_clients() {
+    let app = TestApp::start("[http]\nidle_timeout = \"1h\"\nheader_read_timeout = \"1h\"\n").await;
+    let mut silent = connect(&app).await;
+    let mut half_head = connect(&app).await;
+    half_head
+        .write_all(b"GET /healthz HTTP/1.1\r\n")
+        .await
+        .unwrap();
+    // Bounded, so a stop that waited for the hour-long timeouts fails rather than hangs.
+    let stopped = tokio::time::timeout(Duration::from_secs(30), app.stop()).await;
+    assert!(stopped.is_ok(), "the stop waited for idle clients");
+    assert_eq!(until_closed(&mut silent).await, "");
+    assert_eq!(until_closed(&mut half_head).await, "");
+}
