@@ -14,8 +14,9 @@
 //!   and then 2 worker processes delivering.
 //! - pg-backlog: PostgreSQL claim latency with 1,000,000 delayed deliveries versus none.
 //!
-//! The PostgreSQL workloads use a schema of their own in `HOOKLINE_TEST_POSTGRES` (by default
-//! postgres://postgres@127.0.0.1:5432/test) and drop it afterwards.
+//! The PostgreSQL workloads use a schema of their own in `HOOKLINE_TEST_POSTGRES` (required:
+//! the tests' throwaway server runs without fsync, which would flatter the figures) and drop it
+//! afterwards.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -481,8 +482,12 @@ async fn backlog(dir: &Path, rx: &Receiver) {
 
 /// Claim latency on PostgreSQL with 1,000,000 delayed deliveries in the table versus none.
 async fn pg_backlog() {
-    let empty = PgSchema::create().await;
-    let full = PgSchema::create().await;
+    let empty = PgSchema::create()
+        .await
+        .expect("HOOKLINE_TEST_POSTGRES is set");
+    let full = PgSchema::create()
+        .await
+        .expect("HOOKLINE_TEST_POSTGRES is set");
     let empty_store = hookline_store::open(&empty.url()).await.unwrap();
     let full_store = hookline_store::open(&full.url()).await.unwrap();
     let seeding = Instant::now();
@@ -517,6 +522,11 @@ fn main() {
         .filter(|a| !a.starts_with("--"))
         .collect();
     let run = |name: &str| which.is_empty() || which.iter().any(|w| w == name || w == "all");
+    assert!(
+        !(run("pg-throughput") || run("pg-backlog"))
+            || std::env::var_os("HOOKLINE_TEST_POSTGRES").is_some(),
+        "the PostgreSQL workloads need HOOKLINE_TEST_POSTGRES (a durable server)"
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -541,7 +551,9 @@ fn main() {
         }
         if run("pg-throughput") {
             for workers in [1, 2] {
-                let schema = PgSchema::create().await;
+                let schema = PgSchema::create()
+                    .await
+                    .expect("HOOKLINE_TEST_POSTGRES is set");
                 let dir = tempfile::tempdir().unwrap();
                 let api = Hookline::start_with(dir.path(), &schema.url(), "api", "api").await;
                 let mut running = Vec::new();

@@ -4,7 +4,7 @@
 //! anywhere but loopback).
 
 use axum::extract::{Request, State};
-use axum::http::{header::AUTHORIZATION, Method, StatusCode};
+use axum::http::{header::AUTHORIZATION, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -78,7 +78,7 @@ pub fn authenticate(tokens: &[ApiToken], header: Option<&str>) -> Result<Caller,
 }
 
 fn unauthorized(message: &str) -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    ApiError::unauthorized(message)
 }
 
 /// Which scopes may call a route.
@@ -126,17 +126,13 @@ pub async fn require_token(
         Err(e) => return e.into_response(),
     };
     if !allowed(request.method(), request.uri().path(), caller.scope) {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            format!(
-                "token {:?} (scope {:?}) may not {} {}",
-                caller.name,
-                caller.scope,
-                request.method(),
-                request.uri().path()
-            ),
-        )
+        return ApiError::forbidden(format!(
+            "token {:?} (scope {:?}) may not {} {}",
+            caller.name,
+            caller.scope,
+            request.method(),
+            request.uri().path()
+        ))
         .into_response();
     }
     request.extensions_mut().insert(caller);
@@ -173,7 +169,7 @@ mod tests {
         for bad in [None, Some("hl_b"), Some("Bearer hl_c"), Some("Basic aGk=")] {
             assert_eq!(
                 authenticate(&tokens, bad).unwrap_err().status,
-                StatusCode::UNAUTHORIZED
+                axum::http::StatusCode::UNAUTHORIZED
             );
         }
     }

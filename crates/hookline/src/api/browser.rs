@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN, TRANSFER_ENCODING};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -19,16 +19,14 @@ use super::{ApiContext, ApiError};
 pub async fn guard(State(ctx): State<Arc<ApiContext>>, request: Request, next: Next) -> Response {
     let headers = request.headers();
     if has_body(headers) && !is_json(headers) {
-        return ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
+        return ApiError::unsupported_media_type(
             "request bodies must be sent with content-type: application/json",
         )
         .into_response();
     }
     if ctx.api_tokens.is_empty() && request.uri().path() != "/healthz" {
         if let Err(why) = local_request(headers, ctx.listen) {
-            return ApiError::new(StatusCode::FORBIDDEN, "forbidden", why).into_response();
+            return ApiError::forbidden(why).into_response();
         }
     }
     next.run(request).await

@@ -16,7 +16,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
             code,
@@ -40,6 +40,45 @@ impl ApiError {
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", message)
     }
+
+    /// No token, or one that is not valid.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    /// A valid token outside its scope, or (open mode) a request from a web page.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            message,
+        )
+    }
+
+    /// hookline's own failure; the cause is logged, not told.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+}
+
+impl From<crate::destination::DestinationError> for ApiError {
+    fn from(e: crate::destination::DestinationError) -> Self {
+        Self::invalid(e.to_string())
+    }
+}
+
+impl From<crate::signer::SecretError> for ApiError {
+    fn from(e: crate::signer::SecretError) -> Self {
+        Self::invalid(e.to_string())
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -52,11 +91,7 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::NotFound(what) => Self::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                format!("{what} not found"),
-            ),
+            StoreError::NotFound(what) => Self::not_found(format!("{what} not found")),
             StoreError::Conflict(m) => Self::conflict(m),
             StoreError::Invalid(m) => Self::invalid(m),
             StoreError::Closed => Self::new(

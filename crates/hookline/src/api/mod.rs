@@ -128,9 +128,7 @@ fn catch_panics() -> tower_http::catch_panic::CatchPanicLayer<
             .or_else(|| panic.downcast_ref::<&str>().copied())
             .unwrap_or("a panic");
         tracing::error!(panic = message, "a request handler panicked");
-        axum::response::IntoResponse::into_response(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+        axum::response::IntoResponse::into_response(ApiError::internal(
             "hookline failed to answer this request; the failure is logged",
         ))
     }
@@ -197,7 +195,7 @@ async fn healthz(State(ctx): ApiState) -> (StatusCode, Json<Value>) {
 }
 
 async fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+    ApiError::not_found("no such route")
 }
 
 /// `limit` and `cursor` of every list; any other parameter is refused, naming it.

@@ -107,7 +107,7 @@ async fn url(ctx: &super::ApiContext, raw: &str) -> Result<String, ApiError> {
         .check_url(raw)
         .await
         .map(|u| u.to_string())
-        .map_err(|e| ApiError::invalid(e.to_string()))
+        .map_err(ApiError::from)
 }
 
 pub async fn create(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -> Answer {
@@ -122,7 +122,7 @@ pub async fn create(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -
     };
     let secret = match body.secret {
         Some(secret) => {
-            SigningKey::from_secret(&secret).map_err(|e| ApiError::invalid(e.to_string()))?;
+            SigningKey::from_secret(&secret)?;
             secret
         }
         None => new_secret(),
@@ -214,7 +214,7 @@ pub async fn rotate_secret(
     }
     let secret = match body.secret {
         Some(secret) => {
-            SigningKey::from_secret(&secret).map_err(|e| ApiError::invalid(e.to_string()))?;
+            SigningKey::from_secret(&secret)?;
             secret
         }
         None => new_secret(),

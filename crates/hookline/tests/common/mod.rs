@@ -59,6 +59,9 @@ struct Record {
     /// Successful receipts per webhook-id. A deduplicating subscriber changes its visible state
     /// on the first and recognises the rest as duplicates.
     applied: HashMap<String, u32>,
+    /// The subscriber's visible state: one change per webhook-id it had not seen before, the
+    /// body (the event it announces) recorded with it.
+    state: Vec<(String, Vec<u8>)>,
 }
 
 #[derive(Clone)]
@@ -139,12 +142,12 @@ async fn receive(
     let status = behaviour(&got.path, nth);
     if (200..300).contains(&status) {
         // Idempotent processing: the state change happens once per webhook-id.
-        *r.record
-            .lock()
-            .unwrap()
-            .applied
-            .entry(got.webhook_id)
-            .or_default() += 1;
+        let mut rec = r.record.lock().unwrap();
+        let seen = rec.applied.entry(got.webhook_id.clone()).or_default();
+        *seen += 1;
+        if *seen == 1 {
+            rec.state.push((got.webhook_id, got.body));
+        }
     }
     StatusCode::from_u16(status).unwrap()
 }
@@ -191,9 +194,10 @@ impl Receiver {
             .collect()
     }
 
-    /// How many visible state changes a deduplicating subscriber made: one per webhook-id.
-    pub fn applied(&self) -> usize {
-        self.record.lock().unwrap().applied.len()
+    /// The visible state changes a deduplicating subscriber made (webhook-id and body), in
+    /// order: one per webhook-id it had not seen.
+    pub fn state_changes(&self) -> Vec<(String, Vec<u8>)> {
+        self.record.lock().unwrap().state.clone()
     }
 
     /// Requests that arrived while another with the same webhook-id was being answered.

@@ -1,0 +1,150 @@
+//! A PostgreSQL server of this test process's own, from the installed binaries, like Debian's
+//! `pg_virtualenv`: `initdb` into a temporary directory, listening on a Unix socket there only.
+//! A guardian shell outlives nothing: it waits for this process to exit, then stops the server
+//! and removes the directory. As root, the server runs as the `postgres` user (or `nobody`),
+//! since PostgreSQL refuses to run as root.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Starts the server; the URL of its `postgres` database, or why there is none.
+pub(super) fn start() -> Result<String, String> {
+    let bin = binaries().ok_or("no PostgreSQL binaries (initdb, pg_ctl) are installed")?;
+    let dir = std::env::temp_dir().join(format!(
+        "hookline-pg-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let owner = unprivileged_user()?;
+    if let Some(user) = &owner {
+        run(Command::new("chown").arg(user).arg(&dir))?;
+    }
+    // The command line that runs `program` as the server's owner.
+    let as_owner = |program: &str| -> Vec<OsString> {
+        let mut line: Vec<OsString> = match &owner {
+            Some(user) => ["runuser", "-u", user, "--"].map(OsString::from).into(),
+            None => Vec::new(),
+        };
+        line.push(bin.join(program).into());
+        line
+    };
+    let command = |line: Vec<OsString>| {
+        let mut c = Command::new(&line[0]);
+        c.args(&line[1..]);
+        c
+    };
+    let data = dir.join("data");
+    run(command(as_owner("initdb")).arg("-D").arg(&data).args([
+        "-U",
+        "postgres",
+        "-A",
+        "trust",
+        "-E",
+        "UTF8",
+        "--no-sync",
+    ]))?;
+    let options = format!(
+        "-k {} -c listen_addresses='' -c fsync=off -c max_connections=300",
+        dir.display()
+    );
+    run(command(as_owner("pg_ctl"))
+        .arg("-D")
+        .arg(&data)
+        .arg("-l")
+        .arg(dir.join("log"))
+        .args(["-o", &options, "-w", "start"]))?;
+    guard(&dir, as_owner("pg_ctl"))?;
+    // The socket directory as the URL's host, percent-encoded.
+    let host: String = dir
+        .to_string_lossy()
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect();
+    Ok(format!("postgres://postgres@{host}:5432/postgres"))
+}
+
+/// The newest `/usr/lib/postgresql/N/bin` (Debian), else `initdb` on the `PATH`.
+fn binaries() -> Option<PathBuf> {
+    let mut debian: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((version, bin))
+        })
+        .collect();
+    debian.sort();
+    debian.pop().map(|(_, bin)| bin).or_else(|| {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .find(|dir| dir.join("initdb").exists() && dir.join("pg_ctl").exists())
+    })
+}
+
+/// Who the server runs as when this process is root.
+fn unprivileged_user() -> Result<Option<String>, String> {
+    let uid = Command::new("id")
+        .arg("-u")
+        .output()
+        .map_err(|e| format!("cannot run id: {e}"))?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Ok(None);
+    }
+    let exists = |user: &str| {
+        Command::new("id")
+            .arg(user)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    ["postgres", "nobody"]
+        .into_iter()
+        .find(|u| exists(u))
+        .map(|u| Some(u.to_owned()))
+        .ok_or_else(|| "running as root with no postgres or nobody user to run PostgreSQL".into())
+}
+
+/// Stops the server and removes `dir` once this process has exited, however it exits. In its
+/// own process group and deaf to INT, HUP and TERM, so a Ctrl-C of the tests does not leave
+/// the server behind.
+fn guard(dir: &Path, pg_ctl: Vec<OsString>) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let script = r#"trap '' INT HUP TERM
+p=$1; d=$2; shift 2
+while kill -0 "$p" 2>/dev/null; do sleep 1; done
+"$@" -D "$d/data" -m fast -w stop >/dev/null 2>&1
+rm -rf "$d""#;
+    Command::new("sh")
+        .args(["-c", script, "hookline-pg-guardian"])
+        .arg(std::process::id().to_string())
+        .arg(dir)
+        .args(pg_ctl)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map(drop)
+        .map_err(|e| format!("cannot start the guardian of the throwaway server: {e}"))
+}
+
+fn run(command: &mut Command) -> Result<(), String> {
+    let out = command
+        .output()
+        .map_err(|e| format!("cannot run {:?}: {e}", command.get_program()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{:?} failed: {}",
+        command.get_program(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    ))
+}
