@@ -9,8 +9,8 @@ use std::time::Duration;
 use hookline_policy::{BreakerConfig, Jitter, RetryPolicy};
 use serde::Deserialize;
 
-use crate::api::auth::{ApiToken, Scope};
 use crate::destination::Guard;
+use crate::tokens::{ApiToken, Scope};
 use ipnet::IpNet;
 use std::sync::Arc;
 

@@ -17,3 +17,4 @@ pub mod sink;
 pub mod slots;
 pub mod slowness;
 pub mod telemetry;
+pub mod tokens;

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use hookline::api::auth::sha256;
+use hookline::tokens::sha256;
 use serde_json::{json, Value};
 
 const ADMIN: &str = "hl_admin-token-for-tests";

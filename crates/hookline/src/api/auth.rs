@@ -7,32 +7,11 @@ use axum::extract::{Request, State};
 use axum::http::{header::AUTHORIZATION, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 use super::{ApiContext, ApiError};
-
-/// What a token may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    /// Everything.
-    Admin,
-    /// `POST /v1/events`, and reading the events it published.
-    Publish,
-    /// Every read but subscriber secrets.
-    Read,
-}
-
-/// A configured token: its name (recorded in audits), the SHA-256 of the token, its scope.
-#[derive(Debug, Clone)]
-pub struct ApiToken {
-    pub name: String,
-    pub sha256: [u8; 32],
-    pub scope: Scope,
-}
+use crate::tokens::sha256;
+pub use crate::tokens::{ApiToken, Scope};
 
 /// Who is calling, once authenticated. Handlers read it from the request extensions.
 #[derive(Debug, Clone)]
@@ -41,19 +20,9 @@ pub struct Caller {
     pub scope: Scope,
 }
 
-pub fn sha256(token: &str) -> [u8; 32] {
-    Sha256::digest(token.as_bytes()).into()
-}
-
 /// Equal or not, in time that depends only on the length, which is fixed for hashes.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// A fresh token: `hl_` + 32 random bytes, base64url.
-pub fn new_token() -> String {
-    let bytes: [u8; 32] = rand::random();
-    format!("hl_{}", URL_SAFE_NO_PAD.encode(bytes))
 }
 
 /// The caller a bearer token names, comparing against every token so timing tells nothing.
@@ -142,6 +111,7 @@ pub async fn require_token(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tokens::new_token;
 
     fn token(name: &str, secret: &str, scope: Scope) -> ApiToken {
         ApiToken {

@@ -199,7 +199,7 @@ enum TokenCommand {
         /// What it may do: admin (everything), publish (POST /v1/events and reading its own
         /// events) or read (every GET but subscriber secrets).
         #[arg(long, value_enum)]
-        scope: crate::api::auth::Scope,
+        scope: crate::tokens::Scope,
     },
 }
 
@@ -246,13 +246,13 @@ enum DlqCommand {
     },
 }
 
-fn token_new(name: &str, scope: crate::api::auth::Scope) -> Result<(), String> {
+fn token_new(name: &str, scope: crate::tokens::Scope) -> Result<(), String> {
     use clap::ValueEnum;
     if name.is_empty() {
         return Err("--name must not be empty".into());
     }
-    let token = crate::api::auth::new_token();
-    let hash: String = crate::api::auth::sha256(&token)
+    let token = crate::tokens::new_token();
+    let hash: String = crate::tokens::sha256(&token)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();

@@ -1,0 +1,36 @@
+//! API tokens: what one is and may do, and how one is made. The config holds them (as hashes);
+//! `api::auth` checks a presented token against them.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use sha2::{Digest, Sha256};
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Everything.
+    Admin,
+    /// `POST /v1/events`, and reading the events it published.
+    Publish,
+    /// Every read but subscriber secrets and header values.
+    Read,
+}
+
+/// A configured token: its name (recorded in audits), the SHA-256 of the token, its scope.
+#[derive(Debug, Clone)]
+pub struct ApiToken {
+    pub name: String,
+    pub sha256: [u8; 32],
+    pub scope: Scope,
+}
+
+pub fn sha256(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// A fresh token: `hl_` + 32 random bytes, base64url.
+pub fn new_token() -> String {
+    let bytes: [u8; 32] = rand::random();
+    format!("hl_{}", URL_SAFE_NO_PAD.encode(bytes))
+}
