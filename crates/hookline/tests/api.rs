@@ -554,6 +554,14 @@ async fn health_reports_a_store_that_cannot_commit() {
     app.stop().await;
 }
 
+#[test]
+fn config_defaults_prints_the_documented_file() {
+    let (ok, text) = run_cli(&["config", "defaults"]);
+    assert!(ok, "{text}");
+    assert_eq!(text, hookline::config::DEFAULTS);
+    assert!(hookline::config::Config::from_toml(&text).is_ok());
+}
+
 fn run_cli(args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
         .args(args)

@@ -31,6 +31,9 @@ enum Command {
     Serve(ServeArgs),
     /// Print the retry schedule the configured policy implies, attempt by attempt.
     Schedule(ConfigArg),
+    /// The configuration file with every default, and what each setting means.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Apply the database migrations and exit (serve applies them too, safely, at start-up);
     /// --status only reports.
     Migrate {
@@ -190,6 +193,12 @@ struct SinkArgs {
 }
 
 #[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the configuration file with every default (a starting point for your own).
+    Defaults,
+}
+
+#[derive(Debug, Subcommand)]
 enum TokenCommand {
     /// Print a fresh token and the config lines that accept it (only its hash is stored).
     New {
@@ -311,6 +320,10 @@ pub async fn run(cli: Cli) -> ExitCode {
             dlq::replay(&api, reason, subscriber, limit, per_second, mode).await
         }
         Command::Token(TokenCommand::New { name, scope }) => token_new(&name, scope),
+        Command::Config(ConfigCommand::Defaults) => {
+            print!("{}", crate::config::DEFAULTS);
+            Ok(())
+        }
         Command::Drill(args) => drill::run(args).await,
         Command::Sink(args) => {
             let secrets = match (args.secret, args.secrets_from) {

@@ -1,6 +1,10 @@
 //! Configuration: defaults, overridden by the TOML file, overridden by flags and environment.
 //! Everything is checked at start-up, and a bad value is refused with a message naming its key,
 //! so a typo can never silently become a default.
+//!
+//! Every default is written once, in `defaults.toml`: the file a user writes is laid over it
+//! (table by table), `hookline config defaults` prints it, and a test holds the README's
+//! configuration block to it.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -173,8 +177,22 @@ pub struct Overrides {
     pub database: Option<String>,
 }
 
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
-pub const DEFAULT_DATABASE: &str = "sqlite://hookline.db";
+/// Every default, with what it means: the documented configuration file.
+pub const DEFAULTS: &str = include_str!("defaults.toml");
+
+/// `over` laid on `base`: its keys win, tables merge key by key.
+fn laid_over(mut base: toml::Table, over: toml::Table) -> toml::Table {
+    for (key, value) in over {
+        let merged = match (base.remove(&key), value) {
+            (Some(toml::Value::Table(base)), toml::Value::Table(over)) => {
+                toml::Value::Table(laid_over(base, over))
+            }
+            (_, value) => value,
+        };
+        base.insert(key, merged);
+    }
+    base
+}
 
 impl Config {
     pub fn store_options(&self) -> hookline_store::OpenOptions {
@@ -200,7 +218,7 @@ impl Config {
                     other => other,
                 })?
             }
-            None => FileConfig::default(),
+            None => Self::parse_file("")?,
         };
         Self::resolve(file, overrides)
     }
@@ -210,7 +228,20 @@ impl Config {
         Self::resolve(Self::parse_file(text)?, Overrides::default())
     }
 
+    /// The file as written, checked (with line numbers in errors), then laid over the defaults.
     fn parse_file(text: &str) -> Result<FileConfig, ConfigError> {
+        Self::parse_alone::<FileConfig>(text)?;
+        let defaults: toml::Table = toml::from_str(DEFAULTS).expect("defaults.toml parses");
+        let file: toml::Table = Self::parse_alone(text)?;
+        toml::Value::Table(laid_over(defaults, file))
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Parse {
+                path: "<config>".into(),
+                message: e.message().to_string(),
+            })
+    }
+
+    fn parse_alone<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ConfigError> {
         toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: "<config>".into(),
             message: match e.span() {
@@ -226,24 +257,18 @@ impl Config {
     }
 
     fn resolve(file: FileConfig, overrides: Overrides) -> Result<Self, ConfigError> {
-        let listen = overrides
-            .listen
-            .or(file.listen)
-            .unwrap_or_else(|| DEFAULT_LISTEN.into());
+        let listen = given("listen", overrides.listen.or(file.listen))?;
         let listen = listen.parse().map_err(|_| {
             invalid(
                 "listen",
                 format!("{listen:?} is not an address like 127.0.0.1:8080"),
             )
         })?;
-        let database = overrides
-            .database
-            .or(file.database)
-            .unwrap_or_else(|| DEFAULT_DATABASE.into());
-        let max_payload_bytes = positive("max_payload_bytes", file.max_payload_bytes, 262_144)?;
+        let database = given("database", overrides.database.or(file.database))?;
+        let max_payload_bytes = positive("max_payload_bytes", file.max_payload_bytes)?;
 
         let d = file.delivery;
-        let concurrency = positive("delivery.concurrency", d.concurrency, 256)?;
+        let concurrency = positive("delivery.concurrency", d.concurrency)?;
         let delivery = DeliveryConfig {
             concurrency: concurrency as usize,
             slow_lane: match d.slow_lane {
@@ -252,15 +277,15 @@ impl Config {
                     usize::try_from(n).map_err(|_| invalid("delivery.slow_lane", "is too large"))?
                 }
             },
-            attempt_timeout: duration("delivery.attempt_timeout", d.attempt_timeout, "10s")?,
+            attempt_timeout: duration("delivery.attempt_timeout", d.attempt_timeout)?,
             max_in_flight_per_subscriber: u32::try_from(positive(
                 "delivery.max_in_flight_per_subscriber",
                 d.max_in_flight_per_subscriber,
-                16,
             )?)
             .map_err(|_| invalid("delivery.max_in_flight_per_subscriber", "is too large"))?,
-            slow_after: duration("delivery.slow_after", d.slow_after, "1s")?,
-            first_attempt_share: match d.first_attempt_share.unwrap_or(0.5) {
+            slow_after: duration("delivery.slow_after", d.slow_after)?,
+            first_attempt_share: match given("delivery.first_attempt_share", d.first_attempt_share)?
+            {
                 s if (0.0..1.0).contains(&s) => s,
                 s => {
                     return Err(invalid(
@@ -272,51 +297,45 @@ impl Config {
         };
 
         let r = file.retry;
-        let jitter = r.jitter.unwrap_or_else(|| "equal".into());
+        let jitter = given("retry.jitter", r.jitter)?;
         let jitter = Jitter::parse(&jitter).ok_or_else(|| {
             invalid(
                 "retry.jitter",
                 format!("{jitter:?} is not one of \"equal\", \"full\", \"none\""),
             )
         })?;
-        let max_attempts = r.max_attempts.unwrap_or(6);
+        let max_attempts = given("retry.max_attempts", r.max_attempts)?;
         if max_attempts == 0 {
             return Err(invalid("retry.max_attempts", "must be at least 1"));
         }
         let max_attempts = u32::try_from(max_attempts)
             .map_err(|_| invalid("retry.max_attempts", "is too large"))?;
-        let base_delay = duration("retry.base_delay", r.base_delay, "2s")?;
-        let max_delay = duration("retry.max_delay", r.max_delay, "5m")?;
-        let window = duration("retry.delivery_window", r.delivery_window, "30m")?;
+        let base_delay = duration("retry.base_delay", r.base_delay)?;
+        let max_delay = duration("retry.max_delay", r.max_delay)?;
+        let window = duration("retry.delivery_window", r.delivery_window)?;
         let retry = RetryPolicy::new(base_delay, max_delay, max_attempts, window, jitter)
             .map_err(|e| invalid(policy_key(&e), e.to_string()))?;
 
         let api_tokens = tokens(file.api_tokens)?;
         let m = file.metrics;
         let metrics = MetricsConfig {
-            refresh_interval: duration("metrics.refresh_interval", m.refresh_interval, "10s")?,
-            per_subscriber_labels: m.per_subscriber_labels.unwrap_or(true),
-            open: m.open.unwrap_or(true),
+            refresh_interval: duration("metrics.refresh_interval", m.refresh_interval)?,
+            per_subscriber_labels: given("metrics.per_subscriber_labels", m.per_subscriber_labels)?,
+            open: given("metrics.open", m.open)?,
         };
         let breaker = BreakerConfig {
-            failures: u32::try_from(positive("breaker.failures", file.breaker.failures, 5)?)
+            failures: u32::try_from(positive("breaker.failures", file.breaker.failures)?)
                 .map_err(|_| invalid("breaker.failures", "is too large"))?,
-            cool_down: duration("breaker.cool_down", file.breaker.cool_down, "30s")?,
+            cool_down: duration("breaker.cool_down", file.breaker.cool_down)?,
             max_cool_down: retry.max_delay(),
         };
         let h = file.http;
         let http = crate::server::HttpLimits {
-            header_read_timeout: limit("http.header_read_timeout", h.header_read_timeout, "10s")?,
-            body_read_timeout: limit("http.body_read_timeout", h.body_read_timeout, "30s")?,
-            // Longer than the 60 s idle timeout of common load balancers, so they close first
-            // and never send a request on a connection hookline is closing.
-            idle_timeout: limit("http.idle_timeout", h.idle_timeout, "75s")?,
-            max_connections: usize::try_from(positive(
-                "http.max_connections",
-                h.max_connections,
-                512,
-            )?)
-            .map_err(|_| invalid("http.max_connections", "is too large"))?,
+            header_read_timeout: limit("http.header_read_timeout", h.header_read_timeout)?,
+            body_read_timeout: limit("http.body_read_timeout", h.body_read_timeout)?,
+            idle_timeout: limit("http.idle_timeout", h.idle_timeout)?,
+            max_connections: usize::try_from(positive("http.max_connections", h.max_connections)?)
+                .map_err(|_| invalid("http.max_connections", "is too large"))?,
         };
         Ok(Config {
             http,
@@ -325,12 +344,14 @@ impl Config {
             api_tokens,
             listen,
             database,
-            database_pool_size: positive("database_pool_size", file.database_pool_size, 16)?
-                as usize,
+            database_pool_size: positive("database_pool_size", file.database_pool_size)? as usize,
             guard: Arc::new(Guard {
-                enabled: !file.allow_private_destinations.unwrap_or(false),
-                allowed_networks: networks(file.allowed_networks.unwrap_or_default())?,
-                https_only: file.https_only.unwrap_or(false),
+                enabled: !given(
+                    "allow_private_destinations",
+                    file.allow_private_destinations,
+                )?,
+                allowed_networks: networks(given("allowed_networks", file.allowed_networks)?)?,
+                https_only: given("https_only", file.https_only)?,
             }),
             max_payload_bytes: max_payload_bytes as usize,
             delivery,
@@ -400,19 +421,20 @@ fn policy_key(e: &hookline_policy::PolicyError) -> &'static str {
     }
 }
 
-fn positive(key: &'static str, value: Option<u64>, default: u64) -> Result<u64, ConfigError> {
-    match value.unwrap_or(default) {
+/// A value the file or `defaults.toml` gives (every key has a default there; a test holds it).
+fn given<T>(key: &'static str, value: Option<T>) -> Result<T, ConfigError> {
+    value.ok_or_else(|| invalid(key, "has no value and no default"))
+}
+
+fn positive(key: &'static str, value: Option<u64>) -> Result<u64, ConfigError> {
+    match given(key, value)? {
         0 => Err(invalid(key, "must be greater than zero")),
         v => Ok(v),
     }
 }
 
-fn duration(
-    key: &'static str,
-    value: Option<String>,
-    default: &str,
-) -> Result<Duration, ConfigError> {
-    let text = value.unwrap_or_else(|| default.into());
+fn duration(key: &'static str, value: Option<String>) -> Result<Duration, ConfigError> {
+    let text = given(key, value)?;
     let d = parse_duration(&text).map_err(|m| invalid(key, m))?;
     if d.is_zero() {
         return Err(invalid(key, "must be greater than zero"));
@@ -421,9 +443,9 @@ fn duration(
 }
 
 /// A server timeout: above zero, at most a day.
-fn limit(key: &'static str, value: Option<String>, default: &str) -> Result<Duration, ConfigError> {
+fn limit(key: &'static str, value: Option<String>) -> Result<Duration, ConfigError> {
     const DAY: Duration = Duration::from_secs(24 * 3600);
-    match duration(key, value, default)? {
+    match duration(key, value)? {
         d if d > DAY => Err(invalid(key, "must be at most 24h")),
         d => Ok(d),
     }
@@ -439,46 +461,35 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 mod tests {
     use super::*;
 
-    const FULL: &str = r#"
-listen = "127.0.0.1:8080"
-database = "sqlite://hookline.db"
-database_pool_size = 16
-allow_private_destinations = false
-max_payload_bytes = 262144
-
-[delivery]
-concurrency = 256
-attempt_timeout = "10s"
-max_in_flight_per_subscriber = 16
-
-[retry]
-base_delay = "2s"
-max_delay = "5m"
-max_attempts = 6
-delivery_window = "30m"
-jitter = "equal"
-
-[http]
-header_read_timeout = "10s"
-body_read_timeout = "30s"
-idle_timeout = "75s"
-max_connections = 512
-"#;
-
     #[test]
     fn the_documented_file_parses_to_the_defaults() {
-        let c = Config::from_toml(FULL).unwrap();
+        let c = Config::from_toml(DEFAULTS).unwrap();
         let d = Config::from_toml("").unwrap();
-        assert_eq!(c.listen, d.listen);
-        assert_eq!(c.database, d.database);
-        assert_eq!(c.retry, d.retry);
+        assert_eq!(format!("{c:?}"), format!("{d:?}"));
         assert_eq!(c.delivery.concurrency, 256);
-        assert_eq!(c.delivery.attempt_timeout, Duration::from_secs(10));
-        assert_eq!(c.delivery.max_in_flight_per_subscriber, 16);
+        assert_eq!(c.delivery.slow_lane, 256, "follows concurrency");
         assert_eq!(c.retry.max_delay(), Duration::from_secs(300));
-        assert_eq!(c.retry.jitter(), Jitter::Equal);
-        assert_eq!(c.max_payload_bytes, 262_144);
-        assert_eq!(c.http, d.http);
+        assert_eq!(c.http.idle_timeout, Duration::from_secs(75));
+    }
+
+    /// The README shows the configuration with its defaults; it is this file, word for word.
+    #[test]
+    fn the_readme_shows_the_defaults() {
+        let readme = include_str!("../../../../README.md");
+        assert!(
+            readme.contains(&format!("```toml\n{DEFAULTS}```")),
+            "README.md's configuration block differs from src/config/defaults.toml"
+        );
+    }
+
+    /// A section the file names replaces nothing it does not name.
+    #[test]
+    fn a_file_overrides_key_by_key() {
+        let c =
+            Config::from_toml("[delivery]\nconcurrency = 8\n[http]\nmax_connections = 9").unwrap();
+        assert_eq!((c.delivery.concurrency, c.http.max_connections), (8, 9));
+        assert_eq!(c.delivery.attempt_timeout, Duration::from_secs(10));
+        assert_eq!(c.http.header_read_timeout, Duration::from_secs(10));
     }
 
     fn refused(text: &str) -> String {
