@@ -1,12 +1,15 @@
 //! The HTTP server: hyper's HTTP/1 with limits a slow or silent client cannot get around.
 //!
-//! A connection is always in one [`Phase`]: `Idle` (just accepted, or between requests), `Head`
-//! (part of a request head has arrived) or `Busy` (a request is being answered). A watchdog per
-//! connection closes it when `Idle` outlasts `idle_timeout` or `Head` outlasts
-//! `header_read_timeout`; a request body must have arrived `body_read_timeout` after its head
-//! (else the answer is 408 and the connection closes). At most `max_connections` are open: one
-//! accepted at the cap displaces the connection that has been idle longest, so idle clients
-//! cannot lock out a health probe; with none idle, accepting waits for a connection to end.
+//! A connection is always in one [`Phase`]. A watchdog per connection closes it when `Idle`
+//! outlasts `idle_timeout`, `Head` outlasts `header_read_timeout`, or `Writing` (an answer the
+//! client does not take) outlasts `idle_timeout`; a request body must have arrived
+//! `body_read_timeout` after its head, else the answer is 408 and the connection closes. At
+//! most `max_connections` are open: one accepted at the cap displaces another, the one idle
+//! longest, else the one sending a body the longest (its request is answered 408), so neither
+//! idle nor slow clients can lock out a health probe. Connections answering a whole request are
+//! never displaced; while all are, accepting waits for one to finish. A stop closes idle
+//! connections at once, answers requests still sending their bodies 408, and waits for the
+//! answers under way to be written.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -26,7 +29,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
-use tokio::time::{sleep_until, Instant, Sleep};
+use tokio::time::{sleep_until, Instant};
 use tower_service::Service;
 
 /// The `[http]` section.
@@ -47,6 +50,8 @@ enum Closed {
     HeaderTimeout,
     BodyTimeout,
     IdleTimeout,
+    /// An answer the client did not take within `idle_timeout`.
+    WriteTimeout,
     /// Displaced at the connection cap.
     Evicted,
 }
@@ -57,30 +62,45 @@ impl Closed {
             Closed::HeaderTimeout => "header_timeout",
             Closed::BodyTimeout => "body_timeout",
             Closed::IdleTimeout => "idle_timeout",
+            Closed::WriteTimeout => "write_timeout",
             Closed::Evicted => "evicted",
         }
     }
 }
 
-/// The error a request body reports when it did not arrive in time; the API answers it 408.
+/// Why a request body stopped short; the API answers it 408 and the connection closes.
 #[derive(Debug, thiserror::Error)]
-#[error("the request body did not arrive within {0:?}")]
-pub struct BodyTimedOut(Duration);
+#[error("{0}")]
+pub struct BodyTimedOut(String);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
+    /// Just accepted, or kept alive after an answer: nothing under way.
     Idle(Instant),
+    /// Part of a request head has arrived.
     Head(Instant),
+    /// The head is in, the body still arriving.
+    Body(Instant),
+    /// The request is whole and being answered.
     Busy,
+    /// The answer is handed to hyper and not yet all written to the socket.
+    Writing(Instant),
 }
 
 struct Connection {
     phase: Mutex<Phase>,
     /// The watchdog looks at the phase again.
     changed: Notify,
+    /// The registry's: a connection became displaceable (or ended).
+    room: Arc<Notify>,
     evict: Notify,
     evicting: AtomicBool,
-    body_timed_out: AtomicBool,
+    /// Ends the body being read now (eviction, stop): its request is answered 408.
+    cut: Notify,
+    /// The body ended short: the answer closes the connection.
+    body_cut: AtomicBool,
+    /// Bytes of a next request arrived while this one was answered.
+    early_bytes: AtomicBool,
 }
 
 impl Connection {
@@ -91,22 +111,41 @@ impl Connection {
     fn set(&self, next: Phase) {
         *self.phase.lock().expect("phase lock") = next;
         self.changed.notify_one();
+        if matches!(next, Phase::Idle(_) | Phase::Head(_) | Phase::Body(_)) {
+            self.room.notify_one();
+        }
     }
 
     fn bytes_arrived(&self) {
         let mut phase = self.phase.lock().expect("phase lock");
-        if let Phase::Idle(_) = *phase {
-            *phase = Phase::Head(Instant::now());
-            self.changed.notify_one();
+        match *phase {
+            Phase::Idle(_) => {
+                *phase = Phase::Head(Instant::now());
+                self.changed.notify_one();
+            }
+            Phase::Busy | Phase::Writing(_) => self.early_bytes.store(true, Ordering::Relaxed),
+            Phase::Head(_) | Phase::Body(_) => {}
         }
     }
 
-    /// When the watchdog closes it, and why; `None` while a request is answered.
+    /// The answer is all written: idle, or reading the next head if part of it came early.
+    fn answer_written(&self) {
+        let now = Instant::now();
+        if self.early_bytes.swap(false, Ordering::Relaxed) {
+            self.set(Phase::Head(now));
+        } else {
+            self.set(Phase::Idle(now));
+        }
+    }
+
+    /// When the watchdog closes it, and why.
     fn deadline(phase: Phase, limits: &HttpLimits) -> Option<(Instant, Closed)> {
         match phase {
             Phase::Idle(since) => Some((since + limits.idle_timeout, Closed::IdleTimeout)),
             Phase::Head(since) => Some((since + limits.header_read_timeout, Closed::HeaderTimeout)),
-            Phase::Busy => None,
+            Phase::Writing(since) => Some((since + limits.idle_timeout, Closed::WriteTimeout)),
+            // The body has its own deadline; an answer is never cut short.
+            Phase::Body(_) | Phase::Busy => None,
         }
     }
 }
@@ -116,8 +155,8 @@ impl Connection {
 struct Registry {
     open: Mutex<HashMap<u64, Arc<Connection>>>,
     next: AtomicU64,
-    /// A connection ended.
-    freed: Notify,
+    /// A connection ended or became displaceable.
+    room: Arc<Notify>,
 }
 
 impl Registry {
@@ -130,16 +169,17 @@ impl Registry {
         let conn = Arc::new(Connection {
             phase: Mutex::new(Phase::Idle(Instant::now())),
             changed: Notify::new(),
+            room: self.room.clone(),
             evict: Notify::new(),
             evicting: AtomicBool::new(false),
-            body_timed_out: AtomicBool::new(false),
+            cut: Notify::new(),
+            body_cut: AtomicBool::new(false),
+            early_bytes: AtomicBool::new(false),
         });
-        let open = {
-            let mut map = self.open.lock().expect("registry lock");
-            map.insert(id, conn.clone());
-            map.len()
-        };
-        crate::telemetry::http_connections(open);
+        let mut map = self.open.lock().expect("registry lock");
+        map.insert(id, conn.clone());
+        crate::telemetry::http_connections(map.len());
+        drop(map);
         let slot = Slot {
             registry: self.clone(),
             id,
@@ -147,18 +187,20 @@ impl Registry {
         (conn, slot)
     }
 
-    /// Asks the connection idle longest to close; false when every one is answering.
-    fn evict_idlest(&self) -> bool {
+    /// Asks one connection to make room: the one idle longest, else the one sending a body the
+    /// longest. False when every connection is answering a whole request.
+    fn evict_one(&self) -> bool {
         let map = self.open.lock().expect("registry lock");
-        let idlest = map
+        let chosen = map
             .values()
             .filter(|c| !c.evicting.load(Ordering::Relaxed))
             .filter_map(|c| match c.phase() {
-                Phase::Idle(since) | Phase::Head(since) => Some((since, c)),
-                Phase::Busy => None,
+                Phase::Idle(since) | Phase::Head(since) => Some(((0, since), c)),
+                Phase::Body(since) => Some(((1, since), c)),
+                Phase::Busy | Phase::Writing(_) => None,
             })
-            .min_by_key(|(since, _)| *since);
-        match idlest {
+            .min_by_key(|(rank, _)| *rank);
+        match chosen {
             Some((_, c)) => {
                 c.evicting.store(true, Ordering::Relaxed);
                 c.evict.notify_one();
@@ -177,18 +219,16 @@ struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let open = {
-            let mut map = self.registry.open.lock().expect("registry lock");
-            map.remove(&self.id);
-            map.len()
-        };
-        crate::telemetry::http_connections(open);
-        self.registry.freed.notify_one();
+        let mut map = self.registry.open.lock().expect("registry lock");
+        map.remove(&self.id);
+        crate::telemetry::http_connections(map.len());
+        drop(map);
+        self.registry.room.notify_one();
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` turns true, then lets the requests under way
-/// finish and returns.
+/// Serves `router` on `listener` until `shutdown` turns true (or its sender goes), then lets
+/// the answers under way be written and returns.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -196,7 +236,7 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let registry = Arc::new(Registry::default());
-    loop {
+    'accept: while !*shutdown.borrow() {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
@@ -210,10 +250,10 @@ pub async fn serve(
             },
             _ = shutdown.changed() => break,
         };
-        while registry.len() >= limits.max_connections && !registry.evict_idlest() {
+        while registry.len() >= limits.max_connections && !registry.evict_one() {
             tokio::select! {
-                _ = registry.freed.notified() => {}
-                _ = shutdown.changed() => break,
+                _ = registry.room.notified() => {}
+                _ = shutdown.changed() => break 'accept,
             }
         }
         let _ = stream.set_nodelay(true);
@@ -227,8 +267,9 @@ pub async fn serve(
             slot,
         ));
     }
+    drop(listener);
     while registry.len() > 0 {
-        registry.freed.notified().await;
+        registry.room.notified().await;
     }
 }
 
@@ -252,15 +293,20 @@ async fn connection(
     };
     let serving = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
     let mut serving = std::pin::pin!(serving);
-    let mut stopping = *shutdown.borrow();
-    if stopping {
-        serving.as_mut().graceful_shutdown();
-    }
+    let mut stopping = false;
     loop {
+        if !stopping && *shutdown.borrow() {
+            stopping = true;
+            serving.as_mut().graceful_shutdown();
+        }
         let phase = conn.phase();
-        // Stopping: a connection with no request under way has nothing to finish.
-        if stopping && phase != Phase::Busy {
-            return;
+        if stopping {
+            match phase {
+                // Nothing under way to finish.
+                Phase::Idle(_) | Phase::Head(_) => return,
+                Phase::Body(_) => conn.cut.notify_one(),
+                Phase::Busy | Phase::Writing(_) => {}
+            }
         }
         let deadline = Connection::deadline(phase, &limits);
         let expired = async {
@@ -272,38 +318,64 @@ async fn connection(
         tokio::select! {
             _ = serving.as_mut() => return,
             _ = conn.changed.notified() => {}
-            _ = conn.evict.notified() => {
-                crate::telemetry::http_connection_closed(Closed::Evicted.as_str());
-                return;
-            }
+            _ = conn.evict.notified() => match conn.phase() {
+                Phase::Idle(_) | Phase::Head(_) => {
+                    crate::telemetry::http_connection_closed(Closed::Evicted.as_str());
+                    return;
+                }
+                Phase::Body(_) => {
+                    crate::telemetry::http_connection_closed(Closed::Evicted.as_str());
+                    conn.cut.notify_one();
+                }
+                // It took a request meanwhile: it stays, and the cap looks elsewhere.
+                Phase::Busy | Phase::Writing(_) => {
+                    conn.evicting.store(false, Ordering::Relaxed);
+                    conn.room.notify_one();
+                }
+            },
             _ = expired => {
                 if let (Some((_, why)), true) = (deadline, conn.phase() == phase) {
                     crate::telemetry::http_connection_closed(why.as_str());
                     return;
                 }
             }
-            _ = shutdown.changed(), if !stopping => {
-                stopping = true;
-                serving.as_mut().graceful_shutdown();
-            }
+            _ = shutdown.changed(), if !stopping => {}
         }
     }
 }
 
-/// One request: the body gets its deadline, the answer marks the connection idle once written.
+/// One request: the body gets its deadline, the answer tells the connection when it is written.
 async fn answer(
     mut router: Router,
     conn: Arc<Connection>,
     limits: HttpLimits,
     request: Request<Incoming>,
 ) -> Result<axum::response::Response, Infallible> {
-    conn.set(Phase::Busy);
-    let deadline = Box::pin(sleep_until(Instant::now() + limits.body_read_timeout));
+    let started = Instant::now();
+    if http_body::Body::is_end_stream(request.body()) {
+        conn.set(Phase::Busy);
+    } else {
+        conn.set(Phase::Body(started));
+    }
+    let late = {
+        let conn = conn.clone();
+        let at = started + limits.body_read_timeout;
+        Box::pin(async move {
+            tokio::select! {
+                _ = sleep_until(at) => {
+                    crate::telemetry::http_connection_closed(Closed::BodyTimeout.as_str());
+                    format!("the request body did not arrive within {:?}", limits.body_read_timeout)
+                }
+                _ = conn.cut.notified() => {
+                    "the request body had not arrived when the server needed the connection".to_owned()
+                }
+            }
+        })
+    };
     let request = request.map(|body| {
         Body::new(TimedBody {
             body,
-            deadline,
-            limit: limits.body_read_timeout,
+            late,
             conn: conn.clone(),
         })
     });
@@ -311,8 +383,7 @@ async fn answer(
         Ok(response) => response,
         Err(never) => match never {},
     };
-    if conn.body_timed_out.load(Ordering::Relaxed) {
-        crate::telemetry::http_connection_closed(Closed::BodyTimeout.as_str());
+    if conn.body_cut.load(Ordering::Relaxed) {
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -325,7 +396,7 @@ async fn answer(
     }))
 }
 
-/// The socket, telling the connection when bytes arrive.
+/// The socket, telling the connection when bytes arrive and when all written bytes are out.
 struct Watched {
     stream: TcpStream,
     conn: Arc<Connection>,
@@ -368,8 +439,17 @@ impl AsyncWrite for Watched {
         self.stream.is_write_vectored()
     }
 
+    /// hyper flushes the socket once its own buffer is written out: an answer in `Writing`
+    /// is then all sent.
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_flush(cx);
+        if let Poll::Ready(Ok(())) = polled {
+            if let Phase::Writing(_) = this.conn.phase() {
+                this.conn.answer_written();
+            }
+        }
+        polled
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -377,11 +457,11 @@ impl AsyncWrite for Watched {
     }
 }
 
-/// A request body that fails with [`BodyTimedOut`] once its deadline passes.
+/// A request body that ends in [`BodyTimedOut`] when it is late or cut; the connection learns
+/// when it is whole.
 struct TimedBody {
     body: Incoming,
-    deadline: Pin<Box<Sleep>>,
-    limit: Duration,
+    late: Pin<Box<dyn Future<Output = String> + Send>>,
     conn: Arc<Connection>,
 }
 
@@ -395,11 +475,19 @@ impl http_body::Body for TimedBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
         match Pin::new(&mut this.body).poll_frame(cx) {
-            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
-            Poll::Pending => match this.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    this.conn.body_timed_out.store(true, Ordering::Relaxed);
-                    Poll::Ready(Some(Err(Box::new(BodyTimedOut(this.limit)))))
+            Poll::Ready(frame) => {
+                if frame.is_none() || this.body.is_end_stream() {
+                    if let Phase::Body(_) = this.conn.phase() {
+                        this.conn.set(Phase::Busy);
+                    }
+                }
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => match this.late.as_mut().poll(cx) {
+                Poll::Ready(why) => {
+                    this.conn.body_cut.store(true, Ordering::Relaxed);
+                    this.conn.set(Phase::Busy);
+                    Poll::Ready(Some(Err(Box::new(BodyTimedOut(why)))))
                 }
                 Poll::Pending => Poll::Pending,
             },
@@ -415,12 +503,13 @@ impl http_body::Body for TimedBody {
     }
 }
 
-/// Marks its connection idle when the answer has been handed to the socket (or dropped).
+/// hyper drops the answer's body once the last of it is in its write buffer, and flushes the
+/// socket after writing that buffer out: from here to that flush the answer is `Writing`.
 struct AnswerDone(Arc<Connection>);
 
 impl Drop for AnswerDone {
     fn drop(&mut self) {
-        self.0.set(Phase::Idle(Instant::now()));
+        self.0.set(Phase::Writing(Instant::now()));
     }
 }
 

@@ -96,7 +96,7 @@ fn describe() {
     );
     describe_counter!(
         "hookline_http_connections_closed_total",
-        "Client connections the server closed, by reason: header_timeout, body_timeout, idle_timeout, evicted (displaced at http.max_connections)."
+        "Client connections the server closed, by reason: header_timeout, body_timeout, idle_timeout, write_timeout (an answer not taken), evicted (displaced at http.max_connections)."
     );
 }
 

@@ -27,9 +27,26 @@ async fn until_closed(stream: &mut TcpStream) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
+/// A client that keeps no connection open between requests, so the server's timeouts never
+/// race it and it adds nothing to what these tests count.
+fn unpooled() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+async fn get(app: &TestApp, path: &str) -> reqwest::Response {
+    unpooled()
+        .get(format!("{}{path}", app.base()))
+        .send()
+        .await
+        .unwrap()
+}
+
 async fn closed_count(app: &TestApp, reason: &str) -> u64 {
-    let text = app
-        .http
+    let text = unpooled()
         .get(format!("{}/metrics", app.base()))
         .send()
         .await
@@ -94,8 +111,7 @@ async fn slow_and_silent_clients_are_disconnected_and_counted() {
     })
     .await;
     // A prompt client is not hurried: a request sent at once is answered.
-    let (status, _) = app.call("GET", "/healthz", None).await;
-    assert_eq!(status, 200);
+    assert_eq!(get(&app, "/healthz").await.status(), 200);
     app.stop().await;
 }
 
@@ -108,13 +124,7 @@ async fn idle_clients_at_the_cap_cannot_lock_out_health_checks() {
     }
     // Each connection past the cap displaced the one idle longest; a probe gets in too.
     for _ in 0..3 {
-        let probe = reqwest::Client::new()
-            .get(format!("{}/healthz", app.base()))
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(probe.status(), 200);
+        assert_eq!(get(&app, "/healthz").await.status(), 200);
     }
     let mut closed = 0;
     for stream in &mut idle {
@@ -147,4 +157,61 @@ async fn a_stop_does_not_wait_for_idle_clients() {
     assert!(stopped.is_ok(), "the stop waited for idle clients");
     assert_eq!(until_closed(&mut silent).await, "");
     assert_eq!(until_closed(&mut half_head).await, "");
+}
+
+/// Clients sending their bodies slowly are displaced at the cap too (their requests answered
+/// 408), so they cannot lock out a probe either.
+#[tokio::test]
+async fn slow_bodies_at_the_cap_cannot_lock_out_health_checks() {
+    let app = TestApp::start("[http]\nmax_connections = 2\nbody_read_timeout = \"1h\"\n").await;
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        let mut stream = connect(&app).await;
+        stream
+            .write_all(
+                b"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+                  content-length: 100\r\n\r\n{\"type\":",
+            )
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    assert_eq!(get(&app, "/healthz").await.status(), 200);
+    let first = until_closed(&mut slow[0]).await;
+    assert!(first.starts_with("HTTP/1.1 408"), "{first}");
+    assert!(first.contains("needed the connection"), "{first}");
+    app.stop().await;
+}
+
+/// A stop while the cap is held by requests being answered waits for their answers, then
+/// returns: it neither hangs nor drops them. Here the answer is slow because another process
+/// holds the database's write lock for a while.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_at_the_cap_waits_for_answers_under_way() {
+    let app = TestApp::start("[http]\nmax_connections = 1\n").await;
+    let lock = rusqlite::Connection::open(TestApp::db_path(&app.dir)).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut busy = connect(&app).await;
+    let body = r#"{"id":"e1","type":"t","payload":1}"#;
+    busy.write_all(
+        format!(
+            "POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    // A second client waits for room behind the one being answered.
+    let _waiting = connect(&app).await;
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        lock.execute_batch("ROLLBACK").unwrap();
+    });
+    let stopped = tokio::time::timeout(Duration::from_secs(30), app.stop()).await;
+    assert!(stopped.is_ok(), "the stop hung");
+    release.join().unwrap();
+    let answer = until_closed(&mut busy).await;
+    assert!(answer.starts_with("HTTP/1.1 "), "no answer: {answer:?}");
 }
