@@ -14,7 +14,7 @@ fn not_found(what: &str, id: &str) -> StoreError {
     StoreError::NotFound(format!("{what} {id:?}"))
 }
 
-fn corrupt(what: &str, value: &str) -> StoreError {
+pub(super) fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Backend(format!("unexpected {what} {value:?} in the database"))
 }
 

@@ -8,14 +8,9 @@ use hookline_policy::{Breaker, BreakerConfig, DeadReason, UnixMs};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
 
-use super::reads;
+use super::reads::{self, corrupt};
 use super::{execute, query, query_one};
 use crate::*;
-
-/// Due rows one claim looks at per slot it fills, so that a subscriber at its cap cannot make
-/// a claim come back empty while others wait behind it.
-const SCAN_PER_SLOT: i64 = 4;
-const SCAN_MIN: i64 = 256;
 
 async fn notify(c: &impl GenericClient, channel: &str) -> Result<()> {
     execute(c, "SELECT pg_notify($1, '')", &[&channel]).await?;
@@ -258,7 +253,7 @@ pub(super) async fn publish(
     }))
 }
 
-fn leased(r: &Row) -> DueRow {
+fn due_row(r: &Row) -> DueRow {
     DueRow {
         key: r.get(0),
         id: r.get(1),
@@ -344,9 +339,7 @@ async fn claimed(
                 .ok_or_else(|| {
                     StoreError::Backend(format!("delivery {} lost its event", row.id))
                 })?;
-            // Claims return the count after their increment; rescues the lost attempt's.
-            let attempt = row.attempts;
-            Ok(row.leased(lease, attempt, kind, destination, event))
+            Ok(row.leased(lease, kind, destination, event))
         })
         .collect()
 }
@@ -438,7 +431,7 @@ pub(super) async fn claim_due(
         rate_limited.iter().map(|r| r.get(0)),
     );
     let in_flight: HashMap<&str, i64> = busy.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let scan = (req.limit as i64 * SCAN_PER_SLOT).max(SCAN_MIN);
+    let scan = scan_bound(req.limit) as i64;
     let due = query(
         c,
         // The due rows are picked in a subquery of their own: with the join in the same query,
@@ -463,34 +456,26 @@ pub(super) async fn claim_due(
         ],
     )
     .await?;
-    let (mut take, mut inactive, mut defer, mut defer_until) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut plan = ClaimPlan::new(req.limit);
     for r in &due {
         let (key, subscriber, status): (i64, &str, &str) = (r.get(0), r.get(1), r.get(2));
-        if status != SubscriberStatus::Active.as_str() {
-            inactive.push(key);
-            continue;
-        }
-        let limits = Limits {
-            id: subscriber,
-            breaker: Breaker {
-                open_until: r.get(3),
-                ..Breaker::default()
+        let candidate = Candidate {
+            key,
+            status: SubscriberStatus::parse(status).ok_or_else(|| corrupt("status", status))?,
+            limits: Limits {
+                id: subscriber,
+                breaker: Breaker {
+                    open_until: r.get(3),
+                    ..Breaker::default()
+                },
+                max_in_flight: r.get::<_, Option<i32>>(4).map(|n| n as u32),
+                rate_limit_per_second: r.get(5),
+                rate_next_at: r.get(6),
             },
-            max_in_flight: r.get::<_, Option<i32>>(4).map(|n| n as u32),
-            rate_limit_per_second: r.get(5),
-            rate_next_at: r.get(6),
+            in_flight: in_flight.get(subscriber).copied().unwrap_or(0) as u32,
+            attempts: r.get::<_, i32>(7) as u32,
         };
-        let busy = in_flight.get(subscriber).copied().unwrap_or(0) as u32;
-        match budget.admit(&limits, busy, r.get::<_, i32>(7) as u32) {
-            Admission::Take => take.push(key),
-            Admission::Skip => {}
-            Admission::Defer(until) => {
-                defer.push(key);
-                defer_until.push(until);
-            }
-        }
-        if take.len() == req.limit {
+        if !plan.consider(&mut budget, candidate, key) {
             break;
         }
     }
@@ -507,7 +492,8 @@ pub(super) async fn claim_due(
         )
         .await?;
     }
-    if !defer.is_empty() {
+    if !plan.defer.is_empty() {
+        let (defer, defer_until): (Vec<i64>, Vec<i64>) = plan.defer.into_iter().unzip();
         execute(
             c,
             "UPDATE deliveries d SET run_at = x.until
@@ -517,9 +503,12 @@ pub(super) async fn claim_due(
         )
         .await?;
     }
+    // Held or killed after reading each status again under a lock (see `settle_inactive`).
+    let inactive: Vec<i64> = plan.hold.into_iter().chain(plan.revoked).collect();
     if !inactive.is_empty() {
         settle_inactive(c, &inactive, req.now).await?;
     }
+    let take = plan.take;
     if take.is_empty() {
         return Ok(Vec::new());
     }
@@ -531,12 +520,12 @@ pub(super) async fn claim_due(
                  lease_token = $2, lease_owner = $3, lease_expires = $4, updated_at = $5,
                  dead_error = NULL, waiting_on = NULL
              WHERE seq = ANY ($1)
-             RETURNING {DUE_COLUMNS}"
+             RETURNING {LEASED_COLUMNS}"
         ),
         &[&take, &lease, &owner, &(req.now + req.lease_ms), &req.now],
     )
     .await?;
-    let mut rows: Vec<DueRow> = rows.iter().map(leased).collect();
+    let mut rows: Vec<DueRow> = rows.iter().map(due_row).collect();
     rows.sort_by_key(|r| (r.run_at, r.key));
     let destinations = destinations(c, &rows, req.now).await?;
     claimed(c, rows, destinations, lease, LeaseKind::Claim).await
@@ -567,7 +556,7 @@ pub(super) async fn rescue_expired(
         &[&now, &(limit as i64), &lease, &owner, &(now + lease_ms)],
     )
     .await?;
-    let rows: Vec<DueRow> = rows.iter().map(leased).collect();
+    let rows: Vec<DueRow> = rows.iter().map(due_row).collect();
     let destinations = destinations(c, &rows, now).await?;
     claimed(c, rows, destinations, lease, LeaseKind::Rescue).await
 }
@@ -578,45 +567,50 @@ pub(super) async fn complete(
     now: UnixMs,
     breaker: &BreakerConfig,
 ) -> Result<Vec<CompletionResult>> {
+    // Each completion's ending as `Ending::of` decides it for an active subscriber and for a
+    // revoked one; the statement picks by the subscriber's status as it finds it.
     let mut keys = Vec::with_capacity(completions.len());
     let mut leases = Vec::with_capacity(completions.len());
-    let mut states = Vec::with_capacity(completions.len());
-    let mut run_ats: Vec<Option<i64>> = Vec::with_capacity(completions.len());
-    let mut reasons: Vec<Option<&str>> = Vec::with_capacity(completions.len());
+    let mut endings = EndingColumns::default();
+    let mut if_revoked = EndingColumns::default();
     for done in &completions {
         keys.push(done.key.0);
         leases.push(done.lease);
-        let (state, run_at, reason) = match done.transition {
-            Transition::Delivered => (DeliveryState::Delivered, None, None),
-            Transition::Reschedule { run_at } => (DeliveryState::Scheduled, Some(run_at), None),
-            Transition::Dead(reason) => (DeliveryState::Dead, None, Some(reason.as_str())),
-        };
-        states.push(state.as_str());
-        run_ats.push(run_at);
-        reasons.push(reason);
+        endings.push(Ending::of(done.transition, SubscriberStatus::Active));
+        if_revoked.push(Ending::of(done.transition, SubscriberStatus::Revoked));
     }
-    // One statement for the whole batch, fenced row by row by the lease. A reschedule for a
-    // subscriber revoked meanwhile becomes a dead letter instead.
+    // One statement for the whole batch, fenced row by row by the lease.
     let applied = query(c,
             "WITH c AS (
-                 SELECT * FROM UNNEST($1::int8[], $2::int8[], $3::text[], $4::int8[], $5::text[])
-                     AS c(seq, lease, state, run_at, reason)
+                 SELECT * FROM UNNEST($1::int8[], $2::int8[], $3::text[], $4::int8[], $5::text[],
+                                      $6::text[], $7::int8[], $8::text[])
+                     AS c(seq, lease, state, run_at, reason, r_state, r_run_at, r_reason)
              ), t AS (
                  SELECT c.seq, c.lease,
-                        (c.state = 'scheduled' AND s.status = 'revoked') AS revoked, c.state, c.run_at, c.reason,
+                        CASE WHEN s.status = 'revoked' THEN c.r_state ELSE c.state END AS state,
+                        CASE WHEN s.status = 'revoked' THEN c.r_run_at ELSE c.run_at END AS run_at,
+                        CASE WHEN s.status = 'revoked' THEN c.r_reason ELSE c.reason END AS reason,
                         (s.breaker_failures > 0 OR s.breaker_open_until IS NOT NULL) AS breaker_dirty
                  FROM c JOIN deliveries d ON d.seq = c.seq JOIN subscribers s ON s.id = d.subscriber_id
              )
              UPDATE deliveries d SET
-                 state = CASE WHEN t.revoked THEN 'dead' ELSE t.state END,
-                 run_at = CASE WHEN t.revoked THEN NULL ELSE t.run_at END,
-                 dead_reason = CASE WHEN t.revoked THEN 'subscription_revoked' ELSE t.reason END,
-                 dead_at = CASE WHEN t.revoked OR t.state = 'dead' THEN $6::int8 END,
-                 lease_token = NULL, lease_owner = NULL, lease_expires = NULL, updated_at = $6
+                 state = t.state, run_at = t.run_at, dead_reason = t.reason,
+                 dead_at = CASE WHEN t.reason IS NOT NULL THEN $9::int8 END,
+                 lease_token = NULL, lease_owner = NULL, lease_expires = NULL, updated_at = $9
              FROM t
              WHERE d.seq = t.seq AND d.state = 'in_flight' AND d.lease_token = t.lease
              RETURNING d.seq, d.subscriber_id, d.dead_reason, t.breaker_dirty",
-            &[&keys, &leases, &states, &run_ats, &reasons, &now],
+            &[
+                &keys,
+                &leases,
+                &endings.state,
+                &endings.run_at,
+                &endings.reason,
+                &if_revoked.state,
+                &if_revoked.run_at,
+                &if_revoked.reason,
+                &now,
+            ],
         )
         .await?;
     for r in &applied {
@@ -729,6 +723,22 @@ async fn update_breakers(
     )
     .await?;
     Ok(())
+}
+
+/// Endings as one array per column, for `UNNEST`.
+#[derive(Default)]
+struct EndingColumns {
+    state: Vec<&'static str>,
+    run_at: Vec<Option<i64>>,
+    reason: Vec<Option<&'static str>>,
+}
+
+impl EndingColumns {
+    fn push(&mut self, end: Ending) {
+        self.state.push(end.state.as_str());
+        self.run_at.push(end.run_at);
+        self.reason.push(end.dead_reason_str());
+    }
 }
 
 /// Attempt records as one array per column, for a single `INSERT ... SELECT FROM UNNEST`.

@@ -10,13 +10,6 @@ use super::reads;
 use super::writer::Writer;
 use crate::*;
 
-/// Upper bound on due rows one claim looks at, so rows this claim passes over (a subscriber's
-/// beyond the slots it had left when the claim began) cannot make a claim slow. Subscribers
-/// with no slot at all are not scanned (`ClaimBudget::unclaimable`).
-fn scan_budget(limit: usize) -> usize {
-    4096 + 4 * limit
-}
-
 pub(super) fn create_subscriber(
     c: &Connection,
     new: NewSubscriber,
@@ -220,7 +213,7 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
     }))
 }
 
-fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<DueRow> {
+fn due_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DueRow> {
     Ok(DueRow {
         key: r.get(0)?,
         id: r.get(1)?,
@@ -303,12 +296,11 @@ impl Lookups {
         c: &Connection,
         row: DueRow,
         lease: i64,
-        attempt: u32,
         kind: LeaseKind,
     ) -> Result<ClaimedDelivery> {
         let (_, destination) = self.subscriber(c, &row.subscriber_id)?;
         let event = self.event(c, &row.event_id, row.payload_version)?;
-        Ok(row.leased(lease, attempt, kind, destination, event))
+        Ok(row.leased(lease, kind, destination, event))
     }
 }
 
@@ -347,10 +339,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     let unclaimable = serde_json::to_string(&unclaimable).expect("subscriber ids serialize");
 
     let mut lookups = Lookups::new(req.now);
-    let mut lease_rows = Vec::new();
-    let mut hold = Vec::new();
-    let mut revoked = Vec::new();
-    let mut defer = Vec::new();
+    let mut plan = ClaimPlan::new(req.limit);
     {
         let mut stmt = c.prepare_cached(&format!(
             "SELECT {DUE_COLUMNS} FROM deliveries
@@ -365,47 +354,26 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
             budget.takes_retries(),
             req.window_ended_for_start
         ])?;
-        let mut scanned = 0;
         while let Some(r) = rows.next()? {
-            scanned += 1;
-            if scanned > scan_budget(req.limit) {
-                break;
-            }
-            let row = candidate(r)?;
+            let row = due_row(r)?;
             let (subscriber, _) = lookups.subscriber(c, &row.subscriber_id)?;
-            match subscriber.status {
-                SubscriberStatus::Active => {}
-                // Parked off the due index until the subscriber resumes.
-                SubscriberStatus::Paused => {
-                    hold.push(row.key);
-                    continue;
-                }
-                // Revocation kills scheduled rows in the same transaction, so none should be
-                // here; one that is dies as the others did.
-                SubscriberStatus::Revoked => {
-                    revoked.push(row.key);
-                    continue;
-                }
-            }
-            let in_flight = w.in_flight.get(&row.subscriber_id).copied().unwrap_or(0);
-            match budget.admit(&subscriber.limits(), in_flight, row.attempts) {
-                Admission::Take => lease_rows.push(row),
-                Admission::Skip => continue,
-                Admission::Defer(until) => {
-                    defer.push((row.key, until));
-                    continue;
-                }
-            }
-            if lease_rows.len() == req.limit {
+            let candidate = Candidate {
+                key: row.key,
+                status: subscriber.status,
+                limits: subscriber.limits(),
+                in_flight: w.in_flight.get(&row.subscriber_id).copied().unwrap_or(0),
+                attempts: row.attempts,
+            };
+            if !plan.consider(&mut budget, candidate, row) {
                 break;
             }
         }
     }
-    for key in hold {
+    for key in plan.hold {
         c.prepare_cached("UPDATE deliveries SET held = 1 WHERE seq = ?1")?
             .execute([key])?;
     }
-    for key in &revoked {
+    for key in &plan.revoked {
         c.prepare_cached(
             "UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, updated_at = ?3
              WHERE seq = ?1",
@@ -416,8 +384,8 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
             req.now
         ])?;
     }
-    count_dead(DeadReason::SubscriptionRevoked, revoked.len() as u64);
-    for (key, until) in defer {
+    count_dead(DeadReason::SubscriptionRevoked, plan.revoked.len() as u64);
+    for (key, until) in plan.defer {
         c.prepare_cached("UPDATE deliveries SET run_at = ?2 WHERE seq = ?1")?
             .execute(params![key, until])?;
     }
@@ -427,8 +395,8 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     }
     let lease = new_lease();
     let expires = req.now + req.lease_ms;
-    let mut claimed = Vec::with_capacity(lease_rows.len());
-    for row in lease_rows {
+    let mut claimed = Vec::with_capacity(plan.take.len());
+    for row in plan.take {
         c.prepare_cached(
             "UPDATE deliveries SET state = 'in_flight', attempts = attempts + 1,
                  lease_token = ?2, lease_expires = ?3, updated_at = ?4, dead_error = NULL,
@@ -437,8 +405,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
         )?
         .execute(params![row.key, lease, expires, req.now])?;
         *w.in_flight.entry(row.subscriber_id.clone()).or_default() += 1;
-        let attempt = row.attempts + 1;
-        claimed.push(lookups.claimed(c, row, lease, attempt, LeaseKind::Claim)?);
+        claimed.push(lookups.claimed(c, row, lease, LeaseKind::Claim)?);
     }
     Ok(claimed)
 }
@@ -455,7 +422,7 @@ pub(super) fn rescue_expired(
              WHERE state = 'in_flight' AND lease_expires <= ?1
              ORDER BY lease_expires LIMIT ?2"
         ))?
-        .query_map(params![now, limit as i64], candidate)?
+        .query_map(params![now, limit as i64], due_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let lease = new_lease();
     let mut lookups = Lookups::new(now);
@@ -465,9 +432,7 @@ pub(super) fn rescue_expired(
             "UPDATE deliveries SET lease_token = ?2, lease_expires = ?3 WHERE seq = ?1",
         )?
         .execute(params![row.key, lease, now + lease_ms])?;
-        // The lost attempt was counted when it was claimed.
-        let attempt = row.attempts;
-        rescued.push(lookups.claimed(c, row, lease, attempt, LeaseKind::Rescue)?);
+        rescued.push(lookups.claimed(c, row, lease, LeaseKind::Rescue)?);
     }
     Ok(rescued)
 }
@@ -505,27 +470,25 @@ pub(super) fn complete(
             results.push(CompletionResult::LeaseLost);
             continue;
         };
-        let mut transition = done.transition;
-        if matches!(transition, Transition::Reschedule { .. })
-            && status == SubscriberStatus::Revoked.as_str()
-        {
-            transition = Transition::Dead(DeadReason::SubscriptionRevoked);
+        let status = SubscriberStatus::parse(&status)
+            .ok_or_else(|| StoreError::Backend(format!("unexpected status {status:?}")))?;
+        let end = Ending::of(done.transition, status);
+        if let Some(reason) = end.dead_reason {
+            count_dead(reason, 1);
         }
-        let (state, run_at, reason) = match transition {
-            Transition::Delivered => (DeliveryState::Delivered, None, None),
-            Transition::Reschedule { run_at } => (DeliveryState::Scheduled, Some(run_at), None),
-            Transition::Dead(reason) => {
-                count_dead(reason, 1);
-                (DeliveryState::Dead, None, Some(reason.as_str()))
-            }
-        };
         c.prepare_cached(
             "UPDATE deliveries SET state = ?2, run_at = ?3, dead_reason = ?4,
                  dead_at = CASE WHEN ?4 IS NULL THEN NULL ELSE ?5 END,
                  lease_token = NULL, lease_expires = NULL, updated_at = ?5
              WHERE seq = ?1",
         )?
-        .execute(params![done.key.0, state.as_str(), run_at, reason, now])?;
+        .execute(params![
+            done.key.0,
+            end.state.as_str(),
+            end.run_at,
+            end.dead_reason_str(),
+            now
+        ])?;
         let a = &done.attempt;
         let (outcome, lost) = stored_outcome(a.outcome);
         c.prepare_cached(

@@ -1,0 +1,357 @@
+//! What one claim takes. Every due row a backend reads goes through [`ClaimBudget`] in due
+//! order; the backend then writes the [`ClaimPlan`] and leases what it took.
+
+use std::sync::Arc;
+
+use hookline_policy::{BreakerState, UnixMs};
+
+use crate::*;
+
+/// Why a delivery is leased: a claim of a due delivery, or a rescue of one whose lease ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseKind {
+    Claim,
+    Rescue,
+}
+
+/// A delivery row read for a claim or a rescue, before it is leased. Both backends read the
+/// same columns ([`DUE_COLUMNS`]) into it.
+pub(crate) struct DueRow {
+    pub key: i64,
+    pub id: String,
+    pub event_id: String,
+    pub subscriber_id: String,
+    /// Attempts spent before this lease (a claim's `UPDATE ... RETURNING` reads
+    /// [`LEASED_COLUMNS`], which say so).
+    pub attempts: u32,
+    pub first_seen: UnixMs,
+    pub window_start: UnixMs,
+    pub run_at: UnixMs,
+    /// The payload version it sends; `None` (rows written before versions) sends the latest.
+    pub payload_version: Option<i64>,
+    /// When it last changed: for a delivery in flight, when its attempt was claimed (a rescue
+    /// leaves it alone, so a lost attempt is recorded with its real start).
+    pub claimed_at: UnixMs,
+}
+
+impl DueRow {
+    /// The leased delivery. A claim is for the next attempt; a rescue is for the attempt that
+    /// was lost, already counted when it was claimed.
+    pub fn leased(
+        self,
+        lease: i64,
+        kind: LeaseKind,
+        destination: Arc<Destination>,
+        event: Arc<EventBody>,
+    ) -> ClaimedDelivery {
+        let (attempt, lost_attempt_started_at) = match kind {
+            LeaseKind::Claim => (self.attempts + 1, None),
+            LeaseKind::Rescue => (self.attempts, Some(self.claimed_at)),
+        };
+        ClaimedDelivery {
+            key: DeliveryKey(self.key),
+            id: self.id,
+            lease,
+            attempt,
+            first_seen: self.first_seen,
+            window_start: self.window_start,
+            due_at: self.run_at,
+            lost_attempt_started_at,
+            destination,
+            event,
+        }
+    }
+}
+
+/// What one claim may still take of each subscriber: its in-flight cap (its own, or the default,
+/// or one probe while its breaker is half-open) and its rate limit. Both backends run every due
+/// row through this, in due order.
+pub(crate) struct ClaimBudget {
+    now: UnixMs,
+    default_cap: u32,
+    retries_left: usize,
+    excluded: std::collections::HashSet<String>,
+    /// Per subscriber: slots left, and the rate limiter's next admission time.
+    subscribers: std::collections::HashMap<String, (u32, Option<UnixMs>)>,
+}
+
+/// What a claim needs to know of a subscriber, beyond its status.
+pub(crate) struct Limits<'a> {
+    pub id: &'a str,
+    pub breaker: hookline_policy::Breaker,
+    pub max_in_flight: Option<u32>,
+    pub rate_limit_per_second: Option<f64>,
+    pub rate_next_at: Option<UnixMs>,
+}
+
+impl<'a> Limits<'a> {
+    /// Just what bounds its deliveries in flight (its cap and its breaker), as
+    /// [`ClaimBudget::unclaimable`] needs.
+    pub(crate) fn in_flight_bound(
+        id: &'a str,
+        max_in_flight: Option<u32>,
+        open_until: Option<UnixMs>,
+    ) -> Self {
+        Limits {
+            id,
+            breaker: hookline_policy::Breaker {
+                open_until,
+                ..Default::default()
+            },
+            max_in_flight,
+            rate_limit_per_second: None,
+            rate_next_at: None,
+        }
+    }
+
+    /// How many of its deliveries may be in flight now: its own cap or the default, the one
+    /// probe while its breaker is half-open, none while it is open.
+    fn cap(&self, now: UnixMs, default_cap: u32) -> u32 {
+        match self.breaker.state(now) {
+            BreakerState::Closed => self.max_in_flight.unwrap_or(default_cap),
+            BreakerState::HalfOpen => 1,
+            BreakerState::Open { .. } => 0,
+        }
+    }
+}
+
+impl Subscriber {
+    pub(crate) fn limits(&self) -> Limits<'_> {
+        Limits {
+            id: &self.id,
+            breaker: self.breaker,
+            max_in_flight: self.max_in_flight,
+            rate_limit_per_second: self.rate_limit_per_second,
+            rate_next_at: self.rate_next_at,
+        }
+    }
+}
+
+/// What to do with one due row.
+pub(crate) enum Admission {
+    Take,
+    /// Leave it due: its subscriber is at its cap, rate-limited, or retries are used up.
+    Skip,
+    /// Its subscriber's breaker is open: move it to the half-open time.
+    Defer(UnixMs),
+}
+
+impl ClaimBudget {
+    pub fn new(request: &ClaimRequest) -> Self {
+        Self {
+            now: request.now,
+            default_cap: request.max_in_flight_per_subscriber,
+            retries_left: request.max_retries,
+            excluded: request.exclude_subscribers.iter().cloned().collect(),
+            subscribers: Default::default(),
+        }
+    }
+
+    /// The subscribers none of whose due rows this claim can take, for the backend to leave out
+    /// of its scan: excluded by the caller, rate-limited until later (`rate_limited`), or with
+    /// as many in flight as they may have (`busy`: each subscriber with deliveries in flight,
+    /// and how many). Skipping their rows one by one instead would let a wall of them, ahead
+    /// in due order, use up the scan and hide everyone else's. Open breakers are not here:
+    /// their rows are deferred, which moves them out of the way for good.
+    pub fn unclaimable<'a>(
+        &self,
+        busy: impl IntoIterator<Item = (Limits<'a>, u32)>,
+        rate_limited: impl IntoIterator<Item = String>,
+    ) -> Vec<String> {
+        let full = busy.into_iter().filter_map(|(limits, in_flight)| {
+            let open = matches!(limits.breaker.state(self.now), BreakerState::Open { .. });
+            (!open && in_flight >= limits.cap(self.now, self.default_cap))
+                .then(|| limits.id.to_owned())
+        });
+        let mut ids: Vec<String> = full
+            .chain(rate_limited)
+            .chain(self.excluded.iter().cloned())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Whether retries may still be taken: when not, the backend leaves them out of its scan.
+    pub fn takes_retries(&self) -> bool {
+        self.retries_left > 0
+    }
+
+    /// `in_flight` is how many the subscriber has in flight before this claim.
+    pub fn admit(&mut self, s: &Limits<'_>, in_flight: u32, attempts: u32) -> Admission {
+        let now = self.now;
+        let default_cap = self.default_cap;
+        let (slots, next_at) = self.subscribers.entry(s.id.to_owned()).or_insert_with(|| {
+            (
+                s.cap(now, default_cap).saturating_sub(in_flight),
+                s.rate_next_at,
+            )
+        });
+        if let BreakerState::Open { until } = s.breaker.state(now) {
+            return Admission::Defer(until);
+        }
+        if *slots == 0 || (attempts > 0 && self.retries_left == 0) || self.excluded.contains(s.id) {
+            return Admission::Skip;
+        }
+        if let Some(rate) = s.rate_limit_per_second {
+            let at = next_at.unwrap_or(now).max(now);
+            if at > now {
+                return Admission::Skip;
+            }
+            *next_at = Some(at.saturating_add((1000.0 / rate).ceil() as i64));
+        }
+        *slots -= 1;
+        if attempts > 0 {
+            self.retries_left -= 1;
+        }
+        Admission::Take
+    }
+
+    /// New rate-limiter times to persist, per subscriber.
+    pub fn rate_updates(&self) -> impl Iterator<Item = (&String, UnixMs)> {
+        self.subscribers
+            .iter()
+            .filter_map(|(id, (_, next))| next.map(|n| (id, n)))
+    }
+}
+
+/// The most due rows one claim looks at, so rows it passes over (a subscriber's beyond the
+/// slots it had left when the claim began) cannot make it slow. Subscribers with no slot at all
+/// are not scanned ([`ClaimBudget::unclaimable`]).
+pub(crate) fn scan_bound(limit: usize) -> usize {
+    limit.saturating_mul(4).max(256)
+}
+
+/// One due row as a claim sees it.
+pub(crate) struct Candidate<'a> {
+    pub key: i64,
+    pub status: SubscriberStatus,
+    pub limits: Limits<'a>,
+    /// Its subscriber's deliveries in flight before this claim.
+    pub in_flight: u32,
+    /// Attempts it has spent.
+    pub attempts: u32,
+}
+
+/// What a claim does with the due rows it looked at; the backend writes it.
+pub(crate) struct ClaimPlan<T> {
+    /// To lease, in due order: what the backend needs of each.
+    pub take: Vec<T>,
+    /// A paused subscriber's: off the due index until it resumes.
+    pub hold: Vec<i64>,
+    /// A revoked subscriber's: dead, `subscription_revoked`. Revocation kills them in its own
+    /// transaction; one that raced it (a publish, a completion) dies here.
+    pub revoked: Vec<i64>,
+    /// Behind an open breaker: due again when it half-opens.
+    pub defer: Vec<(i64, UnixMs)>,
+    limit: usize,
+    looked_at: usize,
+}
+
+impl<T> ClaimPlan<T> {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            take: Vec::with_capacity(limit),
+            hold: Vec::new(),
+            revoked: Vec::new(),
+            defer: Vec::new(),
+            limit,
+            looked_at: 0,
+        }
+    }
+
+    /// Decides one due row (`row`: what the backend keeps of it to lease it). False once the
+    /// claim is full or has looked at [`scan_bound`] rows: the backend stops reading.
+    pub fn consider(&mut self, budget: &mut ClaimBudget, c: Candidate<'_>, row: T) -> bool {
+        self.looked_at += 1;
+        match c.status {
+            SubscriberStatus::Paused => self.hold.push(c.key),
+            SubscriberStatus::Revoked => self.revoked.push(c.key),
+            SubscriberStatus::Active => match budget.admit(&c.limits, c.in_flight, c.attempts) {
+                Admission::Take => self.take.push(row),
+                Admission::Skip => {}
+                Admission::Defer(until) => self.defer.push((c.key, until)),
+            },
+        }
+        self.take.len() < self.limit && self.looked_at < scan_bound(self.limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(limit: usize) -> ClaimRequest {
+        ClaimRequest {
+            now: 1_000,
+            limit,
+            lease_ms: 10_000,
+            max_in_flight_per_subscriber: 2,
+            max_retries: usize::MAX,
+            exclude_subscribers: Vec::new(),
+            window_ended_for_start: i64::MIN,
+        }
+    }
+
+    fn candidate(key: i64, id: &str, status: SubscriberStatus) -> Candidate<'_> {
+        Candidate {
+            key,
+            status,
+            limits: Limits::in_flight_bound(id, None, None),
+            in_flight: 0,
+            attempts: 0,
+        }
+    }
+
+    #[test]
+    fn a_plan_takes_within_caps_holds_the_paused_and_kills_the_revoked() {
+        let req = request(10);
+        let mut budget = ClaimBudget::new(&req);
+        let mut plan = ClaimPlan::new(req.limit);
+        use SubscriberStatus::*;
+        for (key, id, status) in [
+            (1, "a", Active),
+            (2, "a", Active),
+            (3, "a", Active), // past a's cap of 2
+            (4, "p", Paused),
+            (5, "r", Revoked),
+            (6, "b", Active),
+        ] {
+            assert!(plan.consider(&mut budget, candidate(key, id, status), key));
+        }
+        assert_eq!(plan.take, [1, 2, 6]);
+        assert_eq!((plan.hold, plan.revoked), (vec![4], vec![5]));
+        let open = Limits {
+            breaker: hookline_policy::Breaker {
+                open_until: Some(5_000),
+                ..Default::default()
+            },
+            ..Limits::in_flight_bound("o", None, None)
+        };
+        let mut plan = ClaimPlan::new(10);
+        let behind_breaker = Candidate {
+            limits: open,
+            ..candidate(7, "o", Active)
+        };
+        plan.consider(&mut budget, behind_breaker, 7);
+        assert_eq!(plan.defer, [(7, 5_000)]);
+    }
+
+    #[test]
+    fn a_plan_stops_when_full_or_after_its_scan_bound() {
+        let req = request(2);
+        let mut budget = ClaimBudget::new(&req);
+        let mut plan = ClaimPlan::new(2);
+        assert!(plan.consider(&mut budget, candidate(1, "a", SubscriberStatus::Active), 1));
+        assert!(!plan.consider(&mut budget, candidate(2, "b", SubscriberStatus::Active), 2));
+        // Rows it passes over count too: a subscriber at its cap cannot make a claim slow.
+        let mut budget = ClaimBudget::new(&req);
+        let mut plan = ClaimPlan::<i64>::new(2);
+        let looked = (0..10_000)
+            .take_while(|&k| {
+                plan.consider(&mut budget, candidate(k, "p", SubscriberStatus::Paused), k)
+            })
+            .count();
+        assert_eq!(looked + 1, scan_bound(2));
+    }
+}

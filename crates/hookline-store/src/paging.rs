@@ -1,0 +1,52 @@
+//! Pages and cursors: every list pages by a key of its rows, and a cursor is that key.
+
+use crate::*;
+
+/// Turns `limit + 1` rows keyed by their position into a page: the extra row means "more".
+pub(crate) fn page<K: std::fmt::Display, T>(mut rows: Vec<(K, T)>, limit: u32) -> Page<T> {
+    let next_cursor = if rows.len() > limit as usize {
+        rows.truncate(limit as usize);
+        rows.last().map(|(key, _)| key.to_string())
+    } else {
+        None
+    };
+    Page {
+        items: rows.into_iter().map(|(_, item)| item).collect(),
+        next_cursor,
+    }
+}
+
+/// A dead letter's place in [`DEATH_ORDER`], and its cursor (`dead_at.seq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeathPosition(pub i64, pub i64);
+
+impl std::fmt::Display for DeathPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.0, self.1)
+    }
+}
+
+impl DeathPosition {
+    /// Parses a dead-letter cursor as [`page`] wrote it; none starts at the beginning.
+    pub fn parse(cursor: Option<String>) -> Result<Self> {
+        let Some(c) = cursor else {
+            return Ok(DeathPosition(i64::MIN, i64::MIN));
+        };
+        let parsed = c
+            .split_once('.')
+            .and_then(|(at, seq)| Some(DeathPosition(at.parse().ok()?, seq.parse().ok()?)));
+        parsed.ok_or_else(|| {
+            StoreError::Invalid(format!("cursor {c:?} is not a cursor this API returned"))
+        })
+    }
+}
+
+/// Parses a list cursor; every backend pages by its row key.
+pub(crate) fn parse_cursor(cursor: Option<String>) -> Result<i64> {
+    match cursor {
+        None => Ok(0),
+        Some(c) => c.parse::<i64>().ok().filter(|v| *v >= 0).ok_or_else(|| {
+            StoreError::Invalid(format!("cursor {c:?} is not a cursor this API returned"))
+        }),
+    }
+}

@@ -1,0 +1,219 @@
+//! The rules a store applies, whichever database holds the rows: what a patch or a rotation
+//! makes of a subscriber, what a re-publish answers, the bounds of replays and paces, how an
+//! attempt's outcome is stored. Backends call these; none restates them.
+
+use hookline_policy::{DeadReason, Outcome, UnixMs};
+
+use crate::*;
+
+/// The subscriber a patch makes of `current`, and whether it resumes a paused subscriber (whose
+/// held deliveries must then be released). Revocation is final and is not a patch.
+pub(crate) fn patched(current: Subscriber, patch: SubscriberPatch) -> Result<(Subscriber, bool)> {
+    if current.status == SubscriberStatus::Revoked {
+        return Err(StoreError::Conflict(format!(
+            "subscriber {:?} is revoked; revocation is final",
+            current.id
+        )));
+    }
+    let status = patch.status.unwrap_or(current.status);
+    if status == SubscriberStatus::Revoked {
+        return Err(StoreError::Invalid(
+            "a subscriber is revoked by deleting it, not by a status change".into(),
+        ));
+    }
+    let resumed = current.status == SubscriberStatus::Paused && status == SubscriberStatus::Active;
+    Ok((
+        Subscriber {
+            url: patch.url.unwrap_or(current.url),
+            event_types: patch.event_types.unwrap_or(current.event_types),
+            status,
+            max_in_flight: patch.max_in_flight.unwrap_or(current.max_in_flight),
+            rate_limit_per_second: patch
+                .rate_limit_per_second
+                .unwrap_or(current.rate_limit_per_second),
+            payload_version: patch.payload_version.unwrap_or(current.payload_version),
+            headers: patch.headers.unwrap_or(current.headers),
+            ..current
+        },
+        resumed,
+    ))
+}
+
+/// What a rotation keeps of the current secret: it stays valid until `grace_until`, unless the
+/// grace period is already over. Revoked subscribers have nothing to rotate.
+pub(crate) fn rotation(
+    current: &Subscriber,
+    grace_until: UnixMs,
+    now: UnixMs,
+) -> Result<(Option<String>, Option<UnixMs>)> {
+    if current.status == SubscriberStatus::Revoked {
+        return Err(StoreError::Conflict(format!(
+            "subscriber {:?} is revoked; revocation is final",
+            current.id
+        )));
+    }
+    Ok(if grace_until > now {
+        (Some(current.secret.clone()), Some(grace_until))
+    } else {
+        (None, None)
+    })
+}
+
+/// Counts deliveries that just died, for `hookline_dead_letters_total{reason}`: the one place
+/// every backend reports dead-letter inflow, whichever path killed them.
+pub(crate) fn count_dead(reason: DeadReason, n: u64) {
+    if n > 0 {
+        metrics::counter!("hookline_dead_letters_total", "reason" => reason.as_str()).increment(n);
+    }
+}
+
+/// The answer to publishing an id that exists: the original answer when the type and every
+/// payload version are the same, a conflict when anything differs.
+pub(crate) fn republished(
+    event: NewEvent,
+    existing: EventReceipt,
+    payload: &str,
+    payload_version: i64,
+    earlier_payloads: &[(i64, String)],
+) -> PublishOutcome {
+    let same = existing.event_type == event.event_type
+        && payload == event.payload
+        && payload_version == event.payload_version
+        && earlier_payloads == event.earlier_payloads.as_slice();
+    if same {
+        PublishOutcome::AlreadyAccepted(existing)
+    } else {
+        PublishOutcome::Conflict
+    }
+}
+
+/// How an outcome is stored: a lost attempt as `retryable` with the `lost` flag, so releases
+/// that predate `lost` still read the history (they see a retryable failure).
+pub(crate) fn stored_outcome(outcome: Outcome) -> (&'static str, Option<bool>) {
+    match outcome {
+        Outcome::Lost => (Outcome::Retryable.as_str(), Some(true)),
+        other => (other.as_str(), None),
+    }
+}
+
+/// The outcome a history row records, from its `outcome` and `lost` columns.
+pub(crate) fn read_outcome(outcome: &str, lost: Option<bool>) -> Option<Outcome> {
+    match lost {
+        Some(true) => Some(Outcome::Lost),
+        _ => Outcome::parse(outcome),
+    }
+}
+
+/// The most dead letters one replay may select.
+pub const MAX_REPLAY: u32 = 1000;
+
+/// The paces an outsider may ask for, per second: a replay's `per_second` and a subscriber's
+/// `rate_limit_per_second`. The floor keeps every time computed from them (a replay's release
+/// times, the limiter's next admission) within days, never past what RFC 3339 can render.
+pub const MIN_RATE_PER_SECOND: f64 = 0.001;
+pub const MAX_RATE_PER_SECOND: f64 = 100_000.0;
+
+/// Refuses a pace outside [`MIN_RATE_PER_SECOND`, `MAX_RATE_PER_SECOND`], naming the field.
+pub fn check_rate(field: &str, rate: f64) -> Result<f64> {
+    if rate.is_finite() && (MIN_RATE_PER_SECOND..=MAX_RATE_PER_SECOND).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(StoreError::Invalid(format!(
+            "{field} must be a number from {MIN_RATE_PER_SECOND} to {MAX_RATE_PER_SECOND}"
+        )))
+    }
+}
+
+pub(crate) fn validate_replay(req: &ReplayRequest) -> Result<()> {
+    if req.limit == 0 || req.limit > MAX_REPLAY {
+        return Err(StoreError::Invalid(format!(
+            "limit must be between 1 and {MAX_REPLAY}"
+        )));
+    }
+    if let Some(rate) = req.per_second {
+        check_rate("per_second", rate)?;
+    }
+    Ok(())
+}
+
+/// When the `i`-th delivery of a replay is released: all at once, or paced `per_second`.
+pub(crate) fn release_at(now: UnixMs, i: usize, per_second: Option<f64>) -> UnixMs {
+    match per_second {
+        Some(rate) => now.saturating_add((i as f64 * 1000.0 / rate) as i64),
+        None => now,
+    }
+}
+
+/// How a completion leaves a delivery, as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ending {
+    pub state: DeliveryState,
+    pub run_at: Option<UnixMs>,
+    pub dead_reason: Option<DeadReason>,
+}
+
+impl Ending {
+    /// Where `transition` leaves a delivery of a subscriber in `status`: a reschedule for a
+    /// subscriber revoked meanwhile is a dead letter instead (`subscription_revoked`).
+    pub fn of(transition: Transition, status: SubscriberStatus) -> Self {
+        let dead = |reason| Ending {
+            state: DeliveryState::Dead,
+            run_at: None,
+            dead_reason: Some(reason),
+        };
+        match transition {
+            Transition::Reschedule { .. } if status == SubscriberStatus::Revoked => {
+                dead(DeadReason::SubscriptionRevoked)
+            }
+            Transition::Reschedule { run_at } => Ending {
+                state: DeliveryState::Scheduled,
+                run_at: Some(run_at),
+                dead_reason: None,
+            },
+            Transition::Delivered => Ending {
+                state: DeliveryState::Delivered,
+                run_at: None,
+                dead_reason: None,
+            },
+            Transition::Dead(reason) => dead(reason),
+        }
+    }
+
+    pub fn dead_reason_str(&self) -> Option<&'static str> {
+        self.dead_reason.map(DeadReason::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reschedule_for_a_revoked_subscriber_is_a_dead_letter() {
+        use SubscriberStatus::*;
+        let later = Transition::Reschedule { run_at: 42 };
+        assert_eq!(
+            Ending::of(later, Active),
+            Ending {
+                state: DeliveryState::Scheduled,
+                run_at: Some(42),
+                dead_reason: None
+            }
+        );
+        assert_eq!(Ending::of(later, Paused), Ending::of(later, Active));
+        let revoked = Ending::of(later, Revoked);
+        assert_eq!(
+            (revoked.state, revoked.run_at, revoked.dead_reason_str()),
+            (DeliveryState::Dead, None, Some("subscription_revoked"))
+        );
+        // What ends anyway ends the same way.
+        for status in [Active, Paused, Revoked] {
+            assert_eq!(
+                Ending::of(Transition::Delivered, status).state,
+                DeliveryState::Delivered
+            );
+            let dead = Ending::of(Transition::Dead(DeadReason::PermanentFailure), status);
+            assert_eq!(dead.dead_reason, Some(DeadReason::PermanentFailure));
+        }
+    }
+}

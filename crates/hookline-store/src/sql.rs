@@ -1,0 +1,90 @@
+//! SQL both backends run, written once: `?N` placeholders where a backend says `$N` are
+//! swapped by the function that returns the text.
+
+/// The heartbeat write, in SQL both backends take (SQLite reads `$1` as parameter 1).
+pub(crate) const HEARTBEAT: &str = "INSERT INTO hookline_heartbeat (id, beat_at) VALUES (1, $1)
+     ON CONFLICT (id) DO UPDATE SET beat_at = excluded.beat_at";
+
+/// The error a delivery dies with when the event has no version its subscriber accepts.
+pub(crate) const UNVERSIONED_ERROR: &str = "no payload version at or below ";
+
+/// The columns after `event_id, subscriber_id` of a delivery a publish fans out to subscriber
+/// `s`, in either backend's placeholders (`?` or `$`), reading the event's versions from
+/// `versions`, a row source with a column `v` (parameters: 3 now, 4 the latest version, 5 every version as an
+/// array, 6 the oldest version, 7 the dead reason and 8 the error of an unversioned delivery).
+/// Its payload version is the highest at or below the subscriber's pin (the latest when
+/// unpinned); a subscriber pinned below every version gets a delivery that is dead at once.
+/// A paused subscriber's deliveries are held from the start (so that an older release, whose
+/// claims read the status without a lock, finds them held and its resume releases them); the
+/// PostgreSQL publish first share-locks the paused subscribers it fans out to, which orders it
+/// with a concurrent resume.
+pub(crate) fn fan_out(placeholder: char, versions: &str) -> String {
+    FAN_OUT
+        .replace("VERSIONS", versions)
+        .replace('?', &placeholder.to_string())
+}
+
+const FAN_OUT: &str = "
+    CASE WHEN s.payload_version < ?6 THEN 'dead' ELSE 'scheduled' END,
+    CASE WHEN s.payload_version < ?6 THEN FALSE ELSE s.status = 'paused' END, ?3, ?3, CASE WHEN s.payload_version < ?6 THEN NULL ELSE CAST(?3 AS BIGINT) END, ?3,
+    CASE WHEN s.payload_version IS NULL OR s.payload_version >= ?4 THEN ?4
+         WHEN s.payload_version < ?6 THEN NULL
+         ELSE (SELECT max(v) FROM VERSIONS WHERE v <= s.payload_version) END,
+    CASE WHEN s.payload_version < ?6 THEN ?7 END,
+    CASE WHEN s.payload_version < ?6 THEN CAST(?3 AS BIGINT) END,
+    CASE WHEN s.payload_version < ?6 THEN ?8 || s.payload_version END";
+
+/// The dead letters a replay selects, in either backend's placeholders (parameters: 1 the
+/// reason, 2 the subscriber or NULL, 3 the limit): `seq, id`, the subscriber's pin and the
+/// version the replay would send ([`REPLAY_VERSION`]). Oldest dead first, then by key: the
+/// order `list_dead_letters` pages in, so listing N and replaying N selects the same N.
+pub(crate) fn replay_selection(placeholder: char) -> String {
+    format!(
+        "SELECT d.seq, d.id, s.payload_version, {REPLAY_VERSION}
+         FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+         WHERE d.state = 'dead' AND d.dead_reason = ?1
+           AND (CAST(?2 AS TEXT) IS NULL OR d.subscriber_id = ?2)
+           AND s.status != 'revoked'
+         ORDER BY d.dead_at, d.seq LIMIT ?3"
+    )
+    .replace('?', &placeholder.to_string())
+}
+
+/// For reads: the payload version delivery `d` sends (or sent). Rows written before payload
+/// versions (NULL) send the event's latest; a delivery that died for want of a version has none.
+pub(crate) const SENT_VERSION: &str =
+    "CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
+         WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
+         ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END";
+
+/// The payload version a replayed delivery `d` of subscriber `s` sends: chosen again by the
+/// subscriber's pin at replay time, the highest version at or below it (NULL: none).
+pub(crate) const REPLAY_VERSION: &str = "(SELECT max(v) FROM (
+        SELECT e.payload_version AS v FROM events e WHERE e.id = d.event_id
+        UNION ALL SELECT p.version FROM event_payloads p WHERE p.event_id = d.event_id) AS versions
+     WHERE s.payload_version IS NULL OR v <= s.payload_version)";
+
+/// The columns both backends read into a [`DueRow`], in its order, with `attempts` as the
+/// expression that gives the attempts spent before the lease.
+macro_rules! due_columns {
+    ($attempts:literal) => {
+        concat!(
+            "seq, id, event_id, subscriber_id, ",
+            $attempts,
+            ", first_seen, window_start, run_at, payload_version, updated_at"
+        )
+    };
+}
+
+/// A [`DueRow`] read before leasing it, or by a rescue (which does not count an attempt).
+pub(crate) const DUE_COLUMNS: &str = due_columns!("attempts");
+/// A [`DueRow`] returned by the claim that counted its attempt.
+pub(crate) const LEASED_COLUMNS: &str = due_columns!("attempts - 1");
+
+/// A replay's audit counts the outcome of a delivery `ri` it released only while it is that
+/// delivery's latest replay: a later replay of the same delivery counts it instead.
+pub(crate) const LATEST_REPLAY: &str = "NOT EXISTS (SELECT 1 FROM replay_items later
+    WHERE later.delivery_seq = ri.delivery_seq AND later.replay_seq > ri.replay_seq)";
+
+/// The order dead letters are listed and replayed in: oldest dead first, then by key.
+pub(crate) const DEATH_ORDER: &str = "d.dead_at, d.seq";
