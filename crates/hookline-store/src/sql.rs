@@ -86,5 +86,14 @@ pub(crate) const LEASED_COLUMNS: &str = due_columns!("attempts - 1");
 pub(crate) const LATEST_REPLAY: &str = "NOT EXISTS (SELECT 1 FROM replay_items later
     WHERE later.delivery_seq = ri.delivery_seq AND later.replay_seq > ri.replay_seq)";
 
+/// The columns of a dead-letter list, before its filter and [`DEATH_ORDER`].
+pub(crate) fn dead_letters_select() -> String {
+    format!(
+        "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id, {SENT_VERSION},
+                d.dead_reason, d.dead_at, d.dead_error, d.waiting_on
+         FROM deliveries d JOIN events e ON e.id = d.event_id"
+    )
+}
+
 /// The order dead letters are listed and replayed in: oldest dead first, then by key.
 pub(crate) const DEATH_ORDER: &str = "d.dead_at, d.seq";

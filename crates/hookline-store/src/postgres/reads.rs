@@ -352,11 +352,7 @@ pub(super) async fn dead_letters(
     let rows = cond
         .query(
             c,
-            &format!(
-                "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id, {SENT_VERSION},
-                        d.dead_reason, d.dead_at, d.dead_error, d.waiting_on
-                 FROM deliveries d JOIN events e ON e.id = d.event_id"
-            ),
+            &dead_letters_select(),
             (DEATH_ORDER, &[after.0, after.1]),
             limit,
         )
