@@ -14,7 +14,7 @@ mod schedule;
 
 pub use breaker::{Breaker, BreakerConfig, BreakerState};
 pub use classify::{classify, revokes_subscription, AttemptResult, Outcome};
-pub use retry::{DeadReason, Decision, Jitter, PolicyError, RetryPolicy};
+pub use retry::{Attempted, DeadReason, Jitter, PolicyError, RetryPolicy, Transition};
 pub use retry_after::parse_retry_after;
 pub use schedule::{Schedule, ScheduleRow, WindowFit};
 

@@ -79,12 +79,29 @@ impl fmt::Display for DeadReason {
     }
 }
 
-/// What to do with a delivery after an attempt.
+/// Where an attempt leaves its delivery: delivered, due again at `run_at`, or dead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    Deliver,
+pub enum Transition {
+    Delivered,
     Reschedule { run_at: UnixMs },
     Dead(DeadReason),
+}
+
+/// An attempt that just ended, as the policy sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Attempted<'a> {
+    /// Seeds the jitter, so a delivery's schedule is the same wherever it is computed.
+    pub delivery_id: &'a str,
+    pub outcome: Outcome,
+    /// Its number, 1-based, counted within the current budget.
+    pub number: u32,
+    /// When the delivery window opened: the first time the delivery was seen, or the moment a
+    /// replay released it.
+    pub window_start: UnixMs,
+    /// When it ended.
+    pub now: UnixMs,
+    /// The subscriber's own `Retry-After`.
+    pub retry_after: Option<Duration>,
 }
 
 /// A policy that could never deliver anything, refused at start-up.
@@ -189,39 +206,36 @@ impl RetryPolicy {
         low + Duration::from_millis(h % (span + 1))
     }
 
-    /// The decision after attempt number `attempt` (1-based, counted within the current budget)
-    /// ended with `outcome` at `now`. `window_start` is when the delivery window opened: the
-    /// first time the delivery was seen, or the moment a replay released it. `retry_after` is
-    /// the subscriber's own `Retry-After`: the next attempt is no earlier than it says, clamped
-    /// to `max_delay`, and still inside the window.
-    pub fn decide(
-        &self,
-        delivery_id: &str,
-        outcome: Outcome,
-        attempt: u32,
-        window_start: UnixMs,
-        now: UnixMs,
-        retry_after: Option<Duration>,
-    ) -> Decision {
+    /// Where `attempt` leaves its delivery. A retry is no earlier than the subscriber's
+    /// `Retry-After` asks (clamped to `max_delay`), and always inside the window.
+    pub fn decide(&self, attempt: &Attempted<'_>) -> Transition {
+        let Attempted {
+            delivery_id,
+            outcome,
+            number: attempt,
+            window_start,
+            now,
+            retry_after,
+        } = *attempt;
         match outcome {
-            Outcome::Success => Decision::Deliver,
-            Outcome::Permanent => Decision::Dead(DeadReason::PermanentFailure),
+            Outcome::Success => Transition::Delivered,
+            Outcome::Permanent => Transition::Dead(DeadReason::PermanentFailure),
             // A lost attempt spends its place in the budget like a retryable failure.
             Outcome::Retryable | Outcome::Lost => {
                 if attempt >= self.max_attempts {
-                    return Decision::Dead(DeadReason::AttemptsExhausted);
+                    return Transition::Dead(DeadReason::AttemptsExhausted);
                 }
                 let window_end = window_start.saturating_add(duration_ms(self.delivery_window));
                 if now >= window_end {
-                    return Decision::Dead(DeadReason::WindowExpired);
+                    return Transition::Dead(DeadReason::WindowExpired);
                 }
                 let asked = retry_after.unwrap_or_default().min(self.max_delay);
                 let delay = self.jittered_delay(delivery_id, attempt).max(asked);
                 let run_at = now.saturating_add(duration_ms(delay));
                 if run_at > window_end {
-                    return Decision::Dead(DeadReason::NextDelayExceedsWindow);
+                    return Transition::Dead(DeadReason::NextDelayExceedsWindow);
                 }
-                Decision::Reschedule { run_at }
+                Transition::Reschedule { run_at }
             }
         }
     }
@@ -294,31 +308,73 @@ mod tests {
         let p = policy(Jitter::None);
         let t0 = 1_000_000;
         assert_eq!(
-            p.decide("d", Outcome::Success, 1, t0, t0, None),
-            Decision::Deliver
+            p.decide(&Attempted {
+                delivery_id: "d",
+                outcome: Outcome::Success,
+                number: 1,
+                window_start: t0,
+                now: t0,
+                retry_after: None
+            }),
+            Transition::Delivered
         );
         assert_eq!(
-            p.decide("d", Outcome::Permanent, 1, t0, t0, None),
-            Decision::Dead(DeadReason::PermanentFailure)
+            p.decide(&Attempted {
+                delivery_id: "d",
+                outcome: Outcome::Permanent,
+                number: 1,
+                window_start: t0,
+                now: t0,
+                retry_after: None
+            }),
+            Transition::Dead(DeadReason::PermanentFailure)
         );
         assert_eq!(
-            p.decide("d", Outcome::Retryable, 1, t0, t0 + 10, None),
-            Decision::Reschedule {
+            p.decide(&Attempted {
+                delivery_id: "d",
+                outcome: Outcome::Retryable,
+                number: 1,
+                window_start: t0,
+                now: t0 + 10,
+                retry_after: None
+            }),
+            Transition::Reschedule {
                 run_at: t0 + 10 + 2000
             }
         );
         assert_eq!(
-            p.decide("d", Outcome::Retryable, 6, t0, t0, None),
-            Decision::Dead(DeadReason::AttemptsExhausted)
+            p.decide(&Attempted {
+                delivery_id: "d",
+                outcome: Outcome::Retryable,
+                number: 6,
+                window_start: t0,
+                now: t0,
+                retry_after: None
+            }),
+            Transition::Dead(DeadReason::AttemptsExhausted)
         );
         assert_eq!(
-            p.decide("d", Outcome::Retryable, 2, t0, t0 + 1_800_000, None),
-            Decision::Dead(DeadReason::WindowExpired)
+            p.decide(&Attempted {
+                delivery_id: "d",
+                outcome: Outcome::Retryable,
+                number: 2,
+                window_start: t0,
+                now: t0 + 1_800_000,
+                retry_after: None
+            }),
+            Transition::Dead(DeadReason::WindowExpired)
         );
         // 4 s of delay would end 1 s past the window.
         assert_eq!(
-            p.decide("d", Outcome::Retryable, 2, t0, t0 + 1_797_000, None),
-            Decision::Dead(DeadReason::NextDelayExceedsWindow)
+            p.decide(&Attempted {
+                delivery_id: "d",
+                outcome: Outcome::Retryable,
+                number: 2,
+                window_start: t0,
+                now: t0 + 1_797_000,
+                retry_after: None
+            }),
+            Transition::Dead(DeadReason::NextDelayExceedsWindow)
         );
     }
 
@@ -327,34 +383,34 @@ mod tests {
         let p = policy(Jitter::None);
         let t0 = 1_000_000;
         let at = |asked: u64, now: i64| {
-            p.decide(
-                "d",
-                Outcome::Retryable,
-                1,
-                t0,
+            p.decide(&Attempted {
+                delivery_id: "d",
+                outcome: Outcome::Retryable,
+                number: 1,
+                window_start: t0,
                 now,
-                Some(Duration::from_secs(asked)),
-            )
+                retry_after: Some(Duration::from_secs(asked)),
+            })
         };
         assert_eq!(
             at(120, t0),
-            Decision::Reschedule {
+            Transition::Reschedule {
                 run_at: t0 + 120_000
             }
         );
         // Shorter than our own backoff: ours wins.
-        assert_eq!(at(1, t0), Decision::Reschedule { run_at: t0 + 2_000 });
+        assert_eq!(at(1, t0), Transition::Reschedule { run_at: t0 + 2_000 });
         // Longer than max_delay: clamped.
         assert_eq!(
             at(86_400, t0),
-            Decision::Reschedule {
+            Transition::Reschedule {
                 run_at: t0 + 300_000
             }
         );
         // Past the window: dead, as any other delay would be.
         assert_eq!(
             at(300, t0 + 1_600_000),
-            Decision::Dead(DeadReason::NextDelayExceedsWindow)
+            Transition::Dead(DeadReason::NextDelayExceedsWindow)
         );
     }
 
@@ -411,20 +467,20 @@ mod tests {
             start in 0i64..1_000_000_000_000, elapsed in 0i64..100_000_000
         ) {
             let now = start + elapsed;
-            match p.decide(&id, Outcome::Retryable, n, start, now, None) {
-                Decision::Reschedule { run_at } => {
+            match p.decide(&Attempted { delivery_id: &id, outcome: Outcome::Retryable, number: n, window_start: start, now, retry_after: None }) {
+                Transition::Reschedule { run_at } => {
                     prop_assert!(n < p.max_attempts());
                     prop_assert!(run_at >= now);
                     prop_assert!(run_at <= start + duration_ms(p.delivery_window()));
                     prop_assert!(run_at - now <= duration_ms(p.max_delay()));
                 }
-                Decision::Dead(r) => prop_assert!(matches!(
+                Transition::Dead(r) => prop_assert!(matches!(
                     r,
                     DeadReason::AttemptsExhausted
                         | DeadReason::WindowExpired
                         | DeadReason::NextDelayExceedsWindow
                 )),
-                Decision::Deliver => prop_assert!(false, "a failure was delivered"),
+                Transition::Delivered => prop_assert!(false, "a failure was delivered"),
             }
         }
 
@@ -436,7 +492,7 @@ mod tests {
         ) {
             let now = start + elapsed;
             let asked = Duration::from_millis(asked);
-            if let Decision::Reschedule { run_at } = p.decide(&id, Outcome::Retryable, n, start, now, Some(asked)) {
+            if let Transition::Reschedule { run_at } = p.decide(&Attempted { delivery_id: &id, outcome: Outcome::Retryable, number: n, window_start: start, now, retry_after: Some(asked) }) {
                 prop_assert!(run_at - now >= duration_ms(asked.min(p.max_delay())));
                 prop_assert!(run_at - now <= duration_ms(p.max_delay()));
                 prop_assert!(run_at <= start + duration_ms(p.delivery_window()));
@@ -448,10 +504,10 @@ mod tests {
             let mut now = start;
             let mut attempt = 1;
             loop {
-                match p.decide(&id, Outcome::Retryable, attempt, start, now, None) {
-                    Decision::Reschedule { run_at } => { now = run_at; attempt += 1; }
-                    Decision::Dead(_) => break,
-                    Decision::Deliver => unreachable!(),
+                match p.decide(&Attempted { delivery_id: &id, outcome: Outcome::Retryable, number: attempt, window_start: start, now, retry_after: None }) {
+                    Transition::Reschedule { run_at } => { now = run_at; attempt += 1; }
+                    Transition::Dead(_) => break,
+                    Transition::Delivered => unreachable!(),
                 }
                 prop_assert!(attempt <= p.max_attempts());
             }

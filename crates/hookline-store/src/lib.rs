@@ -31,7 +31,7 @@ pub use model::*;
 pub(crate) use paging::*;
 pub use postgres::PostgresStore;
 pub(crate) use rules::*;
-pub use rules::{check_rate, MAX_RATE_PER_SECOND, MAX_REPLAY, MIN_RATE_PER_SECOND};
+pub use rules::{check_rate, check_replay, MAX_RATE_PER_SECOND, MAX_REPLAY, MIN_RATE_PER_SECOND};
 pub(crate) use sql::*;
 pub use sqlite::SqliteStore;
 pub(crate) use stats::*;

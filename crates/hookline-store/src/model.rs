@@ -501,19 +501,15 @@ pub struct ClaimedDelivery {
     pub event: Arc<EventBody>,
 }
 
-/// The end state an attempt leads to, chosen by the policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transition {
-    Delivered,
-    Reschedule { run_at: UnixMs },
-    Dead(DeadReason),
-}
+/// Where an attempt leaves its delivery, as the policy decided.
+pub use hookline_policy::Transition;
 
 #[derive(Debug, Clone)]
 pub struct Completion {
     pub key: DeliveryKey,
     pub lease: i64,
-    pub attempt: AttemptRecord,
+    /// What the attempt did, for its history.
+    pub record: AttemptRecord,
     pub transition: Transition,
     /// The subscriber answered 410 Gone: revoke it along with this completion.
     pub revoke_subscriber: bool,

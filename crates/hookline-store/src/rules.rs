@@ -125,12 +125,18 @@ pub fn check_rate(field: &str, rate: f64) -> Result<f64> {
 }
 
 pub(crate) fn validate_replay(req: &ReplayRequest) -> Result<()> {
-    if req.limit == 0 || req.limit > MAX_REPLAY {
+    check_replay(req.limit, req.per_second)
+}
+
+/// Refuses a replay's `limit` outside 1..=[`MAX_REPLAY`] or a pace outside the bounds, naming
+/// the field: the API asks before it calls the store, and the store asks again.
+pub fn check_replay(limit: u32, per_second: Option<f64>) -> Result<()> {
+    if limit == 0 || limit > MAX_REPLAY {
         return Err(StoreError::Invalid(format!(
-            "limit must be between 1 and {MAX_REPLAY}"
+            "limit must be between 1 and {MAX_REPLAY}, not {limit}"
         )));
     }
-    if let Some(rate) = req.per_second {
+    if let Some(rate) = per_second {
         check_rate("per_second", rate)?;
     }
     Ok(())

@@ -159,7 +159,7 @@ fn completion(c: &ClaimedDelivery, transition: Transition, now: i64) -> Completi
     Completion {
         key: c.key,
         lease: c.lease,
-        attempt: attempt(c, outcome, now),
+        record: attempt(c, outcome, now),
         transition,
         revoke_subscriber: false,
     }
@@ -474,10 +474,10 @@ mod cases {
             },
             T0 + LEASE,
         );
-        done.attempt.outcome = Outcome::Lost;
-        done.attempt.started_at = T0;
-        done.attempt.status = None;
-        done.attempt.error = Some("lease expired".into());
+        done.record.outcome = Outcome::Lost;
+        done.record.started_at = T0;
+        done.record.status = None;
+        done.record.error = Some("lease expired".into());
         assert_eq!(
             store.complete(vec![done], T0 + LEASE).await.unwrap(),
             [CompletionResult::Applied]
@@ -585,7 +585,7 @@ mod cases {
         // A 410 from b revokes b along with the completion.
         let b = inflight.iter().find(|c| c.id == "e1:b").unwrap();
         let mut gone = completion(b, Transition::Dead(DeadReason::PermanentFailure), T0 + 5);
-        gone.attempt.status = Some(410);
+        gone.record.status = Some(410);
         gone.revoke_subscriber = true;
         store.complete(vec![gone], T0 + 5).await.unwrap();
         assert_eq!(

@@ -294,7 +294,7 @@ fn completion(c: &hookline_store::ClaimedDelivery, transition: Transition, now: 
     Completion {
         key: c.key,
         lease: c.lease,
-        attempt: hookline_store::AttemptRecord {
+        record: hookline_store::AttemptRecord {
             ordinal: c.attempt,
             started_at: now,
             duration_ms: 1,

@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use crate::api::{self, ApiContext};
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::dispatcher::{Dispatcher, DispatcherHandle};
+use crate::dispatcher::{Dispatcher, DispatcherHandle, DispatcherParts};
 
 /// Which parts of hookline this process runs. Several processes on one PostgreSQL split the work:
 /// `api` processes accept and serve reads but never claim; `worker` processes claim and deliver
@@ -80,14 +80,14 @@ pub async fn start(
         source,
     })?;
     let dispatcher = (role != Role::Api).then(|| {
-        Dispatcher::spawn(
-            store.clone(),
-            config.retry,
-            config.delivery.clone(),
-            clock.clone(),
-            config.guard.clone(),
-            config.metrics.per_subscriber_labels,
-        )
+        Dispatcher::spawn(DispatcherParts {
+            store: store.clone(),
+            clock: clock.clone(),
+            policy: config.retry,
+            delivery: config.delivery.clone(),
+            guard: config.guard.clone(),
+            latency_labels: config.metrics.latency_labels,
+        })
     });
     let (stop_gauges, gauges_stopped) = tokio::sync::watch::channel(false);
     let gauges = tokio::spawn(crate::telemetry::refresh_gauges(

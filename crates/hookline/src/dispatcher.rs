@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use hookline_policy::{
-    classify, revokes_subscription, AttemptResult, Decision, RetryPolicy, UnixMs,
+    classify, revokes_subscription, AttemptResult, Attempted, RetryPolicy, UnixMs,
 };
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, Store, Transition,
@@ -26,7 +26,7 @@ use crate::clock::Clock;
 use crate::config::DeliveryConfig;
 use crate::destination::Guard;
 use crate::sender::{render_body, AttemptReport, Sender};
-use crate::slots::{Slot, Slots};
+use crate::slots::{AttemptKind, Slot, Slots};
 use crate::slowness::{Ended, Slowness};
 use crate::telemetry::{self, AttemptSeen};
 
@@ -59,8 +59,7 @@ struct Shared {
     sender: Sender,
     wake: Arc<Notify>,
     slots: Arc<Slots>,
-    /// Label delivery latency by subscriber.
-    per_subscriber_labels: bool,
+    latency_labels: telemetry::LatencyLabels,
     slowness: std::sync::Mutex<Slowness>,
 }
 
@@ -96,15 +95,27 @@ impl DispatcherHandle {
     }
 }
 
+/// What a dispatcher runs on and by.
+pub struct DispatcherParts {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub policy: RetryPolicy,
+    pub delivery: DeliveryConfig,
+    /// Which destinations attempts may connect to.
+    pub guard: Arc<Guard>,
+    pub latency_labels: telemetry::LatencyLabels,
+}
+
 impl Dispatcher {
-    pub fn spawn(
-        store: Arc<dyn Store>,
-        policy: RetryPolicy,
-        delivery: DeliveryConfig,
-        clock: Arc<dyn Clock>,
-        guard: Arc<Guard>,
-        per_subscriber_labels: bool,
-    ) -> DispatcherHandle {
+    pub fn spawn(parts: DispatcherParts) -> DispatcherHandle {
+        let DispatcherParts {
+            store,
+            clock,
+            policy,
+            delivery,
+            guard,
+            latency_labels,
+        } = parts;
         let wake = Arc::new(Notify::new());
         let lease_ms = (delivery.attempt_timeout + LEASE_MARGIN).as_millis() as i64;
         let dispatcher = Dispatcher {
@@ -119,7 +130,7 @@ impl Dispatcher {
                     delivery.retry_slots(),
                     delivery.slow_lane,
                 ),
-                per_subscriber_labels,
+                latency_labels,
                 slowness: std::sync::Mutex::new(Slowness::new(
                     delivery.slow_after,
                     delivery.attempt_timeout,
@@ -209,7 +220,7 @@ impl Dispatcher {
                     .entry(Arc::as_ptr(&delivery.event) as usize)
                     .or_insert_with(|| render_body(&delivery.event))
                     .clone();
-                let slot = s.slots.take(is_retry(&delivery));
+                let slot = s.slots.take(kind(&delivery));
                 attempts.spawn(attempt(s.clone(), delivery, slot, body, done_tx.clone()));
             }
             while attempts.try_join_next().is_some() {}
@@ -281,8 +292,12 @@ impl Dispatcher {
 }
 
 /// Attempts that are not a delivery's first: they count against the retry slots.
-fn is_retry(d: &ClaimedDelivery) -> bool {
-    d.attempt > 1 || d.lost_attempt_started_at.is_some()
+fn kind(d: &ClaimedDelivery) -> AttemptKind {
+    if d.attempt > 1 || d.lost_attempt_started_at.is_some() {
+        AttemptKind::Retry
+    } else {
+        AttemptKind::First
+    }
 }
 
 /// Message for a rescued delivery's lost attempt.
@@ -345,21 +360,17 @@ async fn attempt(
         None => timer.elapsed().as_millis() as u64,
     };
     let outcome = classify(report.result);
-    let transition = match s.policy.decide(
-        &d.id,
+    let transition = s.policy.decide(&Attempted {
+        delivery_id: &d.id,
         outcome,
-        d.attempt,
-        d.window_start,
+        number: d.attempt,
+        window_start: d.window_start,
         now,
-        report.retry_after,
-    ) {
-        Decision::Deliver => Transition::Delivered,
-        Decision::Reschedule { run_at } => Transition::Reschedule { run_at },
-        Decision::Dead(reason) => {
-            tracing::info!(delivery = %d.id, %reason, attempt = d.attempt, "delivery dead");
-            Transition::Dead(reason)
-        }
-    };
+        retry_after: report.retry_after,
+    });
+    if let Transition::Dead(reason) = transition {
+        tracing::info!(delivery = %d.id, %reason, attempt = d.attempt, "delivery dead");
+    }
     let status = match report.result {
         AttemptResult::Status(code) => Some(code),
         _ => None,
@@ -378,12 +389,12 @@ async fn attempt(
                 && d.lost_attempt_started_at.is_none()
                 && d.window_start == d.first_seen,
         },
-        s.per_subscriber_labels,
+        s.latency_labels,
     );
     let completion = Completion {
         key: d.key,
         lease: d.lease,
-        attempt: AttemptRecord {
+        record: AttemptRecord {
             ordinal: d.attempt,
             started_at,
             duration_ms,

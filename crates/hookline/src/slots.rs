@@ -56,31 +56,38 @@ impl Slots {
     }
 
     /// Takes a slot for one attempt; it is given back when the returned [`Slot`] drops.
-    pub fn take(self: &Arc<Self>, retry: bool) -> Slot {
+    pub fn take(self: &Arc<Self>, kind: AttemptKind) -> Slot {
         self.busy.fetch_add(1, Ordering::AcqRel);
-        if retry {
+        if kind == AttemptKind::Retry {
             self.busy_retries.fetch_add(1, Ordering::AcqRel);
         }
         Slot {
             slots: self.clone(),
-            retry,
+            kind,
             slow: false,
         }
     }
 
-    fn release_slot(&self, retry: bool) {
+    fn release_slot(&self, kind: AttemptKind) {
         self.busy.fetch_sub(1, Ordering::AcqRel);
-        if retry {
+        if kind == AttemptKind::Retry {
             self.busy_retries.fetch_sub(1, Ordering::AcqRel);
         }
     }
+}
+
+/// Which share of the slots an attempt may use: retries are held to `retry_slots`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptKind {
+    First,
+    Retry,
 }
 
 /// One attempt's claim on the process's capacity: a slot, or a place in the slow lane.
 #[derive(Debug)]
 pub struct Slot {
     slots: Arc<Slots>,
-    retry: bool,
+    kind: AttemptKind,
     slow: bool,
 }
 
@@ -104,7 +111,7 @@ impl Slot {
             })
             .is_ok();
         if moved {
-            self.slots.release_slot(self.retry);
+            self.slots.release_slot(self.kind);
             self.slow = true;
         }
         moved
@@ -116,7 +123,7 @@ impl Drop for Slot {
         if self.slow {
             self.slots.slow.fetch_sub(1, Ordering::AcqRel);
         } else {
-            self.slots.release_slot(self.retry);
+            self.slots.release_slot(self.kind);
         }
     }
 }
@@ -128,8 +135,8 @@ mod tests {
     #[test]
     fn a_slow_attempt_frees_its_slot_while_the_lane_has_room() {
         let slots = Slots::new(2, 1, 1);
-        let mut hanging = slots.take(true);
-        let mut also_hanging = slots.take(false);
+        let mut hanging = slots.take(AttemptKind::Retry);
+        let mut also_hanging = slots.take(AttemptKind::First);
         assert_eq!((slots.free(), slots.free_for_retries()), (0, 0));
 
         assert!(hanging.move_to_slow_lane());
@@ -149,7 +156,7 @@ mod tests {
     #[test]
     fn a_slot_is_given_back_once() {
         let slots = Slots::new(1, 1, 1);
-        let mut slot = slots.take(true);
+        let mut slot = slots.take(AttemptKind::Retry);
         assert!(slot.move_to_slow_lane());
         assert!(slot.move_to_slow_lane());
         assert_eq!(slots.in_slow_lane(), 1);

@@ -1,5 +1,5 @@
-//! What operators watch, in Prometheus text format on `GET /metrics`: the brief's signals (age
-//! of the oldest ready and delayed deliveries, attempts by ordinal, terminal reasons, dead-letter
+//! What operators watch, in Prometheus text format on `GET /metrics`: what tells them whether
+//! subscribers are served on time (age of the oldest ready and delayed deliveries, attempts by ordinal, terminal reasons, dead-letter
 //! inflow, latency by subscriber) rather than raw queue depth alone.
 //!
 //! Counters and histograms are recorded where things happen (the API, the dispatcher, and the
@@ -144,7 +144,15 @@ pub struct AttemptSeen<'a> {
     pub first_ever: bool,
 }
 
-pub fn attempt(a: &AttemptSeen<'_>, per_subscriber: bool) {
+/// Whether delivery latency is labelled by subscriber (`metrics.per_subscriber_labels`): one
+/// series per subscriber is too many for very large fleets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatencyLabels {
+    PerSubscriber,
+    Unlabelled,
+}
+
+pub fn attempt(a: &AttemptSeen<'_>, labels: LatencyLabels) {
     counter!(
         "hookline_attempts_total",
         "ordinal" => a.ordinal.to_string(),
@@ -158,7 +166,7 @@ pub fn attempt(a: &AttemptSeen<'_>, per_subscriber: bool) {
     if a.outcome == Outcome::Success {
         // A replayed delivery is measured from its release, not from an acceptance hours ago.
         let latency = seconds(a.finished_at - a.window_start);
-        if per_subscriber {
+        if labels == LatencyLabels::PerSubscriber {
             histogram!("hookline_delivery_latency_seconds", "subscriber" => a.subscriber_id.to_owned())
                 .record(latency);
         } else {

@@ -360,7 +360,7 @@ async fn every_state(url: &str, rx: &Receiver) {
             .map(|c| Completion {
                 key: c.key,
                 lease: c.lease,
-                attempt: AttemptRecord {
+                record: AttemptRecord {
                     ordinal: c.attempt,
                     started_at: now,
                     duration_ms: 5,

@@ -1,4 +1,4 @@
-//! The brief's delivery paths, end to end: real HTTP to a local receiver, the real SQLite store,
+//! Every delivery path (success, retry, dead letter, replay, rescue, duplicates), end to end: real HTTP to a local receiver, the real SQLite store,
 //! and a manual clock, so retry delays pass when the test says so and never by sleeping.
 
 mod common;

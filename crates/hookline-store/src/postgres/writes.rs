@@ -636,7 +636,7 @@ pub(super) async fn complete(
             let Some(subscriber) = applied.get(&done.key.0) else {
                 return CompletionResult::LeaseLost;
             };
-            history.push(done.key.0, &done.attempt);
+            history.push(done.key.0, &done.record);
             if done.revoke_subscriber {
                 revoke.push(subscriber.clone());
             }
@@ -667,7 +667,7 @@ async fn update_breakers(
     // those not closed and clean (a success resets them). Healthy traffic costs nothing here.
     let mut ids: Vec<&str> = completions
         .iter()
-        .filter(|d| d.attempt.outcome == hookline_policy::Outcome::Retryable)
+        .filter(|d| d.record.outcome == hookline_policy::Outcome::Retryable)
         .filter_map(|d| applied.get(&d.key.0).map(String::as_str))
         .chain(dirty.iter().map(String::as_str))
         .collect();
@@ -695,7 +695,7 @@ async fn update_breakers(
     .collect();
     for done in completions {
         if let Some((_, next)) = applied.get(&done.key.0).and_then(|s| breakers.get_mut(s)) {
-            *next = next.after(config, done.attempt.outcome, now);
+            *next = next.after(config, done.record.outcome, now);
         }
     }
     let changed: Vec<(&String, &Breaker)> = breakers

@@ -489,7 +489,7 @@ pub(super) fn complete(
             end.dead_reason_str(),
             now
         ])?;
-        let a = &done.attempt;
+        let a = &done.record;
         let (outcome, lost) = stored_outcome(a.outcome);
         c.prepare_cached(
             "INSERT INTO attempts

@@ -18,8 +18,6 @@ use super::{page_limit, views, ApiError, ApiState, PageQuery};
 
 type Answer = Result<(StatusCode, Json<Value>), ApiError>;
 
-pub const MAX_REPLAY: u32 = 1000;
-
 fn reason(text: &str) -> Result<DeadReason, ApiError> {
     DeadReason::parse(text).ok_or_else(|| {
         let names: Vec<&str> = DeadReason::ALL.iter().map(|r| r.as_str()).collect();
@@ -118,15 +116,7 @@ pub async fn replay(
 ) -> Answer {
     let body: ReplayBody = parse_json(&body?)?;
     let reason = reason(&body.reason)?;
-    if !(1..=MAX_REPLAY).contains(&body.limit) {
-        return Err(ApiError::invalid(format!(
-            "limit must be between 1 and {MAX_REPLAY}, not {}",
-            body.limit
-        )));
-    }
-    if let Some(rate) = body.per_second {
-        hookline_store::check_rate("per_second", rate)?;
-    }
+    hookline_store::check_replay(body.limit, body.per_second)?;
     if let Some(id) = &body.subscriber_id {
         // An unknown subscriber is a typo to report, not an empty replay to audit.
         ctx.store.get_subscriber(id).await?;

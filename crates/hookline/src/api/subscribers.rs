@@ -140,7 +140,7 @@ pub async fn create(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -
     let created = ctx.store.create_subscriber(new, now).await?;
     Ok((
         StatusCode::CREATED,
-        Json(views::subscriber(&created, true, now)),
+        Json(views::created_subscriber(&created, now)),
     ))
 }
 
@@ -150,7 +150,7 @@ pub async fn list(State(ctx): ApiState, query: Result<Query<PageQuery>, QueryRej
     Ok((
         StatusCode::OK,
         Json(views::page(&page, |s| {
-            views::subscriber(s, false, ctx.clock.now_ms())
+            views::subscriber(s, ctx.clock.now_ms())
         })),
     ))
 }
@@ -159,7 +159,7 @@ pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
     let s = ctx.store.get_subscriber(&id).await?;
     Ok((
         StatusCode::OK,
-        Json(views::subscriber(&s, false, ctx.clock.now_ms())),
+        Json(views::subscriber(&s, ctx.clock.now_ms())),
     ))
 }
 
@@ -275,7 +275,7 @@ pub async fn update(
     }
     Ok((
         StatusCode::OK,
-        Json(views::subscriber(&s, false, ctx.clock.now_ms())),
+        Json(views::subscriber(&s, ctx.clock.now_ms())),
     ))
 }
 
@@ -283,6 +283,6 @@ pub async fn revoke(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
     let s = ctx.store.revoke_subscriber(&id, ctx.clock.now_ms()).await?;
     Ok((
         StatusCode::OK,
-        Json(views::subscriber(&s, false, ctx.clock.now_ms())),
+        Json(views::subscriber(&s, ctx.clock.now_ms())),
     ))
 }

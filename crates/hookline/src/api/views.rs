@@ -6,8 +6,8 @@ use serde_json::{json, Map, Value};
 
 use crate::clock::rfc3339;
 
-pub fn subscriber(s: &Subscriber, with_secret: bool, now: hookline_policy::UnixMs) -> Value {
-    let mut v = json!({
+pub fn subscriber(s: &Subscriber, now: hookline_policy::UnixMs) -> Value {
+    json!({
         "id": s.id,
         "url": s.url,
         "event_types": s.event_types,
@@ -25,10 +25,13 @@ pub fn subscriber(s: &Subscriber, with_secret: bool, now: hookline_policy::UnixM
             "consecutive_failures": s.breaker.consecutive_failures,
             "open_until": s.breaker.open_until.map(rfc3339),
         },
-    });
-    if with_secret {
-        v["secret"] = json!(s.secret);
-    }
+    })
+}
+
+/// A subscriber just created: the one answer that shows its secret.
+pub fn created_subscriber(s: &Subscriber, now: hookline_policy::UnixMs) -> Value {
+    let mut v = subscriber(s, now);
+    v["secret"] = json!(s.secret);
     v
 }
 

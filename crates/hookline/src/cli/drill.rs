@@ -1,4 +1,4 @@
-//! `hookline drill`: the brief's failure drill, automated. (1) baseline, (2) hold a share of the
+//! `hookline drill`: the failure drill, automated. (1) baseline, (2) hold a share of the
 //! destinations unavailable and check healthy subscribers' first attempts are not delayed,
 //! (with `--sustained`: keep them down across several attempt timeouts and a breaker
 //! cool-down, and check every one of their deliveries ends inside its window), (3) restore

@@ -1,4 +1,5 @@
-//! `hookline schedule`: the brief's "do the arithmetic", printed before anything is deployed.
+//! `hookline schedule`: the retry schedule the configured policy implies, attempt by attempt,
+//! printed before anything is deployed.
 
 use std::path::Path;
 use std::time::Duration;

@@ -92,7 +92,7 @@ pub struct MetricsConfig {
     /// How often gauges that need a store query are refreshed.
     pub refresh_interval: Duration,
     /// Label delivery latency by subscriber (switch off for very large fleets).
-    pub per_subscriber_labels: bool,
+    pub latency_labels: crate::telemetry::LatencyLabels,
     /// Serve `/metrics` without a token.
     pub open: bool,
 }
@@ -320,7 +320,11 @@ impl Config {
         let m = file.metrics;
         let metrics = MetricsConfig {
             refresh_interval: duration("metrics.refresh_interval", m.refresh_interval)?,
-            per_subscriber_labels: given("metrics.per_subscriber_labels", m.per_subscriber_labels)?,
+            latency_labels: if given("metrics.per_subscriber_labels", m.per_subscriber_labels)? {
+                crate::telemetry::LatencyLabels::PerSubscriber
+            } else {
+                crate::telemetry::LatencyLabels::Unlabelled
+            },
             open: given("metrics.open", m.open)?,
         };
         let breaker = BreakerConfig {
