@@ -31,7 +31,10 @@ pub use model::*;
 pub(crate) use paging::*;
 pub use postgres::PostgresStore;
 pub(crate) use rules::*;
-pub use rules::{check_rate, check_replay, MAX_RATE_PER_SECOND, MAX_REPLAY, MIN_RATE_PER_SECOND};
+pub use rules::{
+    check_rate, check_replay, DEAD_LETTERS_METRIC, MAX_RATE_PER_SECOND, MAX_REPLAY,
+    MIN_RATE_PER_SECOND,
+};
 pub(crate) use sql::*;
 pub use sqlite::SqliteStore;
 pub(crate) use stats::*;

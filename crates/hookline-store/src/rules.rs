@@ -59,11 +59,14 @@ pub(crate) fn rotation(
     })
 }
 
+/// The counter of deliveries entering the dead-letter queue, by reason.
+pub const DEAD_LETTERS_METRIC: &str = "hookline_dead_letters_total";
+
 /// Counts deliveries that just died, for `hookline_dead_letters_total{reason}`: the one place
 /// every backend reports dead-letter inflow, whichever path killed them.
 pub(crate) fn count_dead(reason: DeadReason, n: u64) {
     if n > 0 {
-        metrics::counter!("hookline_dead_letters_total", "reason" => reason.as_str()).increment(n);
+        metrics::counter!(DEAD_LETTERS_METRIC, "reason" => reason.as_str()).increment(n);
     }
 }
 

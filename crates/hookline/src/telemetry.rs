@@ -22,6 +22,28 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0,
 ];
 
+/// Every metric hookline exports, each name written once: registration, recording and the
+/// check of the alert rules and dashboard all use these.
+pub mod names {
+    pub const ATTEMPTS_TOTAL: &str = "hookline_attempts_total";
+    pub const BREAKER_OPEN: &str = "hookline_breaker_open";
+    /// Recorded by the store, where every path that kills a delivery passes.
+    pub use hookline_store::DEAD_LETTERS_METRIC as DEAD_LETTERS_TOTAL;
+    pub const DELAYED_OLDEST_AGE_SECONDS: &str = "hookline_delayed_oldest_age_seconds";
+    pub const DELIVERIES: &str = "hookline_deliveries";
+    pub const DELIVERY_LATENCY_SECONDS: &str = "hookline_delivery_latency_seconds";
+    pub const EVENTS_ACCEPTED_TOTAL: &str = "hookline_events_accepted_total";
+    pub const FANOUT_DELIVERIES_TOTAL: &str = "hookline_fanout_deliveries_total";
+    pub const FIRST_ATTEMPT_LATENCY_SECONDS: &str = "hookline_first_attempt_latency_seconds";
+    pub const HTTP_CONNECTIONS: &str = "hookline_http_connections";
+    pub const HTTP_CONNECTIONS_CLOSED_TOTAL: &str = "hookline_http_connections_closed_total";
+    pub const READY_OLDEST_AGE_SECONDS: &str = "hookline_ready_oldest_age_seconds";
+    pub const REPLAYED_TOTAL: &str = "hookline_replayed_total";
+    pub const SLOW_LANE_ATTEMPTS: &str = "hookline_slow_lane_attempts";
+    pub const STORE_ERRORS_TOTAL: &str = "hookline_store_errors_total";
+    pub const WAITING_OLDEST_AGE_SECONDS: &str = "hookline_waiting_oldest_age_seconds";
+}
+
 /// The process-wide recorder. A process has one; in-process tests share it.
 pub fn handle() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -38,74 +60,74 @@ pub fn handle() -> &'static PrometheusHandle {
 
 fn describe() {
     describe_gauge!(
-        "hookline_ready_oldest_age_seconds",
+        names::READY_OLDEST_AGE_SECONDS,
         "How long the oldest first attempt a claim could take now has been due: first attempts waiting here mean the dispatcher is not keeping up."
     );
     describe_gauge!(
-        "hookline_waiting_oldest_age_seconds",
+        names::WAITING_OLDEST_AGE_SECONDS,
         "How long the oldest due delivery no claim can take now has been waiting, by cause: cap (its subscriber has as many in flight as it may), rate_limit, breaker (open or half-open), paused."
     );
     describe_gauge!(
-        "hookline_delayed_oldest_age_seconds",
+        names::DELAYED_OLDEST_AGE_SECONDS,
         "Age since first seen of the oldest delivery waiting for a retry."
     );
-    describe_gauge!("hookline_deliveries", "Deliveries in the store, by state.");
+    describe_gauge!(names::DELIVERIES, "Deliveries in the store, by state.");
     describe_counter!(
-        "hookline_attempts_total",
+        names::ATTEMPTS_TOTAL,
         "Delivery attempts by ordinal (1 = first attempt) and outcome (success, retryable, permanent)."
     );
     describe_counter!(
-        "hookline_dead_letters_total",
+        names::DEAD_LETTERS_TOTAL,
         "Deliveries that entered the dead-letter queue, by terminal reason."
     );
     describe_counter!(
-        "hookline_replayed_total",
+        names::REPLAYED_TOTAL,
         "Dead letters released again by replays."
     );
     describe_histogram!(
-        "hookline_first_attempt_latency_seconds",
+        names::FIRST_ATTEMPT_LATENCY_SECONDS,
         "From an event's acceptance to the start of a delivery's first attempt."
     );
     describe_histogram!(
-        "hookline_delivery_latency_seconds",
+        names::DELIVERY_LATENCY_SECONDS,
         "From an event's acceptance (or a replay's release) to a delivery's success, by subscriber (unless switched off)."
     );
     describe_counter!(
-        "hookline_events_accepted_total",
+        names::EVENTS_ACCEPTED_TOTAL,
         "Events accepted by POST /v1/events."
     );
     describe_counter!(
-        "hookline_fanout_deliveries_total",
+        names::FANOUT_DELIVERIES_TOTAL,
         "Deliveries created by accepted events (one per event and matching subscriber)."
     );
     describe_gauge!(
-        "hookline_breaker_open",
+        names::BREAKER_OPEN,
         "1 while a subscriber's circuit breaker is open or half-open, 0 once it closes."
     );
     describe_gauge!(
-        "hookline_slow_lane_attempts",
+        names::SLOW_LANE_ATTEMPTS,
         "Attempts far slower than their subscriber usually answers, waiting out of the delivery slots (at most delivery.slow_lane)."
     );
     describe_counter!(
-        "hookline_store_errors_total",
+        names::STORE_ERRORS_TOTAL,
         "Operations the store failed, by operation."
     );
     describe_gauge!(
-        "hookline_http_connections",
+        names::HTTP_CONNECTIONS,
         "Client connections open to the API (at most http.max_connections)."
     );
     describe_counter!(
-        "hookline_http_connections_closed_total",
+        names::HTTP_CONNECTIONS_CLOSED_TOTAL,
         "Client connections the server closed, by reason: header_timeout, body_timeout, idle_timeout, write_timeout (an answer not taken), evicted (displaced at http.max_connections)."
     );
 }
 
 pub fn http_connections(open: usize) {
-    gauge!("hookline_http_connections").set(open as f64);
+    gauge!(names::HTTP_CONNECTIONS).set(open as f64);
 }
 
 pub fn http_connection_closed(reason: &'static str) {
-    counter!("hookline_http_connections_closed_total", "reason" => reason).increment(1);
+    counter!(names::HTTP_CONNECTIONS_CLOSED_TOTAL, "reason" => reason).increment(1);
 }
 
 fn seconds(ms: i64) -> f64 {
@@ -113,20 +135,20 @@ fn seconds(ms: i64) -> f64 {
 }
 
 pub fn event_accepted(deliveries: u64) {
-    counter!("hookline_events_accepted_total").increment(1);
-    counter!("hookline_fanout_deliveries_total").increment(deliveries);
+    counter!(names::EVENTS_ACCEPTED_TOTAL).increment(1);
+    counter!(names::FANOUT_DELIVERIES_TOTAL).increment(deliveries);
 }
 
 pub fn replayed(selected: u64) {
-    counter!("hookline_replayed_total").increment(selected);
+    counter!(names::REPLAYED_TOTAL).increment(selected);
 }
 
 pub fn slow_lane(attempts: usize) {
-    gauge!("hookline_slow_lane_attempts").set(attempts as f64);
+    gauge!(names::SLOW_LANE_ATTEMPTS).set(attempts as f64);
 }
 
 pub fn store_error(operation: &'static str) {
-    counter!("hookline_store_errors_total", "operation" => operation).increment(1);
+    counter!(names::STORE_ERRORS_TOTAL, "operation" => operation).increment(1);
 }
 
 /// One finished attempt.
@@ -154,23 +176,23 @@ pub enum LatencyLabels {
 
 pub fn attempt(a: &AttemptSeen<'_>, labels: LatencyLabels) {
     counter!(
-        "hookline_attempts_total",
+        names::ATTEMPTS_TOTAL,
         "ordinal" => a.ordinal.to_string(),
         "outcome" => a.outcome.as_str(),
     )
     .increment(1);
     if a.first_ever {
-        histogram!("hookline_first_attempt_latency_seconds")
+        histogram!(names::FIRST_ATTEMPT_LATENCY_SECONDS)
             .record(seconds(a.started_at - a.accepted_at));
     }
     if a.outcome == Outcome::Success {
         // A replayed delivery is measured from its release, not from an acceptance hours ago.
         let latency = seconds(a.finished_at - a.window_start);
         if labels == LatencyLabels::PerSubscriber {
-            histogram!("hookline_delivery_latency_seconds", "subscriber" => a.subscriber_id.to_owned())
+            histogram!(names::DELIVERY_LATENCY_SECONDS, "subscriber" => a.subscriber_id.to_owned())
                 .record(latency);
         } else {
-            histogram!("hookline_delivery_latency_seconds").record(latency);
+            histogram!(names::DELIVERY_LATENCY_SECONDS).record(latency);
         }
     }
 }
@@ -196,28 +218,28 @@ pub async fn refresh_gauges(
                         DeliveryState::Delivered => stats.counts.delivered,
                         DeliveryState::Dead => stats.counts.dead,
                     };
-                    gauge!("hookline_deliveries", "state" => state.as_str()).set(n as f64);
+                    gauge!(names::DELIVERIES, "state" => state.as_str()).set(n as f64);
                 }
                 let age = |since: Option<UnixMs>| since.map_or(0.0, |t| seconds(now - t));
-                gauge!("hookline_ready_oldest_age_seconds").set(age(stats.oldest_ready_since));
+                gauge!(names::READY_OLDEST_AGE_SECONDS).set(age(stats.oldest_ready_since));
                 for cause in WaitingOn::ALL {
                     let since = stats
                         .oldest_waiting_since
                         .iter()
                         .find(|(c, _)| *c == cause)
                         .map(|(_, t)| *t);
-                    gauge!("hookline_waiting_oldest_age_seconds", "cause" => cause.as_str())
+                    gauge!(names::WAITING_OLDEST_AGE_SECONDS, "cause" => cause.as_str())
                         .set(age(since));
                 }
-                gauge!("hookline_delayed_oldest_age_seconds")
+                gauge!(names::DELAYED_OLDEST_AGE_SECONDS)
                     .set(age(stats.oldest_retrying_first_seen));
                 let now_open: std::collections::HashSet<String> =
                     stats.open_breakers.into_iter().collect();
                 for closed in open.difference(&now_open) {
-                    gauge!("hookline_breaker_open", "subscriber" => closed.clone()).set(0.0);
+                    gauge!(names::BREAKER_OPEN, "subscriber" => closed.clone()).set(0.0);
                 }
                 for id in &now_open {
-                    gauge!("hookline_breaker_open", "subscriber" => id.clone()).set(1.0);
+                    gauge!(names::BREAKER_OPEN, "subscriber" => id.clone()).set(1.0);
                 }
                 open = now_open;
             }
@@ -235,22 +257,22 @@ pub async fn refresh_gauges(
 
 /// Every metric hookline exports; the alert rules and the dashboard may use only these.
 pub const METRIC_NAMES: &[&str] = &[
-    "hookline_ready_oldest_age_seconds",
-    "hookline_waiting_oldest_age_seconds",
-    "hookline_delayed_oldest_age_seconds",
-    "hookline_deliveries",
-    "hookline_attempts_total",
-    "hookline_dead_letters_total",
-    "hookline_replayed_total",
-    "hookline_first_attempt_latency_seconds",
-    "hookline_delivery_latency_seconds",
-    "hookline_events_accepted_total",
-    "hookline_fanout_deliveries_total",
-    "hookline_store_errors_total",
-    "hookline_breaker_open",
-    "hookline_slow_lane_attempts",
-    "hookline_http_connections",
-    "hookline_http_connections_closed_total",
+    names::READY_OLDEST_AGE_SECONDS,
+    names::WAITING_OLDEST_AGE_SECONDS,
+    names::DELAYED_OLDEST_AGE_SECONDS,
+    names::DELIVERIES,
+    names::ATTEMPTS_TOTAL,
+    names::DEAD_LETTERS_TOTAL,
+    names::REPLAYED_TOTAL,
+    names::FIRST_ATTEMPT_LATENCY_SECONDS,
+    names::DELIVERY_LATENCY_SECONDS,
+    names::EVENTS_ACCEPTED_TOTAL,
+    names::FANOUT_DELIVERIES_TOTAL,
+    names::STORE_ERRORS_TOTAL,
+    names::BREAKER_OPEN,
+    names::SLOW_LANE_ATTEMPTS,
+    names::HTTP_CONNECTIONS,
+    names::HTTP_CONNECTIONS_CLOSED_TOTAL,
 ];
 
 #[cfg(test)]
