@@ -1,5 +1,10 @@
-//! Time as a dependency. The dispatcher reads the time and waits for it only through [`Clock`],
-//! so tests move time forward instead of sleeping through a retry delay.
+//! Time as a dependency. Every time that is recorded or scheduled (an event's acceptance, an
+//! attempt's start, `run_at`, a window, a lease, a breaker's cool-down) is read, and waited
+//! for, only through [`Clock`], so tests move time forward instead of sleeping through a retry
+//! delay. How long I/O in progress has taken (an attempt's duration and its slowness, the HTTP
+//! server's read deadlines, a health probe's timeout) is measured on the monotonic timer
+//! instead: it is about the process and its sockets, not the schedule, and a test's frozen
+//! clock must not make an attempt look instant.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -33,8 +33,10 @@ use crate::telemetry::{self, AttemptSeen};
 /// An idle dispatcher sleeps until the next due `run_at` (or lease expiry); this bounds the
 /// sleep in case a wake-up was missed (say, while a LISTEN connection was being re-established).
 const IDLE_FALLBACK_MS: i64 = 30_000;
-/// When due deliveries could not be claimed because their subscribers are at their in-flight
-/// cap, look again this soon: a slot freed by another process sends no wake-up.
+/// When due deliveries could not be claimed (their subscribers at their cap or rate limit, or
+/// no slot left for retries), look again this soon: this process's own completions wake it at
+/// once, but a slot freed by another process, or a rate limiter's next admission, sends no
+/// wake-up.
 const CAPPED_POLL_MS: i64 = 250;
 /// How often to look for deliveries whose worker was lost, and for waiting deliveries whose
 /// window has ended.
