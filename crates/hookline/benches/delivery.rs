@@ -21,14 +21,16 @@
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use hookline_store::testing::PgSchema;
 use hookline_store::{ClaimRequest, Completion, NewEvent, NewSubscriber, Store, Transition};
+use hookline_testkit::process::Process;
+use hookline_testkit::{now_ms, percentile};
 use serde_json::json;
 
 /// Counts distinct webhook-ids and remembers when the last new one arrived.
@@ -89,7 +91,7 @@ impl Receiver {
 }
 
 struct Hookline {
-    child: Child,
+    process: Process,
     base: String,
     http: reqwest::Client,
 }
@@ -101,45 +103,16 @@ impl Hookline {
     }
 
     async fn start_with(dir: &Path, database: &str, role: &str, name: &str) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let config = dir.join(format!("{name}.toml"));
-        std::fs::write(
-            &config,
-            format!(
-                "listen = \"127.0.0.1:{port}\"\ndatabase = \"{database}\"\nallow_private_destinations = true\n"
-            ),
-        )
-        .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_hookline"))
-            .args([
-                "serve",
-                "--config",
-                config.to_str().unwrap(),
-                "--role",
-                role,
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
+        let config = format!("database = \"{database}\"\nallow_private_destinations = true\n");
+        let binary = Path::new(env!("CARGO_BIN_EXE_hookline"));
+        let process = Process::start(binary, dir, name, &config, role)
+            .await
             .unwrap();
-        let h = Hookline {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
+        Hookline {
+            base: process.base.clone(),
+            process,
             http: reqwest::Client::new(),
-        };
-        for _ in 0..500 {
-            if let Ok(r) = h.http.get(format!("{}/healthz", h.base)).send().await {
-                if r.status().is_success() {
-                    return h;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        panic!("hookline did not start");
     }
 
     /// Creates `n` subscribers pointing at the receiver, 16 requests at a time.
@@ -181,7 +154,8 @@ impl Hookline {
     }
 
     fn rss_kib(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.process.pid())).unwrap();
         let field = |name: &str| {
             status
                 .lines()
@@ -193,11 +167,8 @@ impl Hookline {
         (field("VmRSS:"), field("VmHWM:"))
     }
 
-    fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
+    async fn stop(self) {
+        self.process.terminate().await.unwrap();
     }
 }
 
@@ -250,10 +221,6 @@ async fn throughput(api: Hookline, rx: &Receiver, label: &str) -> Hookline {
     Arc::into_inner(api).unwrap()
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 /// One event to 2,000 subscribers, 30 times: time to a durable 202.
 async fn fanout(dir: &Path, rx: &Receiver) {
     const SUBS: usize = 2_000;
@@ -270,20 +237,13 @@ async fn fanout(dir: &Path, rx: &Receiver) {
     took.sort();
     println!(
         "fanout: accept of 1 event x {SUBS} subscribers over {EVENTS} runs: p50 {:.1} ms, p95 {:.1} ms, max {:.1} ms; delivered {} of {}",
-        percentile(&took, 0.5).as_secs_f64() * 1e3,
-        percentile(&took, 0.95).as_secs_f64() * 1e3,
+        percentile(&took, 0.5).unwrap_or_default().as_secs_f64() * 1e3,
+        percentile(&took, 0.95).unwrap_or_default().as_secs_f64() * 1e3,
         took.last().unwrap().as_secs_f64() * 1e3,
         rx.count(),
         SUBS * EVENTS,
     );
-    h.stop();
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
+    h.stop().await;
 }
 
 fn completion(c: &hookline_store::ClaimedDelivery, transition: Transition, now: i64) -> Completion {
@@ -442,7 +402,7 @@ fn report_claims(bench: &str, [empty, full]: [Duration; 2]) {
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
-    v[v.len() / 2]
+    percentile(&v, 0.5).unwrap_or_default()
 }
 
 async fn backlog(dir: &Path, rx: &Receiver) {
@@ -477,7 +437,7 @@ async fn backlog(dir: &Path, rx: &Receiver) {
         rss / 1024,
         peak / 1024,
     );
-    h.stop();
+    h.stop().await;
 }
 
 /// Claim latency on PostgreSQL with 1,000,000 delayed deliveries in the table versus none.
@@ -539,7 +499,8 @@ fn main() {
             let h = Hookline::start(dir.path()).await;
             throughput(h, &rx, "throughput (SQLite, one process)")
                 .await
-                .stop();
+                .stop()
+                .await;
         }
         if run("fanout") {
             let dir = tempfile::tempdir().unwrap();
@@ -570,9 +531,9 @@ fn main() {
                 }
                 let label =
                     format!("pg-throughput (PostgreSQL, 1 api + {workers} worker processes)");
-                throughput(api, &rx, &label).await.stop();
+                throughput(api, &rx, &label).await.stop().await;
                 for w in running {
-                    w.stop();
+                    w.stop().await;
                 }
                 schema.drop_schema().await;
             }

@@ -13,7 +13,6 @@ pub mod health;
 pub mod sender;
 pub mod server;
 pub mod signer;
-pub mod sink;
 pub mod slots;
 pub mod slowness;
 pub mod telemetry;

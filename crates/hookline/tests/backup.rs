@@ -186,5 +186,5 @@ async fn a_backup_during_a_fan_out_restored_and_served_delivers_everything_outst
                 .unwrap();
         }
     }
-    assert_eq!(served.terminate().await.code(), Some(0));
+    assert_eq!(served.terminate().await.unwrap().code(), Some(0));
 }

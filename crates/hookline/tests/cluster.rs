@@ -185,9 +185,9 @@ async fn three_workers_one_killed_lose_nothing_and_never_overlap() {
         assert!(lost, "duplicate without a lost lease: {d}");
     }
     for w in workers.into_iter().skip(1) {
-        assert!(w.terminate().await.success());
+        assert!(w.terminate().await.unwrap().success());
     }
-    assert!(api.terminate().await.success());
+    assert!(api.terminate().await.unwrap().success());
     schema.drop_schema().await;
 }
 
@@ -248,8 +248,8 @@ async fn a_full_restart_changes_no_run_at_attempt_count_or_first_seen() {
     .await;
     assert_eq!(before.len(), 100);
 
-    assert!(worker.terminate().await.success());
-    assert!(api.terminate().await.success());
+    assert!(worker.terminate().await.unwrap().success());
+    assert!(api.terminate().await.unwrap().success());
     let api = Process::spawn(dir.path(), "api", &config, "api").await;
     let worker = Process::spawn(dir.path(), "worker", &config, "worker").await;
     assert_eq!(list(api.base.clone()).await, before);
@@ -258,8 +258,8 @@ async fn a_full_restart_changes_no_run_at_attempt_count_or_first_seen() {
         100,
         "no attempt was made or lost by the restart"
     );
-    assert!(worker.terminate().await.success());
-    assert!(api.terminate().await.success());
+    assert!(worker.terminate().await.unwrap().success());
+    assert!(api.terminate().await.unwrap().success());
     schema.drop_schema().await;
 }
 
@@ -342,7 +342,7 @@ async fn migrate_and_prune_from_the_command_line() {
     let refused = hookline(&["serve", "--role", "worker", "--database", "sqlite://x.db"]);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("PostgreSQL"));
-    assert!(p.terminate().await.success());
+    assert!(p.terminate().await.unwrap().success());
     schema.drop_schema().await;
 }
 
@@ -424,8 +424,8 @@ async fn flipping_a_subscriber_between_paused_and_active_strands_nothing() {
     .await;
     assert_eq!(rx.state_changes().len(), EVENTS);
     for w in workers {
-        assert!(w.terminate().await.success());
+        assert!(w.terminate().await.unwrap().success());
     }
-    assert!(api.terminate().await.success());
+    assert!(api.terminate().await.unwrap().success());
     schema.drop_schema().await;
 }

@@ -146,6 +146,6 @@ async fn kill_9_during_a_2000_subscriber_fan_out_loses_nothing() {
     assert_eq!(seen, expected, "no delivery lost, none invented");
 
     // SIGTERM: a clean stop.
-    let status = hookline.terminate().await;
+    let status = hookline.terminate().await.unwrap();
     assert!(status.success(), "SIGTERM exit: {status}");
 }

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use hookline::sink::{router, Secrets};
+use hookline_testkit::sink::{router, Secrets};
 use serde_json::{json, Value};
 
 async fn sink() -> String {

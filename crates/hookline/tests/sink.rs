@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::*;
 use hookline::signer::{new_secret, SigningKey};
-use hookline::sink::{router, Secrets};
+use hookline_testkit::sink::{router, Secrets};
 use serde_json::{json, Value};
 
 async fn start(secrets: Secrets) -> String {

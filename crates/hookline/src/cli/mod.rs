@@ -327,14 +327,14 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Drill(args) => drill::run(args).await,
         Command::Sink(args) => {
             let secrets = match (args.secret, args.secrets_from) {
-                (Some(secret), _) => crate::sink::Secrets::One(secret),
-                (None, Some(api)) => crate::sink::Secrets::FromApi {
+                (Some(secret), _) => hookline_testkit::sink::Secrets::One(secret),
+                (None, Some(api)) => hookline_testkit::sink::Secrets::FromApi {
                     api,
                     token: args.token,
                 },
-                (None, None) => crate::sink::Secrets::None,
+                (None, None) => hookline_testkit::sink::Secrets::None,
             };
-            crate::sink::serve(args.listen, secrets).await
+            hookline_testkit::sink::serve(args.listen, secrets).await
         }
     };
     match result {

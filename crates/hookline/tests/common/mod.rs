@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -227,12 +227,7 @@ impl Receiver {
     }
 }
 
-pub fn unix_ms_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
+pub use hookline_testkit::now_ms as unix_ms_now;
 
 /// Polls `check` until it returns `Some`, for at most 20 s of real time. This waits for the
 /// system to make progress (a request to cross a socket), never for a retry delay: retry delays
@@ -395,83 +390,37 @@ pub fn state(d: &Value) -> &str {
     d["state"].as_str().unwrap()
 }
 
-/// A `hookline serve` process of the real binary.
-pub struct Process {
-    child: std::process::Child,
-    pub base: String,
-}
+pub use hookline_testkit::process::Process;
 
-/// A test that fails leaves no hookline running behind it.
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Process {
-    /// Starts `hookline serve --config <config> --role <role>` on a free port and waits until it
+/// `hookline serve` processes for tests: this build's binary, or another.
+pub trait Spawn: Sized {
+    /// `hookline serve --config <config> --role <role>` of this build on a free port, once it
     /// answers `/healthz`. `config` must not set `listen`.
-    pub async fn spawn(dir: &std::path::Path, name: &str, config: &str, role: &str) -> Self {
-        Self::spawn_binary(
-            std::path::Path::new(env!("CARGO_BIN_EXE_hookline")),
-            dir,
-            name,
-            config,
-            role,
-        )
-        .await
+    async fn spawn(dir: &std::path::Path, name: &str, config: &str, role: &str) -> Self;
+    /// Like `spawn`, running the hookline binary at `binary` (another release, for instance).
+    async fn spawn_binary(
+        binary: &std::path::Path,
+        dir: &std::path::Path,
+        name: &str,
+        config: &str,
+        role: &str,
+    ) -> Self;
+}
+
+impl Spawn for Process {
+    async fn spawn(dir: &std::path::Path, name: &str, config: &str, role: &str) -> Self {
+        let binary = std::path::Path::new(env!("CARGO_BIN_EXE_hookline"));
+        Self::spawn_binary(binary, dir, name, config, role).await
     }
 
-    /// Like `spawn`, running the hookline binary at `binary` (another release, for instance).
-    pub async fn spawn_binary(
+    async fn spawn_binary(
         binary: &std::path::Path,
         dir: &std::path::Path,
         name: &str,
         config: &str,
         role: &str,
     ) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let path = dir.join(format!("{name}.toml"));
-        std::fs::write(&path, format!("listen = \"127.0.0.1:{port}\"\n{config}")).unwrap();
-        let child = std::process::Command::new(binary)
-            .args(["serve", "--config", path.to_str().unwrap(), "--role", role])
-            .env("RUST_LOG", "error")
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let p = Process {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        let http = reqwest::Client::new();
-        eventually("hookline to answer /healthz", async || {
-            let r = http.get(format!("{}/healthz", p.base)).send().await;
-            r.is_ok_and(|r| r.status().is_success()).then_some(())
-        })
-        .await;
-        p
-    }
-
-    /// SIGKILL: no chance to finish anything.
-    pub fn kill_9(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    /// SIGTERM, and the exit status.
-    pub async fn terminate(mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        assert!(std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        tokio::task::spawn_blocking(move || self.child.wait().unwrap())
+        Process::start(binary, dir, name, config, role)
             .await
             .unwrap()
     }

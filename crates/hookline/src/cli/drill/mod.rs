@@ -5,27 +5,22 @@
 //! them and measure the drain, (4) SIGKILL hookline while deliveries wait for a retry, restart
 //! it, and check every `run_at` is unchanged and nothing is lost.
 
+mod report;
+mod svg;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
+use hookline_testkit::process::wait_healthy;
+use hookline_testkit::sink::{router, Secrets};
+use hookline_testkit::{now_ms, rfc3339_ms, ScratchDir};
 use serde_json::{json, Value};
 
 use super::DrillArgs;
-use crate::sink::{router, Secrets};
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// A time the API wrote (RFC 3339), in unix milliseconds.
-fn rfc3339_ms(value: &Value) -> Option<i64> {
-    let t = humantime::parse_rfc3339(value.as_str()?).ok()?;
-    Some(t.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64)
-}
+use report::{latencies, row, summary};
+use svg::svg;
 
 fn progress(message: &str) {
     eprintln!("drill: {message}");
@@ -36,7 +31,7 @@ enum Target {
     Embedded {
         child: Child,
         config: PathBuf,
-        _dir: tempfile::TempDir,
+        _dir: ScratchDir,
     },
     Remote,
 }
@@ -46,18 +41,6 @@ struct Drill {
     sink: String,
     http: reqwest::Client,
     token: Option<String>,
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
-fn summary(mut v: Vec<f64>) -> Value {
-    v.sort_by(f64::total_cmp);
-    json!({"n": v.len(), "p50_ms": percentile(&v, 0.5), "p95_ms": percentile(&v, 0.95), "p99_ms": percentile(&v, 0.99)})
 }
 
 impl Drill {
@@ -213,75 +196,6 @@ impl Drill {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
-}
-
-/// Latencies (ms) from publish to first receipt, for subscribers `healthy` or not.
-fn latencies(
-    events: &[(String, i64)],
-    receipts: &HashMap<String, i64>,
-    subs: &[String],
-    points: &mut Vec<Value>,
-    phase: &str,
-) -> (Vec<f64>, Vec<f64>) {
-    let (mut healthy, mut unhealthy) = (Vec::new(), Vec::new());
-    for (event, at) in events {
-        for sub in subs {
-            if let Some(got) = receipts.get(&format!("{event}:{sub}")) {
-                let ms = (got - at) as f64;
-                let bad = sub.starts_with("bad-");
-                points
-                    .push(json!({"phase": phase, "at_ms": got, "latency_ms": ms, "healthy": !bad}));
-                if bad {
-                    unhealthy.push(ms)
-                } else {
-                    healthy.push(ms)
-                }
-            }
-        }
-    }
-    (healthy, unhealthy)
-}
-
-fn svg(points: &[Value], start: i64) -> String {
-    let (w, h, pad) = (900.0, 400.0, 50.0);
-    let max_t = points
-        .iter()
-        .filter_map(|p| p["at_ms"].as_i64())
-        .max()
-        .unwrap_or(start + 1)
-        - start;
-    let max_l = points
-        .iter()
-        .filter_map(|p| p["latency_ms"].as_f64())
-        .fold(1.0, f64::max);
-    let mut out = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{pad}" y="20">hookline drill: first-attempt latency over time (green healthy, red unavailable)</text><line x1="{pad}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{pad}" y1="{pad}" x2="{pad}" y2="{}" stroke="black"/><text x="{pad}" y="{}">0 s</text><text x="{}" y="{}">{:.0} s</text><text x="5" y="{}">0</text><text x="5" y="{}">{:.0} ms</text>"#,
-        h - pad,
-        w - pad,
-        h - pad,
-        h - pad,
-        h - pad + 15.0,
-        w - pad - 30.0,
-        h - pad + 15.0,
-        max_t as f64 / 1000.0,
-        h - pad,
-        pad,
-        max_l
-    );
-    for p in points {
-        let (Some(t), Some(l)) = (p["at_ms"].as_i64(), p["latency_ms"].as_f64()) else {
-            continue;
-        };
-        let x = pad + (t - start) as f64 / max_t.max(1) as f64 * (w - 2.0 * pad);
-        let y = h - pad - l / max_l * (h - 2.0 * pad);
-        let color = if p["healthy"].as_bool() == Some(true) {
-            "#2a2"
-        } else {
-            "#d22"
-        };
-        out += &format!(r#"<circle cx="{x:.1}" cy="{y:.1}" r="1.5" fill="{color}"/>"#);
-    }
-    out + "</svg>\n"
 }
 
 /// The longest any one of the drill's own requests (to hookline or its sink) may take.
@@ -468,7 +382,7 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
             child.kill().map_err(|e| e.to_string())?;
             let _ = child.wait();
             *child = spawn(config)?;
-            wait_healthy(&drill.http, &drill.api).await?;
+            wait_healthy(&drill.api).await?;
             let after = drill.scheduled(&event).await?;
             // Deliveries whose retry was still ahead when we looked again: nothing may have
             // touched them. (One that came due meanwhile was rightly claimed, or deferred by
@@ -538,44 +452,6 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
     } else {
         Err("the drill failed a check".into())
     }
-}
-
-fn row(phase: &str, who: &str, s: &Value) -> Vec<String> {
-    let f = |k: &str| format!("{:.0}", s[k].as_f64().unwrap_or(0.0));
-    vec![
-        phase.into(),
-        who.into(),
-        s["n"].to_string(),
-        f("p50_ms"),
-        f("p95_ms"),
-        f("p99_ms"),
-    ]
-}
-
-fn spawn(config: &std::path::Path) -> Result<Child, String> {
-    Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
-        .args(["serve", "--config", &config.display().to_string()])
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start hookline: {e}"))
-}
-
-async fn wait_healthy(http: &reqwest::Client, api: &str) -> Result<(), String> {
-    for _ in 0..200 {
-        // A probe that gets no answer soon counts as "not yet" and is tried again.
-        if http
-            .get(format!("{api}/healthz"))
-            .timeout(Duration::from_secs(1))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Err("the embedded hookline did not start".into())
 }
 
 /// The policy `--sustained` gives the embedded hookline when no `--config` is given: short
@@ -695,11 +571,8 @@ async fn sustained(
 async fn start_embedded(
     args: &DrillArgs,
 ) -> Result<(String, Target, crate::config::Config), String> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
+    let dir = ScratchDir::new("hookline-drill").map_err(|e| e.to_string())?;
+    let port = hookline_testkit::free_port().map_err(|e| e.to_string())?;
     let mut config = match &args.config {
         Some(path) => {
             std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
@@ -715,7 +588,7 @@ async fn start_embedded(
         crate::config::Config::load(Some(&path), Default::default()).map_err(|e| e.to_string())?;
     let child = spawn(&path)?;
     let api = format!("http://127.0.0.1:{port}");
-    wait_healthy(&reqwest::Client::new(), &api).await?;
+    wait_healthy(&api).await?;
     Ok((
         api,
         Target::Embedded {
@@ -725,4 +598,10 @@ async fn start_embedded(
         },
         policy,
     ))
+}
+
+/// This very binary, serving the drill's config.
+fn spawn(config: &std::path::Path) -> Result<Child, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    hookline_testkit::process::serve(&exe, config, "all")
 }
