@@ -408,15 +408,7 @@ async fn payload_numbers_are_delivered_as_written() {
     // The exponent is spelled canonically; the digits are untouched.
     let stored = r#"{"amount":0.10,"big":12345678901234567890123,"tiny":1.0e-400}"#;
     assert!(text.ends_with(&format!(r#""data":{stored}}}"#)), "{text}");
-    let answer = app
-        .http
-        .get(format!("{}/v1/events/n1", app.base()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let answer = app.text("/v1/events/n1").await;
     assert!(
         answer.contains(&format!(r#""payload":{stored}"#)),
         "{answer}"

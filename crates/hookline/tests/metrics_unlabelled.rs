@@ -13,15 +13,7 @@ async fn latency_without_subscriber_labels() {
     app.publish("e1", "t").await;
     app.delivery_when("e1:s1", "delivered", |d| state(d) == "delivered")
         .await;
-    let text = app
-        .http
-        .get(format!("{}/metrics", app.base()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.text("/metrics").await;
     let counts: Vec<&str> = text
         .lines()
         .filter(|l| l.starts_with("hookline_delivery_latency_seconds_count"))

@@ -324,6 +324,13 @@ impl TestApp {
         )
     }
 
+    /// The body of `GET path` as text, exactly as sent.
+    pub async fn text(&self, path: &str) -> String {
+        let url = format!("{}{path}", self.base());
+        let response = self.http.get(url).send().await.unwrap();
+        response.text().await.unwrap()
+    }
+
     pub async fn subscriber(&self, id: &str, url: &str) -> Value {
         let (status, body) = self
             .call(
