@@ -207,6 +207,15 @@ impl ClaimBudget {
         Admission::Take
     }
 
+    /// Subscribers this claim has used up (no slot left, or no admission from the rate limiter
+    /// before a later time): a further scan leaves their rows out.
+    fn used_up(&self) -> impl Iterator<Item = &String> {
+        self.subscribers
+            .iter()
+            .filter(|(_, (slots, next))| *slots == 0 || next.is_some_and(|n| n > self.now))
+            .map(|(id, _)| id)
+    }
+
     /// New rate-limiter times to persist, per subscriber.
     pub fn rate_updates(&self) -> impl Iterator<Item = (&String, UnixMs)> {
         self.subscribers
@@ -215,12 +224,15 @@ impl ClaimBudget {
     }
 }
 
-/// The most due rows one claim looks at, so rows it passes over (a subscriber's beyond the
-/// slots it had left when the claim began) cannot make it slow. Subscribers with no slot at all
-/// are not scanned ([`ClaimBudget::unclaimable`]).
+/// The most due rows one scan of a claim looks at, so rows it passes over cannot make it slow.
+/// Subscribers with no slot at all are not scanned ([`ClaimBudget::unclaimable`]); rows of
+/// those a scan uses up are left out of the next one ([`ClaimPlan::widen`]).
 pub(crate) fn scan_bound(limit: usize) -> usize {
     limit.saturating_mul(4).max(256)
 }
+
+/// Scans one claim makes at most: the first, and those after subscribers it used up.
+const MAX_SCANS: usize = 4;
 
 /// One due row as a claim sees it.
 pub(crate) struct Candidate<'a> {
@@ -244,8 +256,11 @@ pub(crate) struct ClaimPlan<T> {
     pub revoked: Vec<i64>,
     /// Behind an open breaker: due again when it half-opens.
     pub defer: Vec<(i64, UnixMs)>,
+    /// Every row looked at: a further scan leaves them out.
+    pub seen: Vec<i64>,
     limit: usize,
     looked_at: usize,
+    scans: usize,
 }
 
 impl<T> ClaimPlan<T> {
@@ -255,15 +270,40 @@ impl<T> ClaimPlan<T> {
             hold: Vec::new(),
             revoked: Vec::new(),
             defer: Vec::new(),
+            seen: Vec::new(),
             limit,
             looked_at: 0,
+            scans: 1,
         }
+    }
+
+    /// After a scan: whether to scan again. A scan that stopped at its bound with room left
+    /// may have passed over a wall of rows of subscribers it used up (one with a deep backlog
+    /// takes its slots, then its other rows fill the scan): they join `excluded`, and the
+    /// next scan looks past them, leaving out the rows already seen.
+    pub fn widen(&mut self, budget: &ClaimBudget, excluded: &mut Vec<String>) -> bool {
+        let stopped_short =
+            self.take.len() < self.limit && self.looked_at >= scan_bound(self.limit);
+        if !stopped_short || self.scans >= MAX_SCANS {
+            return false;
+        }
+        let before = excluded.len();
+        excluded.extend(budget.used_up().cloned());
+        excluded.sort_unstable();
+        excluded.dedup();
+        if excluded.len() == before {
+            return false;
+        }
+        self.scans += 1;
+        self.looked_at = 0;
+        true
     }
 
     /// Decides one due row (`row`: what the backend keeps of it to lease it). False once the
     /// claim is full or has looked at [`scan_bound`] rows: the backend stops reading.
     pub fn consider(&mut self, budget: &mut ClaimBudget, c: Candidate<'_>, row: T) -> bool {
         self.looked_at += 1;
+        self.seen.push(c.key);
         match c.status {
             SubscriberStatus::Paused => self.hold.push(c.key),
             SubscriberStatus::Revoked => self.revoked.push(c.key),

@@ -13,31 +13,32 @@ use tokio_postgres::{Client, NoTls};
 /// removed when the process exits); else none, and the tests that need one skip, saying so in
 /// one line. With `HOOKLINE_TEST_POSTGRES_REQUIRED=1` (as in CI) a skip is a failure.
 pub fn postgres_url() -> Option<String> {
-    static URL: OnceLock<Option<String>> = OnceLock::new();
-    URL.get_or_init(|| {
-        if let Ok(url) = std::env::var("HOOKLINE_TEST_POSTGRES") {
-            return Some(url);
-        }
-        match throwaway::start() {
-            Ok(url) => Some(url),
-            Err(why) => {
-                let required =
-                    std::env::var("HOOKLINE_TEST_POSTGRES_REQUIRED").as_deref() == Ok("1");
-                assert!(
-                    !required,
-                    "PostgreSQL tests are required (HOOKLINE_TEST_POSTGRES_REQUIRED=1) but {why}"
-                );
+    // The outcome is kept, failure included: one attempt per test process.
+    static URL: OnceLock<Result<String, String>> = OnceLock::new();
+    let url = URL.get_or_init(|| match std::env::var("HOOKLINE_TEST_POSTGRES") {
+        Ok(url) => Ok(url),
+        Err(_) => throwaway::start(),
+    });
+    match url {
+        Ok(url) => Some(url.clone()),
+        Err(why) => {
+            let required = std::env::var("HOOKLINE_TEST_POSTGRES_REQUIRED").as_deref() == Ok("1");
+            assert!(
+                !required,
+                "PostgreSQL tests are required (HOOKLINE_TEST_POSTGRES_REQUIRED=1) but {why}"
+            );
+            static SAID: OnceLock<()> = OnceLock::new();
+            SAID.get_or_init(|| {
                 // Straight to stderr: the test harness would hide a println of a passing test.
                 let _ = writeln!(
                     std::io::stderr(),
                     "skipping the PostgreSQL tests of this binary: {why}; set \
                      HOOKLINE_TEST_POSTGRES or install PostgreSQL"
                 );
-                None
-            }
+            });
+            None
         }
-    })
-    .clone()
+    }
 }
 
 async fn admin(url: &str) -> Client {

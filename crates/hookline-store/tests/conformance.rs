@@ -90,6 +90,7 @@ macro_rules! all_cases {
             the_breaker_opens_defers_probes_and_closes,
             subscriber_caps_rate_limits_and_the_retry_budget,
             a_wall_of_unclaimable_rows_hides_nobody,
+            a_subscriber_used_up_mid_claim_hides_nobody,
             payload_versions_follow_each_subscribers_pin,
             replay_selects_what_was_listed_and_audits_each_outcome_once,
             waiting_deliveries_die_when_their_window_ends,
@@ -1347,6 +1348,38 @@ mod cases {
     /// Each subscriber gets the highest version at or below its pin (the latest when
     /// unpinned); one pinned below every version gets a delivery that is dead at once, on the
     /// record; a replay chooses again by the pin at replay time.
+    /// A subscriber with free slots and a deep backlog at the head of the due order: a claim
+    /// takes its slots, and its other rows must not fill the scan and hide the rows behind.
+    pub async fn a_subscriber_used_up_mid_claim_hides_nobody(h: &impl Harness) {
+        let store = h.open().await;
+        store
+            .create_subscriber(sub("deep", &["d"]), T0)
+            .await
+            .unwrap();
+        store
+            .create_subscriber(sub("behind", &["b"]), T0)
+            .await
+            .unwrap();
+        for i in 0..400 {
+            accepted(&*store, event(&format!("d{i}"), "d"), T0 + i).await;
+        }
+        accepted(&*store, event("late", "b"), T0 + 1_000).await;
+        let got = store.claim_due(claim(T0 + 2_000, 10, 5)).await.unwrap();
+        let mut ids: Vec<&str> = got.iter().map(|c| c.id.as_str()).collect();
+        ids.sort_unstable();
+        assert_eq!(
+            ids,
+            [
+                "d0:deep",
+                "d1:deep",
+                "d2:deep",
+                "d3:deep",
+                "d4:deep",
+                "late:behind"
+            ]
+        );
+    }
+
     pub async fn payload_versions_follow_each_subscribers_pin(h: &impl Harness) {
         let store = h.open().await;
         for (id, pin) in [

@@ -432,50 +432,58 @@ pub(super) async fn claim_due(
     );
     let in_flight: HashMap<&str, i64> = busy.iter().map(|r| (r.get(0), r.get(1))).collect();
     let scan = scan_bound(req.limit) as i64;
-    let due = query(
-        c,
-        // The due rows are picked in a subquery of their own: with the join in the same query,
-        // the planner may (on some statistics) walk a whole index of the table to merge-join
-        // by subscriber, hundreds of milliseconds with a large delayed backlog. The LIMIT in
-        // the subquery keeps the claim on the head of `deliveries_due` whatever the estimates.
-        "SELECT d.seq, d.subscriber_id, s.status, s.breaker_open_until, s.max_in_flight,
+    let mut excluded = unclaimable;
+    let mut plan = ClaimPlan::new(req.limit);
+    loop {
+        let due = query(
+            c,
+            // The due rows are picked in a subquery of their own: with the join in the same query,
+            // the planner may (on some statistics) walk a whole index of the table to merge-join
+            // by subscriber, hundreds of milliseconds with a large delayed backlog. The LIMIT in
+            // the subquery keeps the claim on the head of `deliveries_due` whatever the estimates.
+            "SELECT d.seq, d.subscriber_id, s.status, s.breaker_open_until, s.max_in_flight,
                 s.rate_limit_per_second, s.rate_next_at, d.attempts
          FROM (SELECT seq, subscriber_id, attempts, run_at FROM deliveries
                WHERE state = 'scheduled' AND NOT held AND run_at <= $1
                  AND subscriber_id <> ALL ($3) AND (attempts = 0 OR $4) AND window_start > $5
+                 AND seq <> ALL ($6)
                ORDER BY run_at LIMIT $2
                FOR UPDATE SKIP LOCKED) d
          JOIN subscribers s ON s.id = d.subscriber_id
          ORDER BY d.run_at, d.seq",
-        &[
-            &req.now,
-            &scan,
-            &unclaimable,
-            &budget.takes_retries(),
-            &req.window_ended_for_start,
-        ],
-    )
-    .await?;
-    let mut plan = ClaimPlan::new(req.limit);
-    for r in &due {
-        let (key, subscriber, status): (i64, &str, &str) = (r.get(0), r.get(1), r.get(2));
-        let candidate = Candidate {
-            key,
-            status: SubscriberStatus::parse(status).ok_or_else(|| corrupt("status", status))?,
-            limits: Limits {
-                id: subscriber,
-                breaker: Breaker {
-                    open_until: r.get(3),
-                    ..Breaker::default()
+            &[
+                &req.now,
+                &scan,
+                &excluded,
+                &budget.takes_retries(),
+                &req.window_ended_for_start,
+                &plan.seen,
+            ],
+        )
+        .await?;
+        for r in &due {
+            let (key, subscriber, status): (i64, &str, &str) = (r.get(0), r.get(1), r.get(2));
+            let candidate = Candidate {
+                key,
+                status: SubscriberStatus::parse(status).ok_or_else(|| corrupt("status", status))?,
+                limits: Limits {
+                    id: subscriber,
+                    breaker: Breaker {
+                        open_until: r.get(3),
+                        ..Breaker::default()
+                    },
+                    max_in_flight: r.get::<_, Option<i32>>(4).map(|n| n as u32),
+                    rate_limit_per_second: r.get(5),
+                    rate_next_at: r.get(6),
                 },
-                max_in_flight: r.get::<_, Option<i32>>(4).map(|n| n as u32),
-                rate_limit_per_second: r.get(5),
-                rate_next_at: r.get(6),
-            },
-            in_flight: in_flight.get(subscriber).copied().unwrap_or(0) as u32,
-            attempts: r.get::<_, i32>(7) as u32,
-        };
-        if !plan.consider(&mut budget, candidate, key) {
+                in_flight: in_flight.get(subscriber).copied().unwrap_or(0) as u32,
+                attempts: r.get::<_, i32>(7) as u32,
+            };
+            if !plan.consider(&mut budget, candidate, key) {
+                break;
+            }
+        }
+        if !plan.widen(&budget, &mut excluded) {
             break;
         }
     }

@@ -336,23 +336,24 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
         }),
         rate_limited,
     );
-    let unclaimable = serde_json::to_string(&unclaimable).expect("subscriber ids serialize");
-
+    let mut excluded = unclaimable;
     let mut lookups = Lookups::new(req.now);
     let mut plan = ClaimPlan::new(req.limit);
-    {
+    loop {
         let mut stmt = c.prepare_cached(&format!(
             "SELECT {DUE_COLUMNS} FROM deliveries
              WHERE state = 'scheduled' AND held = 0 AND run_at <= ?1
                AND subscriber_id NOT IN (SELECT value FROM json_each(?2))
                AND (attempts = 0 OR ?3) AND window_start > ?4
+               AND seq NOT IN (SELECT value FROM json_each(?5))
              ORDER BY run_at"
         ))?;
         let mut rows = stmt.query(params![
             req.now,
-            unclaimable,
+            serde_json::to_string(&excluded).expect("subscriber ids serialize"),
             budget.takes_retries(),
-            req.window_ended_for_start
+            req.window_ended_for_start,
+            serde_json::to_string(&plan.seen).expect("keys serialize")
         ])?;
         while let Some(r) = rows.next()? {
             let row = due_row(r)?;
@@ -367,6 +368,10 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
             if !plan.consider(&mut budget, candidate, row) {
                 break;
             }
+        }
+        drop(rows);
+        if !plan.widen(&budget, &mut excluded) {
+            break;
         }
     }
     for key in plan.hold {

@@ -11,7 +11,15 @@ use std::process::{Command, Stdio};
 /// Starts the server; the URL of its `postgres` database, or why there is none.
 pub(super) fn start() -> Result<String, String> {
     let bin = binaries().ok_or("no PostgreSQL binaries (initdb, pg_ctl) are installed")?;
-    let dir = std::env::temp_dir().join(format!(
+    // /tmp rather than $TMPDIR: the socket path must stay short, and as root the server's user
+    // must be able to reach it.
+    let tmp = Path::new("/tmp");
+    let tmp = if tmp.is_dir() {
+        tmp.to_owned()
+    } else {
+        std::env::temp_dir()
+    };
+    let dir = tmp.join(format!(
         "hookline-pg-{}-{:08x}",
         std::process::id(),
         rand::random::<u32>()
@@ -35,6 +43,9 @@ pub(super) fn start() -> Result<String, String> {
         c.args(&line[1..]);
         c
     };
+    // From here on, whatever fails, the guardian removes the directory (and stops the server
+    // if one started) once this process exits.
+    guard(&dir, as_owner("pg_ctl"))?;
     let data = dir.join("data");
     run(command(as_owner("initdb")).arg("-D").arg(&data).args([
         "-U",
@@ -46,7 +57,7 @@ pub(super) fn start() -> Result<String, String> {
         "--no-sync",
     ]))?;
     let options = format!(
-        "-k {} -c listen_addresses='' -c fsync=off -c max_connections=300",
+        "-k '{}' -c listen_addresses='' -c fsync=off -c max_connections=300",
         dir.display()
     );
     run(command(as_owner("pg_ctl"))
@@ -55,7 +66,6 @@ pub(super) fn start() -> Result<String, String> {
         .arg("-l")
         .arg(dir.join("log"))
         .args(["-o", &options, "-w", "start"]))?;
-    guard(&dir, as_owner("pg_ctl"))?;
     // The socket directory as the URL's host, percent-encoded.
     let host: String = dir
         .to_string_lossy()
@@ -119,7 +129,10 @@ fn guard(dir: &Path, pg_ctl: Vec<OsString>) -> Result<(), String> {
     let script = r#"trap '' INT HUP TERM
 p=$1; d=$2; shift 2
 while kill -0 "$p" 2>/dev/null; do sleep 1; done
-"$@" -D "$d/data" -m fast -w stop >/dev/null 2>&1
+if [ -f "$d/data/postmaster.pid" ]; then
+  "$@" -D "$d/data" -m fast -w stop >/dev/null 2>&1 ||
+    "$@" -D "$d/data" -m immediate -w stop >/dev/null 2>&1
+fi
 rm -rf "$d""#;
     Command::new("sh")
         .args(["-c", script, "hookline-pg-guardian"])
