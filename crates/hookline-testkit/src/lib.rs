@@ -6,6 +6,45 @@
 pub mod process;
 pub mod sink;
 
+/// Creates subscribers through hookline's API at `api` (one `POST /v1/subscribers` body each),
+/// `parallel` requests at a time; any answer but 201 is an error naming it.
+pub async fn create_subscribers(
+    http: &reqwest::Client,
+    api: &str,
+    token: Option<&str>,
+    mut bodies: Vec<serde_json::Value>,
+    parallel: usize,
+) -> Result<(), String> {
+    bodies.reverse(); // taken from the end: in the order given
+    let queue = std::sync::Arc::new(std::sync::Mutex::new(bodies));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..parallel.max(1) {
+        let (http, queue) = (http.clone(), queue.clone());
+        let (url, token) = (format!("{api}/v1/subscribers"), token.map(str::to_owned));
+        workers.spawn(async move {
+            loop {
+                let Some(body) = queue.lock().expect("queue lock").pop() else {
+                    return Ok(());
+                };
+                let mut request = http.post(&url).json(&body);
+                if let Some(t) = &token {
+                    request = request.bearer_auth(t);
+                }
+                let response = request.send().await.map_err(|e| e.to_string())?;
+                if response.status() != 201 {
+                    let status = response.status();
+                    let text = response.text().await.unwrap_or_default();
+                    return Err(format!("creating a subscriber answered {status}: {text}"));
+                }
+            }
+        });
+    }
+    while let Some(done) = workers.join_next().await {
+        done.map_err(|e| e.to_string())??;
+    }
+    Ok(())
+}
+
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -117,26 +117,13 @@ impl Hookline {
 
     /// Creates `n` subscribers pointing at the receiver, 16 requests at a time.
     async fn subscribers(&self, n: usize, rx: &Receiver) {
-        let mut tasks = tokio::task::JoinSet::new();
-        for w in 0..16 {
-            let (http, base, url) = (
-                self.http.clone(),
-                self.base.clone(),
-                format!("http://{}/hook", rx.addr),
-            );
-            tasks.spawn(async move {
-                for i in (w..n).step_by(16) {
-                    let r = http
-                        .post(format!("{base}/v1/subscribers"))
-                        .json(&json!({"id": format!("sub-{i}"), "url": url}))
-                        .send()
-                        .await
-                        .unwrap();
-                    assert_eq!(r.status(), 201);
-                }
-            });
-        }
-        while tasks.join_next().await.is_some() {}
+        let url = format!("http://{}/hook", rx.addr);
+        let bodies = (0..n)
+            .map(|i| json!({"id": format!("sub-{i}"), "url": url}))
+            .collect();
+        hookline_testkit::create_subscribers(&self.http, &self.base, None, bodies, 16)
+            .await
+            .unwrap();
     }
 
     async fn publish(&self, id: &str) -> Duration {

@@ -48,22 +48,12 @@ async fn get(http: &reqwest::Client, url: String) -> Value {
 }
 
 async fn create_subscribers(http: &reqwest::Client, base: &str, rx: &Receiver) {
-    let mut tasks = tokio::task::JoinSet::new();
-    for w in 0..16 {
-        let (http, base, rx) = (http.clone(), base.to_owned(), rx.clone());
-        tasks.spawn(async move {
-            for i in (w..SUBSCRIBERS).step_by(16) {
-                let r = http
-                    .post(format!("{base}/v1/subscribers"))
-                    .json(&json!({"id": format!("sub-{i}"), "url": rx.url(path_of(i))}))
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(r.status(), 201);
-            }
-        });
-    }
-    while tasks.join_next().await.is_some() {}
+    let bodies = (0..SUBSCRIBERS)
+        .map(|i| json!({"id": format!("sub-{i}"), "url": rx.url(path_of(i))}))
+        .collect();
+    hookline_testkit::create_subscribers(http, base, None, bodies, 16)
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
