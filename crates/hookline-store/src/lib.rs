@@ -19,6 +19,8 @@ mod sqlite;
 mod stats;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(feature = "testing")]
+pub use testing::open;
 
 use std::sync::Arc;
 
@@ -170,24 +172,6 @@ pub struct OpenOptions {
     pub pool_size: usize,
     /// When a subscriber's circuit breaker opens, and for how long.
     pub breaker: BreakerConfig,
-}
-
-impl Default for OpenOptions {
-    fn default() -> Self {
-        Self {
-            pool_size: 16,
-            breaker: BreakerConfig {
-                failures: 5,
-                cool_down: std::time::Duration::from_secs(30),
-                max_cool_down: std::time::Duration::from_secs(300),
-            },
-        }
-    }
-}
-
-/// Opens the backend a database URL names with default options.
-pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
-    open_with(url, &OpenOptions::default()).await
 }
 
 /// Which backend a database URL names.

@@ -8,6 +8,28 @@ use std::sync::OnceLock;
 
 use tokio_postgres::{Client, NoTls};
 
+use crate::{open_with, OpenOptions, Result, Store};
+
+/// Settings for tests and benchmarks, not the product's defaults (hookline's configuration
+/// declares those, once).
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self {
+            pool_size: 16,
+            breaker: hookline_policy::BreakerConfig {
+                failures: 5,
+                cool_down: std::time::Duration::from_secs(30),
+                max_cool_down: std::time::Duration::from_secs(300),
+            },
+        }
+    }
+}
+
+/// Opens the backend a database URL names with the test settings.
+pub async fn open(url: &str) -> Result<std::sync::Arc<dyn Store>> {
+    open_with(url, &OpenOptions::default()).await
+}
+
 /// The PostgreSQL tests use: `HOOKLINE_TEST_POSTGRES`; else a throwaway server this process
 /// starts from the installed PostgreSQL (a Unix socket in a temporary directory, stopped and
 /// removed when the process exits); else none, and the tests that need one skip, saying so in
