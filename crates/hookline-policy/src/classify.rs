@@ -1,6 +1,9 @@
 //! Classification comes before any delay arithmetic: exponential backoff cannot make a permanent
 //! error temporary, so the first question about an attempt is whether retrying can plausibly help.
 
+use std::collections::BTreeSet;
+use std::fmt;
+
 /// What one HTTP attempt produced, as far as the retry decision cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttemptResult {
@@ -53,25 +56,95 @@ impl Outcome {
     }
 }
 
-/// 2xx succeeds. Statuses that say "not now" (408, 425, 429, 5xx gateway and availability
-/// errors) and transport failures are retryable. Everything else, including redirects (which
-/// are never followed) and 410 Gone, is a final answer from the subscriber.
-pub fn classify(result: AttemptResult) -> Outcome {
-    match result {
-        AttemptResult::Status(s) if (200..300).contains(&s) => Outcome::Success,
-        AttemptResult::Status(408 | 425 | 429 | 500 | 502 | 503 | 504) => Outcome::Retryable,
-        AttemptResult::Status(_) => Outcome::Permanent,
-        AttemptResult::Timeout | AttemptResult::ConnectionFailed | AttemptResult::DnsFailed => {
-            Outcome::Retryable
+/// A policy's table of answers: which statuses are worth retrying, and which end the
+/// subscription itself. Every 2xx succeeds; every other status not listed is permanent (a final
+/// answer from the subscriber, redirects included: they are never followed); timeouts, refused
+/// or reset connections and DNS failures are always retryable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classification {
+    retryable: BTreeSet<u16>,
+    revoke: BTreeSet<u16>,
+}
+
+/// Why a table was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClassificationError {
+    /// Not an HTTP status a response can carry (100 to 599).
+    NotAStatus(u16),
+    /// A 2xx always succeeds.
+    Success(u16),
+    /// Listed as retryable and as revoking the subscription.
+    Both(u16),
+}
+
+impl fmt::Display for ClassificationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotAStatus(s) => write!(f, "{s} is not an HTTP status (100 to 599)"),
+            Self::Success(s) => write!(f, "{s} is a success: every 2xx is delivered"),
+            Self::Both(s) => write!(f, "{s} cannot be both retryable and revoke"),
         }
-        AttemptResult::Lost => Outcome::Lost,
-        AttemptResult::Refused => Outcome::Permanent,
     }
 }
 
+/// Statuses that say "not now": a request timeout, too early, too many requests, and the
+/// gateway and availability errors.
+const RETRYABLE: [u16; 7] = [408, 425, 429, 500, 502, 503, 504];
 /// 410 Gone means the subscription itself is over, not just this delivery.
-pub fn revokes_subscription(result: AttemptResult) -> bool {
-    result == AttemptResult::Status(410)
+const REVOKE: [u16; 1] = [410];
+
+impl Default for Classification {
+    fn default() -> Self {
+        Self::new(RETRYABLE, REVOKE).expect("the standard table is valid")
+    }
+}
+
+impl Classification {
+    pub fn new(
+        retryable: impl IntoIterator<Item = u16>,
+        revoke: impl IntoIterator<Item = u16>,
+    ) -> Result<Self, ClassificationError> {
+        let retryable: BTreeSet<u16> = retryable.into_iter().collect();
+        let revoke: BTreeSet<u16> = revoke.into_iter().collect();
+        for &s in retryable.iter().chain(&revoke) {
+            if !(100..600).contains(&s) {
+                return Err(ClassificationError::NotAStatus(s));
+            }
+            if (200..300).contains(&s) {
+                return Err(ClassificationError::Success(s));
+            }
+        }
+        if let Some(&s) = retryable.intersection(&revoke).next() {
+            return Err(ClassificationError::Both(s));
+        }
+        Ok(Self { retryable, revoke })
+    }
+
+    pub fn retryable(&self) -> &BTreeSet<u16> {
+        &self.retryable
+    }
+
+    pub fn revoke(&self) -> &BTreeSet<u16> {
+        &self.revoke
+    }
+
+    pub fn classify(&self, result: AttemptResult) -> Outcome {
+        match result {
+            AttemptResult::Status(s) if (200..300).contains(&s) => Outcome::Success,
+            AttemptResult::Status(s) if self.retryable.contains(&s) => Outcome::Retryable,
+            AttemptResult::Status(_) => Outcome::Permanent,
+            AttemptResult::Timeout | AttemptResult::ConnectionFailed | AttemptResult::DnsFailed => {
+                Outcome::Retryable
+            }
+            AttemptResult::Lost => Outcome::Lost,
+            AttemptResult::Refused => Outcome::Permanent,
+        }
+    }
+
+    /// Whether the answer ends the subscription (its other pending deliveries die too).
+    pub fn revokes_subscription(&self, result: AttemptResult) -> bool {
+        matches!(result, AttemptResult::Status(s) if self.revoke.contains(&s))
+    }
 }
 
 #[cfg(test)]
@@ -80,7 +153,10 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn the_issue_table() {
+    fn the_standard_table() {
+        let standard = Classification::default();
+        let classify = |r| standard.classify(r);
+        let revokes_subscription = |r| standard.revokes_subscription(r);
         for s in [200, 201, 204, 299] {
             assert_eq!(classify(AttemptResult::Status(s)), Outcome::Success, "{s}");
         }
@@ -115,10 +191,42 @@ mod tests {
 
     proptest! {
         #[test]
-        fn every_2xx_and_only_2xx_succeeds(s in 0u16..1000) {
-            let ok = classify(AttemptResult::Status(s)) == Outcome::Success;
+        fn every_2xx_and_only_2xx_succeeds(
+            s in 0u16..1000,
+            retryable in prop::collection::vec(300u16..600, 0..10),
+        ) {
+            // Whatever a valid table lists.
+            let table = Classification::new(retryable, []).unwrap();
+            let ok = table.classify(AttemptResult::Status(s)) == Outcome::Success;
             prop_assert_eq!(ok, (200..300).contains(&s));
         }
+
+        #[test]
+        fn a_table_classifies_what_it_lists(
+            retryable in prop::collection::btree_set(300u16..600, 0..10),
+            s in 300u16..600,
+        ) {
+            let revoke: Vec<u16> = [410u16].into_iter().filter(|r| !retryable.contains(r)).collect();
+            let table = Classification::new(retryable.clone(), revoke.clone()).unwrap();
+            let outcome = table.classify(AttemptResult::Status(s));
+            let expected = if retryable.contains(&s) { Outcome::Retryable } else { Outcome::Permanent };
+            prop_assert_eq!(outcome, expected);
+            prop_assert_eq!(table.revokes_subscription(AttemptResult::Status(s)), revoke.contains(&s));
+        }
+    }
+
+    #[test]
+    fn impossible_tables_are_refused() {
+        use ClassificationError::*;
+        assert_eq!(Classification::new([99], []), Err(NotAStatus(99)));
+        assert_eq!(Classification::new([], [600]), Err(NotAStatus(600)));
+        assert_eq!(Classification::new([204], []), Err(Success(204)));
+        assert_eq!(Classification::new([520, 410], [410]), Err(Both(410)));
+        let cloudflare = Classification::new((520..=524).chain(RETRYABLE), REVOKE).unwrap();
+        assert_eq!(
+            cloudflare.classify(AttemptResult::Status(522)),
+            Outcome::Retryable
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ mod retry_after;
 mod schedule;
 
 pub use breaker::{Breaker, BreakerConfig, BreakerState};
-pub use classify::{classify, revokes_subscription, AttemptResult, Outcome};
+pub use classify::{AttemptResult, Classification, ClassificationError, Outcome};
 pub use retry::{Attempted, DeadReason, Jitter, PolicyError, RetryPolicy, Transition};
 pub use retry_after::parse_retry_after;
 pub use schedule::{Schedule, ScheduleRow, WindowFit};

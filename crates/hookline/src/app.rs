@@ -83,6 +83,7 @@ pub async fn start(
         Dispatcher::spawn(DispatcherParts {
             store: store.clone(),
             clock: clock.clone(),
+            classification: hookline_policy::Classification::default(),
             policy: config.retry,
             delivery: config.delivery.clone(),
             guard: config.guard.clone(),

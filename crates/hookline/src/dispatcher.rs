@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use hookline_policy::{
-    classify, revokes_subscription, AttemptResult, Attempted, RetryPolicy, UnixMs,
+    AttemptResult, Attempted, Classification, RetryPolicy, UnixMs,
 };
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, Store, Transition,
@@ -56,6 +56,7 @@ const MAX_COMPLETIONS_PER_COMMIT: usize = 1024;
 /// Everything an attempt needs, shared by all attempt tasks.
 struct Shared {
     store: Arc<dyn Store>,
+    classification: Classification,
     policy: RetryPolicy,
     clock: Arc<dyn Clock>,
     sender: Sender,
@@ -101,6 +102,8 @@ impl DispatcherHandle {
 pub struct DispatcherParts {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
+    /// Which answers are retried, and which revoke the subscription.
+    pub classification: Classification,
     pub policy: RetryPolicy,
     pub delivery: DeliveryConfig,
     /// Which destinations attempts may connect to.
@@ -113,6 +116,7 @@ impl Dispatcher {
         let DispatcherParts {
             store,
             clock,
+            classification,
             policy,
             delivery,
             guard,
@@ -123,6 +127,7 @@ impl Dispatcher {
         let dispatcher = Dispatcher {
             shared: Arc::new(Shared {
                 store,
+                classification,
                 policy,
                 clock,
                 sender: Sender::new(delivery.attempt_timeout, guard),
@@ -361,7 +366,7 @@ async fn attempt(
         Some(lost_started_at) => now.saturating_sub(lost_started_at).max(0) as u64,
         None => timer.elapsed().as_millis() as u64,
     };
-    let outcome = classify(report.result);
+    let outcome = s.classification.classify(report.result);
     let transition = s.policy.decide(&Attempted {
         delivery_id: &d.id,
         outcome,
@@ -406,7 +411,7 @@ async fn attempt(
             response_body: report.response_body,
         },
         transition,
-        revoke_subscriber: revokes_subscription(report.result),
+        revoke_subscriber: s.classification.revokes_subscription(report.result),
     };
     let _ = done.send((d.id, completion));
     let was_slow = slot.is_slow();
