@@ -29,6 +29,14 @@ impl Jitter {
         })
     }
 
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Jitter::Equal => "equal",
+            Jitter::Full => "full",
+            Jitter::None => "none",
+        }
+    }
+
     /// The smallest and largest delay this jitter can turn `nominal` into.
     pub fn bounds(self, nominal: Duration) -> (Duration, Duration) {
         match self {
@@ -125,6 +133,17 @@ impl fmt::Display for PolicyError {
 }
 
 impl std::error::Error for PolicyError {}
+
+impl PolicyError {
+    /// The setting at fault.
+    pub fn key(&self) -> &'static str {
+        match self {
+            PolicyError::MaxAttemptsZero => "retry.max_attempts",
+            PolicyError::BaseDelayZero | PolicyError::BaseAboveMax => "retry.base_delay",
+            PolicyError::WindowZero => "retry.delivery_window",
+        }
+    }
+}
 
 /// The retry budget of every delivery. Built only through [`RetryPolicy::new`], so an
 /// impossible policy (no attempts, a base above its cap) can never reach the dispatcher.

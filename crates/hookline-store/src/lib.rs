@@ -159,6 +159,14 @@ pub trait Store: Send + Sync + 'static {
     async fn get_replay(&self, id: &str) -> Result<Replay>;
     async fn list_replays(&self, limit: u32, cursor: Option<String>) -> Result<Page<Replay>>;
 
+    /// Stores a new named policy; one by that name exists already: `Conflict`. Policies never
+    /// change once stored.
+    async fn create_policy(&self, policy: StoredPolicy) -> Result<StoredPolicy>;
+    async fn get_policy(&self, name: &str) -> Result<StoredPolicy>;
+    /// In the order they were created.
+    async fn list_policies(&self, limit: u32, cursor: Option<String>)
+        -> Result<Page<StoredPolicy>>;
+
     /// Deletes up to `batch` delivered deliveries last changed before `before`, with their
     /// attempt history, and answers how many. Deliveries a replay audit names are kept. Small
     /// batches keep each transaction short so workers are never blocked for long.

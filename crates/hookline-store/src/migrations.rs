@@ -163,6 +163,26 @@ pub(crate) const LATER: &[Migration] = &[
             "ALTER TABLE subscribers ADD COLUMN headers TEXT; -- JSON object, kept like a secret",
         postgres_index: None,
     },
+    Migration {
+        number: 14,
+        min_binary: BASELINE,
+        description: "named retry policies",
+        sqlite: "CREATE TABLE policies (
+                     seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+                     name        TEXT NOT NULL UNIQUE,
+                     definition  TEXT NOT NULL,   -- the JSON the API accepted
+                     created_at  INTEGER NOT NULL,
+                     created_by  TEXT
+                 );",
+        postgres: "CREATE TABLE policies (
+                       seq         BIGSERIAL PRIMARY KEY,
+                       name        TEXT NOT NULL UNIQUE,
+                       definition  TEXT NOT NULL, -- the JSON the API accepted
+                       created_at  BIGINT NOT NULL,
+                       created_by  TEXT
+                   );",
+        postgres_index: None,
+    },
 ];
 
 /// A migration as the database records it.

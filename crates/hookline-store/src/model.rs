@@ -123,6 +123,17 @@ pub struct NewSubscriber {
     pub headers: SubscriberHeaders,
 }
 
+/// A named retry policy as stored. The store keeps its definition (the JSON the API accepted)
+/// without reading it: what a policy means is decided above the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPolicy {
+    pub name: String,
+    pub definition: String,
+    pub created_at: UnixMs,
+    /// The API token that created it, when tokens are configured.
+    pub created_by: Option<String>,
+}
+
 /// A partial update. Revocation is not a patch: it has consequences (pending deliveries die),
 /// so it goes through [`crate::Store::revoke_subscriber`].
 #[derive(Debug, Clone, Default)]

@@ -59,6 +59,13 @@ pub(crate) fn rotation(
     })
 }
 
+/// The answer to storing a policy whose name is taken.
+pub(crate) fn policy_exists(name: &str) -> StoreError {
+    StoreError::Conflict(format!(
+        "policy {name:?} already exists; policies never change: create one under a new name"
+    ))
+}
+
 /// The counter of deliveries entering the dead-letter queue, by reason.
 pub const DEAD_LETTERS_METRIC: &str = "hookline_dead_letters_total";
 

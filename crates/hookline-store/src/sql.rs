@@ -86,6 +86,11 @@ pub(crate) const LEASED_COLUMNS: &str = due_columns!("attempts - 1");
 pub(crate) const LATEST_REPLAY: &str = "NOT EXISTS (SELECT 1 FROM replay_items later
     WHERE later.delivery_seq = ri.delivery_seq AND later.replay_seq > ri.replay_seq)";
 
+/// A stored policy's columns, in [`StoredPolicy`]'s order after the key.
+pub(crate) const POLICY_COLUMNS: &str = "seq, name, definition, created_at, created_by";
+pub(crate) const INSERT_POLICY: &str =
+    "INSERT INTO policies (name, definition, created_at, created_by) VALUES ($1, $2, $3, $4)";
+
 /// The columns of a dead-letter list, before its filter and [`DEATH_ORDER`].
 pub(crate) fn dead_letters_select() -> String {
     format!(

@@ -96,6 +96,7 @@ macro_rules! all_cases {
             waiting_deliveries_die_when_their_window_ends,
             headers_go_with_every_claim_and_patches_replace_them,
             a_heartbeat_commits,
+            policies_are_named_listed_and_never_change,
         );
     };
 }
@@ -1003,6 +1004,45 @@ mod cases {
             .await
             .unwrap();
         assert_eq!(cleared.headers, SubscriberHeaders::default());
+    }
+
+    pub async fn policies_are_named_listed_and_never_change(h: &impl Harness) {
+        let store = h.open().await;
+        let policy = |name: &str, definition: &str| StoredPolicy {
+            name: name.into(),
+            definition: definition.into(),
+            created_at: T0,
+            created_by: Some("oncall".into()),
+        };
+        let first = store
+            .create_policy(policy("retry-520", r#"{"retryable":[520]}"#))
+            .await
+            .unwrap();
+        assert_eq!(store.get_policy("retry-520").await.unwrap(), first);
+        assert!(matches!(
+            store.create_policy(policy("retry-520", "{}")).await,
+            Err(StoreError::Conflict(_))
+        ));
+        assert_eq!(
+            store.get_policy("retry-520").await.unwrap().definition,
+            r#"{"retryable":[520]}"#,
+            "the refused one changed nothing"
+        );
+        assert!(matches!(
+            store.get_policy("nope").await,
+            Err(StoreError::NotFound(_))
+        ));
+        for name in ["b", "c"] {
+            store.create_policy(policy(name, "{}")).await.unwrap();
+        }
+        let page = store.list_policies(2, None).await.unwrap();
+        let names: Vec<&str> = page.items.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["retry-520", "b"]);
+        let rest = store.list_policies(2, page.next_cursor).await.unwrap();
+        assert_eq!((rest.items.len(), rest.next_cursor), (1, None));
+        drop(store);
+        let reopened = h.open().await;
+        assert_eq!(reopened.get_policy("c").await.unwrap().name, "c");
     }
 
     pub async fn a_heartbeat_commits(h: &impl Harness) {

@@ -116,6 +116,8 @@ pub async fn start(
         metrics_open: config.metrics.open,
         listen: config.listen,
         health,
+        default_policy: crate::policies::Policy::default_of(config),
+        attempt_timeout: config.delivery.attempt_timeout,
     });
     let router = match role {
         Role::Worker => api::health_router(ctx),

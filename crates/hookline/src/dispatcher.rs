@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use hookline_policy::{
-    AttemptResult, Attempted, Classification, RetryPolicy, UnixMs,
-};
+use hookline_policy::{AttemptResult, Attempted, Classification, RetryPolicy, UnixMs};
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, Store, Transition,
     WindowSweep,

@@ -10,6 +10,7 @@ pub mod config;
 pub mod destination;
 pub mod dispatcher;
 pub mod health;
+pub mod policies;
 pub mod sender;
 pub mod server;
 pub mod signer;

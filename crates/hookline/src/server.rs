@@ -7,9 +7,10 @@
 //! most `max_connections` are open: one accepted at the cap displaces another, the one idle
 //! longest, else the one sending a body the longest (its request is answered 408), so neither
 //! idle nor slow clients can lock out a health probe. Connections answering a whole request are
-//! never displaced; while all are, accepting waits for one to finish. A stop closes idle
-//! connections at once, answers requests still sending their bodies 408, and waits for the
-//! answers under way to be written.
+//! never displaced; while all are, accepting waits for one to finish. A stop closes kept-alive
+//! idle connections at once, gives the others a second to hand over a request they have sent
+//! (then closes them, or answers a body still on its way 408), and waits for the answers under
+//! way to be written.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -43,6 +44,11 @@ pub struct HttpLimits {
     pub idle_timeout: Duration,
     pub max_connections: usize,
 }
+
+/// How long a stop waits for a connection to hand over a request it may have sent (bytes still
+/// in the socket, a head or a body on its way), before closing it or answering 408: long enough
+/// for a request already sent, short enough that a silent client cannot hold a stop.
+const STOP_GRACE: Duration = Duration::from_secs(1);
 
 /// Why the server closed a connection, as counted in `hookline_http_connections_closed_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,21 +299,23 @@ async fn connection(
     };
     let serving = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
     let mut serving = std::pin::pin!(serving);
-    let mut stopping = false;
+    // When a stop began: from then, a connection gets `STOP_GRACE` to hand over a request it
+    // has (perhaps) sent, and what it has not sent by then it will not send here.
+    let mut stopped_at: Option<Instant> = None;
     loop {
-        if !stopping && *shutdown.borrow() {
-            stopping = true;
+        if stopped_at.is_none() && *shutdown.borrow() {
+            stopped_at = Some(Instant::now());
             serving.as_mut().graceful_shutdown();
         }
         let phase = conn.phase();
-        if stopping {
-            match phase {
-                // Nothing under way to finish.
-                Phase::Idle(_) | Phase::Head(_) => return,
-                Phase::Body(_) => conn.cut.notify_one(),
-                Phase::Busy | Phase::Writing(_) => {}
+        let grace_over = async {
+            match (stopped_at, phase) {
+                (Some(at), Phase::Idle(_) | Phase::Head(_) | Phase::Body(_)) => {
+                    sleep_until(at + STOP_GRACE).await
+                }
+                _ => std::future::pending().await,
             }
-        }
+        };
         let deadline = Connection::deadline(phase, &limits);
         let expired = async {
             match deadline {
@@ -339,7 +347,13 @@ async fn connection(
                     return;
                 }
             }
-            _ = shutdown.changed(), if !stopping => {}
+            _ = grace_over => match conn.phase() {
+                Phase::Idle(_) | Phase::Head(_) => return,
+                // Answered 408, and the connection closes after.
+                Phase::Body(_) => conn.cut.notify_one(),
+                Phase::Busy | Phase::Writing(_) => {}
+            },
+            _ = shutdown.changed(), if stopped_at.is_none() => {}
         }
     }
 }

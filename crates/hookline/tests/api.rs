@@ -546,6 +546,91 @@ async fn health_reports_a_store_that_cannot_commit() {
     app.stop().await;
 }
 
+/// Named policies: created whole from what is given and the default for the rest, never
+/// changed, refused with the field named, and their schedule printed by the CLI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policies_are_named_whole_and_never_change() {
+    let app = TestApp::start("").await;
+    let cloudflare = json!({"name": "retry-cloudflare",
+                            "classification": {"retryable": [408, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524]},
+                            "retry": {"max_attempts": 4, "delivery_window": "10m"}});
+    let (status, created) = app
+        .call("POST", "/v1/policies", Some(cloudflare.clone()))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["classification"]["revoke"], json!([410]));
+    assert_eq!(
+        created["retry"]["base_delay"], "2s",
+        "taken from the default"
+    );
+    assert_eq!(created["retry"]["max_attempts"], 4);
+    assert_eq!(
+        created["breaker"],
+        json!({"failures": 5, "cool_down": "30s"})
+    );
+    assert!(created["created_at"].is_string());
+    let (status, again) = app.call("POST", "/v1/policies", Some(cloudflare)).await;
+    assert_eq!((status, code(&again)), (409, "conflict"));
+    let (status, default) = app.call("GET", "/v1/policies/default", None).await;
+    assert_eq!(
+        (status, &default["retry"]["max_attempts"]),
+        (200, &json!(6))
+    );
+    assert!(default["created_at"].is_null());
+    for (body, field) in [
+        (
+            json!({"name": "x", "classification": {"retryable": [204]}}),
+            "classification",
+        ),
+        (
+            json!({"name": "x", "retry": {"max_attempts": 12, "delivery_window": "1m"}}),
+            "retry",
+        ),
+        (
+            json!({"name": "x", "breaker": {"cool_down": "soon"}}),
+            "breaker.cool_down",
+        ),
+        (json!({"name": "a b"}), "policy name"),
+        (json!({"name": "x", "colour": "red"}), "colour"),
+    ] {
+        let (status, answer) = app.call("POST", "/v1/policies", Some(body.clone())).await;
+        assert_eq!((status, code(&answer)), (422, "invalid_request"), "{body}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(field), "{body}: {message}");
+    }
+    let (status, answer) = app
+        .call("POST", "/v1/policies", Some(json!({"name": "default"})))
+        .await;
+    assert_eq!((status, code(&answer)), (409, "conflict"));
+    let (_, listed) = app.call("GET", "/v1/policies", None).await;
+    let names: Vec<&str> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["retry-cloudflare"], "refused ones stored nothing");
+    assert_eq!(app.call("GET", "/v1/policies/nope", None).await.0, 404);
+
+    let base = app.base();
+    let (ok, text) = tokio::task::spawn_blocking(move || {
+        run_cli(&["policy", "schedule", "retry-cloudflare", "--api", &base])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("retryable 408 429 500 502 503 504 520 521 522 523 524"),
+        "{text}"
+    );
+    assert!(text.contains("max_attempts 4"), "{text}");
+    assert!(
+        text.contains("worst case: 4 attempts per delivery"),
+        "{text}"
+    );
+    app.stop().await;
+}
+
 #[test]
 fn config_defaults_prints_the_documented_file() {
     let (ok, text) = run_cli(&["config", "defaults"]);

@@ -28,6 +28,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/dead-letters/replay"),
     ("GET", "/v1/replays"),
     ("GET", "/v1/replays/{id}"),
+    ("POST", "/v1/policies"),
+    ("GET", "/v1/policies"),
+    ("GET", "/v1/policies/{id}"),
 ];
 
 /// The field names the API reads, so that generated objects reach past "unknown field".
@@ -53,6 +56,14 @@ const FIELDS: &[&str] = &[
     "event_id",
     "state",
     "cursor",
+    "name",
+    "classification",
+    "retryable",
+    "revoke",
+    "retry",
+    "breaker",
+    "base_delay",
+    "max_attempts",
 ];
 
 /// Strings without `:`, so no generated value is a URL hookline could deliver to: the only
@@ -130,6 +141,7 @@ fn template(route: &str) -> Value {
         "/v1/events" => json!({"type": "t", "payload": {"n": 1}}),
         "/v1/subscribers" => json!({"url": "http://127.0.0.1:9/fuzz"}),
         "/v1/dead-letters/replay" => json!({"reason": "permanent_failure", "limit": 5}),
+        "/v1/policies" => json!({"name": "p"}),
         _ => json!({}),
     }
 }

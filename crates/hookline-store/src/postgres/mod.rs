@@ -374,6 +374,23 @@ impl Store for PostgresStore {
         reads::replays(&self.client().await?, limit, after).await
     }
 
+    async fn create_policy(&self, policy: StoredPolicy) -> Result<StoredPolicy> {
+        writes::create_policy(&self.client().await?, policy).await
+    }
+
+    async fn get_policy(&self, name: &str) -> Result<StoredPolicy> {
+        reads::policy(&self.client().await?, name).await
+    }
+
+    async fn list_policies(
+        &self,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<StoredPolicy>> {
+        let after = parse_cursor(cursor)?;
+        reads::policies(&self.client().await?, limit, after).await
+    }
+
     async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;

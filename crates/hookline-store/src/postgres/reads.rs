@@ -546,3 +546,40 @@ pub(super) async fn replays(
     }
     Ok(page(out, limit))
 }
+
+fn policy_row(r: &Row) -> (i64, StoredPolicy) {
+    (
+        r.get(0),
+        StoredPolicy {
+            name: r.get(1),
+            definition: r.get(2),
+            created_at: r.get(3),
+            created_by: r.get(4),
+        },
+    )
+}
+
+pub(super) async fn policy(c: &impl GenericClient, name: &str) -> Result<StoredPolicy> {
+    let row = query_opt(
+        c,
+        &format!("SELECT {POLICY_COLUMNS} FROM policies WHERE name = $1"),
+        &[&name],
+    )
+    .await?
+    .ok_or_else(|| not_found("policy", name))?;
+    Ok(policy_row(&row).1)
+}
+
+pub(super) async fn policies(
+    c: &impl GenericClient,
+    limit: u32,
+    after: i64,
+) -> Result<Page<StoredPolicy>> {
+    let rows = query(
+        c,
+        &format!("SELECT {POLICY_COLUMNS} FROM policies WHERE seq > $1 ORDER BY seq LIMIT $2"),
+        &[&after, &(i64::from(limit) + 1)],
+    )
+    .await?;
+    Ok(page(rows.iter().map(policy_row).collect(), limit))
+}

@@ -984,3 +984,24 @@ pub(super) async fn prune_delivered(
     .await?;
     Ok(pruned.len() as u64)
 }
+
+pub(super) async fn create_policy(
+    c: &impl GenericClient,
+    policy: StoredPolicy,
+) -> Result<StoredPolicy> {
+    let inserted = c
+        .execute(
+            INSERT_POLICY,
+            &[
+                &policy.name,
+                &policy.definition,
+                &policy.created_at,
+                &policy.created_by,
+            ],
+        )
+        .await;
+    match inserted {
+        Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Err(policy_exists(&policy.name)),
+        other => other.map(|_| policy).map_err(Into::into),
+    }
+}

@@ -324,6 +324,26 @@ impl Store for SqliteStore {
         self.read(move |c| reads::replays(c, limit, after)).await
     }
 
+    async fn create_policy(&self, policy: StoredPolicy) -> Result<StoredPolicy> {
+        self.writer
+            .write(move |w| writes::create_policy(&w.conn, policy))
+            .await
+    }
+
+    async fn get_policy(&self, name: &str) -> Result<StoredPolicy> {
+        let name = name.to_owned();
+        self.read(move |c| reads::policy(c, &name)).await
+    }
+
+    async fn list_policies(
+        &self,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<StoredPolicy>> {
+        let after = parse_cursor(cursor)?;
+        self.read(move |c| reads::policies(c, limit, after)).await
+    }
+
     async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {
         self.writer
             .write(move |w| writes::prune_delivered(&w.conn, before, batch))

@@ -469,3 +469,35 @@ pub(super) fn replays(c: &Connection, limit: u32, after: i64) -> Result<Page<Rep
     }
     Ok(page(out, limit))
 }
+
+fn policy_row(r: &Row<'_>) -> rusqlite::Result<(i64, StoredPolicy)> {
+    Ok((
+        r.get(0)?,
+        StoredPolicy {
+            name: r.get(1)?,
+            definition: r.get(2)?,
+            created_at: r.get(3)?,
+            created_by: r.get(4)?,
+        },
+    ))
+}
+
+pub(super) fn policy(c: &Connection, name: &str) -> Result<StoredPolicy> {
+    c.prepare_cached(&format!(
+        "SELECT {POLICY_COLUMNS} FROM policies WHERE name = ?1"
+    ))?
+    .query_row([name], policy_row)
+    .optional()?
+    .map(|(_, p)| p)
+    .ok_or_else(|| not_found("policy", name))
+}
+
+pub(super) fn policies(c: &Connection, limit: u32, after: i64) -> Result<Page<StoredPolicy>> {
+    let rows = c
+        .prepare_cached(&format!(
+            "SELECT {POLICY_COLUMNS} FROM policies WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+        ))?
+        .query_map(params![after, limit + 1], policy_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(page(rows, limit))
+}

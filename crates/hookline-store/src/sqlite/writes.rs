@@ -660,3 +660,18 @@ pub(super) fn prune_delivered(c: &Connection, before: UnixMs, batch: u32) -> Res
     }
     Ok(keys.len() as u64)
 }
+
+pub(super) fn create_policy(c: &Connection, policy: StoredPolicy) -> Result<StoredPolicy> {
+    let inserted = c.prepare_cached(INSERT_POLICY)?.execute(params![
+        policy.name,
+        policy.definition,
+        policy.created_at,
+        policy.created_by
+    ]);
+    match inserted {
+        Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
+            Err(policy_exists(&policy.name))
+        }
+        other => other.map(|_| policy).map_err(Into::into),
+    }
+}

@@ -9,6 +9,7 @@ mod error;
 mod events;
 #[cfg(test)]
 mod fuzz;
+mod policies;
 mod subscribers;
 mod validate;
 mod views;
@@ -48,6 +49,10 @@ pub struct ApiContext {
     /// loopback name).
     pub listen: std::net::SocketAddr,
     pub health: crate::health::Health,
+    /// The policy `default` (the config's), from which new policies take what they leave out.
+    pub default_policy: crate::policies::Policy,
+    /// For the schedule arithmetic a new policy must pass.
+    pub attempt_timeout: std::time::Duration,
 }
 
 pub type ApiState = State<Arc<ApiContext>>;
@@ -104,6 +109,8 @@ pub fn router(ctx: Arc<ApiContext>) -> Router {
         .route("/v1/dead-letters/replay", post(deliveries::replay))
         .route("/v1/replays", get(deliveries::list_replays))
         .route("/v1/replays/{id}", get(deliveries::get_replay))
+        .route("/v1/policies", post(policies::create).get(policies::list))
+        .route("/v1/policies/{name}", get(policies::get))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             ctx.clone(),
@@ -136,11 +143,12 @@ fn catch_panics() -> tower_http::catch_panic::CatchPanicLayer<
 }
 
 /// The routes that read query parameters (and refuse unknown ones themselves).
-const QUERIED: [&str; 4] = [
+const QUERIED: [&str; 5] = [
     "/v1/subscribers",
     "/v1/deliveries",
     "/v1/dead-letters",
     "/v1/replays",
+    "/v1/policies",
 ];
 
 /// Query parameters on a route that reads none are a mistake to report (422, naming them),

@@ -29,12 +29,16 @@ fn plain_id(what: &str, id: &str, allowed: impl Fn(char) -> bool) -> Result<(), 
         return Err(ApiError::invalid(format!("{what} must not be . or ..")));
     }
     if id.is_empty() || id.len() > MAX_ID_LEN || !id.chars().all(allowed) {
-        let colon = if what == "subscriber id" { "" } else { ":" };
+        let colon = if what == "event id" { ":" } else { "" };
         return Err(ApiError::invalid(format!(
             "{what} must be 1 to {MAX_ID_LEN} characters of A-Z a-z 0-9 . _ {colon} -"
         )));
     }
     Ok(())
+}
+
+pub fn policy_name(name: &str) -> Result<(), ApiError> {
+    plain_id("policy name", name, |c| c != ':' && id_char(c))
 }
 
 pub fn event_type(t: &str) -> Result<(), ApiError> {

@@ -150,3 +150,12 @@ pub fn page<T>(p: &Page<T>, view: impl Fn(&T) -> Value) -> Value {
         "next_cursor": p.next_cursor,
     })
 }
+
+/// A policy: every part spelled out, and for a stored one when and by whom it was created
+/// (`null` for `default`, which the configuration defines).
+pub fn policy(p: &crate::policies::Policy, stored: Option<&hookline_store::StoredPolicy>) -> Value {
+    let mut v = p.to_json();
+    v["created_at"] = json!(stored.map(|s| rfc3339(s.created_at)));
+    v["created_by"] = json!(stored.and_then(|s| s.created_by.clone()));
+    v
+}

@@ -2,31 +2,8 @@
 
 use serde_json::{json, Value};
 
+use super::client::call;
 use super::{table, ApiArg};
-
-fn authorized(request: reqwest::RequestBuilder, api: &ApiArg) -> reqwest::RequestBuilder {
-    match &api.token {
-        Some(token) => request.bearer_auth(token),
-        None => request,
-    }
-}
-
-async fn call(request: reqwest::RequestBuilder, api: &ApiArg) -> Result<Value, String> {
-    let response = authorized(request, api)
-        .send()
-        .await
-        .map_err(|e| format!("cannot reach the hookline API at {}: {e}", api.api))?;
-    let status = response.status();
-    let body: Value = response
-        .json()
-        .await
-        .map_err(|e| format!("the API at {} answered {status} without JSON: {e}", api.api))?;
-    if !status.is_success() {
-        let message = body["error"]["message"].as_str().unwrap_or("(no message)");
-        return Err(format!("{status}: {message}"));
-    }
-    Ok(body)
-}
 
 fn text(v: &Value) -> String {
     match v {

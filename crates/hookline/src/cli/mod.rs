@@ -1,7 +1,9 @@
 //! The command line: `serve`, `schedule`, `dlq`.
 
+mod client;
 mod dlq;
 mod drill;
+mod policy;
 mod schedule;
 mod serve;
 mod store;
@@ -34,6 +36,9 @@ enum Command {
     /// The configuration file with every default, and what each setting means.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Named retry policies, through the HTTP API.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Apply the database migrations and exit (serve applies them too, safely, at start-up);
     /// --status only reports.
     Migrate {
@@ -193,6 +198,21 @@ struct SinkArgs {
 }
 
 #[derive(Debug, Subcommand)]
+enum PolicyCommand {
+    /// Print a policy's retry schedule attempt by attempt, as `hookline schedule` does for the
+    /// configured one (`default` is the configured one).
+    Schedule {
+        /// The policy's name.
+        name: String,
+        #[command(flatten)]
+        api: ApiArg,
+        /// Config whose attempt timeout the schedule assumes.
+        #[arg(long, env = "HOOKLINE_CONFIG")]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum ConfigCommand {
     /// Print the configuration file with every default (a starting point for your own).
     Defaults,
@@ -320,6 +340,9 @@ pub async fn run(cli: Cli) -> ExitCode {
             dlq::replay(&api, reason, subscriber, limit, per_second, mode).await
         }
         Command::Token(TokenCommand::New { name, scope }) => token_new(&name, scope),
+        Command::Policy(PolicyCommand::Schedule { name, api, config }) => {
+            policy::schedule(&name, &api, config.as_deref()).await
+        }
         Command::Config(ConfigCommand::Defaults) => {
             print!("{}", crate::config::DEFAULTS);
             Ok(())

@@ -9,7 +9,7 @@ use crate::config::{Config, Overrides};
 
 pub fn run(config: Option<&Path>) -> Result<(), String> {
     let config = Config::load(config, Overrides::default()).map_err(|e| e.to_string())?;
-    print!("{}", render(&config));
+    print!("{}", render(&config.retry, config.delivery.attempt_timeout));
     Ok(())
 }
 
@@ -21,9 +21,8 @@ fn human(d: Duration) -> String {
     humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
 }
 
-pub fn render(config: &Config) -> String {
-    let p = &config.retry;
-    let timeout = config.delivery.attempt_timeout;
+/// The schedule of `p` for attempts of at most `timeout`, as a table with its summary.
+pub fn render(p: &hookline_policy::RetryPolicy, timeout: Duration) -> String {
     let s = p.schedule(timeout);
     let jitter = match p.jitter() {
         hookline_policy::Jitter::Equal => "equal [d/2, d]",
@@ -87,7 +86,8 @@ mod tests {
 
     #[test]
     fn the_default_schedule() {
-        let text = render(&Config::from_toml("").unwrap());
+        let config = Config::from_toml("").unwrap();
+        let text = render(&config.retry, config.delivery.attempt_timeout);
         assert!(text.contains("max_attempts 6"), "{text}");
         assert!(
             text.contains("2        2s             1s        12s     yes"),

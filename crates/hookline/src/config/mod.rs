@@ -314,7 +314,7 @@ impl Config {
         let max_delay = duration("retry.max_delay", r.max_delay)?;
         let window = duration("retry.delivery_window", r.delivery_window)?;
         let retry = RetryPolicy::new(base_delay, max_delay, max_attempts, window, jitter)
-            .map_err(|e| invalid(policy_key(&e), e.to_string()))?;
+            .map_err(|e| invalid(e.key(), e.to_string()))?;
 
         let api_tokens = tokens(file.api_tokens)?;
         let m = file.metrics;
@@ -414,15 +414,6 @@ fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
         *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
     }
     Some(out)
-}
-
-fn policy_key(e: &hookline_policy::PolicyError) -> &'static str {
-    use hookline_policy::PolicyError::*;
-    match e {
-        MaxAttemptsZero => "retry.max_attempts",
-        BaseDelayZero | BaseAboveMax => "retry.base_delay",
-        WindowZero => "retry.delivery_window",
-    }
 }
 
 /// A value the file or `defaults.toml` gives (every key has a default there; a test holds it).

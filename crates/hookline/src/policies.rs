@@ -1,0 +1,329 @@
+//! Named retry policies: what one is (a classification table, a retry schedule and a circuit
+//! breaker), how one is read from the JSON an operator sends, every part or field left out taken
+//! from the default, and how one is shown. The config's `[retry]` and `[breaker]` with the
+//! standard table are the policy `default`. A policy never changes once stored; its definition
+//! is the JSON [`Policy::to_json`] wrote.
+
+use std::time::Duration;
+
+use hookline_policy::{BreakerConfig, Classification, Jitter, RetryPolicy, WindowFit};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::config::{parse_duration, Config};
+
+/// The policy the config defines.
+pub const DEFAULT_POLICY: &str = "default";
+/// Bounds on what a policy may ask for.
+const MAX_STATUSES: usize = 500;
+const MAX_ATTEMPTS: u32 = 1000;
+const MAX_FAILURES: u32 = 1000;
+const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub name: String,
+    pub classification: Classification,
+    pub retry: RetryPolicy,
+    pub breaker: BreakerConfig,
+}
+
+/// A definition refused: the field, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct Invalid {
+    pub field: String,
+    pub message: String,
+}
+
+fn invalid(field: &str, message: impl Into<String>) -> Invalid {
+    Invalid {
+        field: field.to_owned(),
+        message: message.into(),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Definition {
+    pub name: String,
+    classification: Option<ClassificationPart>,
+    retry: Option<RetryPart>,
+    breaker: Option<BreakerPart>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClassificationPart {
+    retryable: Option<Vec<u16>>,
+    revoke: Option<Vec<u16>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryPart {
+    base_delay: Option<String>,
+    max_delay: Option<String>,
+    max_attempts: Option<u32>,
+    delivery_window: Option<String>,
+    jitter: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BreakerPart {
+    failures: Option<u32>,
+    cool_down: Option<String>,
+}
+
+fn duration(field: &str, given: Option<&str>, default: Duration) -> Result<Duration, Invalid> {
+    let Some(text) = given else {
+        return Ok(default);
+    };
+    let d = parse_duration(text).map_err(|m| invalid(field, m))?;
+    if d.is_zero() || d > MAX_DURATION {
+        return Err(invalid(field, "must be above zero and at most 30 days"));
+    }
+    Ok(d)
+}
+
+fn statuses(field: &str, given: Option<Vec<u16>>, default: Vec<u16>) -> Result<Vec<u16>, Invalid> {
+    match given {
+        Some(list) if list.len() > MAX_STATUSES => Err(invalid(
+            field,
+            format!("may list at most {MAX_STATUSES} statuses"),
+        )),
+        Some(list) => Ok(list),
+        None => Ok(default),
+    }
+}
+
+fn human(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+impl Policy {
+    /// `default`: the config's `[retry]` and `[breaker]`, and the standard table.
+    pub fn default_of(config: &Config) -> Policy {
+        Policy {
+            name: DEFAULT_POLICY.to_owned(),
+            classification: Classification::default(),
+            retry: config.retry,
+            breaker: config.breaker,
+        }
+    }
+
+    /// A new policy from a definition an operator sent: [`Policy::read`], and refused when the
+    /// retry schedule has an attempt that can never start inside the delivery window for
+    /// attempts of `attempt_timeout`.
+    pub fn define(
+        d: Definition,
+        defaults: &Policy,
+        attempt_timeout: Duration,
+    ) -> Result<Policy, Invalid> {
+        let policy = Self::read(d, defaults)?;
+        let schedule = policy.retry.schedule(attempt_timeout);
+        if let Some(row) = schedule.rows.iter().find(|row| row.fit == WindowFit::Never) {
+            return Err(invalid(
+                "retry",
+                format!(
+                    "attempt {} can never start inside the {} delivery window (it starts {} \
+                     after first seen at the earliest): lower max_attempts or widen the window",
+                    row.attempt,
+                    human(policy.retry.delivery_window()),
+                    human(row.earliest)
+                ),
+            ));
+        }
+        Ok(policy)
+    }
+
+    /// Reads a definition: every part or field it leaves out is `defaults'`; refused, naming
+    /// the field, when a value is impossible.
+    pub fn read(d: Definition, defaults: &Policy) -> Result<Policy, Invalid> {
+        let c = d.classification.unwrap_or(ClassificationPart {
+            retryable: None,
+            revoke: None,
+        });
+        let base = &defaults.classification;
+        let retryable = statuses(
+            "classification.retryable",
+            c.retryable,
+            base.retryable().iter().copied().collect(),
+        )?;
+        let revoke = statuses(
+            "classification.revoke",
+            c.revoke,
+            base.revoke().iter().copied().collect(),
+        )?;
+        let classification = Classification::new(retryable, revoke)
+            .map_err(|e| invalid("classification", e.to_string()))?;
+
+        let r = d.retry.unwrap_or(RetryPart {
+            base_delay: None,
+            max_delay: None,
+            max_attempts: None,
+            delivery_window: None,
+            jitter: None,
+        });
+        let base = &defaults.retry;
+        let max_attempts = r.max_attempts.unwrap_or(base.max_attempts());
+        if max_attempts > MAX_ATTEMPTS {
+            return Err(invalid(
+                "retry.max_attempts",
+                format!("may be at most {MAX_ATTEMPTS}"),
+            ));
+        }
+        let jitter = match r.jitter.as_deref() {
+            None => base.jitter(),
+            Some(text) => Jitter::parse(text).ok_or_else(|| {
+                invalid("retry.jitter", "must be \"equal\", \"full\" or \"none\"")
+            })?,
+        };
+        let retry = RetryPolicy::new(
+            duration(
+                "retry.base_delay",
+                r.base_delay.as_deref(),
+                base.base_delay(),
+            )?,
+            duration("retry.max_delay", r.max_delay.as_deref(), base.max_delay())?,
+            max_attempts,
+            duration(
+                "retry.delivery_window",
+                r.delivery_window.as_deref(),
+                base.delivery_window(),
+            )?,
+            jitter,
+        )
+        .map_err(|e| invalid(e.key(), e.to_string()))?;
+
+        let b = d.breaker.unwrap_or(BreakerPart {
+            failures: None,
+            cool_down: None,
+        });
+        let failures = b.failures.unwrap_or(defaults.breaker.failures);
+        if !(1..=MAX_FAILURES).contains(&failures) {
+            return Err(invalid(
+                "breaker.failures",
+                format!("must be 1 to {MAX_FAILURES}"),
+            ));
+        }
+        let breaker = BreakerConfig {
+            failures,
+            cool_down: duration(
+                "breaker.cool_down",
+                b.cool_down.as_deref(),
+                defaults.breaker.cool_down,
+            )?,
+            // As for the default: a cool-down never grows past the retry schedule's longest wait.
+            max_cool_down: retry.max_delay(),
+        };
+        Ok(Policy {
+            name: d.name,
+            classification,
+            retry,
+            breaker,
+        })
+    }
+
+    /// The whole policy, every part and field spelled out.
+    pub fn to_json(&self) -> Value {
+        let r = &self.retry;
+        json!({
+            "name": self.name,
+            "classification": {
+                "retryable": self.classification.retryable(),
+                "revoke": self.classification.revoke(),
+            },
+            "retry": {
+                "base_delay": human(r.base_delay()),
+                "max_delay": human(r.max_delay()),
+                "max_attempts": r.max_attempts(),
+                "delivery_window": human(r.delivery_window()),
+                "jitter": r.jitter().as_str(),
+            },
+            "breaker": {
+                "failures": self.breaker.failures,
+                "cool_down": human(self.breaker.cool_down),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn define(body: Value) -> Result<Policy, Invalid> {
+        let config = Config::from_toml("").unwrap();
+        let definition: Definition = serde_json::from_value(body).unwrap();
+        Policy::define(
+            definition,
+            &Policy::default_of(&config),
+            config.delivery.attempt_timeout,
+        )
+    }
+
+    #[test]
+    fn left_out_parts_and_fields_come_from_the_default() {
+        let p = define(
+            json!({"name": "cf", "classification": {"retryable": [520, 522]},
+                              "retry": {"max_attempts": 4}}),
+        )
+        .unwrap();
+        let v = p.to_json();
+        assert_eq!(v["classification"]["retryable"], json!([520, 522]));
+        assert_eq!(v["classification"]["revoke"], json!([410]));
+        assert_eq!(v["retry"]["max_attempts"], 4);
+        assert_eq!(v["retry"]["base_delay"], "2s");
+        assert_eq!(v["breaker"], json!({"failures": 5, "cool_down": "30s"}));
+        // What it shows is a definition that reads back as the same policy.
+        let again: Definition = serde_json::from_value(v).unwrap();
+        let config = Config::from_toml("").unwrap();
+        let back = Policy::define(again, &Policy::default_of(&config), Duration::from_secs(10));
+        assert_eq!(back.unwrap(), p);
+    }
+
+    #[test]
+    fn impossible_values_are_refused_naming_the_field() {
+        let field = |body: Value| define(body).unwrap_err().field;
+        assert_eq!(
+            field(json!({"name": "x", "classification": {"retryable": [200]}})),
+            "classification"
+        );
+        assert_eq!(
+            field(json!({"name": "x", "retry": {"base_delay": "10m"}})),
+            "retry.base_delay"
+        );
+        assert_eq!(
+            field(json!({"name": "x", "retry": {"max_attempts": 0}})),
+            "retry.max_attempts"
+        );
+        assert_eq!(
+            field(json!({"name": "x", "retry": {"max_attempts": 100000}})),
+            "retry.max_attempts"
+        );
+        assert_eq!(
+            field(json!({"name": "x", "retry": {"delivery_window": "forever"}})),
+            "retry.delivery_window"
+        );
+        assert_eq!(
+            field(json!({"name": "x", "retry": {"jitter": "lots"}})),
+            "retry.jitter"
+        );
+        assert_eq!(
+            field(json!({"name": "x", "breaker": {"failures": 0}})),
+            "breaker.failures"
+        );
+        assert_eq!(
+            field(json!({"name": "x", "breaker": {"cool_down": "0s"}})),
+            "breaker.cool_down"
+        );
+        // Ten attempts cannot fit a one-minute window: the schedule arithmetic refuses it.
+        let crowded = define(json!({"name": "x", "retry": {"max_attempts": 10,
+                                                          "delivery_window": "1m"}}));
+        let e = crowded.unwrap_err();
+        assert_eq!(e.field, "retry");
+        assert!(e.message.contains("can never start"), "{e}");
+    }
+}
