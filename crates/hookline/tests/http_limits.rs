@@ -12,6 +12,10 @@ use tokio::net::TcpStream;
 
 const QUICK: &str = "[http]\nheader_read_timeout = \"300ms\"\nbody_read_timeout = \"300ms\"\nidle_timeout = \"300ms\"\n";
 
+/// A whole request head announcing 100 bytes of body, and 8 of them.
+const HALF_A_BODY: &[u8] = b"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+    content-type: application/json\r\ncontent-length: 100\r\n\r\n{\"type\":";
+
 async fn connect(app: &TestApp) -> TcpStream {
     TcpStream::connect(app.app.as_ref().unwrap().addr)
         .await
@@ -82,13 +86,7 @@ async fn slow_and_silent_clients_are_disconnected_and_counted() {
 
     // A head, then half its body: 408 in the error envelope, and the connection closes.
     let mut half_body = connect(&app).await;
-    half_body
-        .write_all(
-            b"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n\
-              content-length: 100\r\n\r\n{\"type\":",
-        )
-        .await
-        .unwrap();
+    half_body.write_all(HALF_A_BODY).await.unwrap();
     let answer = until_closed(&mut half_body).await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("\"request_timeout\""), "{answer}");
@@ -167,13 +165,7 @@ async fn slow_bodies_at_the_cap_cannot_lock_out_health_checks() {
     let mut slow = Vec::new();
     for _ in 0..2 {
         let mut stream = connect(&app).await;
-        stream
-            .write_all(
-                b"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n\
-                  content-length: 100\r\n\r\n{\"type\":",
-            )
-            .await
-            .unwrap();
+        stream.write_all(HALF_A_BODY).await.unwrap();
         slow.push(stream);
     }
     assert_eq!(get(&app, "/healthz").await.status(), 200);
