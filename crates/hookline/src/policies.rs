@@ -81,8 +81,9 @@ fn duration(field: &str, given: Option<&str>, default: Duration) -> Result<Durat
         return Ok(default);
     };
     let d = parse_duration(text).map_err(|m| invalid(field, m))?;
-    if d.is_zero() || d > MAX_DURATION {
-        return Err(invalid(field, "must be above zero and at most 30 days"));
+    // Schedules are kept in milliseconds: less would be zero.
+    if d < Duration::from_millis(1) || d > MAX_DURATION {
+        return Err(invalid(field, "must be at least 1ms and at most 30 days"));
     }
     Ok(d)
 }
@@ -318,6 +319,10 @@ mod tests {
         assert_eq!(
             field(json!({"name": "x", "breaker": {"cool_down": "0s"}})),
             "breaker.cool_down"
+        );
+        assert_eq!(
+            field(json!({"name": "x", "retry": {"base_delay": "1ns"}})),
+            "retry.base_delay"
         );
         // Ten attempts cannot fit a one-minute window: the schedule arithmetic refuses it.
         let crowded = define(json!({"name": "x", "retry": {"max_attempts": 10,

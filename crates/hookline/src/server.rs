@@ -49,6 +49,13 @@ pub struct HttpLimits {
 /// in the socket, a head or a body on its way), before closing it or answering 408: long enough
 /// for a request already sent, short enough that a silent client cannot hold a stop.
 const STOP_GRACE: Duration = Duration::from_secs(1);
+/// How long a connection must have been in its phase before the cap may displace it.
+const SETTLE: Duration = Duration::from_millis(250);
+/// After answering a request whose body was cut short, how long (and how much) to read and
+/// drop what the client is still sending before closing: closing with unread bytes makes the
+/// kernel reset the connection, and the client may lose the 408 with it.
+const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: usize = 64 * 1024;
 
 /// Why the server closed a connection, as counted in `hookline_http_connections_closed_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,16 +201,20 @@ impl Registry {
     }
 
     /// Asks one connection to make room: the one idle longest, else the one sending a body the
-    /// longest. False when every connection is answering a whole request.
+    /// longest, else the one whose client has left an answer unread the longest. A connection
+    /// in its phase for less than [`SETTLE`] is left alone (a request sent right after
+    /// connecting may not have been read yet). False when none may go now.
     fn evict_one(&self) -> bool {
         let map = self.open.lock().expect("registry lock");
+        let settled = |since: Instant| since.elapsed() >= SETTLE;
         let chosen = map
             .values()
             .filter(|c| !c.evicting.load(Ordering::Relaxed))
             .filter_map(|c| match c.phase() {
-                Phase::Idle(since) | Phase::Head(since) => Some(((0, since), c)),
-                Phase::Body(since) => Some(((1, since), c)),
-                Phase::Busy | Phase::Writing(_) => None,
+                Phase::Idle(since) | Phase::Head(since) if settled(since) => Some(((0, since), c)),
+                Phase::Body(since) if settled(since) => Some(((1, since), c)),
+                Phase::Writing(since) if settled(since) => Some(((2, since), c)),
+                _ => None,
             })
             .min_by_key(|(rank, _)| *rank);
         match chosen {
@@ -259,6 +270,8 @@ pub async fn serve(
         while registry.len() >= limits.max_connections && !registry.evict_one() {
             tokio::select! {
                 _ = registry.room.notified() => {}
+                // Connections settle with time, which sends no notification.
+                _ = tokio::time::sleep(SETTLE) => {}
                 _ = shutdown.changed() => break 'accept,
             }
         }
@@ -288,7 +301,7 @@ async fn connection(
     _slot: Slot,
 ) {
     let io = TokioIo::new(Watched {
-        stream,
+        stream: Some(stream),
         conn: conn.clone(),
     });
     let service = {
@@ -335,8 +348,13 @@ async fn connection(
                     crate::telemetry::http_connection_closed(Closed::Evicted.as_str());
                     conn.cut.notify_one();
                 }
+                // Its client has stopped reading: the rest of the answer is not sent.
+                Phase::Writing(_) => {
+                    crate::telemetry::http_connection_closed(Closed::Evicted.as_str());
+                    return;
+                }
                 // It took a request meanwhile: it stays, and the cap looks elsewhere.
-                Phase::Busy | Phase::Writing(_) => {
+                Phase::Busy => {
                     conn.evicting.store(false, Ordering::Relaxed);
                     conn.room.notify_one();
                 }
@@ -412,8 +430,44 @@ async fn answer(
 
 /// The socket, telling the connection when bytes arrive and when all written bytes are out.
 struct Watched {
-    stream: TcpStream,
+    /// Always there until dropped.
+    stream: Option<TcpStream>,
     conn: Arc<Connection>,
+}
+
+impl Watched {
+    fn stream(&mut self) -> Pin<&mut TcpStream> {
+        Pin::new(self.stream.as_mut().expect("the stream lives until drop"))
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if let (Some(stream), true) = (
+            self.stream.take(),
+            self.conn.body_cut.load(Ordering::Relaxed),
+        ) {
+            tokio::spawn(linger(stream));
+        }
+    }
+}
+
+/// Ends the write side, then reads and drops what the client still sends (bounded), so that
+/// the close does not turn into a reset that could take the 408 with it.
+async fn linger(mut stream: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = stream.shutdown().await;
+    let mut buf = vec![0u8; 8192];
+    let mut dropped = 0;
+    let _ = tokio::time::timeout(LINGER, async {
+        while dropped < LINGER_BYTES {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => dropped += n,
+            }
+        }
+    })
+    .await;
 }
 
 impl AsyncRead for Watched {
@@ -424,7 +478,7 @@ impl AsyncRead for Watched {
     ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
-        let polled = Pin::new(&mut this.stream).poll_read(cx, buf);
+        let polled = this.stream().poll_read(cx, buf);
         if buf.filled().len() > before {
             this.conn.bytes_arrived();
         }
@@ -438,7 +492,7 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+        self.get_mut().stream().poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -446,18 +500,20 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+        self.get_mut().stream().poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
+        self.stream
+            .as_ref()
+            .is_some_and(TcpStream::is_write_vectored)
     }
 
     /// hyper flushes the socket once its own buffer is written out: an answer in `Writing`
     /// is then all sent.
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.stream).poll_flush(cx);
+        let polled = this.stream().poll_flush(cx);
         if let Poll::Ready(Ok(())) = polled {
             if let Phase::Writing(_) = this.conn.phase() {
                 this.conn.answer_written();
@@ -467,7 +523,12 @@ impl AsyncWrite for Watched {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+        let this = self.get_mut();
+        if this.conn.body_cut.load(Ordering::Relaxed) {
+            // The close waits for `linger`, when this is dropped.
+            return Poll::Ready(Ok(()));
+        }
+        this.stream().poll_shutdown(cx)
     }
 }
 

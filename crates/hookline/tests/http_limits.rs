@@ -207,3 +207,46 @@ async fn a_stop_at_the_cap_waits_for_answers_under_way() {
     let answer = until_closed(&mut busy).await;
     assert!(answer.starts_with("HTTP/1.1 "), "no answer: {answer:?}");
 }
+
+/// Clients that ask for large answers and never read them cannot hold the cap either: at the
+/// cap, the one that left its answer unread longest is displaced (after idle and slow ones).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unread_answers_at_the_cap_cannot_lock_out_health_checks() {
+    let app = TestApp::start("[http]\nmax_connections = 3\n").await;
+    // 200 subscribers with long event types: a list answer of about 5 MB.
+    let types: Vec<String> = (0..100)
+        .map(|i| format!("{i:03}{}", "t".repeat(247)))
+        .collect();
+    let bodies = (0..200)
+        .map(|i| serde_json::json!({"id": format!("s{i}"), "url": "http://127.0.0.1:9/x", "event_types": types}))
+        .collect();
+    hookline_testkit::create_subscribers(&unpooled(), &app.base(), None, bodies, 8)
+        .await
+        .unwrap();
+    let mut readers = Vec::new();
+    for _ in 0..3 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut stream = socket
+            .connect(app.app.as_ref().unwrap().addr)
+            .await
+            .unwrap();
+        stream
+            .write_all(b"GET /v1/subscribers?limit=1000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        readers.push(stream);
+    }
+    assert_eq!(get(&app, "/healthz").await.status(), 200);
+    // The displaced one got the start of its answer, then the close.
+    let mut cut = 0;
+    for stream in &mut readers {
+        let mut got = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut got)).await;
+        if matches!(read, Ok(Ok(_))) && got.len() < 4_000_000 {
+            cut += 1;
+        }
+    }
+    assert!(cut >= 1, "no unread answer was displaced");
+    app.stop().await;
+}

@@ -36,7 +36,7 @@ pub async fn create(
 ) -> Answer {
     let definition: Definition = parse_json(&body?)?;
     validate::policy_name(&definition.name)?;
-    if definition.name == DEFAULT_POLICY {
+    if definition.name.eq_ignore_ascii_case(DEFAULT_POLICY) {
         return Err(ApiError::conflict(
             "policy \"default\" is the configuration's [retry] and [breaker] with the standard \
              classification; create one under another name",

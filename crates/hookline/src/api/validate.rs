@@ -88,12 +88,17 @@ pub fn headers(given: BTreeMap<String, String>) -> Result<SubscriberHeaders, Api
         let parsed = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| ApiError::invalid(format!("headers: {name:?} is not a header name")))?;
         let lower = parsed.as_str().to_owned();
-        if reserved_header(&lower) {
+        // Some receivers (CGI, PHP, WSGI) read `_` as `-`: `webhook_id` would be `webhook-id`.
+        if reserved_header(&lower.replace('_', "-")) {
             return Err(ApiError::invalid(format!(
                 "headers: {name} is set by hookline and cannot be overridden"
             )));
         }
-        if value.len() > MAX_HEADER_VALUE_LEN || HeaderValue::from_str(&value).is_err() {
+        let printable = value.bytes().all(|b| (b' '..=b'~').contains(&b));
+        if value.len() > MAX_HEADER_VALUE_LEN
+            || !printable
+            || HeaderValue::from_str(&value).is_err()
+        {
             return Err(ApiError::invalid(format!(
                 "headers: the value of {name} must be at most {MAX_HEADER_VALUE_LEN} \
                  printable ASCII characters"
@@ -152,6 +157,10 @@ mod tests {
             ("bad name", "x"),
             ("", "x"),
             ("x-ok", "line\r\nbreak"),
+            ("x-ok", "caf\u{e9}"),
+            ("x-ok", "a\tb"),
+            ("webhook_id", "x"),
+            ("Content_Length", "0"),
             ("x-ok", &"v".repeat(MAX_HEADER_VALUE_LEN + 1)),
         ] {
             let one = BTreeMap::from([(name.to_owned(), value.to_owned())]);

@@ -10,6 +10,12 @@ use crate::policies::{Definition, Policy};
 
 pub async fn schedule(name: &str, api: &ApiArg, config: Option<&Path>) -> Result<(), String> {
     let config = Config::load(config, Overrides::default()).map_err(|e| e.to_string())?;
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name == "." || name == ".." || !name.chars().all(plain) {
+        return Err(format!(
+            "{name:?} is not a policy name (1 to 128 characters of A-Z a-z 0-9 . _ -)"
+        ));
+    }
     let url = format!("{}/v1/policies/{name}", api.api.trim_end_matches('/'));
     let mut answer = call(reqwest::Client::new().get(url), api).await?;
     // The definition, without when and by whom it was created.
