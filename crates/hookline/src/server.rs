@@ -447,7 +447,10 @@ impl Drop for Watched {
             self.stream.take(),
             self.conn.body_cut.load(Ordering::Relaxed),
         ) {
-            tokio::spawn(linger(stream));
+            // Outside a runtime (one shutting down) the socket simply closes.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(linger(stream));
+            }
         }
     }
 }
