@@ -183,6 +183,14 @@ pub(crate) const LATER: &[Migration] = &[
                    );",
         postgres_index: None,
     },
+    Migration {
+        number: 15,
+        min_binary: BASELINE,
+        description: "each attempt records the policy that decided after it",
+        sqlite: "ALTER TABLE attempts ADD COLUMN policy TEXT;",
+        postgres: "ALTER TABLE attempts ADD COLUMN policy TEXT;",
+        postgres_index: None,
+    },
 ];
 
 /// A migration as the database records it.

@@ -298,6 +298,9 @@ pub struct AttemptRecord {
     pub error: Option<String>,
     /// The start of what the subscriber answered (at most 4 KiB), for the operator reading why.
     pub response_body: Option<String>,
+    /// The policy that classified it and decided what followed (`None` in history written
+    /// before policies had names).
+    pub policy: Option<String>,
 }
 
 /// What a delivery was waiting on when its delivery window ended without an attempt.

@@ -149,6 +149,7 @@ fn attempt(c: &ClaimedDelivery, outcome: Outcome, now: i64) -> AttemptRecord {
         }),
         error: None,
         response_body: Some(format!("answer to attempt {}", c.attempt)),
+        policy: Some("default".into()),
     }
 }
 
@@ -395,6 +396,7 @@ mod cases {
         assert_eq!(d.attempt_history.len(), 1);
         assert_eq!(d.attempt_history[0].outcome, Outcome::Retryable);
         assert_eq!(d.attempt_history[0].status, Some(503));
+        assert_eq!(d.attempt_history[0].policy.as_deref(), Some("default"));
         assert_eq!(
             d.attempt_history[0].response_body.as_deref(),
             Some("answer to attempt 1")

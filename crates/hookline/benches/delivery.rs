@@ -249,6 +249,7 @@ fn completion(c: &hookline_store::ClaimedDelivery, transition: Transition, now: 
             status: Some(status),
             error: None,
             response_body: None,
+            policy: Some("default".into()),
         },
         transition,
         revoke_subscriber: false,

@@ -83,8 +83,7 @@ pub async fn start(
         Dispatcher::spawn(DispatcherParts {
             store: store.clone(),
             clock: clock.clone(),
-            classification: hookline_policy::Classification::default(),
-            policy: config.retry,
+            policy: crate::policies::Policy::default_of(config),
             delivery: config.delivery.clone(),
             guard: config.guard.clone(),
             latency_labels: config.metrics.latency_labels,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use hookline_policy::{AttemptResult, Attempted, Classification, RetryPolicy, UnixMs};
+use hookline_policy::{AttemptResult, Attempted, UnixMs};
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, Store, Transition,
     WindowSweep,
@@ -23,6 +23,7 @@ use tokio::task::JoinSet;
 use crate::clock::Clock;
 use crate::config::DeliveryConfig;
 use crate::destination::Guard;
+use crate::policies::Policy;
 use crate::sender::{render_body, AttemptReport, Sender};
 use crate::slots::{AttemptKind, Slot, Slots};
 use crate::slowness::{Ended, Slowness};
@@ -54,8 +55,7 @@ const MAX_COMPLETIONS_PER_COMMIT: usize = 1024;
 /// Everything an attempt needs, shared by all attempt tasks.
 struct Shared {
     store: Arc<dyn Store>,
-    classification: Classification,
-    policy: RetryPolicy,
+    policy: Policy,
     clock: Arc<dyn Clock>,
     sender: Sender,
     wake: Arc<Notify>,
@@ -100,9 +100,8 @@ impl DispatcherHandle {
 pub struct DispatcherParts {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
-    /// Which answers are retried, and which revoke the subscription.
-    pub classification: Classification,
-    pub policy: RetryPolicy,
+    /// Classifies every answer and decides what follows (and names itself on every attempt).
+    pub policy: Policy,
     pub delivery: DeliveryConfig,
     /// Which destinations attempts may connect to.
     pub guard: Arc<Guard>,
@@ -114,7 +113,6 @@ impl Dispatcher {
         let DispatcherParts {
             store,
             clock,
-            classification,
             policy,
             delivery,
             guard,
@@ -125,7 +123,6 @@ impl Dispatcher {
         let dispatcher = Dispatcher {
             shared: Arc::new(Shared {
                 store,
-                classification,
                 policy,
                 clock,
                 sender: Sender::new(delivery.attempt_timeout, guard),
@@ -261,7 +258,7 @@ impl Dispatcher {
 
 impl Dispatcher {
     fn window_ms(&self) -> i64 {
-        i64::try_from(self.shared.policy.delivery_window().as_millis()).unwrap_or(i64::MAX)
+        i64::try_from(self.shared.policy.retry.delivery_window().as_millis()).unwrap_or(i64::MAX)
     }
 
     /// Ends the window of deliveries that waited past it (behind a breaker, a pause, a rate
@@ -364,8 +361,8 @@ async fn attempt(
         Some(lost_started_at) => now.saturating_sub(lost_started_at).max(0) as u64,
         None => timer.elapsed().as_millis() as u64,
     };
-    let outcome = s.classification.classify(report.result);
-    let transition = s.policy.decide(&Attempted {
+    let outcome = s.policy.classification.classify(report.result);
+    let transition = s.policy.retry.decide(&Attempted {
         delivery_id: &d.id,
         outcome,
         number: d.attempt,
@@ -407,9 +404,10 @@ async fn attempt(
             status,
             error: report.error,
             response_body: report.response_body,
+            policy: Some(s.policy.name.clone()),
         },
         transition,
-        revoke_subscriber: s.classification.revokes_subscription(report.result),
+        revoke_subscriber: s.policy.classification.revokes_subscription(report.result),
     };
     let _ = done.send((d.id, completion));
     let was_slow = slot.is_slow();

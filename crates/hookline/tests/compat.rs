@@ -372,6 +372,7 @@ async fn every_state(url: &str, rx: &Receiver) {
                     }),
                     error: None,
                     response_body: None,
+                    policy: Some("default".into()),
                 },
                 transition,
                 revoke_subscriber: false,

@@ -55,6 +55,9 @@ async fn a_clean_first_attempt() {
     assert_eq!(attempts(&d), 1);
     assert_eq!(d["attempt_history"][0]["outcome"], "success");
     assert_eq!(d["attempt_history"][0]["status"], 200);
+    // The policy that decided, on the attempt and (its latest) on the delivery.
+    assert_eq!(d["attempt_history"][0]["policy"], "default");
+    assert_eq!(d["policy"], "default");
     assert_eq!(d["next_attempt_at"], Value::Null);
 
     let got = rx.received();

@@ -167,7 +167,7 @@ async fn histories(
     for r in query(
         c,
         "SELECT delivery_seq, ordinal, started_at, duration_ms, outcome, status, error, response_body,
-                lost
+                lost, policy
              FROM attempts WHERE delivery_seq = ANY ($1) ORDER BY seq",
         &[&keys],
     )
@@ -182,6 +182,7 @@ async fn histories(
             status: r.get::<_, Option<i32>>(5).map(|s| s as u16),
             error: r.get(6),
             response_body: r.get(7),
+            policy: r.get(9),
         });
     }
     Ok(out)

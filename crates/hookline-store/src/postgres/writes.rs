@@ -761,6 +761,7 @@ struct AttemptColumns<'a> {
     status: Vec<Option<i32>>,
     error: Vec<Option<&'a str>>,
     response_body: Vec<Option<&'a str>>,
+    policy: Vec<Option<&'a str>>,
 }
 
 impl<'a> AttemptColumns<'a> {
@@ -775,6 +776,7 @@ impl<'a> AttemptColumns<'a> {
         self.status.push(a.status.map(i32::from));
         self.error.push(a.error.as_deref());
         self.response_body.push(a.response_body.as_deref());
+        self.policy.push(a.policy.as_deref());
     }
 
     async fn insert(&self, c: &impl GenericClient) -> Result<()> {
@@ -784,9 +786,9 @@ impl<'a> AttemptColumns<'a> {
         execute(c,
             "INSERT INTO attempts
                  (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error, response_body,
-                  lost)
+                  lost, policy)
              SELECT * FROM UNNEST($1::int8[], $2::int4[], $3::int8[], $4::int8[], $5::text[],
-                                  $6::int4[], $7::text[], $8::text[], $9::bool[])",
+                                  $6::int4[], $7::text[], $8::text[], $9::bool[], $10::text[])",
             &[
                 &self.delivery,
                 &self.ordinal,
@@ -797,6 +799,7 @@ impl<'a> AttemptColumns<'a> {
                 &self.error,
                 &self.response_body,
                 &self.lost,
+                &self.policy,
             ],
         )
         .await?;

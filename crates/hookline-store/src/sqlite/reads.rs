@@ -119,7 +119,8 @@ pub(super) fn earlier_payloads(c: &Connection, event_id: &str) -> Result<Vec<(i6
 fn history(c: &Connection, key: i64) -> Result<Vec<AttemptRecord>> {
     let rows = c
         .prepare_cached(
-            "SELECT ordinal, started_at, duration_ms, outcome, status, error, response_body, lost
+            "SELECT ordinal, started_at, duration_ms, outcome, status, error, response_body, lost,
+                    policy
              FROM attempts WHERE delivery_seq = ?1 ORDER BY rowid",
         )?
         .query_map([key], |r| {
@@ -133,6 +134,7 @@ fn history(c: &Connection, key: i64) -> Result<Vec<AttemptRecord>> {
                 status: r.get(4)?,
                 error: r.get(5)?,
                 response_body: r.get(6)?,
+                policy: r.get(8)?,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -499,8 +499,8 @@ pub(super) fn complete(
         c.prepare_cached(
             "INSERT INTO attempts
                  (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error,
-                  response_body, lost)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                  response_body, lost, policy)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?
         .execute(params![
             done.key.0,
@@ -511,7 +511,8 @@ pub(super) fn complete(
             a.status,
             a.error,
             a.response_body,
-            lost
+            lost,
+            a.policy
         ])?;
         if done.revoke_subscriber {
             revoke_subscriber(c, &subscriber_id, now)?;

@@ -88,7 +88,15 @@ pub fn attempt(a: &AttemptRecord) -> Value {
     if let Some(body) = &a.response_body {
         v.insert("response_body".into(), json!(body));
     }
+    if let Some(policy) = &a.policy {
+        v.insert("policy".into(), json!(policy));
+    }
     Value::Object(v)
+}
+
+/// The policy of the latest decision: its last attempt's.
+fn latest_policy(h: &[AttemptRecord]) -> Option<&str> {
+    h.last().and_then(|a| a.policy.as_deref())
 }
 
 fn history(h: &[AttemptRecord]) -> Value {
@@ -110,6 +118,7 @@ pub fn delivery(d: &Delivery) -> Value {
         "error": d.dead_error,
         "waiting_on": d.waiting_on.map(WaitingOn::as_str),
         "payload_version": d.payload_version,
+        "policy": latest_policy(&d.attempt_history),
         "attempt_history": history(&d.attempt_history),
     })
 }
@@ -125,6 +134,7 @@ pub fn dead_letter(d: &DeadLetter) -> Value {
         "dead_at": rfc3339(d.dead_at),
         "error": d.dead_error,
         "waiting_on": d.waiting_on.map(WaitingOn::as_str),
+        "policy": latest_policy(&d.attempt_history),
         "attempt_history": history(&d.attempt_history),
     })
 }
