@@ -315,6 +315,9 @@ async fn connection(
     // When a stop began: from then, a connection gets `STOP_GRACE` to hand over a request it
     // has (perhaps) sent, and what it has not sent by then it will not send here.
     let mut stopped_at: Option<Instant> = None;
+    // A body still arriving when the grace ended has been told to end (once is enough: the
+    // handler may take a while to read it, or never does).
+    let mut body_told = false;
     loop {
         if stopped_at.is_none() && *shutdown.borrow() {
             stopped_at = Some(Instant::now());
@@ -323,9 +326,8 @@ async fn connection(
         let phase = conn.phase();
         let grace_over = async {
             match (stopped_at, phase) {
-                (Some(at), Phase::Idle(_) | Phase::Head(_) | Phase::Body(_)) => {
-                    sleep_until(at + STOP_GRACE).await
-                }
+                (Some(at), Phase::Idle(_) | Phase::Head(_)) => sleep_until(at + STOP_GRACE).await,
+                (Some(at), Phase::Body(_)) if !body_told => sleep_until(at + STOP_GRACE).await,
                 _ => std::future::pending().await,
             }
         };
@@ -368,7 +370,10 @@ async fn connection(
             _ = grace_over => match conn.phase() {
                 Phase::Idle(_) | Phase::Head(_) => return,
                 // Answered 408, and the connection closes after.
-                Phase::Body(_) => conn.cut.notify_one(),
+                Phase::Body(_) => {
+                    conn.cut.notify_one();
+                    body_told = true;
+                }
                 Phase::Busy | Phase::Writing(_) => {}
             },
             _ = shutdown.changed(), if stopped_at.is_none() => {}
