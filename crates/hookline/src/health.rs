@@ -17,7 +17,7 @@ const FRESH: Duration = Duration::from_secs(1);
 /// A heartbeat that has not committed by then makes the store `degraded` (it keeps running,
 /// and its outcome is reported when it ends). It waits behind the writes queued before it, so
 /// this is well above a busy store's commit time: a store this slow is failing its publishers.
-pub const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Alive while the dispatcher's loop is: the loop holds the only strong reference.
 pub struct Liveness(pub(crate) Weak<()>);
