@@ -25,7 +25,7 @@ pub use testing::open;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hookline_policy::{BreakerConfig, UnixMs};
+use hookline_policy::UnixMs;
 
 pub(crate) use claim::*;
 pub use migrations::{AppliedMigration, SchemaStatus, Version};
@@ -35,7 +35,7 @@ pub use postgres::PostgresStore;
 pub(crate) use rules::*;
 pub use rules::{
     check_rate, check_replay, DEAD_LETTERS_METRIC, MAX_RATE_PER_SECOND, MAX_REPLAY,
-    MIN_RATE_PER_SECOND,
+    MIN_RATE_PER_SECOND, NO_POLICY,
 };
 pub(crate) use sql::*;
 pub use sqlite::SqliteStore;
@@ -167,6 +167,19 @@ pub trait Store: Send + Sync + 'static {
     async fn list_policies(&self, limit: u32, cursor: Option<String>)
         -> Result<Page<StoredPolicy>>;
 
+    /// Starts a rollout; while another runs: `Conflict`.
+    async fn start_rollout(&self, rollout: Rollout) -> Result<Rollout>;
+    async fn get_rollout(&self, id: &str) -> Result<Rollout>;
+    /// In the order they started.
+    async fn list_rollouts(&self, limit: u32, cursor: Option<String>) -> Result<Page<Rollout>>;
+    /// Changes a running rollout; one that ended: `Conflict`.
+    async fn change_rollout(&self, id: &str, change: RolloutChange, now: UnixMs)
+        -> Result<Rollout>;
+    /// The policy in force for everyone and the rollout running: what every decision reads.
+    async fn policies_in_force(&self) -> Result<PoliciesInForce>;
+    /// What became of the deliveries whose first attempt `query.policy` decided in its range.
+    async fn cohort_report(&self, query: CohortQuery) -> Result<CohortReport>;
+
     /// Deletes up to `batch` delivered deliveries last changed before `before`, with their
     /// attempt history, and answers how many. Deliveries a replay audit names are kept. Small
     /// batches keep each transaction short so workers are never blocked for long.
@@ -178,8 +191,6 @@ pub trait Store: Send + Sync + 'static {
 pub struct OpenOptions {
     /// PostgreSQL connections this process keeps (SQLite has one writer and pools readers).
     pub pool_size: usize,
-    /// When a subscriber's circuit breaker opens, and for how long.
-    pub breaker: BreakerConfig,
 }
 
 /// Which backend a database URL names.
@@ -210,10 +221,8 @@ fn backend(url: &str) -> Result<Backend<'_>> {
 /// `postgres://...` / `postgresql://...` (the scale-out backend), running its migrations.
 pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
     Ok(match backend(url)? {
-        Backend::Postgres(url) => {
-            Arc::new(PostgresStore::open(url, options.pool_size, options.breaker).await?)
-        }
-        Backend::Sqlite(path) => Arc::new(SqliteStore::open(path, options.breaker).await?),
+        Backend::Postgres(url) => Arc::new(PostgresStore::open(url, options.pool_size).await?),
+        Backend::Sqlite(path) => Arc::new(SqliteStore::open(path).await?),
     })
 }
 

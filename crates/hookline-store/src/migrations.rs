@@ -191,6 +191,50 @@ pub(crate) const LATER: &[Migration] = &[
         postgres: "ALTER TABLE attempts ADD COLUMN policy TEXT;",
         postgres_index: None,
     },
+    Migration {
+        number: 16,
+        min_binary: BASELINE,
+        description: "policy rollouts, one running at a time, and first attempts by policy",
+        sqlite: "CREATE TABLE rollouts (
+                     seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+                     id              TEXT NOT NULL UNIQUE,
+                     policy          TEXT NOT NULL,
+                     baseline        TEXT NOT NULL,
+                     basis_points    INTEGER NOT NULL,
+                     subscriber_ids  TEXT NOT NULL,   -- JSON array
+                     abort_terminal_rate_increase REAL,
+                     abort_min_deliveries INTEGER,
+                     state           TEXT NOT NULL,
+                     reason          TEXT,
+                     started_at      INTEGER NOT NULL,
+                     ended_at        INTEGER,
+                     created_by      TEXT
+                 );
+                 CREATE UNIQUE INDEX rollouts_running ON rollouts (state) WHERE state = 'running';
+                 CREATE INDEX attempts_first ON attempts (policy, started_at) WHERE ordinal = 1;",
+        postgres: "CREATE TABLE rollouts (
+                       seq             BIGSERIAL PRIMARY KEY,
+                       id              TEXT NOT NULL UNIQUE,
+                       policy          TEXT NOT NULL,
+                       baseline        TEXT NOT NULL,
+                       basis_points    INTEGER NOT NULL,
+                       subscriber_ids  TEXT NOT NULL, -- JSON array
+                       abort_terminal_rate_increase DOUBLE PRECISION,
+                       abort_min_deliveries BIGINT,
+                       state           TEXT NOT NULL,
+                       reason          TEXT,
+                       started_at      BIGINT NOT NULL,
+                       ended_at        BIGINT,
+                       created_by      TEXT
+                   );
+                   CREATE UNIQUE INDEX rollouts_running ON rollouts (state)
+                       WHERE state = 'running';",
+        postgres_index: Some((
+            "attempts_first",
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS attempts_first ON attempts (policy, started_at)
+                 WHERE ordinal = 1",
+        )),
+    },
 ];
 
 /// A migration as the database records it.

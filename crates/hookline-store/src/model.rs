@@ -527,6 +527,8 @@ pub struct Completion {
     pub transition: Transition,
     /// The subscriber answered 410 Gone: revoke it along with this completion.
     pub revoke_subscriber: bool,
+    /// How the deciding policy's circuit breaker counts this outcome.
+    pub breaker: hookline_policy::BreakerConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -574,4 +576,117 @@ pub struct BackupSummary {
     pub events: u64,
     /// Deliveries by state in the copy: those scheduled or in flight are still to be sent.
     pub counts: StateCounts,
+}
+
+/// Where a rollout is: it runs until an operator (or its own `abort_if`) ends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloutState {
+    Running,
+    /// Its candidate became the policy in force for everyone.
+    Promoted,
+    /// Its cohort went back to the baseline.
+    Aborted,
+}
+
+impl RolloutState {
+    pub const ALL: [RolloutState; 3] = [
+        RolloutState::Running,
+        RolloutState::Promoted,
+        RolloutState::Aborted,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutState::Running => "running",
+            RolloutState::Promoted => "promoted",
+            RolloutState::Aborted => "aborted",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+/// When a rollout aborts itself: the candidate's terminal rate passes the baseline's by more
+/// than `terminal_rate_increase`, with at least `min_deliveries` ended in each cohort.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AbortIf {
+    pub terminal_rate_increase: f64,
+    pub min_deliveries: u64,
+}
+
+/// A cohort of subscribers moved from the policy in force when it started (`baseline`) to a
+/// candidate `policy`. Who is in the cohort is decided above the store, from `basis_points`
+/// and `subscriber_ids`; the store keeps the record and guarantees one runs at a time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rollout {
+    pub id: String,
+    pub policy: String,
+    pub baseline: String,
+    /// The share of subscribers in the cohort, in hundredths of a percent (0 to 10,000).
+    pub basis_points: u32,
+    /// Subscribers in the cohort whatever the share.
+    pub subscriber_ids: Vec<String>,
+    pub abort_if: Option<AbortIf>,
+    pub state: RolloutState,
+    /// Why it ended, when it did not end by an operator's promote.
+    pub reason: Option<String>,
+    pub started_at: UnixMs,
+    pub ended_at: Option<UnixMs>,
+    /// The API token that started it, when tokens are configured.
+    pub created_by: Option<String>,
+}
+
+/// What an operator (or `abort_if`) does to a running rollout.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RolloutChange {
+    /// A new share, in hundredths of a percent.
+    Share(u32),
+    Promote,
+    Abort {
+        reason: String,
+    },
+}
+
+/// The policies deliveries are decided by: the one in force for everyone (`None`: the
+/// configuration's `default`) and the rollout running, if any.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PoliciesInForce {
+    pub default: Option<String>,
+    pub rollout: Option<Rollout>,
+}
+
+/// The deliveries whose first attempt a policy decided, started in `[since, until)`, and what
+/// became of them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CohortReport {
+    /// Subscribers with such deliveries.
+    pub subscribers: u64,
+    pub deliveries: u64,
+    pub delivered: u64,
+    pub dead: u64,
+    pub dead_by_reason: BTreeMap<String, u64>,
+    /// Attempts after the first, over all of them.
+    pub retry_attempts: u64,
+    /// Deliveries attempted more than once.
+    pub retried: u64,
+    /// From a delivery's creation to the end of its first attempt, nearest rank; `None`
+    /// without deliveries.
+    pub first_attempt_latency_p50_ms: Option<i64>,
+    pub first_attempt_latency_p99_ms: Option<i64>,
+}
+
+impl CohortReport {
+    /// Deliveries that reached an end (delivered or dead).
+    pub fn ended(&self) -> u64 {
+        self.delivered + self.dead
+    }
+}
+
+/// Which deliveries a [`CohortReport`] covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CohortQuery {
+    pub policy: String,
+    pub since: UnixMs,
+    pub until: UnixMs,
 }

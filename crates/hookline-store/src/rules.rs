@@ -66,14 +66,19 @@ pub(crate) fn policy_exists(name: &str) -> StoreError {
     ))
 }
 
-/// The counter of deliveries entering the dead-letter queue, by reason.
+/// The counter of deliveries entering the dead-letter queue, by reason and policy.
 pub const DEAD_LETTERS_METRIC: &str = "hookline_dead_letters_total";
+/// The `policy` of deaths no policy decided (a revocation, a window that ended while the
+/// delivery waited, a payload version the subscriber cannot take).
+pub const NO_POLICY: &str = "none";
 
-/// Counts deliveries that just died, for `hookline_dead_letters_total{reason}`: the one place
-/// every backend reports dead-letter inflow, whichever path killed them.
-pub(crate) fn count_dead(reason: DeadReason, n: u64) {
+/// Counts deliveries that just died, for `hookline_dead_letters_total{reason,policy}`: the one
+/// place every backend reports dead-letter inflow, whichever path killed them.
+pub(crate) fn count_dead(reason: DeadReason, policy: Option<&str>, n: u64) {
     if n > 0 {
-        metrics::counter!(DEAD_LETTERS_METRIC, "reason" => reason.as_str()).increment(n);
+        let policy = policy.unwrap_or(NO_POLICY).to_owned();
+        metrics::counter!(DEAD_LETTERS_METRIC, "reason" => reason.as_str(), "policy" => policy)
+            .increment(n);
     }
 }
 
@@ -232,4 +237,59 @@ mod tests {
             assert_eq!(dead.dead_reason, Some(DeadReason::PermanentFailure));
         }
     }
+}
+
+/// The answer to starting a rollout while `running` runs.
+pub(crate) fn rollout_running(running: &str) -> StoreError {
+    StoreError::Conflict(format!(
+        "rollout {running} is running; promote or abort it before starting another"
+    ))
+}
+
+/// A running rollout after `change` at `now`. One that ended changes no more.
+pub(crate) fn rollout_changed(
+    mut rollout: Rollout,
+    change: RolloutChange,
+    now: UnixMs,
+) -> Result<Rollout> {
+    if rollout.state != RolloutState::Running {
+        return Err(StoreError::Conflict(format!(
+            "rollout {} is {}: it changes no more; start a new one",
+            rollout.id,
+            rollout.state.as_str()
+        )));
+    }
+    match change {
+        RolloutChange::Share(basis_points) => rollout.basis_points = basis_points,
+        RolloutChange::Promote => {
+            rollout.state = RolloutState::Promoted;
+            rollout.ended_at = Some(now);
+        }
+        RolloutChange::Abort { reason } => {
+            rollout.state = RolloutState::Aborted;
+            rollout.reason = Some(reason);
+            rollout.ended_at = Some(now);
+        }
+    }
+    Ok(rollout)
+}
+
+/// How a rollout's listed subscribers are stored: a JSON array.
+pub(crate) fn subscriber_ids_text(ids: &[String]) -> String {
+    serde_json::to_string(ids).expect("strings serialize")
+}
+
+pub(crate) fn subscriber_ids_read(text: &str) -> Result<Vec<String>> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::Backend(format!("a rollout's subscriber_ids are unreadable: {e}")))
+}
+
+pub(crate) fn rollout_state_read(text: &str) -> Result<RolloutState> {
+    RolloutState::parse(text)
+        .ok_or_else(|| StoreError::Backend(format!("unexpected rollout state {text:?}")))
+}
+
+/// The 0-based rank of quantile `q` among `n` sorted values (nearest rank).
+pub(crate) fn nearest_rank(n: u64, q: f64) -> u64 {
+    ((q * n as f64).ceil() as u64).clamp(1, n.max(1)) - 1
 }

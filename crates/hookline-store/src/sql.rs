@@ -102,3 +102,62 @@ pub(crate) fn dead_letters_select() -> String {
 
 /// The order dead letters are listed and replayed in: oldest dead first, then by key.
 pub(crate) const DEATH_ORDER: &str = "d.dead_at, d.seq";
+
+/// A rollout's columns, in [`Rollout`]'s order after the key.
+pub(crate) const ROLLOUT_COLUMNS: &str = "seq, id, policy, baseline, basis_points, subscriber_ids,
+    abort_terminal_rate_increase, abort_min_deliveries, state, reason, started_at, ended_at,
+    created_by";
+pub(crate) const INSERT_ROLLOUT: &str = "INSERT INTO rollouts (id, policy, baseline, basis_points,
+        subscriber_ids, abort_terminal_rate_increase, abort_min_deliveries, state, reason,
+        started_at, ended_at, created_by)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+/// A rollout's changes, fenced: only a running one changes (parameters: 1 the share, 2 the
+/// state, 3 the reason, 4 when it ended, 5 the id; SQLite numbers `$N` parameters in the order
+/// they first appear, so they appear in order).
+pub(crate) const CHANGE_ROLLOUT: &str = "UPDATE rollouts
+    SET basis_points = $1, state = $2, reason = $3, ended_at = $4
+    WHERE id = $5 AND state = 'running'";
+/// The policy in force for everyone: the candidate of the rollout promoted last (none: the
+/// configuration's `default`).
+pub(crate) const PROMOTED_POLICY: &str =
+    "SELECT policy FROM rollouts WHERE state = 'promoted' ORDER BY ended_at DESC, seq DESC LIMIT 1";
+
+/// The deliveries a [`CohortReport`] covers, as `firsts` (parameters: 1 the policy, 2 since,
+/// 3 until): those with a first attempt that policy decided, started in the range (a
+/// replayed delivery's new first attempt counts it once), read through the `attempts_first`
+/// index.
+const COHORT_FIRSTS: &str = "WITH firsts AS (
+    SELECT d.subscriber_id, d.state, d.dead_reason, d.attempts,
+           (SELECT min(a.started_at + a.duration_ms) FROM attempts a
+            WHERE a.delivery_seq = d.seq AND a.ordinal = 1) - d.first_seen AS latency
+    FROM deliveries d
+    WHERE d.seq IN (SELECT a.delivery_seq FROM attempts a
+                    WHERE a.ordinal = 1 AND a.policy = $1 AND a.started_at >= $2
+                      AND a.started_at < $3))";
+
+/// A cohort's totals: deliveries, subscribers, delivered, dead, retry attempts, retried.
+pub(crate) fn cohort_totals() -> String {
+    format!(
+        "{COHORT_FIRSTS}
+         SELECT count(*), count(DISTINCT subscriber_id),
+                CAST(COALESCE(sum(CASE WHEN state = 'delivered' THEN 1 ELSE 0 END), 0) AS BIGINT),
+                CAST(COALESCE(sum(CASE WHEN state = 'dead' THEN 1 ELSE 0 END), 0) AS BIGINT),
+                CAST(COALESCE(sum(CASE WHEN attempts > 1 THEN attempts - 1 ELSE 0 END), 0)
+                     AS BIGINT),
+                CAST(COALESCE(sum(CASE WHEN attempts > 1 THEN 1 ELSE 0 END), 0) AS BIGINT)
+         FROM firsts"
+    )
+}
+
+/// A cohort's dead deliveries by reason.
+pub(crate) fn cohort_dead() -> String {
+    format!(
+        "{COHORT_FIRSTS}
+         SELECT dead_reason, count(*) FROM firsts WHERE state = 'dead' GROUP BY dead_reason"
+    )
+}
+
+/// The latency at 0-based rank `$4` in a cohort.
+pub(crate) fn cohort_latency_at() -> String {
+    format!("{COHORT_FIRSTS} SELECT latency FROM firsts ORDER BY latency LIMIT 1 OFFSET $4")
+}

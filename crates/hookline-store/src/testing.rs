@@ -14,14 +14,7 @@ use crate::{open_with, OpenOptions, Result, Store};
 /// declares those, once).
 impl Default for OpenOptions {
     fn default() -> Self {
-        Self {
-            pool_size: 16,
-            breaker: hookline_policy::BreakerConfig {
-                failures: 5,
-                cool_down: std::time::Duration::from_secs(30),
-                max_cool_down: std::time::Duration::from_secs(300),
-            },
-        }
+        Self { pool_size: 16 }
     }
 }
 

@@ -253,6 +253,11 @@ fn completion(c: &hookline_store::ClaimedDelivery, transition: Transition, now: 
         },
         transition,
         revoke_subscriber: false,
+        breaker: hookline_policy::BreakerConfig {
+            failures: 5,
+            cool_down: std::time::Duration::from_secs(30),
+            max_cool_down: std::time::Duration::from_secs(300),
+        },
     }
 }
 

@@ -12,6 +12,8 @@ use crate::api::{self, ApiContext};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::dispatcher::{Dispatcher, DispatcherHandle, DispatcherParts};
+use crate::policies::Policy;
+use crate::rollouts::Policies;
 
 /// Which parts of hookline this process runs. Several processes on one PostgreSQL split the work:
 /// `api` processes accept and serve reads but never claim; `worker` processes claim and deliver
@@ -53,6 +55,8 @@ pub struct RunningApp {
     server: JoinHandle<()>,
     stop_server: tokio::sync::watch::Sender<bool>,
     gauges: JoinHandle<()>,
+    policies_kept: JoinHandle<()>,
+    /// Stops the gauges and the policies' refresh.
     stop_gauges: tokio::sync::watch::Sender<bool>,
 }
 
@@ -79,11 +83,14 @@ pub async fn start(
         addr: config.listen,
         source,
     })?;
+    // Read before the first claim, so the policy promoted last decides from the start.
+    let policies = Policies::new(store.clone(), Policy::default_of(config));
+    policies.refresh().await?;
     let dispatcher = (role != Role::Api).then(|| {
         Dispatcher::spawn(DispatcherParts {
             store: store.clone(),
             clock: clock.clone(),
-            policy: crate::policies::Policy::default_of(config),
+            policies: policies.clone(),
             delivery: config.delivery.clone(),
             guard: config.guard.clone(),
             latency_labels: config.metrics.latency_labels,
@@ -95,6 +102,11 @@ pub async fn start(
         clock.clone(),
         config.metrics.refresh_interval,
         config.delivery.max_in_flight_per_subscriber,
+        gauges_stopped.clone(),
+    ));
+    let policies_kept = tokio::spawn(crate::rollouts::keep_current(
+        policies.clone(),
+        clock.clone(),
         gauges_stopped,
     ));
     let health = crate::health::Health::new(
@@ -115,7 +127,7 @@ pub async fn start(
         metrics_open: config.metrics.open,
         listen: config.listen,
         health,
-        default_policy: crate::policies::Policy::default_of(config),
+        policies,
         attempt_timeout: config.delivery.attempt_timeout,
     });
     let router = match role {
@@ -131,6 +143,7 @@ pub async fn start(
         server,
         stop_server,
         gauges,
+        policies_kept,
         stop_gauges,
     })
 }
@@ -142,6 +155,7 @@ impl RunningApp {
         let _ = self.stop_server.send(true);
         let _ = self.stop_gauges.send(true);
         let _ = self.gauges.await;
+        let _ = self.policies_kept.await;
         let dispatcher = async {
             if let Some(d) = self.dispatcher {
                 d.shutdown().await;

@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use crate::clock::Clock;
 use crate::config::DeliveryConfig;
 use crate::destination::Guard;
-use crate::policies::Policy;
+use crate::rollouts::Policies;
 use crate::sender::{render_body, AttemptReport, Sender};
 use crate::slots::{AttemptKind, Slot, Slots};
 use crate::slowness::{Ended, Slowness};
@@ -55,7 +55,7 @@ const MAX_COMPLETIONS_PER_COMMIT: usize = 1024;
 /// Everything an attempt needs, shared by all attempt tasks.
 struct Shared {
     store: Arc<dyn Store>,
-    policy: Policy,
+    policies: Arc<Policies>,
     clock: Arc<dyn Clock>,
     sender: Sender,
     wake: Arc<Notify>,
@@ -100,8 +100,9 @@ impl DispatcherHandle {
 pub struct DispatcherParts {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
-    /// Classifies every answer and decides what follows (and names itself on every attempt).
-    pub policy: Policy,
+    /// Which policy classifies each answer and decides what follows (each attempt records the
+    /// one that did).
+    pub policies: Arc<Policies>,
     pub delivery: DeliveryConfig,
     /// Which destinations attempts may connect to.
     pub guard: Arc<Guard>,
@@ -113,7 +114,7 @@ impl Dispatcher {
         let DispatcherParts {
             store,
             clock,
-            policy,
+            policies,
             delivery,
             guard,
             latency_labels,
@@ -123,7 +124,7 @@ impl Dispatcher {
         let dispatcher = Dispatcher {
             shared: Arc::new(Shared {
                 store,
-                policy,
+                policies,
                 clock,
                 sender: Sender::new(delivery.attempt_timeout, guard),
                 wake: wake.clone(),
@@ -257,8 +258,17 @@ impl Dispatcher {
 }
 
 impl Dispatcher {
+    /// The delivery window of the policy in force (a rollout's candidate keeps it: see
+    /// `api::rollouts`), which the store's window sweep and claims apply to every delivery.
     fn window_ms(&self) -> i64 {
-        i64::try_from(self.shared.policy.retry.delivery_window().as_millis()).unwrap_or(i64::MAX)
+        let window = self
+            .shared
+            .policies
+            .current()
+            .default
+            .retry
+            .delivery_window();
+        i64::try_from(window.as_millis()).unwrap_or(i64::MAX)
     }
 
     /// Ends the window of deliveries that waited past it (behind a breaker, a pause, a rate
@@ -361,8 +371,11 @@ async fn attempt(
         Some(lost_started_at) => now.saturating_sub(lost_started_at).max(0) as u64,
         None => timer.elapsed().as_millis() as u64,
     };
-    let outcome = s.policy.classification.classify(report.result);
-    let transition = s.policy.retry.decide(&Attempted {
+    // Decided by the policy in force for this subscriber now, not when the attempt started.
+    let in_force = s.policies.current();
+    let policy = in_force.policy_for(&d.destination.subscriber_id);
+    let outcome = policy.classification.classify(report.result);
+    let transition = policy.retry.decide(&Attempted {
         delivery_id: &d.id,
         outcome,
         number: d.attempt,
@@ -390,6 +403,7 @@ async fn attempt(
             first_ever: d.attempt == 1
                 && d.lost_attempt_started_at.is_none()
                 && d.window_start == d.first_seen,
+            policy: &policy.name,
         },
         s.latency_labels,
     );
@@ -404,10 +418,11 @@ async fn attempt(
             status,
             error: report.error,
             response_body: report.response_body,
-            policy: Some(s.policy.name.clone()),
+            policy: Some(policy.name.clone()),
         },
         transition,
-        revoke_subscriber: s.policy.classification.revokes_subscription(report.result),
+        revoke_subscriber: policy.classification.revokes_subscription(report.result),
+        breaker: policy.breaker,
     };
     let _ = done.send((d.id, completion));
     let was_slow = slot.is_slow();

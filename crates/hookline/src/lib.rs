@@ -11,6 +11,7 @@ pub mod destination;
 pub mod dispatcher;
 pub mod health;
 pub mod policies;
+pub mod rollouts;
 pub mod sender;
 pub mod server;
 pub mod signer;

@@ -74,11 +74,11 @@ fn describe() {
     describe_gauge!(names::DELIVERIES, "Deliveries in the store, by state.");
     describe_counter!(
         names::ATTEMPTS_TOTAL,
-        "Delivery attempts by ordinal (1 = first attempt) and outcome (success, retryable, permanent)."
+        "Delivery attempts by ordinal (1 = first attempt), outcome (success, retryable, permanent) and the policy that decided."
     );
     describe_counter!(
         names::DEAD_LETTERS_TOTAL,
-        "Deliveries that entered the dead-letter queue, by terminal reason."
+        "Deliveries that entered the dead-letter queue, by terminal reason and the policy that decided (none: no attempt did)."
     );
     describe_counter!(
         names::REPLAYED_TOTAL,
@@ -164,6 +164,8 @@ pub struct AttemptSeen<'a> {
     pub finished_at: UnixMs,
     /// A first attempt of the delivery's life (not of a replay's fresh budget).
     pub first_ever: bool,
+    /// The policy that decided what followed.
+    pub policy: &'a str,
 }
 
 /// Whether delivery latency is labelled by subscriber (`metrics.per_subscriber_labels`): one
@@ -179,6 +181,7 @@ pub fn attempt(a: &AttemptSeen<'_>, labels: LatencyLabels) {
         names::ATTEMPTS_TOTAL,
         "ordinal" => a.ordinal.to_string(),
         "outcome" => a.outcome.as_str(),
+        "policy" => a.policy.to_owned(),
     )
     .increment(1);
     if a.first_ever {

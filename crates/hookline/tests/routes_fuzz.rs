@@ -31,6 +31,13 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/policies"),
     ("GET", "/v1/policies"),
     ("GET", "/v1/policies/{id}"),
+    ("POST", "/v1/rollouts"),
+    ("GET", "/v1/rollouts"),
+    ("GET", "/v1/rollouts/{id}"),
+    ("PATCH", "/v1/rollouts/{id}"),
+    ("POST", "/v1/rollouts/{id}/promote"),
+    ("POST", "/v1/rollouts/{id}/abort"),
+    ("GET", "/v1/rollouts/{id}/comparison"),
 ];
 
 /// The field names the API reads, so that generated objects reach past "unknown field".
@@ -64,6 +71,12 @@ const FIELDS: &[&str] = &[
     "breaker",
     "base_delay",
     "max_attempts",
+    "policy",
+    "percent",
+    "subscriber_ids",
+    "abort_if",
+    "terminal_rate_increase",
+    "min_deliveries",
 ];
 
 /// Strings without `:`, so no generated value is a URL hookline could deliver to: the only
@@ -142,6 +155,8 @@ fn template(route: &str) -> Value {
         "/v1/subscribers" => json!({"url": "http://127.0.0.1:9/fuzz"}),
         "/v1/dead-letters/replay" => json!({"reason": "permanent_failure", "limit": 5}),
         "/v1/policies" => json!({"name": "p"}),
+        "/v1/rollouts" => json!({"policy": "p", "percent": 50}),
+        "/v1/rollouts/{id}" => json!({"percent": 10}),
         _ => json!({}),
     }
 }

@@ -6,6 +6,7 @@
 //! publish, resume or replay sends `NOTIFY` so idle workers in other processes wake at once.
 
 mod reads;
+mod rollouts;
 mod schema;
 mod writes;
 
@@ -15,7 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
-use hookline_policy::{BreakerConfig, UnixMs};
+use hookline_policy::UnixMs;
 use tokio::sync::Notify;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, NoTls, Row};
@@ -83,7 +84,6 @@ pub struct PostgresStore {
     owner: String,
     wake: Arc<Notify>,
     listener: tokio::task::JoinHandle<()>,
-    breaker: BreakerConfig,
 }
 
 impl Drop for PostgresStore {
@@ -95,7 +95,7 @@ impl Drop for PostgresStore {
 impl PostgresStore {
     /// `pool_size` connections serve the API and the dispatcher of this process; LISTEN takes
     /// one more.
-    pub async fn open(url: &str, pool_size: usize, breaker: BreakerConfig) -> Result<Self> {
+    pub async fn open(url: &str, pool_size: usize) -> Result<Self> {
         let config = tokio_postgres::Config::from_str(url)
             .map_err(|e| StoreError::Invalid(format!("database: bad PostgreSQL URL: {e}")))?;
         let manager = Manager::from_config(
@@ -128,7 +128,6 @@ impl PostgresStore {
         let wake = Arc::new(Notify::new());
         let listener = tokio::spawn(listen(config, channel.clone(), wake.clone()));
         Ok(Self {
-            breaker,
             listener,
             pool,
             channel,
@@ -306,7 +305,7 @@ impl Store for PostgresStore {
         }
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        let results = writes::complete(&tx, completions, now, &self.breaker).await?;
+        let results = writes::complete(&tx, completions, now).await?;
         tx.commit().await?;
         Ok(results)
     }
@@ -389,6 +388,44 @@ impl Store for PostgresStore {
     ) -> Result<Page<StoredPolicy>> {
         let after = parse_cursor(cursor)?;
         reads::policies(&self.client().await?, limit, after).await
+    }
+
+    async fn start_rollout(&self, rollout: Rollout) -> Result<Rollout> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let started = rollouts::start(&tx, rollout, &self.channel).await?;
+        tx.commit().await?;
+        Ok(started)
+    }
+
+    async fn get_rollout(&self, id: &str) -> Result<Rollout> {
+        rollouts::rollout(&self.client().await?, id).await
+    }
+
+    async fn list_rollouts(&self, limit: u32, cursor: Option<String>) -> Result<Page<Rollout>> {
+        let after = parse_cursor(cursor)?;
+        rollouts::rollouts(&self.client().await?, limit, after).await
+    }
+
+    async fn change_rollout(
+        &self,
+        id: &str,
+        change: RolloutChange,
+        now: UnixMs,
+    ) -> Result<Rollout> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let changed = rollouts::change(&tx, id, change, now, &self.channel).await?;
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    async fn policies_in_force(&self) -> Result<PoliciesInForce> {
+        rollouts::in_force(&self.client().await?).await
+    }
+
+    async fn cohort_report(&self, query: CohortQuery) -> Result<CohortReport> {
+        rollouts::report(&self.client().await?, &query).await
     }
 
     async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {

@@ -10,7 +10,7 @@ use tokio_postgres::Row;
 use super::{query, query_one, query_opt};
 use crate::*;
 
-fn not_found(what: &str, id: &str) -> StoreError {
+pub(super) fn not_found(what: &str, id: &str) -> StoreError {
     StoreError::NotFound(format!("{what} {id:?}"))
 }
 

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use deadpool_postgres::GenericClient;
-use hookline_policy::{Breaker, BreakerConfig, DeadReason, UnixMs};
+use hookline_policy::{Breaker, DeadReason, UnixMs};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
 
@@ -12,7 +12,7 @@ use super::reads::{self, corrupt};
 use super::{execute, query, query_one};
 use crate::*;
 
-async fn notify(c: &impl GenericClient, channel: &str) -> Result<()> {
+pub(super) async fn notify(c: &impl GenericClient, channel: &str) -> Result<()> {
     execute(c, "SELECT pg_notify($1, '')", &[&channel]).await?;
     Ok(())
 }
@@ -125,7 +125,7 @@ pub(super) async fn revoke_subscriber(c: &impl GenericClient, id: &str, now: Uni
         &[&id, &DeadReason::SubscriptionRevoked.as_str(), &now],
     )
     .await?;
-    count_dead(DeadReason::SubscriptionRevoked, killed);
+    count_dead(DeadReason::SubscriptionRevoked, None, killed);
     Ok(())
 }
 
@@ -221,7 +221,7 @@ pub(super) async fn publish(
         counts.get::<_, i64>(0) as u64,
         counts.get::<_, i64>(1) as u64,
     );
-    count_dead(DeadReason::PermanentFailure, unversioned);
+    count_dead(DeadReason::PermanentFailure, None, unversioned);
     execute(
         c,
         "UPDATE events SET deliveries = $2, unversioned = $3 WHERE id = $1",
@@ -387,7 +387,7 @@ async fn settle_inactive(c: &impl GenericClient, keys: &[i64], now: UnixMs) -> R
         ],
     )
     .await?;
-    count_dead(DeadReason::SubscriptionRevoked, killed);
+    count_dead(DeadReason::SubscriptionRevoked, None, killed);
     Ok(())
 }
 
@@ -573,7 +573,6 @@ pub(super) async fn complete(
     c: &impl GenericClient,
     completions: Vec<Completion>,
     now: UnixMs,
-    breaker: &BreakerConfig,
 ) -> Result<Vec<CompletionResult>> {
     // Each completion's ending as `Ending::of` decides it for an active subscriber and for a
     // revoked one; the statement picks by the subscriber's status as it finds it.
@@ -621,9 +620,14 @@ pub(super) async fn complete(
             ],
         )
         .await?;
+    let policies: HashMap<i64, Option<&str>> = completions
+        .iter()
+        .map(|done| (done.key.0, done.record.policy.as_deref()))
+        .collect();
     for r in &applied {
         if let Some(reason) = r.get::<_, Option<&str>>(2).and_then(DeadReason::parse) {
-            count_dead(reason, 1);
+            let policy = policies.get(&r.get::<_, i64>(0)).copied().flatten();
+            count_dead(reason, policy, 1);
         }
     }
     // Breakers not closed-and-clean: a success may reset them.
@@ -652,7 +656,7 @@ pub(super) async fn complete(
         })
         .collect();
     history.insert(c).await?;
-    update_breakers(c, &completions, &applied, &dirty, now, breaker).await?;
+    update_breakers(c, &completions, &applied, &dirty, now).await?;
     revoke.sort();
     revoke.dedup();
     for subscriber in revoke {
@@ -669,7 +673,6 @@ async fn update_breakers(
     applied: &HashMap<i64, String>,
     dirty: &[String],
     now: UnixMs,
-    config: &BreakerConfig,
 ) -> Result<()> {
     // Only breakers that can change are read and locked: those with failures to count, and
     // those not closed and clean (a success resets them). Healthy traffic costs nothing here.
@@ -703,7 +706,7 @@ async fn update_breakers(
     .collect();
     for done in completions {
         if let Some((_, next)) = applied.get(&done.key.0).and_then(|s| breakers.get_mut(s)) {
-            *next = next.after(config, done.record.outcome, now);
+            *next = next.after(&done.breaker, done.record.outcome, now);
         }
     }
     let changed: Vec<(&String, &Breaker)> = breakers
@@ -894,7 +897,7 @@ pub(super) async fn replay(
         ],
     )
     .await?;
-    count_dead(DeadReason::PermanentFailure, unversioned.len() as u64);
+    count_dead(DeadReason::PermanentFailure, None, unversioned.len() as u64);
     execute(
         c,
         "INSERT INTO replay_items (replay_seq, delivery_seq) SELECT $1, UNNEST($2::int8[])",
@@ -956,7 +959,7 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
         ],
     )
     .await?;
-    count_dead(DeadReason::WindowExpired, expired);
+    count_dead(DeadReason::WindowExpired, None, expired);
     Ok(expired)
 }
 

@@ -5,6 +5,7 @@
 
 mod backup;
 mod reads;
+mod rollouts;
 mod schema;
 mod writer;
 mod writes;
@@ -12,7 +13,7 @@ mod writes;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use hookline_policy::{BreakerConfig, UnixMs};
+use hookline_policy::UnixMs;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::*;
@@ -95,14 +96,14 @@ impl ReaderPool {
 }
 
 impl SqliteStore {
-    pub async fn open(path: &str, breaker: BreakerConfig) -> Result<Self> {
+    pub async fn open(path: &str) -> Result<Self> {
         let path = path.to_owned();
-        tokio::task::spawn_blocking(move || Self::open_blocking(path, breaker))
+        tokio::task::spawn_blocking(move || Self::open_blocking(path))
             .await
             .map_err(|e| StoreError::Backend(e.to_string()))?
     }
 
-    fn open_blocking(path: String, breaker: BreakerConfig) -> Result<Self> {
+    fn open_blocking(path: String) -> Result<Self> {
         let mut conn = Connection::open(&path).map_err(|e| {
             StoreError::Invalid(format!("database: cannot open SQLite file {path:?}: {e}"))
         })?;
@@ -125,7 +126,7 @@ impl SqliteStore {
             .map_err(|e| StoreError::Backend(format!("cannot start the checkpointer: {e}")))?;
         Ok(Self {
             _stop_checkpointer: checkpointer,
-            writer: WriterHandle::spawn(conn, breaker)?,
+            writer: WriterHandle::spawn(conn)?,
             readers: Arc::new(ReaderPool {
                 path,
                 idle: Mutex::new(Vec::new()),
@@ -342,6 +343,43 @@ impl Store for SqliteStore {
     ) -> Result<Page<StoredPolicy>> {
         let after = parse_cursor(cursor)?;
         self.read(move |c| reads::policies(c, limit, after)).await
+    }
+
+    async fn start_rollout(&self, rollout: Rollout) -> Result<Rollout> {
+        self.writer
+            .write(move |w| rollouts::start(&w.conn, rollout))
+            .await
+    }
+
+    async fn get_rollout(&self, id: &str) -> Result<Rollout> {
+        let id = id.to_owned();
+        self.read(move |c| rollouts::rollout(c, &id)).await
+    }
+
+    async fn list_rollouts(&self, limit: u32, cursor: Option<String>) -> Result<Page<Rollout>> {
+        let after = parse_cursor(cursor)?;
+        self.read(move |c| rollouts::rollouts(c, limit, after))
+            .await
+    }
+
+    async fn change_rollout(
+        &self,
+        id: &str,
+        change: RolloutChange,
+        now: UnixMs,
+    ) -> Result<Rollout> {
+        let id = id.to_owned();
+        self.writer
+            .write(move |w| rollouts::change(&w.conn, &id, change, now))
+            .await
+    }
+
+    async fn policies_in_force(&self) -> Result<PoliciesInForce> {
+        self.read(rollouts::in_force).await
+    }
+
+    async fn cohort_report(&self, query: CohortQuery) -> Result<CohortReport> {
+        self.read(move |c| rollouts::report(c, &query)).await
     }
 
     async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {

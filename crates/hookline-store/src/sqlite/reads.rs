@@ -7,7 +7,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 
 use crate::*;
 
-fn not_found(what: &str, id: &str) -> StoreError {
+pub(super) fn not_found(what: &str, id: &str) -> StoreError {
     StoreError::NotFound(format!("{what} {id:?}"))
 }
 

@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::sync::mpsc;
 
-use hookline_policy::BreakerConfig;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
@@ -20,7 +19,6 @@ pub(super) struct Writer {
     /// file, so this count is exact; it is rebuilt from the table at start and after a failed
     /// commit, and counts rows leased by a previous process until they are rescued.
     pub in_flight: HashMap<String, u32>,
-    pub breaker: BreakerConfig,
 }
 
 type Reply = Box<dyn FnOnce(Result<()>) + Send>;
@@ -36,11 +34,10 @@ pub(super) struct WriterHandle {
 }
 
 impl WriterHandle {
-    pub fn spawn(conn: Connection, breaker: BreakerConfig) -> Result<Self> {
+    pub fn spawn(conn: Connection) -> Result<Self> {
         let mut writer = Writer {
             conn,
             in_flight: HashMap::new(),
-            breaker,
         };
         writer.reload_in_flight()?;
         let (jobs, rx) = mpsc::channel::<Job>();

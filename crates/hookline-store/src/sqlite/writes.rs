@@ -117,7 +117,7 @@ pub(super) fn revoke_subscriber(c: &Connection, id: &str, now: UnixMs) -> Result
              WHERE subscriber_id = ?1 AND state = 'scheduled'",
         )?
         .execute(params![id, DeadReason::SubscriptionRevoked.as_str(), now])?;
-    count_dead(DeadReason::SubscriptionRevoked, killed as u64);
+    count_dead(DeadReason::SubscriptionRevoked, None, killed as u64);
     Ok(())
 }
 
@@ -183,7 +183,7 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
         .collect::<rusqlite::Result<Vec<bool>>>()?;
     let deliveries = states.len() as u64;
     let unversioned = states.iter().filter(|dead| **dead).count() as u64;
-    count_dead(DeadReason::PermanentFailure, unversioned);
+    count_dead(DeadReason::PermanentFailure, None, unversioned);
     c.prepare_cached(
         "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries,
                              published_by, unversioned)
@@ -389,7 +389,11 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
             req.now
         ])?;
     }
-    count_dead(DeadReason::SubscriptionRevoked, plan.revoked.len() as u64);
+    count_dead(
+        DeadReason::SubscriptionRevoked,
+        None,
+        plan.revoked.len() as u64,
+    );
     for (key, until) in plan.defer {
         c.prepare_cached("UPDATE deliveries SET run_at = ?2 WHERE seq = ?1")?
             .execute(params![key, until])?;
@@ -479,7 +483,7 @@ pub(super) fn complete(
             .ok_or_else(|| StoreError::Backend(format!("unexpected status {status:?}")))?;
         let end = Ending::of(done.transition, status);
         if let Some(reason) = end.dead_reason {
-            count_dead(reason, 1);
+            count_dead(reason, done.record.policy.as_deref(), 1);
         }
         c.prepare_cached(
             "UPDATE deliveries SET state = ?2, run_at = ?3, dead_reason = ?4,
@@ -517,7 +521,7 @@ pub(super) fn complete(
         if done.revoke_subscriber {
             revoke_subscriber(c, &subscriber_id, now)?;
         }
-        let next = breaker.after(&w.breaker, a.outcome, now);
+        let next = breaker.after(&done.breaker, a.outcome, now);
         if next != breaker {
             c.prepare_cached(
                 "UPDATE subscribers SET breaker_failures = ?2, breaker_open_until = ?3,
@@ -583,7 +587,7 @@ pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<
                 UNVERSIONED_ERROR,
                 pin
             ])?;
-            count_dead(DeadReason::PermanentFailure, 1);
+            count_dead(DeadReason::PermanentFailure, None, 1);
         } else {
             // Pacing is persisted as each delivery's run_at, so a restart keeps it.
             let release = release_at(now, i, req.per_second);
@@ -639,7 +643,7 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
             waiting_on.map(WaitingOn::as_str)
         ])?;
     }
-    count_dead(DeadReason::WindowExpired, expiring.len() as u64);
+    count_dead(DeadReason::WindowExpired, None, expiring.len() as u64);
     Ok(expiring.len() as u64)
 }
 

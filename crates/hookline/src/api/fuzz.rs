@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use serde::de::DeserializeOwned;
 
 use super::error::parse_json;
-use super::{deliveries, events, subscribers};
+use super::{deliveries, events, rollouts, subscribers};
 use crate::config::Config;
 
 fn config() -> ProptestConfig {
@@ -17,7 +17,7 @@ fn config() -> ProptestConfig {
 fn bodies() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..512),
-        r#"\{("(id|type|payload|payload_version|url|event_types|secret|status|reason|limit|per_second|subscriber_id|grace_period)": ?(null|true|-?[0-9]{1,20}|"[^"]{0,20}"|\[\]|\{\}|\[\[\[\[)[, ]*){0,5}\}?"#
+        r#"\{("(id|type|payload|payload_version|url|event_types|secret|status|reason|limit|per_second|subscriber_id|grace_period|policy|percent|subscriber_ids|abort_if)": ?(null|true|-?[0-9]{1,20}|"[^"]{0,20}"|\[\]|\{\}|\[\[\[\[)[, ]*){0,5}\}?"#
             .prop_map(String::into_bytes),
     ]
 }
@@ -36,6 +36,9 @@ proptest! {
         survives::<subscribers::PatchBody>(&body);
         survives::<subscribers::RotateBody>(&body);
         survives::<deliveries::ReplayBody>(&body);
+        survives::<rollouts::StartBody>(&body);
+        survives::<rollouts::ShareBody>(&body);
+        survives::<rollouts::AbortBody>(&body);
     }
 
     #[test]

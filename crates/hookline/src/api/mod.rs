@@ -10,6 +10,7 @@ mod events;
 #[cfg(test)]
 mod fuzz;
 mod policies;
+mod rollouts;
 mod subscribers;
 mod validate;
 mod views;
@@ -49,8 +50,9 @@ pub struct ApiContext {
     /// loopback name).
     pub listen: std::net::SocketAddr,
     pub health: crate::health::Health,
-    /// The policy `default` (the config's), from which new policies take what they leave out.
-    pub default_policy: crate::policies::Policy,
+    /// The policies in force (new policies take what they leave out from the one in force for
+    /// everyone); a rollout's change replaces them at once.
+    pub policies: Arc<crate::rollouts::Policies>,
     /// For the schedule arithmetic a new policy must pass.
     pub attempt_timeout: std::time::Duration,
 }
@@ -111,6 +113,14 @@ pub fn router(ctx: Arc<ApiContext>) -> Router {
         .route("/v1/replays/{id}", get(deliveries::get_replay))
         .route("/v1/policies", post(policies::create).get(policies::list))
         .route("/v1/policies/{name}", get(policies::get))
+        .route("/v1/rollouts", post(rollouts::start).get(rollouts::list))
+        .route(
+            "/v1/rollouts/{id}",
+            get(rollouts::get).patch(rollouts::patch),
+        )
+        .route("/v1/rollouts/{id}/promote", post(rollouts::promote))
+        .route("/v1/rollouts/{id}/abort", post(rollouts::abort))
+        .route("/v1/rollouts/{id}/comparison", get(rollouts::comparison))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             ctx.clone(),
@@ -143,12 +153,13 @@ fn catch_panics() -> tower_http::catch_panic::CatchPanicLayer<
 }
 
 /// The routes that read query parameters (and refuse unknown ones themselves).
-const QUERIED: [&str; 5] = [
+const QUERIED: [&str; 6] = [
     "/v1/subscribers",
     "/v1/deliveries",
     "/v1/dead-letters",
     "/v1/replays",
     "/v1/policies",
+    "/v1/rollouts",
 ];
 
 /// Query parameters on a route that reads none are a mistake to report (422, naming them),

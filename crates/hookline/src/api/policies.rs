@@ -6,28 +6,15 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use hookline_store::{StoreError, StoredPolicy};
+use hookline_store::StoredPolicy;
 use serde_json::Value;
 
 use super::auth::Caller;
 use super::error::parse_json;
-use super::{validate, views, ApiContext, ApiError, ApiState, PageQuery};
+use super::{validate, views, ApiError, ApiState, PageQuery};
 use crate::policies::{Definition, Policy, DEFAULT_POLICY};
 
 type Answer = Result<(StatusCode, Json<Value>), ApiError>;
-
-/// A stored policy as the policy it defines.
-fn read(ctx: &ApiContext, stored: &StoredPolicy) -> Result<Policy, ApiError> {
-    let corrupt = |e: String| {
-        ApiError::from(StoreError::Backend(format!(
-            "policy {:?} is stored unreadably: {e}",
-            stored.name
-        )))
-    };
-    let definition: Definition =
-        serde_json::from_str(&stored.definition).map_err(|e| corrupt(e.to_string()))?;
-    Policy::read(definition, &ctx.default_policy).map_err(|e| corrupt(e.to_string()))
-}
 
 pub async fn create(
     State(ctx): ApiState,
@@ -42,7 +29,9 @@ pub async fn create(
              classification; create one under another name",
         ));
     }
-    let policy = Policy::define(definition, &ctx.default_policy, ctx.attempt_timeout)
+    // What it leaves out is the policy in force for everyone's.
+    let in_force = ctx.policies.current();
+    let policy = Policy::define(definition, &in_force.default, ctx.attempt_timeout)
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     let stored = ctx
         .store
@@ -63,11 +52,11 @@ pub async fn get(State(ctx): ApiState, Path(name): Path<String>) -> Answer {
     if name == DEFAULT_POLICY {
         return Ok((
             StatusCode::OK,
-            Json(views::policy(&ctx.default_policy, None)),
+            Json(views::policy(ctx.policies.configured(), None)),
         ));
     }
     let stored = ctx.store.get_policy(&name).await?;
-    let policy = read(&ctx, &stored)?;
+    let policy = ctx.policies.named(&name).await?;
     Ok((StatusCode::OK, Json(views::policy(&policy, Some(&stored)))))
 }
 
@@ -77,7 +66,8 @@ pub async fn list(State(ctx): ApiState, query: Result<Query<PageQuery>, QueryRej
     let page = ctx.store.list_policies(q.limit()?, q.cursor).await?;
     let mut items = Vec::with_capacity(page.items.len());
     for stored in &page.items {
-        items.push(views::policy(&read(&ctx, stored)?, Some(stored)));
+        let policy = ctx.policies.named(&stored.name).await?;
+        items.push(views::policy(&policy, Some(stored)));
     }
     Ok((
         StatusCode::OK,

@@ -169,3 +169,31 @@ pub fn policy(p: &crate::policies::Policy, stored: Option<&hookline_store::Store
     v["created_by"] = json!(stored.and_then(|s| s.created_by.clone()));
     v
 }
+
+/// A share in hundredths of a percent, as the percent it is (whole when it is).
+fn percent(basis_points: u32) -> Value {
+    if basis_points % 100 == 0 {
+        json!(basis_points / 100)
+    } else {
+        json!(f64::from(basis_points) / 100.0)
+    }
+}
+
+pub fn rollout(r: &hookline_store::Rollout) -> Value {
+    json!({
+        "id": r.id,
+        "policy": r.policy,
+        "baseline": r.baseline,
+        "percent": percent(r.basis_points),
+        "subscriber_ids": r.subscriber_ids,
+        "abort_if": r.abort_if.map(|a| json!({
+            "terminal_rate_increase": a.terminal_rate_increase,
+            "min_deliveries": a.min_deliveries,
+        })),
+        "state": r.state,
+        "reason": r.reason,
+        "started_at": rfc3339(r.started_at),
+        "ended_at": r.ended_at.map(rfc3339),
+        "created_by": r.created_by,
+    })
+}

@@ -4,6 +4,7 @@ mod client;
 mod dlq;
 mod drill;
 mod policy;
+mod rollout;
 mod schedule;
 mod serve;
 mod store;
@@ -39,6 +40,9 @@ enum Command {
     /// Named retry policies, through the HTTP API.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Policy rollouts, through the HTTP API.
+    #[command(subcommand)]
+    Rollout(RolloutCommand),
     /// Apply the database migrations and exit (serve applies them too, safely, at start-up);
     /// --status only reports.
     Migrate {
@@ -213,6 +217,18 @@ enum PolicyCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum RolloutCommand {
+    /// Print how the rollout's cohort and the baseline compare: first-attempt latency, retry
+    /// and terminal rates (with their significance), dead letters by reason.
+    Compare {
+        /// The rollout's id (ro_...).
+        id: String,
+        #[command(flatten)]
+        api: ApiArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum ConfigCommand {
     /// Print the configuration file with every default (a starting point for your own).
     Defaults,
@@ -343,6 +359,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Policy(PolicyCommand::Schedule { name, api, config }) => {
             policy::schedule(&name, &api, config.as_deref()).await
         }
+        Command::Rollout(RolloutCommand::Compare { id, api }) => rollout::compare(&id, &api).await,
         Command::Config(ConfigCommand::Defaults) => {
             print!("{}", crate::config::DEFAULTS);
             Ok(())

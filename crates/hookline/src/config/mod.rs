@@ -198,7 +198,6 @@ impl Config {
     pub fn store_options(&self) -> hookline_store::OpenOptions {
         hookline_store::OpenOptions {
             pool_size: self.database_pool_size,
-            breaker: self.breaker,
         }
     }
 

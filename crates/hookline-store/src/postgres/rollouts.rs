@@ -1,0 +1,177 @@
+//! Rollouts on PostgreSQL: the record of each, which one runs, and the reports that compare
+//! them. A change sends `NOTIFY` so every process decides by it at once.
+
+use deadpool_postgres::GenericClient;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Row;
+
+use super::reads::not_found;
+use super::{execute, query, query_one, query_opt};
+use crate::*;
+
+fn rollout_row(r: &Row) -> Result<(i64, Rollout)> {
+    let abort_if = match (r.get::<_, Option<f64>>(6), r.get::<_, Option<i64>>(7)) {
+        (Some(terminal_rate_increase), Some(min)) => Some(AbortIf {
+            terminal_rate_increase,
+            min_deliveries: min.max(0) as u64,
+        }),
+        _ => None,
+    };
+    Ok((
+        r.get(0),
+        Rollout {
+            id: r.get(1),
+            policy: r.get(2),
+            baseline: r.get(3),
+            basis_points: r.get::<_, i32>(4).max(0) as u32,
+            subscriber_ids: subscriber_ids_read(r.get(5))?,
+            abort_if,
+            state: rollout_state_read(r.get(8))?,
+            reason: r.get(9),
+            started_at: r.get(10),
+            ended_at: r.get(11),
+            created_by: r.get(12),
+        },
+    ))
+}
+
+async fn running(c: &impl GenericClient) -> Result<Option<Rollout>> {
+    let sql = format!("SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE state = 'running'");
+    match query_opt(c, &sql, &[]).await? {
+        Some(row) => Ok(Some(rollout_row(&row)?.1)),
+        None => Ok(None),
+    }
+}
+
+pub(super) async fn rollout(c: &impl GenericClient, id: &str) -> Result<Rollout> {
+    let sql = format!("SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id = $1");
+    let row = query_opt(c, &sql, &[&id])
+        .await?
+        .ok_or_else(|| not_found("rollout", id))?;
+    Ok(rollout_row(&row)?.1)
+}
+
+pub(super) async fn rollouts(
+    c: &impl GenericClient,
+    limit: u32,
+    after: i64,
+) -> Result<Page<Rollout>> {
+    let sql =
+        format!("SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE seq > $1 ORDER BY seq LIMIT $2");
+    let rows = query(c, &sql, &[&after, &(i64::from(limit) + 1)]).await?;
+    let rows = rows.iter().map(rollout_row).collect::<Result<Vec<_>>>()?;
+    Ok(page(rows, limit))
+}
+
+pub(super) async fn in_force(c: &impl GenericClient) -> Result<PoliciesInForce> {
+    Ok(PoliciesInForce {
+        default: query_opt(c, PROMOTED_POLICY, &[]).await?.map(|r| r.get(0)),
+        rollout: running(c).await?,
+    })
+}
+
+pub(super) async fn start(c: &impl GenericClient, r: Rollout, channel: &str) -> Result<Rollout> {
+    if let Some(running) = running(c).await? {
+        return Err(rollout_running(&running.id));
+    }
+    let inserted = c
+        .execute(
+            INSERT_ROLLOUT,
+            &[
+                &r.id,
+                &r.policy,
+                &r.baseline,
+                &(r.basis_points as i32),
+                &subscriber_ids_text(&r.subscriber_ids),
+                &r.abort_if.map(|a| a.terminal_rate_increase),
+                &r.abort_if.map(|a| a.min_deliveries as i64),
+                &r.state.as_str(),
+                &r.reason,
+                &r.started_at,
+                &r.ended_at,
+                &r.created_by,
+            ],
+        )
+        .await;
+    match inserted {
+        // Another process started one between the look and the insert (or the id is taken).
+        Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Err(StoreError::Conflict(
+            "another rollout started at the same moment; promote or abort it first".into(),
+        )),
+        Err(e) => Err(e.into()),
+        Ok(_) => {
+            super::writes::notify(c, channel).await?;
+            Ok(r)
+        }
+    }
+}
+
+pub(super) async fn change(
+    c: &impl GenericClient,
+    id: &str,
+    change: RolloutChange,
+    now: UnixMs,
+    channel: &str,
+) -> Result<Rollout> {
+    let locked = format!("SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id = $1 FOR UPDATE");
+    let row = query_opt(c, &locked, &[&id])
+        .await?
+        .ok_or_else(|| not_found("rollout", id))?;
+    let changed = rollout_changed(rollout_row(&row)?.1, change, now)?;
+    execute(
+        c,
+        CHANGE_ROLLOUT,
+        &[
+            &(changed.basis_points as i32),
+            &changed.state.as_str(),
+            &changed.reason,
+            &changed.ended_at,
+            &changed.id,
+        ],
+    )
+    .await?;
+    super::writes::notify(c, channel).await?;
+    Ok(changed)
+}
+
+pub(super) async fn report(c: &impl GenericClient, q: &CohortQuery) -> Result<CohortReport> {
+    let range: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&q.policy, &q.since, &q.until];
+    let t = query_one(c, &cohort_totals(), &range).await?;
+    let count = |i: usize| t.get::<_, i64>(i).max(0) as u64;
+    let mut report = CohortReport {
+        deliveries: count(0),
+        subscribers: count(1),
+        delivered: count(2),
+        dead: count(3),
+        retry_attempts: count(4),
+        retried: count(5),
+        ..CohortReport::default()
+    };
+    report.dead_by_reason = query(c, &cohort_dead(), &range)
+        .await?
+        .iter()
+        .map(|r| {
+            (
+                r.get::<_, Option<String>>(0).unwrap_or_default(),
+                r.get::<_, i64>(1).max(0) as u64,
+            )
+        })
+        .collect();
+    let n = report.deliveries;
+    if n > 0 {
+        for (quantile, slot) in [
+            (0.5, &mut report.first_attempt_latency_p50_ms),
+            (0.99, &mut report.first_attempt_latency_p99_ms),
+        ] {
+            let rank = nearest_rank(n, quantile) as i64;
+            *slot = query_opt(
+                c,
+                &cohort_latency_at(),
+                &[&q.policy, &q.since, &q.until, &rank],
+            )
+            .await?
+            .map(|r| r.get(0));
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,159 @@
+//! Rollouts on SQLite: the record of each, which one runs, and the reports that compare them.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Row};
+
+use super::reads::not_found;
+use crate::*;
+
+/// A row in [`ROLLOUT_COLUMNS`]'s order, with its key; its texts are checked by [`finish`].
+type RawRollout = (i64, Rollout, String, String);
+
+fn rollout_row(r: &Row<'_>) -> rusqlite::Result<RawRollout> {
+    let abort_if = match (r.get::<_, Option<f64>>(6)?, r.get::<_, Option<i64>>(7)?) {
+        (Some(terminal_rate_increase), Some(min)) => Some(AbortIf {
+            terminal_rate_increase,
+            min_deliveries: min.max(0) as u64,
+        }),
+        _ => None,
+    };
+    Ok((
+        r.get(0)?,
+        Rollout {
+            id: r.get(1)?,
+            policy: r.get(2)?,
+            baseline: r.get(3)?,
+            basis_points: r.get(4)?,
+            subscriber_ids: Vec::new(),
+            abort_if,
+            state: RolloutState::Running,
+            reason: r.get(9)?,
+            started_at: r.get(10)?,
+            ended_at: r.get(11)?,
+            created_by: r.get(12)?,
+        },
+        r.get(5)?,
+        r.get(8)?,
+    ))
+}
+
+fn finish((seq, mut rollout, ids, state): RawRollout) -> Result<(i64, Rollout)> {
+    rollout.subscriber_ids = subscriber_ids_read(&ids)?;
+    rollout.state = rollout_state_read(&state)?;
+    Ok((seq, rollout))
+}
+
+fn select(c: &Connection, condition: &str, id: Option<&str>) -> Result<Option<Rollout>> {
+    let row = c
+        .prepare_cached(&format!(
+            "SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE {condition}"
+        ))?
+        .query_row(rusqlite::params_from_iter(id), rollout_row)
+        .optional()?;
+    Ok(row.map(finish).transpose()?.map(|(_, r)| r))
+}
+
+pub(super) fn rollout(c: &Connection, id: &str) -> Result<Rollout> {
+    select(c, "id = ?1", Some(id))?.ok_or_else(|| not_found("rollout", id))
+}
+
+pub(super) fn rollouts(c: &Connection, limit: u32, after: i64) -> Result<Page<Rollout>> {
+    let rows = c
+        .prepare_cached(&format!(
+            "SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+        ))?
+        .query_map(params![after, limit + 1], rollout_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let rows = rows.into_iter().map(finish).collect::<Result<Vec<_>>>()?;
+    Ok(page(rows, limit))
+}
+
+pub(super) fn in_force(c: &Connection) -> Result<PoliciesInForce> {
+    Ok(PoliciesInForce {
+        default: c
+            .prepare_cached(PROMOTED_POLICY)?
+            .query_row([], |r| r.get(0))
+            .optional()?,
+        rollout: select(c, "state = 'running'", None)?,
+    })
+}
+
+pub(super) fn start(c: &Connection, r: Rollout) -> Result<Rollout> {
+    if let Some(running) = select(c, "state = 'running'", None)? {
+        return Err(rollout_running(&running.id));
+    }
+    let inserted = c.prepare_cached(INSERT_ROLLOUT)?.execute(params![
+        r.id,
+        r.policy,
+        r.baseline,
+        r.basis_points,
+        subscriber_ids_text(&r.subscriber_ids),
+        r.abort_if.map(|a| a.terminal_rate_increase),
+        r.abort_if.map(|a| a.min_deliveries as i64),
+        r.state.as_str(),
+        r.reason,
+        r.started_at,
+        r.ended_at,
+        r.created_by,
+    ]);
+    match inserted {
+        Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
+            Err(StoreError::Conflict(format!("rollout {:?} exists", r.id)))
+        }
+        other => other.map(|_| r).map_err(Into::into),
+    }
+}
+
+pub(super) fn change(
+    c: &Connection,
+    id: &str,
+    change: RolloutChange,
+    now: UnixMs,
+) -> Result<Rollout> {
+    let changed = rollout_changed(rollout(c, id)?, change, now)?;
+    c.prepare_cached(CHANGE_ROLLOUT)?.execute(params![
+        changed.basis_points,
+        changed.state.as_str(),
+        changed.reason,
+        changed.ended_at,
+        changed.id,
+    ])?;
+    Ok(changed)
+}
+
+pub(super) fn report(c: &Connection, q: &CohortQuery) -> Result<CohortReport> {
+    let range = params![q.policy, q.since, q.until];
+    let mut report = c.prepare_cached(&cohort_totals())?.query_row(range, |r| {
+        Ok(CohortReport {
+            deliveries: r.get::<_, i64>(0)? as u64,
+            subscribers: r.get::<_, i64>(1)? as u64,
+            delivered: r.get::<_, i64>(2)? as u64,
+            dead: r.get::<_, i64>(3)? as u64,
+            retry_attempts: r.get::<_, i64>(4)? as u64,
+            retried: r.get::<_, i64>(5)? as u64,
+            ..CohortReport::default()
+        })
+    })?;
+    report.dead_by_reason = c
+        .prepare_cached(&cohort_dead())?
+        .query_map(range, |r| {
+            Ok((
+                r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                r.get::<_, i64>(1)? as u64,
+            ))
+        })?
+        .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
+    let n = report.deliveries;
+    if n > 0 {
+        let at = |quantile: f64| -> Result<Option<i64>> {
+            let rank = nearest_rank(n, quantile) as i64;
+            Ok(c.prepare_cached(&cohort_latency_at())?
+                .query_row(params![q.policy, q.since, q.until, rank], |r| r.get(0))
+                .optional()?)
+        };
+        report.first_attempt_latency_p50_ms = at(0.5)?;
+        report.first_attempt_latency_p99_ms = at(0.99)?;
+    }
+    Ok(report)
+}

@@ -1,0 +1,277 @@
+//! `/v1/rollouts`: a candidate policy tried on a cohort of subscribers, compared with the
+//! policy in force, then promoted to everyone or aborted.
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use hookline_policy::EVERYONE;
+use hookline_store::{AbortIf, Rollout, RolloutChange, RolloutState, StoreError};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::auth::Caller;
+use super::error::parse_json;
+use super::{validate, views, ApiContext, ApiError, ApiState, PageQuery};
+use crate::rollouts::{cohort_view, differences_view, reports};
+
+type Answer = Result<(StatusCode, Json<Value>), ApiError>;
+
+/// Subscribers a rollout may list by id.
+const MAX_LISTED: usize = 1_000;
+/// At most this long, an abort's reason.
+const MAX_REASON: usize = 500;
+/// `abort_if.min_deliveries` at most.
+const MAX_MIN_DELIVERIES: u64 = 100_000_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StartBody {
+    policy: String,
+    percent: f64,
+    subscriber_ids: Option<Vec<String>>,
+    abort_if: Option<AbortIfBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AbortIfBody {
+    terminal_rate_increase: f64,
+    min_deliveries: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ShareBody {
+    percent: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AbortBody {
+    reason: Option<String>,
+}
+
+/// A percent as hundredths of a percent: 0 to 100, at most two decimals.
+fn basis_points(percent: f64) -> Result<u32, ApiError> {
+    let scaled = percent * 100.0;
+    if !(0.0..=f64::from(EVERYONE)).contains(&scaled) || (scaled - scaled.round()).abs() > 1e-6 {
+        return Err(ApiError::invalid(format!(
+            "percent: must be from 0 to 100 with at most two decimals, not {percent}"
+        )));
+    }
+    Ok(scaled.round() as u32)
+}
+
+fn abort_if(body: AbortIfBody) -> Result<AbortIf, ApiError> {
+    let increase = body.terminal_rate_increase;
+    if !(increase > 0.0 && increase <= 1.0) {
+        return Err(ApiError::invalid(
+            "abort_if.terminal_rate_increase: must be above 0 and at most 1 (a share of ended \
+             deliveries, e.g. 0.05)",
+        ));
+    }
+    if !(1..=MAX_MIN_DELIVERIES).contains(&body.min_deliveries) {
+        return Err(ApiError::invalid(format!(
+            "abort_if.min_deliveries: must be 1 to {MAX_MIN_DELIVERIES}"
+        )));
+    }
+    Ok(AbortIf {
+        terminal_rate_increase: increase,
+        min_deliveries: body.min_deliveries,
+    })
+}
+
+/// Listed subscribers must exist: an id that does not is a typo to report, not a cohort
+/// member that never sends.
+async fn listed(ctx: &ApiContext, ids: Option<Vec<String>>) -> Result<Vec<String>, ApiError> {
+    let mut ids = ids.unwrap_or_default();
+    if ids.len() > MAX_LISTED {
+        return Err(ApiError::invalid(format!(
+            "subscriber_ids: may list at most {MAX_LISTED} subscribers"
+        )));
+    }
+    ids.sort();
+    ids.dedup();
+    for id in &ids {
+        validate::subscriber_id(id)?;
+        match ctx.store.get_subscriber(id).await {
+            Ok(_) => {}
+            Err(StoreError::NotFound(_)) => {
+                return Err(ApiError::invalid(format!(
+                    "subscriber_ids: no subscriber {id:?}"
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(ids)
+}
+
+pub async fn start(
+    State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let body: StartBody = parse_json(&body?)?;
+    validate::policy_name(&body.policy)?;
+    let basis_points = basis_points(body.percent)?;
+    let abort_if = body.abort_if.map(abort_if).transpose()?;
+    let subscriber_ids = listed(&ctx, body.subscriber_ids).await?;
+    // A promotion made by another process counts: the baseline is what is in force now.
+    let in_force = ctx.policies.refresh().await?;
+    let candidate = match ctx.policies.named(&body.policy).await {
+        Ok(p) => p,
+        Err(StoreError::NotFound(_)) => {
+            return Err(ApiError::invalid(format!(
+                "policy: no policy {:?}; create it first (POST /v1/policies)",
+                body.policy
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let baseline = &in_force.default;
+    if candidate.name == baseline.name {
+        return Err(ApiError::invalid(format!(
+            "policy: {:?} is already in force for everyone",
+            candidate.name
+        )));
+    }
+    // The window sweep and claims apply one window to every delivery, in the store.
+    let (theirs, ours) = (
+        candidate.retry.delivery_window(),
+        baseline.retry.delivery_window(),
+    );
+    if theirs != ours {
+        return Err(ApiError::invalid(format!(
+            "policy: {:?} has a {} delivery window and the policy in force ({:?}) {}; a \
+             rollout cannot change the window (every delivery's is enforced alike): create a \
+             candidate with delivery_window {:?}",
+            candidate.name,
+            humantime::format_duration(theirs),
+            baseline.name,
+            humantime::format_duration(ours),
+            humantime::format_duration(ours).to_string(),
+        )));
+    }
+    let now = ctx.clock.now_ms();
+    let rollout = ctx
+        .store
+        .start_rollout(Rollout {
+            id: validate::generate("ro", now),
+            policy: candidate.name.clone(),
+            baseline: baseline.name.clone(),
+            basis_points,
+            subscriber_ids,
+            abort_if,
+            state: RolloutState::Running,
+            reason: None,
+            started_at: now,
+            ended_at: None,
+            created_by: caller.map(|Extension(c)| c.name),
+        })
+        .await?;
+    ctx.policies.refresh().await?;
+    Ok((StatusCode::CREATED, Json(views::rollout(&rollout))))
+}
+
+pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+    let rollout = ctx.store.get_rollout(&id).await?;
+    Ok((StatusCode::OK, Json(views::rollout(&rollout))))
+}
+
+/// Oldest first.
+pub async fn list(State(ctx): ApiState, query: Result<Query<PageQuery>, QueryRejection>) -> Answer {
+    let Query(q) = query?;
+    let page = ctx.store.list_rollouts(q.limit()?, q.cursor).await?;
+    Ok((StatusCode::OK, Json(views::page(&page, views::rollout))))
+}
+
+/// Applies a change and makes it this process's at once.
+async fn change(ctx: &ApiContext, id: &str, change: RolloutChange) -> Answer {
+    let rollout = ctx
+        .store
+        .change_rollout(id, change, ctx.clock.now_ms())
+        .await?;
+    ctx.policies.refresh().await?;
+    Ok((StatusCode::OK, Json(views::rollout(&rollout))))
+}
+
+/// `PATCH {"percent"}`: a new share (raising it only adds subscribers).
+pub async fn patch(
+    State(ctx): ApiState,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let body: ShareBody = parse_json(&body?)?;
+    change(&ctx, &id, RolloutChange::Share(basis_points(body.percent)?)).await
+}
+
+/// The candidate becomes the policy in force for everyone. The body, if any, is `{}`.
+pub async fn promote(
+    State(ctx): ApiState,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let body = body?;
+    if !body.is_empty() {
+        let _: serde_json::Map<String, Value> =
+            parse_json(&body).and_then(|m: serde_json::Map<String, Value>| {
+                match m.keys().next() {
+                    Some(k) => Err(ApiError::invalid(format!(
+                        "promote takes no fields, not {k:?}"
+                    ))),
+                    None => Ok(m),
+                }
+            })?;
+    }
+    change(&ctx, &id, RolloutChange::Promote).await
+}
+
+/// The cohort returns to the baseline. The body, if any, is `{"reason"}`.
+pub async fn abort(
+    State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let body = body?;
+    let given = if body.is_empty() {
+        None
+    } else {
+        parse_json::<AbortBody>(&body)?.reason
+    };
+    let reason = match given {
+        Some(r) if r.chars().count() > MAX_REASON || r.trim().is_empty() => {
+            return Err(ApiError::invalid(format!(
+                "reason: must be 1 to {MAX_REASON} characters"
+            )))
+        }
+        Some(r) => r,
+        None => match caller {
+            Some(Extension(c)) => format!("aborted by {}", c.name),
+            None => "aborted by an operator".to_owned(),
+        },
+    };
+    change(&ctx, &id, RolloutChange::Abort { reason }).await
+}
+
+/// What each cohort's deliveries did since the rollout started, side by side.
+pub async fn comparison(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+    let rollout = ctx.store.get_rollout(&id).await?;
+    let now = ctx.clock.now_ms();
+    let (baseline, candidate) = reports(&ctx.store, &rollout, now).await?;
+    Ok((
+        StatusCode::OK,
+        Json(json!({
+            "rollout": rollout.id,
+            "state": rollout.state,
+            "since": crate::clock::rfc3339(rollout.started_at),
+            "until": crate::clock::rfc3339(rollout.ended_at.unwrap_or(now)),
+            "baseline": cohort_view(&rollout.baseline, &baseline),
+            "candidate": cohort_view(&rollout.policy, &candidate),
+            "difference": differences_view(&baseline, &candidate),
+        })),
+    ))
+}
