@@ -71,6 +71,12 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// Fires when another process may have started or changed a rollout, for backends that
+    /// several processes share (`None`: this process's own API makes every change).
+    fn policy_changes(&self) -> Option<Arc<tokio::sync::Notify>> {
+        None
+    }
+
     async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber>;
     async fn get_subscriber(&self, id: &str) -> Result<Subscriber>;
     async fn list_subscribers(

@@ -143,6 +143,13 @@ pub async fn keep_current(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut next_abort_check = clock.now_ms() + ABORT_CHECK_EVERY_MS;
+    let changes = policies.store.policy_changes();
+    let changed_elsewhere = || async {
+        match &changes {
+            Some(n) => n.notified().await,
+            None => std::future::pending().await,
+        }
+    };
     while !*stop.borrow() {
         let now = clock.now_ms();
         match policies.refresh().await {
@@ -162,6 +169,7 @@ pub async fn keep_current(
         }
         tokio::select! {
             _ = clock.sleep_until(now + REFRESH_EVERY_MS) => {}
+            _ = changed_elsewhere() => {}
             _ = stop.changed() => {}
         }
     }

@@ -3,7 +3,8 @@
 //! What a shared database adds to the SQLite backend's guarantees: claims are made with
 //! `FOR UPDATE SKIP LOCKED` under a transaction-scoped advisory lock, so the per-subscriber
 //! in-flight cap is counted exactly across every process; every lease names its owner; a
-//! publish, resume or replay sends `NOTIFY` so idle workers in other processes wake at once.
+//! publish, resume or replay sends `NOTIFY` so idle workers in other processes wake at once; a
+//! rollout's change sends one they read as "the policies changed".
 
 mod reads;
 mod rollouts;
@@ -83,6 +84,7 @@ pub struct PostgresStore {
     /// Names this process in every lease it takes, for the operator reading a stuck row.
     owner: String,
     wake: Arc<Notify>,
+    policy_changes: Arc<Notify>,
     listener: tokio::task::JoinHandle<()>,
 }
 
@@ -126,7 +128,13 @@ impl PostgresStore {
                 .collect::<String>()
         );
         let wake = Arc::new(Notify::new());
-        let listener = tokio::spawn(listen(config, channel.clone(), wake.clone()));
+        let policy_changes = Arc::new(Notify::new());
+        let listener = tokio::spawn(listen(
+            config,
+            channel.clone(),
+            wake.clone(),
+            policy_changes.clone(),
+        ));
         Ok(Self {
             listener,
             pool,
@@ -137,6 +145,7 @@ impl PostgresStore {
                 std::process::id()
             ),
             wake,
+            policy_changes,
         })
     }
 
@@ -157,20 +166,33 @@ impl PostgresStore {
     }
 }
 
-/// Keeps a connection LISTENing on the channel and turns notifications into wake-ups. When the
-/// connection drops it reconnects; meanwhile the dispatcher's poll fallback keeps things moving.
-async fn listen(config: tokio_postgres::Config, channel: String, wake: Arc<Notify>) {
+/// The `NOTIFY` payload of a rollout's start or change.
+pub(super) const POLICY_CHANGE: &str = "policies";
+
+/// Keeps a connection LISTENing on the channel and turns notifications into wake-ups (those
+/// whose payload is [`POLICY_CHANGE`] into `policy_changes`). When the connection drops it
+/// reconnects; meanwhile the dispatcher's poll fallback keeps things moving.
+async fn listen(
+    config: tokio_postgres::Config,
+    channel: String,
+    wake: Arc<Notify>,
+    policy_changes: Arc<Notify>,
+) {
     loop {
         match config.connect(NoTls).await {
             Ok((client, mut connection)) => {
                 let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
                 let pump_wake = wake.clone();
+                let pump_policies = policy_changes.clone();
                 let pump = tokio::spawn(async move {
                     let _ready = ready_tx;
                     while let Some(message) =
                         std::future::poll_fn(|cx| connection.poll_message(cx)).await
                     {
                         match message {
+                            Ok(AsyncMessage::Notification(n)) if n.payload() == POLICY_CHANGE => {
+                                pump_policies.notify_one()
+                            }
                             Ok(AsyncMessage::Notification(_)) => pump_wake.notify_one(),
                             Ok(_) => {}
                             Err(e) => {
@@ -183,8 +205,10 @@ async fn listen(config: tokio_postgres::Config, channel: String, wake: Arc<Notif
                 if let Err(e) = client.batch_execute(&format!("LISTEN {channel}")).await {
                     tracing::warn!(error = %e, "LISTEN failed");
                 } else {
-                    // Anything published while we were not listening is found by this wake-up.
+                    // Anything published (or changed) while we were not listening is found by
+                    // these wake-ups.
                     wake.notify_one();
+                    policy_changes.notify_one();
                     let _ = ready_rx.await; // resolves when the pump stops
                 }
                 pump.abort();
@@ -204,6 +228,10 @@ impl Store for PostgresStore {
 
     fn wakeups(&self) -> Option<Arc<Notify>> {
         Some(self.wake.clone())
+    }
+
+    fn policy_changes(&self) -> Option<Arc<Notify>> {
+        Some(self.policy_changes.clone())
     }
 
     async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber> {

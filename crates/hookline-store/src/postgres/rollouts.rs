@@ -6,7 +6,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
 
 use super::reads::not_found;
-use super::{execute, query, query_one, query_opt};
+use super::{execute, query, query_one, query_opt, POLICY_CHANGE};
 use crate::*;
 
 fn rollout_row(r: &Row) -> Result<(i64, Rollout)> {
@@ -100,7 +100,7 @@ pub(super) async fn start(c: &impl GenericClient, r: Rollout, channel: &str) -> 
         )),
         Err(e) => Err(e.into()),
         Ok(_) => {
-            super::writes::notify(c, channel).await?;
+            execute(c, "SELECT pg_notify($1, $2)", &[&channel, &POLICY_CHANGE]).await?;
             Ok(r)
         }
     }
@@ -130,7 +130,7 @@ pub(super) async fn change(
         ],
     )
     .await?;
-    super::writes::notify(c, channel).await?;
+    execute(c, "SELECT pg_notify($1, $2)", &[&channel, &POLICY_CHANGE]).await?;
     Ok(changed)
 }
 

@@ -12,7 +12,7 @@ use super::reads::{self, corrupt};
 use super::{execute, query, query_one};
 use crate::*;
 
-pub(super) async fn notify(c: &impl GenericClient, channel: &str) -> Result<()> {
+async fn notify(c: &impl GenericClient, channel: &str) -> Result<()> {
     execute(c, "SELECT pg_notify($1, '')", &[&channel]).await?;
     Ok(())
 }

@@ -266,12 +266,22 @@ impl TestApp {
         dir.path().join("hookline.db")
     }
 
+    /// Like `start`, on the database at `url` (a PostgreSQL schema of the test's own).
+    pub async fn start_on(url: &str, extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Self::start_at(dir, url, extra, true).await
+    }
+
     async fn start_in(extra: &str, allow_private: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", Self::db_path(&dir).display());
+        Self::start_at(dir, &url, extra, allow_private).await
+    }
+
+    async fn start_at(dir: tempfile::TempDir, url: &str, extra: &str, allow_private: bool) -> Self {
         let clock = ManualClock::new(unix_ms_now());
         let toml = format!(
-            "listen = \"127.0.0.1:0\"\ndatabase = \"sqlite://{}\"\nallow_private_destinations = {allow_private}\n{extra}",
-            Self::db_path(&dir).display()
+            "listen = \"127.0.0.1:0\"\ndatabase = \"{url}\"\nallow_private_destinations = {allow_private}\n{extra}"
         );
         Self::launch(dir, clock, Config::from_toml(&toml).unwrap()).await
     }
