@@ -205,40 +205,6 @@ impl Ending {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_reschedule_for_a_revoked_subscriber_is_a_dead_letter() {
-        use SubscriberStatus::*;
-        let later = Transition::Reschedule { run_at: 42 };
-        assert_eq!(
-            Ending::of(later, Active),
-            Ending {
-                state: DeliveryState::Scheduled,
-                run_at: Some(42),
-                dead_reason: None
-            }
-        );
-        assert_eq!(Ending::of(later, Paused), Ending::of(later, Active));
-        let revoked = Ending::of(later, Revoked);
-        assert_eq!(
-            (revoked.state, revoked.run_at, revoked.dead_reason_str()),
-            (DeliveryState::Dead, None, Some("subscription_revoked"))
-        );
-        // What ends anyway ends the same way.
-        for status in [Active, Paused, Revoked] {
-            assert_eq!(
-                Ending::of(Transition::Delivered, status).state,
-                DeliveryState::Delivered
-            );
-            let dead = Ending::of(Transition::Dead(DeadReason::PermanentFailure), status);
-            assert_eq!(dead.dead_reason, Some(DeadReason::PermanentFailure));
-        }
-    }
-}
-
 /// The answer to starting a rollout while `running` runs.
 pub(crate) fn rollout_running(running: &str) -> StoreError {
     StoreError::Conflict(format!(
@@ -292,4 +258,38 @@ pub(crate) fn rollout_state_read(text: &str) -> Result<RolloutState> {
 /// The 0-based rank of quantile `q` among `n` sorted values (nearest rank).
 pub(crate) fn nearest_rank(n: u64, q: f64) -> u64 {
     ((q * n as f64).ceil() as u64).clamp(1, n.max(1)) - 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reschedule_for_a_revoked_subscriber_is_a_dead_letter() {
+        use SubscriberStatus::*;
+        let later = Transition::Reschedule { run_at: 42 };
+        assert_eq!(
+            Ending::of(later, Active),
+            Ending {
+                state: DeliveryState::Scheduled,
+                run_at: Some(42),
+                dead_reason: None
+            }
+        );
+        assert_eq!(Ending::of(later, Paused), Ending::of(later, Active));
+        let revoked = Ending::of(later, Revoked);
+        assert_eq!(
+            (revoked.state, revoked.run_at, revoked.dead_reason_str()),
+            (DeliveryState::Dead, None, Some("subscription_revoked"))
+        );
+        // What ends anyway ends the same way.
+        for status in [Active, Paused, Revoked] {
+            assert_eq!(
+                Ending::of(Transition::Delivered, status).state,
+                DeliveryState::Delivered
+            );
+            let dead = Ending::of(Transition::Dead(DeadReason::PermanentFailure), status);
+            assert_eq!(dead.dead_reason, Some(DeadReason::PermanentFailure));
+        }
+    }
 }

@@ -253,8 +253,10 @@ fn completion(c: &hookline_store::ClaimedDelivery, transition: Transition, now: 
         },
         transition,
         revoke_subscriber: false,
+        // Breakers that never open: an open breaker would defer its subscriber's deliveries
+        // to the half-open time, half a minute ahead, instead of letting them be parked.
         breaker: hookline_policy::BreakerConfig {
-            failures: 5,
+            failures: u32::MAX,
             cool_down: std::time::Duration::from_secs(30),
             max_cool_down: std::time::Duration::from_secs(300),
         },
@@ -299,12 +301,9 @@ fn unbounded_claim(now: i64, limit: usize) -> ClaimRequest {
 
 /// Fills the store at `url` with `events x subscribers` deliveries and parks them all an hour
 /// ahead, through the store's own operations (what failed attempts would do, minus the HTTP).
-/// With breakers that never open: an open breaker would defer its subscriber's deliveries to
-/// the half-open time, half a minute ahead, instead of letting them be parked for the hour.
+/// With breakers that never open (see [`completion`]).
 async fn seed_delayed(url: &str, subscribers: usize, events: usize) {
-    let mut options = hookline_store::OpenOptions::default();
-    options.breaker.failures = u32::MAX;
-    let store = hookline_store::open_with(url, &options).await.unwrap();
+    let store = hookline_store::open(url).await.unwrap();
     let now = now_ms();
     fill(&store, "parked", subscribers, events, now).await;
     loop {
