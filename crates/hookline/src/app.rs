@@ -85,7 +85,13 @@ pub async fn start(
     })?;
     // Read before the first claim, so the policy promoted last decides from the start.
     let policies = Policies::new(store.clone(), Policy::default_of(config));
-    policies.refresh().await?;
+    let in_force = policies.refresh().await?;
+    if in_force.default.name != crate::policies::DEFAULT_POLICY {
+        tracing::info!(
+            policy = %in_force.default.name,
+            "a promoted policy is in force; [retry] and [breaker] define the policy named default"
+        );
+    }
     let dispatcher = (role != Role::Api).then(|| {
         Dispatcher::spawn(DispatcherParts {
             store: store.clone(),

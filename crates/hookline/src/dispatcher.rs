@@ -258,16 +258,9 @@ impl Dispatcher {
 }
 
 impl Dispatcher {
-    /// The delivery window of the policy in force (a rollout's candidate keeps it: see
-    /// `api::rollouts`), which the store's window sweep and claims apply to every delivery.
+    /// The one window the store's window sweep and claims apply to every delivery.
     fn window_ms(&self) -> i64 {
-        let window = self
-            .shared
-            .policies
-            .current()
-            .default
-            .retry
-            .delivery_window();
+        let window = self.shared.policies.current().delivery_window();
         i64::try_from(window.as_millis()).unwrap_or(i64::MAX)
     }
 

@@ -48,6 +48,18 @@ impl Cohort {
 }
 
 impl InForce {
+    /// The one delivery window the store's window sweep and claims apply to every delivery:
+    /// the policy in force's, or a candidate's that has everyone (only such a candidate may
+    /// have another window: see `api::rollouts`).
+    pub fn delivery_window(&self) -> std::time::Duration {
+        match &self.rollout {
+            Some(cohort) if cohort.rollout.basis_points == hookline_policy::EVERYONE => {
+                cohort.candidate.retry.delivery_window()
+            }
+            _ => self.default.retry.delivery_window(),
+        }
+    }
+
     /// The policy that decides for this subscriber now.
     pub fn policy_for(&self, subscriber_id: &str) -> &Arc<Policy> {
         match &self.rollout {

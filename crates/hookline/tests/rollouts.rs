@@ -597,3 +597,72 @@ async fn a_rollout_reaches_a_worker_process_on_postgres() {
     api.terminate().await.unwrap();
     schema.drop_schema().await;
 }
+
+/// The store enforces one window for every delivery: a candidate with another window goes to
+/// everyone or to no one, and while it has everyone its window is the one enforced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_with_another_window_goes_to_everyone_at_once() {
+    let app = TestApp::start(CONFIG).await;
+    let rx = Receiver::start(|_, _| 200).await;
+    app.subscriber("waits", &rx.url("/waits")).await;
+    let body = json!({"name": "short", "retry": {"delivery_window": "1h"}});
+    call_ok(&app, "POST", "/v1/policies", Some(body), 201).await;
+    let (status, answer) = app
+        .call(
+            "POST",
+            "/v1/rollouts",
+            Some(json!({"policy": "short", "percent": 50})),
+        )
+        .await;
+    assert_eq!(status, 422, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("percent:"),
+        "{answer}"
+    );
+    assert_eq!(
+        app.call("GET", "/v1/rollouts", None).await.1["items"],
+        json!([])
+    );
+
+    let rollout = call_ok(
+        &app,
+        "POST",
+        "/v1/rollouts",
+        Some(json!({"policy": "short", "percent": 100})),
+        201,
+    )
+    .await;
+    let id = rollout["id"].as_str().unwrap();
+    let (status, _) = app
+        .call(
+            "PATCH",
+            &format!("/v1/rollouts/{id}"),
+            Some(json!({"percent": 99})),
+        )
+        .await;
+    assert_eq!(status, 422);
+    // A delivery waiting for a paused subscriber dies when the candidate's hour ends, not the
+    // default's day.
+    app.call(
+        "PATCH",
+        "/v1/subscribers/waits",
+        Some(json!({"status": "paused"})),
+    )
+    .await;
+    let published = app.publish("e1", "shipment.updated").await;
+    assert_eq!(published["deliveries"], 1);
+    app.clock.advance(Duration::from_secs(3_601));
+    let (_, page) = app.call("GET", "/v1/deliveries?event_id=e1", None).await;
+    let delivery = page["items"][0]["id"].as_str().unwrap().to_owned();
+    let dead = app
+        .delivery_when(&delivery, "the window to end", |d| state(d) == "dead")
+        .await;
+    assert_eq!(
+        (&dead["dead_reason"], &dead["waiting_on"]),
+        (&json!("window_expired"), &json!("paused"))
+    );
+    app.stop().await;
+}

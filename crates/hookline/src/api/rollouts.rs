@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use super::auth::Caller;
 use super::error::parse_json;
 use super::{validate, views, ApiContext, ApiError, ApiState, PageQuery};
+use crate::policies::Policy;
 use crate::rollouts::{cohort_view, differences_view, reports};
 
 type Answer = Result<(StatusCode, Json<Value>), ApiError>;
@@ -51,6 +52,28 @@ pub(super) struct ShareBody {
 #[serde(deny_unknown_fields)]
 pub(super) struct AbortBody {
     reason: Option<String>,
+}
+
+/// The store's window sweep and claims apply one window to every delivery: a candidate with
+/// another window than the baseline's can only have everyone (and then its window is it).
+fn one_window(candidate: &Policy, baseline: &Policy, basis_points: u32) -> Result<(), ApiError> {
+    let (theirs, ours) = (
+        candidate.retry.delivery_window(),
+        baseline.retry.delivery_window(),
+    );
+    if theirs == ours || basis_points == EVERYONE {
+        return Ok(());
+    }
+    Err(ApiError::invalid(format!(
+        "percent: {:?} has a {} delivery window and the baseline {:?} {}; every delivery's \
+         window is enforced alike, so a candidate with another window goes to everyone at \
+         once (percent 100), or is defined with delivery_window {:?}",
+        candidate.name,
+        humantime::format_duration(theirs),
+        baseline.name,
+        humantime::format_duration(ours),
+        humantime::format_duration(ours).to_string(),
+    )))
 }
 
 /// A percent as hundredths of a percent: 0 to 100, at most two decimals.
@@ -138,23 +161,7 @@ pub async fn start(
             candidate.name
         )));
     }
-    // The window sweep and claims apply one window to every delivery, in the store.
-    let (theirs, ours) = (
-        candidate.retry.delivery_window(),
-        baseline.retry.delivery_window(),
-    );
-    if theirs != ours {
-        return Err(ApiError::invalid(format!(
-            "policy: {:?} has a {} delivery window and the policy in force ({:?}) {}; a \
-             rollout cannot change the window (every delivery's is enforced alike): create a \
-             candidate with delivery_window {:?}",
-            candidate.name,
-            humantime::format_duration(theirs),
-            baseline.name,
-            humantime::format_duration(ours),
-            humantime::format_duration(ours).to_string(),
-        )));
-    }
+    one_window(&candidate, baseline, basis_points)?;
     let now = ctx.clock.now_ms();
     let rollout = ctx
         .store
@@ -205,7 +212,12 @@ pub async fn patch(
     body: Result<Bytes, BytesRejection>,
 ) -> Answer {
     let body: ShareBody = parse_json(&body?)?;
-    change(&ctx, &id, RolloutChange::Share(basis_points(body.percent)?)).await
+    let basis_points = basis_points(body.percent)?;
+    let rollout = ctx.store.get_rollout(&id).await?;
+    let candidate = ctx.policies.named(&rollout.policy).await?;
+    let baseline = ctx.policies.named(&rollout.baseline).await?;
+    one_window(&candidate, &baseline, basis_points)?;
+    change(&ctx, &id, RolloutChange::Share(basis_points)).await
 }
 
 /// The candidate becomes the policy in force for everyone. The body, if any, is `{}`.
