@@ -15,7 +15,7 @@ mod schedule;
 
 pub use breaker::{Breaker, BreakerConfig, BreakerState};
 pub use classify::{AttemptResult, Classification, ClassificationError, Outcome};
-pub use cohort::{compare_proportions, in_share, position, Difference, EVERYONE};
+pub use cohort::{compare_proportions, in_share, Difference, EVERYONE};
 pub use retry::{Attempted, DeadReason, Jitter, PolicyError, RetryPolicy, Transition};
 pub use retry_after::parse_retry_after;
 pub use schedule::{Schedule, ScheduleRow, WindowFit};

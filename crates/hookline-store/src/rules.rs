@@ -212,6 +212,18 @@ pub(crate) fn rollout_running(running: &str) -> StoreError {
     ))
 }
 
+/// A rollout starts from the policy in force: when one was promoted, its `baseline` must be
+/// that one (a promotion between the caller's look and the start would leave it comparing
+/// against a policy nobody follows).
+pub(crate) fn check_baseline(rollout: &Rollout, promoted: Option<&str>) -> Result<()> {
+    match promoted {
+        Some(p) if p != rollout.baseline => Err(StoreError::Conflict(format!(
+            "the policy in force changed to {p:?} meanwhile; start the rollout again"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// A running rollout after `change` at `now`. One that ended changes no more.
 pub(crate) fn rollout_changed(
     mut rollout: Rollout,

@@ -123,13 +123,14 @@ pub(crate) const PROMOTED_POLICY: &str =
     "SELECT policy FROM rollouts WHERE state = 'promoted' ORDER BY ended_at DESC, seq DESC LIMIT 1";
 
 /// The deliveries a [`CohortReport`] covers, as `firsts` (parameters: 1 the policy, 2 since,
-/// 3 until): those with a first attempt that policy decided, started in the range (a
-/// replayed delivery's new first attempt counts it once), read through the `attempts_first`
-/// index.
+/// 3 until): those with a first attempt that policy decided, started in the range, read
+/// through the `attempts_first` index. A replayed delivery (a new budget, so a new first
+/// attempt) counts once, with its latest such first attempt.
 const COHORT_FIRSTS: &str = "WITH firsts AS (
     SELECT d.subscriber_id, d.state, d.dead_reason, d.attempts,
-           (SELECT min(a.started_at + a.duration_ms) FROM attempts a
-            WHERE a.delivery_seq = d.seq AND a.ordinal = 1) - d.first_seen AS latency
+           (SELECT max(a.started_at + a.duration_ms) FROM attempts a
+            WHERE a.delivery_seq = d.seq AND a.ordinal = 1 AND a.policy = $1
+              AND a.started_at >= $2 AND a.started_at < $3) - d.first_seen AS latency
     FROM deliveries d
     WHERE d.seq IN (SELECT a.delivery_seq FROM attempts a
                     WHERE a.ordinal = 1 AND a.policy = $1 AND a.started_at >= $2

@@ -1981,10 +1981,12 @@ mod cases {
             .change_rollout("ro_2", RolloutChange::Promote, T0 + 5)
             .await
             .unwrap();
-        store
-            .start_rollout(rollout("ro_3", "later", T0 + 6))
-            .await
-            .unwrap();
+        // A start that missed the promotion (its baseline is not in force) changes nothing.
+        let stale = store.start_rollout(rollout("ro_3", "later", T0 + 6)).await;
+        assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
+        let mut fresh = rollout("ro_3", "later", T0 + 6);
+        fresh.baseline = "cf".into();
+        store.start_rollout(fresh).await.unwrap();
         store
             .change_rollout("ro_3", RolloutChange::Promote, T0 + 7)
             .await

@@ -23,7 +23,7 @@ use crate::policies::{Definition, Policy, DEFAULT_POLICY};
 /// this).
 const REFRESH_EVERY_MS: i64 = 1_000;
 /// How often a running rollout's `abort_if` is checked.
-const ABORT_CHECK_EVERY_MS: i64 = 5_000;
+const ABORT_CHECK_EVERY_MS: i64 = 10_000;
 
 /// The policies in force at one moment.
 #[derive(Debug)]
@@ -77,6 +77,9 @@ pub struct Policies {
     /// Stored policies never change, so one read is kept for good.
     known: Mutex<HashMap<String, Arc<Policy>>>,
     current: RwLock<Arc<InForce>>,
+    /// One refresh at a time, from read to install: a refresh that read before a change
+    /// committed never installs after one that read after it.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 impl Policies {
@@ -91,6 +94,7 @@ impl Policies {
             })),
             configured,
             known: Mutex::new(HashMap::new()),
+            refreshing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -129,6 +133,7 @@ impl Policies {
 
     /// Reads the policies in force from the store and makes them this process's.
     pub async fn refresh(&self) -> Result<Arc<InForce>, StoreError> {
+        let _one_at_a_time = self.refreshing.lock().await;
         let record = self.store.policies_in_force().await?;
         let default = match &record.default {
             Some(name) => self.named(name).await?,
@@ -294,6 +299,7 @@ pub fn cohort_view(policy: &str, r: &CohortReport) -> serde_json::Value {
         "retried": r.retried,
         "terminal_rate": ratio(terminal(r)),
         "ended": r.ended(),
+        "pending": r.deliveries.saturating_sub(r.ended()),
         "delivered": r.delivered,
         "dead": r.dead,
         "dead_by_reason": r.dead_by_reason.iter().collect::<BTreeMap<_, _>>(),
@@ -320,6 +326,7 @@ pub fn differences_view(baseline: &CohortReport, candidate: &CohortReport) -> se
         (r.deliveries > 0).then(|| r.retry_attempts as f64 / r.deliveries as f64)
     };
     let minus = |a: Option<f64>, b: Option<f64>| Some(a? - b?);
+    let terminal_test = compare_proportions(terminal(baseline), terminal(candidate));
     serde_json::json!({
         "retry_rate": difference_view(
             compare_proportions(retried(baseline), retried(candidate)),
@@ -327,8 +334,8 @@ pub fn differences_view(baseline: &CohortReport, candidate: &CohortReport) -> se
             "share of deliveries retried at least once",
         ),
         "terminal_rate": difference_view(
-            compare_proportions(terminal(baseline), terminal(candidate)),
-            minus(ratio(terminal(candidate)), ratio(terminal(baseline))),
+            terminal_test,
+            terminal_test.map(|d| d.difference),
             "share of ended deliveries that died",
         ),
     })

@@ -345,7 +345,7 @@ async fn bad_candidate_aborts_itself(app: &TestApp) {
         state(d) == "dead" || state(d) == "delivered"
     })
     .await;
-    // The check runs every 5 s of the clock.
+    // The check runs every 10 s of the clock.
     let aborted = eventually("the rollout to abort itself", async || {
         app.clock.advance(Duration::from_secs(1));
         let (_, r) = app.call("GET", &format!("/v1/rollouts/{id}"), None).await;

@@ -449,7 +449,13 @@ impl Store for PostgresStore {
     }
 
     async fn policies_in_force(&self) -> Result<PoliciesInForce> {
-        rollouts::in_force(&self.client().await?).await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        tx.batch_execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await?;
+        let in_force = rollouts::in_force(&tx).await?;
+        tx.commit().await?;
+        Ok(in_force)
     }
 
     async fn cohort_report(&self, query: CohortQuery) -> Result<CohortReport> {

@@ -63,17 +63,36 @@ pub(super) async fn rollouts(
     Ok(page(rows, limit))
 }
 
+async fn promoted(c: &impl GenericClient) -> Result<Option<String>> {
+    Ok(query_opt(c, PROMOTED_POLICY, &[]).await?.map(|r| r.get(0)))
+}
+
+/// Read in a repeatable-read transaction: one snapshot for both reads.
 pub(super) async fn in_force(c: &impl GenericClient) -> Result<PoliciesInForce> {
     Ok(PoliciesInForce {
-        default: query_opt(c, PROMOTED_POLICY, &[]).await?.map(|r| r.get(0)),
+        default: promoted(c).await?,
         rollout: running(c).await?,
     })
 }
 
+/// Starts and changes run one at a time per schema, so none decides on what another is
+/// changing (a start reading the policy in force while a promotion commits).
+async fn one_at_a_time(c: &impl GenericClient) -> Result<()> {
+    execute(
+        c,
+        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.hookline.rollouts'))",
+        &[],
+    )
+    .await?;
+    Ok(())
+}
+
 pub(super) async fn start(c: &impl GenericClient, r: Rollout, channel: &str) -> Result<Rollout> {
+    one_at_a_time(c).await?;
     if let Some(running) = running(c).await? {
         return Err(rollout_running(&running.id));
     }
+    check_baseline(&r, promoted(c).await?.as_deref())?;
     let inserted = c
         .execute(
             INSERT_ROLLOUT,
@@ -113,6 +132,7 @@ pub(super) async fn change(
     now: UnixMs,
     channel: &str,
 ) -> Result<Rollout> {
+    one_at_a_time(c).await?;
     let locked = format!("SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id = $1 FOR UPDATE");
     let row = query_opt(c, &locked, &[&id])
         .await?

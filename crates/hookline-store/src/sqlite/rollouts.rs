@@ -69,13 +69,18 @@ pub(super) fn rollouts(c: &Connection, limit: u32, after: i64) -> Result<Page<Ro
     Ok(page(rows, limit))
 }
 
+fn promoted(c: &Connection) -> Result<Option<String>> {
+    Ok(c.prepare_cached(PROMOTED_POLICY)?
+        .query_row([], |r| r.get(0))
+        .optional()?)
+}
+
 pub(super) fn in_force(c: &Connection) -> Result<PoliciesInForce> {
+    // One snapshot for both reads: a promotion between them would show neither.
+    let snapshot = c.unchecked_transaction()?;
     Ok(PoliciesInForce {
-        default: c
-            .prepare_cached(PROMOTED_POLICY)?
-            .query_row([], |r| r.get(0))
-            .optional()?,
-        rollout: select(c, "state = 'running'", None)?,
+        default: promoted(&snapshot)?,
+        rollout: select(&snapshot, "state = 'running'", None)?,
     })
 }
 
@@ -83,6 +88,7 @@ pub(super) fn start(c: &Connection, r: Rollout) -> Result<Rollout> {
     if let Some(running) = select(c, "state = 'running'", None)? {
         return Err(rollout_running(&running.id));
     }
+    check_baseline(&r, promoted(c)?.as_deref())?;
     let inserted = c.prepare_cached(INSERT_ROLLOUT)?.execute(params![
         r.id,
         r.policy,

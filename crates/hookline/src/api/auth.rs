@@ -178,5 +178,12 @@ mod tests {
         assert!(!allowed(&M::POST, "/v1/dead-letters/replay", Scope::Read));
         assert!(!allowed(&M::POST, "/v1/events", Scope::Read));
         assert!(allowed(&M::DELETE, "/v1/subscribers/s", Scope::Admin));
+        // Policies and rollouts: read to look, admin to change.
+        assert!(allowed(&M::GET, "/v1/rollouts/r/comparison", Scope::Read));
+        assert!(!allowed(&M::POST, "/v1/rollouts", Scope::Read));
+        assert!(!allowed(&M::POST, "/v1/rollouts/r/abort", Scope::Publish));
+        assert!(!allowed(&M::PATCH, "/v1/rollouts/r", Scope::Read));
+        assert!(!allowed(&M::POST, "/v1/policies", Scope::Read));
+        assert!(allowed(&M::POST, "/v1/rollouts/r/promote", Scope::Admin));
     }
 }

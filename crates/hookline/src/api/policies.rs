@@ -6,7 +6,7 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use hookline_store::StoredPolicy;
+use hookline_store::{StoredPolicy, NO_POLICY};
 use serde_json::Value;
 
 use super::auth::Caller;
@@ -28,6 +28,11 @@ pub async fn create(
             "policy \"default\" is the configuration's [retry] and [breaker] with the standard \
              classification; create one under another name",
         ));
+    }
+    if definition.name.eq_ignore_ascii_case(NO_POLICY) {
+        return Err(ApiError::invalid(format!(
+            "name: {NO_POLICY:?} is what metrics call deaths no policy decided; choose another"
+        )));
     }
     // What it leaves out is the policy in force for everyone's.
     let in_force = ctx.policies.current();

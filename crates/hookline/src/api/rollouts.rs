@@ -179,7 +179,7 @@ pub async fn start(
             created_by: caller.map(|Extension(c)| c.name),
         })
         .await?;
-    ctx.policies.refresh().await?;
+    made_current(&ctx).await;
     Ok((StatusCode::CREATED, Json(views::rollout(&rollout))))
 }
 
@@ -195,13 +195,23 @@ pub async fn list(State(ctx): ApiState, query: Result<Query<PageQuery>, QueryRej
     Ok((StatusCode::OK, Json(views::page(&page, views::rollout))))
 }
 
+/// Makes a committed start or change this process's at once. It is committed whatever
+/// happens here: a failed read leaves it to the next refresh (within a second), not to a 500
+/// that would make the client try again.
+async fn made_current(ctx: &ApiContext) {
+    if let Err(e) = ctx.policies.refresh().await {
+        crate::telemetry::store_error("policies_in_force");
+        tracing::warn!(error = %e, "a rollout changed but the policies in force were not re-read; the next refresh will");
+    }
+}
+
 /// Applies a change and makes it this process's at once.
 async fn change(ctx: &ApiContext, id: &str, change: RolloutChange) -> Answer {
     let rollout = ctx
         .store
         .change_rollout(id, change, ctx.clock.now_ms())
         .await?;
-    ctx.policies.refresh().await?;
+    made_current(ctx).await;
     Ok((StatusCode::OK, Json(views::rollout(&rollout))))
 }
 
@@ -214,6 +224,12 @@ pub async fn patch(
     let body: ShareBody = parse_json(&body?)?;
     let basis_points = basis_points(body.percent)?;
     let rollout = ctx.store.get_rollout(&id).await?;
+    if rollout.state != RolloutState::Running {
+        return Err(ApiError::conflict(format!(
+            "rollout {id} is {}: it changes no more; start a new one",
+            rollout.state.as_str()
+        )));
+    }
     let candidate = ctx.policies.named(&rollout.policy).await?;
     let baseline = ctx.policies.named(&rollout.baseline).await?;
     one_window(&candidate, &baseline, basis_points)?;

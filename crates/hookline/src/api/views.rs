@@ -172,8 +172,9 @@ pub fn policy(p: &crate::policies::Policy, stored: Option<&hookline_store::Store
 
 /// A share in hundredths of a percent, as the percent it is (whole when it is).
 fn percent(basis_points: u32) -> Value {
-    if basis_points.is_multiple_of(100) {
-        json!(basis_points / 100)
+    let whole = basis_points / 100;
+    if whole * 100 == basis_points {
+        json!(whole)
     } else {
         json!(f64::from(basis_points) / 100.0)
     }
