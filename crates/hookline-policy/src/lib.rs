@@ -7,6 +7,7 @@
 //! (a restart or a replay computes the same schedule) and lets property tests cover it.
 
 mod breaker;
+mod capacity;
 mod classify;
 mod cohort;
 mod retry;
@@ -14,6 +15,10 @@ mod retry_after;
 mod schedule;
 
 pub use breaker::{Breaker, BreakerConfig, BreakerState};
+pub use capacity::{
+    drain_seconds, expected_attempts, retry_after_s, room, AdmissionLimits, Demand, Measured,
+    Refusal,
+};
 pub use classify::{AttemptResult, Classification, ClassificationError, Outcome};
 pub use cohort::{compare_proportions, in_share, Difference, EVERYONE};
 pub use retry::{Attempted, DeadReason, Jitter, PolicyError, RetryPolicy, Transition};

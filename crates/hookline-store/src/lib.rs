@@ -51,6 +51,11 @@ pub enum StoreError {
     Invalid(String),
     #[error("the store is shut down")]
     Closed,
+    /// A publish would fan out to more deliveries than admission allows now: nothing stored.
+    #[error(
+        "the event fans out to {deliveries} deliveries, more than the {room} admission allows now"
+    )]
+    OverCapacity { deliveries: u64, room: u64 },
     #[error("storage failure: {0}")]
     Backend(String),
 }
@@ -185,6 +190,14 @@ pub trait Store: Send + Sync + 'static {
     async fn policies_in_force(&self) -> Result<PoliciesInForce>;
     /// What became of the deliveries whose first attempt `query.policy` decided in its range.
     async fn cohort_report(&self, query: CohortQuery) -> Result<CohortReport>;
+
+    /// Deliveries not ended yet, and of them those due at `now`. It counts rows (through
+    /// partial indexes), so callers run it on an interval.
+    async fn backlog(&self, now: UnixMs) -> Result<Backlog>;
+    /// Replaces `owner`'s meter (a process's last minute) as of `at`.
+    async fn record_meter(&self, owner: &str, at: UnixMs, reading: MeterReading) -> Result<()>;
+    /// The sum of the meters recorded at or after `since`: every process still measuring.
+    async fn meter_totals(&self, since: UnixMs) -> Result<MeterReading>;
 
     /// Deletes up to `batch` delivered deliveries last changed before `before`, with their
     /// attempt history, and answers how many. Deliveries a replay audit names are kept. Small

@@ -235,6 +235,30 @@ pub(crate) const LATER: &[Migration] = &[
                  WHERE ordinal = 1",
         )),
     },
+    Migration {
+        number: 17,
+        min_binary: BASELINE,
+        description: "each process's capacity meter, summed for admission",
+        sqlite: "CREATE TABLE capacity_meters (
+                     owner              TEXT PRIMARY KEY,
+                     measured_at        INTEGER NOT NULL,
+                     new_attempts       INTEGER NOT NULL,
+                     retry_attempts     INTEGER NOT NULL,
+                     failed_attempts    INTEGER NOT NULL,
+                     busy_slot_samples  INTEGER NOT NULL,
+                     slot_samples       INTEGER NOT NULL
+                 );",
+        postgres: "CREATE TABLE capacity_meters (
+                       owner              TEXT PRIMARY KEY,
+                       measured_at        BIGINT NOT NULL,
+                       new_attempts       BIGINT NOT NULL,
+                       retry_attempts     BIGINT NOT NULL,
+                       failed_attempts    BIGINT NOT NULL,
+                       busy_slot_samples  BIGINT NOT NULL,
+                       slot_samples       BIGINT NOT NULL
+                   );",
+        postgres_index: None,
+    },
 ];
 
 /// A migration as the database records it.

@@ -164,6 +164,9 @@ pub struct NewEvent {
     pub earlier_payloads: Vec<(i64, String)>,
     /// The API token that published it, when tokens are configured.
     pub published_by: Option<String>,
+    /// Admission: at most this many deliveries may be created, else nothing is stored
+    /// (`StoreError::OverCapacity`). A re-publish of an accepted event is answered regardless.
+    pub admit_at_most: Option<u64>,
 }
 
 impl NewEvent {
@@ -176,6 +179,7 @@ impl NewEvent {
             payload_version,
             earlier_payloads: Vec::new(),
             published_by: None,
+            admit_at_most: None,
         }
     }
 
@@ -689,4 +693,41 @@ pub struct CohortQuery {
     pub policy: String,
     pub since: UnixMs,
     pub until: UnixMs,
+}
+
+/// Deliveries not ended yet, across every process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Backlog {
+    /// Scheduled (due, waiting for a retry, held, deferred) or in flight.
+    pub not_ended: u64,
+    /// Of them, due now and claimable but for capacity (not held for a paused subscriber).
+    pub due: u64,
+}
+
+/// What one process measured over the last minute, kept in the store so that every process
+/// reads the sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MeterReading {
+    /// First attempts completed.
+    pub new_attempts: u64,
+    /// Later attempts completed.
+    pub retry_attempts: u64,
+    /// Attempts that failed retryably.
+    pub failed_attempts: u64,
+    /// Delivery slots found busy, and slots looked at, sampled once a second.
+    pub busy_slot_samples: u64,
+    pub slot_samples: u64,
+}
+
+impl std::ops::Add for MeterReading {
+    type Output = MeterReading;
+    fn add(self, o: MeterReading) -> MeterReading {
+        MeterReading {
+            new_attempts: self.new_attempts + o.new_attempts,
+            retry_attempts: self.retry_attempts + o.retry_attempts,
+            failed_attempts: self.failed_attempts + o.failed_attempts,
+            busy_slot_samples: self.busy_slot_samples + o.busy_slot_samples,
+            slot_samples: self.slot_samples + o.slot_samples,
+        }
+    }
 }

@@ -205,6 +205,15 @@ impl Ending {
     }
 }
 
+/// A fan-out of `deliveries` under admission: refused (and the transaction rolled back by the
+/// caller's error) when it is more than the event may create.
+pub(crate) fn admitted(event: &NewEvent, deliveries: u64) -> Result<()> {
+    match event.admit_at_most {
+        Some(room) if deliveries > room => Err(StoreError::OverCapacity { deliveries, room }),
+        _ => Ok(()),
+    }
+}
+
 /// The answer to starting a rollout while `running` runs.
 pub(crate) fn rollout_running(running: &str) -> StoreError {
     StoreError::Conflict(format!(

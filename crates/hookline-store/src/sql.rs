@@ -162,3 +162,33 @@ pub(crate) fn cohort_dead() -> String {
 pub(crate) fn cohort_latency_at() -> String {
     format!("{COHORT_FIRSTS} SELECT latency FROM firsts ORDER BY latency LIMIT 1 OFFSET $4")
 }
+
+/// Deliveries not ended, and those due now (parameter 1: now), through the partial indexes of
+/// scheduled, in-flight and due rows; `unheld` is the backend's "not held" predicate.
+pub(crate) fn backlog(unheld: &str) -> String {
+    format!(
+        "SELECT (SELECT count(*) FROM deliveries WHERE state = 'scheduled')
+              + (SELECT count(*) FROM deliveries WHERE state = 'in_flight'),
+                (SELECT count(*) FROM deliveries
+                 WHERE state = 'scheduled' AND {unheld} AND run_at <= $1)"
+    )
+}
+
+/// One process's meter, replaced (parameters in [`MeterReading`]'s order after owner and time).
+pub(crate) const RECORD_METER: &str = "INSERT INTO capacity_meters
+        (owner, measured_at, new_attempts, retry_attempts, failed_attempts, busy_slot_samples,
+         slot_samples)
+    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    ON CONFLICT (owner) DO UPDATE SET measured_at = excluded.measured_at,
+        new_attempts = excluded.new_attempts, retry_attempts = excluded.retry_attempts,
+        failed_attempts = excluded.failed_attempts,
+        busy_slot_samples = excluded.busy_slot_samples, slot_samples = excluded.slot_samples";
+/// Meters of processes gone for a day.
+pub(crate) const FORGET_METERS: &str = "DELETE FROM capacity_meters WHERE measured_at < $1";
+/// The sum of the meters recorded since `$1`.
+pub(crate) const METER_TOTALS: &str = "SELECT CAST(COALESCE(sum(new_attempts), 0) AS BIGINT),
+        CAST(COALESCE(sum(retry_attempts), 0) AS BIGINT),
+        CAST(COALESCE(sum(failed_attempts), 0) AS BIGINT),
+        CAST(COALESCE(sum(busy_slot_samples), 0) AS BIGINT),
+        CAST(COALESCE(sum(slot_samples), 0) AS BIGINT)
+    FROM capacity_meters WHERE measured_at >= $1";

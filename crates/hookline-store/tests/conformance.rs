@@ -99,6 +99,8 @@ macro_rules! all_cases {
             policies_are_named_listed_and_never_change,
             rollouts_run_one_at_a_time_and_end_once,
             cohort_reports_count_what_each_policy_decided,
+            a_publish_over_its_admission_stores_nothing,
+            backlog_and_meters_count_across_processes,
         );
     };
 }
@@ -2087,5 +2089,96 @@ mod cases {
             (1, 1, 0)
         );
         assert_eq!(report("none").await.unwrap(), CohortReport::default());
+    }
+
+    pub async fn a_publish_over_its_admission_stores_nothing(h: &impl Harness) {
+        let store = h.open().await;
+        for id in ["a", "b", "c"] {
+            store.create_subscriber(sub(id, &["t"]), T0).await.unwrap();
+        }
+        let mut e = event("e1", "t");
+        e.admit_at_most = Some(2);
+        let refused = store.publish(e.clone(), T0).await;
+        assert!(
+            matches!(
+                refused,
+                Err(StoreError::OverCapacity {
+                    deliveries: 3,
+                    room: 2
+                })
+            ),
+            "{refused:?}"
+        );
+        assert!(matches!(
+            store.get_event("e1").await,
+            Err(StoreError::NotFound(_))
+        ));
+        assert_eq!(store.backlog(T0).await.unwrap(), Backlog::default());
+        e.admit_at_most = Some(3);
+        assert_eq!(accepted(&*store, e.clone(), T0).await, 3);
+        // Already accepted: answered as before, whatever the room now.
+        e.admit_at_most = Some(0);
+        assert!(matches!(
+            store.publish(e, T0).await.unwrap(),
+            PublishOutcome::AlreadyAccepted(_)
+        ));
+    }
+
+    pub async fn backlog_and_meters_count_across_processes(h: &impl Harness) {
+        let store = h.open().await;
+        for id in ["a", "b", "c"] {
+            store.create_subscriber(sub(id, &["t"]), T0).await.unwrap();
+        }
+        store
+            .update_subscriber(
+                "c",
+                SubscriberPatch {
+                    status: Some(SubscriberStatus::Paused),
+                    ..SubscriberPatch::default()
+                },
+                T0,
+            )
+            .await
+            .unwrap();
+        accepted(&*store, event("e1", "t"), T0).await;
+        accepted(&*store, event("e2", "t"), T0).await;
+        // Six not ended; the paused one's two are held, not due.
+        assert_eq!(
+            store.backlog(T0).await.unwrap(),
+            Backlog {
+                not_ended: 6,
+                due: 4
+            }
+        );
+        let claimed = store.claim_due(claim(T0, 1, 10)).await.unwrap();
+        let done = vec![completion(&claimed[0], Transition::Delivered, T0)];
+        store.complete(done, T0).await.unwrap();
+        assert_eq!(
+            store.backlog(T0).await.unwrap(),
+            Backlog {
+                not_ended: 5,
+                due: 3
+            }
+        );
+
+        let reading = |n: u64| MeterReading {
+            new_attempts: n,
+            retry_attempts: 2 * n,
+            failed_attempts: n,
+            busy_slot_samples: 10 * n,
+            slot_samples: 100,
+        };
+        store.record_meter("p1", T0, reading(1)).await.unwrap();
+        store.record_meter("p2", T0 + 5, reading(2)).await.unwrap();
+        store.record_meter("p1", T0 + 10, reading(3)).await.unwrap();
+        assert_eq!(
+            store.meter_totals(T0).await.unwrap(),
+            reading(3) + reading(2)
+        );
+        assert_eq!(store.meter_totals(T0 + 6).await.unwrap(), reading(3));
+        assert_eq!(
+            store.meter_totals(T0 + 11).await.unwrap(),
+            MeterReading::default()
+        );
     }
 }

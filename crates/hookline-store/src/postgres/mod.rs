@@ -6,6 +6,7 @@
 //! publish, resume or replay sends `NOTIFY` so idle workers in other processes wake at once; a
 //! rollout's change sends one they read as "the policies changed".
 
+mod capacity;
 mod reads;
 mod rollouts;
 mod schema;
@@ -460,6 +461,18 @@ impl Store for PostgresStore {
 
     async fn cohort_report(&self, query: CohortQuery) -> Result<CohortReport> {
         rollouts::report(&self.client().await?, &query).await
+    }
+
+    async fn backlog(&self, now: UnixMs) -> Result<Backlog> {
+        capacity::backlog(&self.client().await?, now).await
+    }
+
+    async fn record_meter(&self, owner: &str, at: UnixMs, reading: MeterReading) -> Result<()> {
+        capacity::record_meter(&self.client().await?, owner, at, reading).await
+    }
+
+    async fn meter_totals(&self, since: UnixMs) -> Result<MeterReading> {
+        capacity::meter_totals(&self.client().await?, since).await
     }
 
     async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {

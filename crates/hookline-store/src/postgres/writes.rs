@@ -221,6 +221,7 @@ pub(super) async fn publish(
         counts.get::<_, i64>(0) as u64,
         counts.get::<_, i64>(1) as u64,
     );
+    admitted(&event, deliveries)?;
     count_dead(DeadReason::PermanentFailure, None, unversioned);
     execute(
         c,

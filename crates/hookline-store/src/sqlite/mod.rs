@@ -4,6 +4,7 @@
 //! PostgreSQL backend is for.
 
 mod backup;
+mod capacity;
 mod reads;
 mod rollouts;
 mod schema;
@@ -380,6 +381,21 @@ impl Store for SqliteStore {
 
     async fn cohort_report(&self, query: CohortQuery) -> Result<CohortReport> {
         self.read(move |c| rollouts::report(c, &query)).await
+    }
+
+    async fn backlog(&self, now: UnixMs) -> Result<Backlog> {
+        self.read(move |c| capacity::backlog(c, now)).await
+    }
+
+    async fn record_meter(&self, owner: &str, at: UnixMs, reading: MeterReading) -> Result<()> {
+        let owner = owner.to_owned();
+        self.writer
+            .write(move |w| capacity::record_meter(&w.conn, &owner, at, reading))
+            .await
+    }
+
+    async fn meter_totals(&self, since: UnixMs) -> Result<MeterReading> {
+        self.read(move |c| capacity::meter_totals(c, since)).await
     }
 
     async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {

@@ -182,6 +182,7 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
         )?
         .collect::<rusqlite::Result<Vec<bool>>>()?;
     let deliveries = states.len() as u64;
+    admitted(&event, deliveries)?;
     let unversioned = states.iter().filter(|dead| **dead).count() as u64;
     count_dead(DeadReason::PermanentFailure, None, unversioned);
     c.prepare_cached(

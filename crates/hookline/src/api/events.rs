@@ -131,6 +131,7 @@ pub(super) fn new_event(
         payload_version,
         earlier_payloads: versions,
         published_by: None,
+        admit_at_most: None,
     })
 }
 

@@ -1,5 +1,6 @@
 //! The command line: `serve`, `schedule`, `dlq`.
 
+mod capacity;
 mod client;
 mod dlq;
 mod drill;
@@ -43,6 +44,10 @@ enum Command {
     /// Policy rollouts, through the HTTP API.
     #[command(subcommand)]
     Rollout(RolloutCommand),
+    /// The capacity arithmetic before deploying: new and retry attempts against the throughput
+    /// available (given, read from a running hookline, or measured here), and whether a backlog
+    /// drains inside the window.
+    Capacity(CapacityArgs),
     /// Apply the database migrations and exit (serve applies them too, safely, at start-up);
     /// --status only reports.
     Migrate {
@@ -216,6 +221,36 @@ enum PolicyCommand {
     },
 }
 
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// Config whose retry policy, concurrency and admission limits to use.
+    #[arg(long, env = "HOOKLINE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Events published per second.
+    #[arg(long)]
+    events_per_second: f64,
+    /// Subscribers each event fans out to.
+    #[arg(long)]
+    fanout: f64,
+    /// The share of attempts that fail retryably (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    failure_rate: f64,
+    /// Attempts per second available; without it (and without --measure) the sustainable rate
+    /// a running hookline measures, read from --api.
+    #[arg(long)]
+    service_rate: Option<f64>,
+    /// Deliveries already waiting: does this backlog drain inside the window while the new
+    /// traffic goes on?
+    #[arg(long)]
+    backlog: Option<u64>,
+    /// Measure the available rate here: a short, bounded load test of this config (an
+    /// in-process hookline on a scratch database, 5,000 deliveries to a loopback sink).
+    #[arg(long)]
+    measure: bool,
+    #[command(flatten)]
+    api: ApiArg,
+}
+
 #[derive(Debug, Subcommand)]
 enum RolloutCommand {
     /// Print how the rollout's cohort and the baseline compare: first-attempt latency, retry
@@ -360,6 +395,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             policy::schedule(&name, &api, config.as_deref()).await
         }
         Command::Rollout(RolloutCommand::Compare { id, api }) => rollout::compare(&id, &api).await,
+        Command::Capacity(args) => capacity::run(args).await,
         Command::Config(ConfigCommand::Defaults) => {
             print!("{}", crate::config::DEFAULTS);
             Ok(())

@@ -61,6 +61,24 @@ struct FileConfig {
     breaker: BreakerFile,
     #[serde(default)]
     http: HttpFile,
+    #[serde(default)]
+    admission: AdmissionFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AdmissionFile {
+    max_backlog: Option<u64>,
+    max_projected_drain: Option<String>,
+}
+
+/// What a publish is held to before its fan-out is accepted.
+#[derive(Debug, Clone, Copy)]
+pub struct AdmissionConfig {
+    /// Deliveries not yet ended, across every process, a fan-out may not take the backlog past.
+    pub max_backlog: u64,
+    /// How long the backlog may take to drain at the measured sustainable rate.
+    pub max_projected_drain: Duration,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -168,6 +186,7 @@ pub struct Config {
     pub breaker: BreakerConfig,
     /// Timeouts and the connection cap of the API's HTTP server.
     pub http: crate::server::HttpLimits,
+    pub admission: AdmissionConfig,
 }
 
 /// Values given on the command line or in the environment; they win over the file.
@@ -340,7 +359,16 @@ impl Config {
             max_connections: usize::try_from(positive("http.max_connections", h.max_connections)?)
                 .map_err(|_| invalid("http.max_connections", "is too large"))?,
         };
+        let a = file.admission;
+        let admission = AdmissionConfig {
+            max_backlog: positive("admission.max_backlog", a.max_backlog)?,
+            max_projected_drain: match a.max_projected_drain {
+                None => retry.delivery_window() / 2,
+                given => duration("admission.max_projected_drain", given)?,
+            },
+        };
         Ok(Config {
+            admission,
             http,
             breaker,
             metrics,

@@ -1,0 +1,54 @@
+//! Capacity on PostgreSQL: the backlog, and every process's meter, summed.
+
+use deadpool_postgres::GenericClient;
+
+use super::{execute, query_one};
+use crate::*;
+
+/// Meters older than this are forgotten.
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
+pub(super) async fn backlog(c: &impl GenericClient, now: UnixMs) -> Result<Backlog> {
+    let r = query_one(c, &sql::backlog("NOT held"), &[&now]).await?;
+    Ok(Backlog {
+        not_ended: r.get::<_, i64>(0).max(0) as u64,
+        due: r.get::<_, i64>(1).max(0) as u64,
+    })
+}
+
+pub(super) async fn record_meter(
+    c: &impl GenericClient,
+    owner: &str,
+    at: UnixMs,
+    m: MeterReading,
+) -> Result<()> {
+    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    execute(
+        c,
+        RECORD_METER,
+        &[
+            &owner,
+            &at,
+            &n(m.new_attempts),
+            &n(m.retry_attempts),
+            &n(m.failed_attempts),
+            &n(m.busy_slot_samples),
+            &n(m.slot_samples),
+        ],
+    )
+    .await?;
+    execute(c, FORGET_METERS, &[&at.saturating_sub(DAY_MS)]).await?;
+    Ok(())
+}
+
+pub(super) async fn meter_totals(c: &impl GenericClient, since: UnixMs) -> Result<MeterReading> {
+    let r = query_one(c, METER_TOTALS, &[&since]).await?;
+    let n = |i: usize| r.get::<_, i64>(i).max(0) as u64;
+    Ok(MeterReading {
+        new_attempts: n(0),
+        retry_attempts: n(1),
+        failed_attempts: n(2),
+        busy_slot_samples: n(3),
+        slot_samples: n(4),
+    })
+}

@@ -1,0 +1,47 @@
+//! Capacity on SQLite: the backlog, and the meter of the one process that owns the file.
+
+use rusqlite::{params, Connection};
+
+use crate::*;
+
+/// Meters older than this are forgotten.
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
+pub(super) fn backlog(c: &Connection, now: UnixMs) -> Result<Backlog> {
+    Ok(c.prepare_cached(&sql::backlog("held = 0"))?
+        .query_row([now], |r| {
+            Ok(Backlog {
+                not_ended: r.get::<_, i64>(0)?.max(0) as u64,
+                due: r.get::<_, i64>(1)?.max(0) as u64,
+            })
+        })?)
+}
+
+pub(super) fn record_meter(c: &Connection, owner: &str, at: UnixMs, m: MeterReading) -> Result<()> {
+    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    c.prepare_cached(RECORD_METER)?.execute(params![
+        owner,
+        at,
+        n(m.new_attempts),
+        n(m.retry_attempts),
+        n(m.failed_attempts),
+        n(m.busy_slot_samples),
+        n(m.slot_samples),
+    ])?;
+    c.prepare_cached(FORGET_METERS)?
+        .execute([at.saturating_sub(DAY_MS)])?;
+    Ok(())
+}
+
+pub(super) fn meter_totals(c: &Connection, since: UnixMs) -> Result<MeterReading> {
+    Ok(c.prepare_cached(METER_TOTALS)?.query_row([since], |r| {
+        let n = |i: usize| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+        Ok(MeterReading {
+            new_attempts: n(0)?,
+            retry_attempts: n(1)?,
+            failed_attempts: n(2)?,
+            busy_slot_samples: n(3)?,
+            slot_samples: n(4)?,
+        })
+    })?)
+}

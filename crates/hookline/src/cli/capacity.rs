@@ -1,0 +1,294 @@
+//! `hookline capacity`: the capacity arithmetic before deploying. New attempts plus retry
+//! attempts (at the failure rate given, and at the policy's worst case) against the throughput
+//! available: given, read from a running hookline, or measured here with a short load test.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use hookline_policy::{drain_seconds, expected_attempts, Demand};
+use serde_json::{json, Value};
+
+use super::client::call;
+use super::{table, ApiArg, CapacityArgs};
+use crate::config::{Config, Overrides};
+
+/// Where the available throughput came from.
+enum Available {
+    Given(f64),
+    Running(f64),
+    Measured(Measurement),
+}
+
+struct Measurement {
+    deliveries: u64,
+    elapsed: Duration,
+}
+
+impl Available {
+    fn per_s(&self) -> f64 {
+        match self {
+            Available::Given(r) | Available::Running(r) => *r,
+            Available::Measured(m) => m.deliveries as f64 / m.elapsed.as_secs_f64().max(1e-3),
+        }
+    }
+
+    fn source(&self) -> String {
+        match self {
+            Available::Given(_) => "given (--service-rate)".into(),
+            Available::Running(_) => "sustainable rate of the running hookline (--api)".into(),
+            Available::Measured(m) => format!(
+                "measured here: {} deliveries to a loopback sink in {:.2} s",
+                m.deliveries,
+                m.elapsed.as_secs_f64()
+            ),
+        }
+    }
+}
+
+pub async fn run(args: CapacityArgs) -> Result<(), String> {
+    let config =
+        Config::load(args.config.as_deref(), Overrides::default()).map_err(|e| e.to_string())?;
+    for (name, v) in [
+        ("--events-per-second", args.events_per_second),
+        ("--fanout", args.fanout),
+    ] {
+        if !(v.is_finite() && v >= 0.0 && v <= 1e9) {
+            return Err(format!("{name} must be a number from 0 to 1e9, not {v}"));
+        }
+    }
+    if !(0.0..=1.0).contains(&args.failure_rate) {
+        return Err(format!(
+            "--failure-rate must be from 0 to 1, not {}",
+            args.failure_rate
+        ));
+    }
+    let available = match (args.service_rate, args.measure) {
+        (Some(rate), false) if rate.is_finite() && rate > 0.0 => Available::Given(rate),
+        (Some(rate), false) => return Err(format!("--service-rate must be above 0, not {rate}")),
+        (None, true) => Available::Measured(measure(args.config.as_deref()).await?),
+        (None, false) => Available::Running(running(&args.api).await?),
+        (Some(_), true) => return Err("give --service-rate or --measure, not both".into()),
+    };
+    print!("{}", render(&args, &config, &available));
+    Ok(())
+}
+
+/// The sustainable rate a running hookline measures.
+async fn running(api: &ApiArg) -> Result<f64, String> {
+    let url = format!("{}/v1/capacity", api.api.trim_end_matches('/'));
+    let c = call(reqwest::Client::new().get(url), api).await?;
+    c["sustainable_rate_per_s"]
+        .as_f64()
+        .filter(|r| *r > 0.0)
+        .ok_or_else(|| {
+            format!(
+                "the hookline at {} has no measured rate yet (idle or just started): give \
+             --service-rate, or --measure",
+                api.api
+            )
+        })
+}
+
+fn rate(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn human(seconds: f64) -> String {
+    humantime::format_duration(Duration::from_secs(seconds.ceil() as u64)).to_string()
+}
+
+fn render(args: &CapacityArgs, config: &Config, available: &Available) -> String {
+    let retry = &config.retry;
+    let m = retry.max_attempts();
+    let at_rate = Demand::of(args.events_per_second, args.fanout, args.failure_rate, m);
+    let worst = Demand::of(args.events_per_second, args.fanout, 1.0, m);
+    let have = available.per_s();
+    let mut out = format!(
+        "{} events/s x {} subscribers; retry policy: max_attempts {m} (one delivery costs up to \
+         {m} attempts), delivery window {}\navailable: {} attempts/s, {}\n\n",
+        rate(args.events_per_second),
+        rate(args.fanout),
+        humantime::format_duration(retry.delivery_window()),
+        rate(have),
+        available.source()
+    );
+    let column = |d: &Demand| {
+        let left = have - d.total_per_s();
+        vec![
+            rate(d.new_per_s),
+            rate(d.retry_per_s),
+            rate(d.total_per_s()),
+            format!("{:.0}%", 100.0 * d.total_per_s() / have),
+            if left >= 0.0 {
+                format!("fits ({} spare)", rate(left))
+            } else {
+                format!("OVER by {}", rate(-left))
+            },
+        ]
+    };
+    let (a, w) = (column(&at_rate), column(&worst));
+    let names = [
+        "new attempts/s",
+        "retry attempts/s",
+        "required attempts/s",
+        "of available",
+        "verdict",
+    ];
+    let rows: Vec<Vec<String>> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| vec![name.to_string(), a[i].clone(), w[i].clone()])
+        .collect();
+    let failing = format!("{:.0}% failing", 100.0 * args.failure_rate);
+    out += &table::render(&["", &failing, "worst case (every attempt fails)"], &rows);
+    if let Some(backlog) = args.backlog {
+        let window = retry.delivery_window().as_secs_f64();
+        out += "\n";
+        for (what, failure, demand) in [
+            (failing.as_str(), args.failure_rate, &at_rate),
+            ("worst case", 1.0, &worst),
+        ] {
+            let attempts = backlog as f64 * expected_attempts(failure, m);
+            out += &match drain_seconds(attempts, have, demand.total_per_s()) {
+                Some(s) if s <= window => format!(
+                    "a backlog of {backlog} deliveries drains in {} at {what}, inside the window\n",
+                    human(s)
+                ),
+                Some(s) => format!(
+                    "a backlog of {backlog} deliveries takes {} at {what}: PAST the {} window \
+                     (deliveries will die window_expired)\n",
+                    human(s),
+                    humantime::format_duration(retry.delivery_window())
+                ),
+                None => format!(
+                    "a backlog of {backlog} deliveries NEVER drains at {what}: new traffic \
+                     alone takes everything\n"
+                ),
+            };
+        }
+    }
+    out += "\nlevers:\n";
+    out += &levers(config, &at_rate, &worst, have);
+    out
+}
+
+/// What changes the answer, in the order an operator would reach for it.
+fn levers(config: &Config, at_rate: &Demand, worst: &Demand, have: f64) -> String {
+    let m = config.retry.max_attempts();
+    let mut out = String::new();
+    if at_rate.total_per_s() > have {
+        out += &format!(
+            "- even at the given failure rate the load needs {} attempts/s: add workers or \
+             raise delivery.concurrency ({} per process now), then measure again (--measure)\n",
+            rate(at_rate.total_per_s()),
+            config.delivery.concurrency
+        );
+    }
+    if worst.total_per_s() > have && worst.new_per_s > 0.0 {
+        let fits = (have / worst.new_per_s).floor() as u32;
+        out += &format!(
+            "- attempt budget: max_attempts {m} multiplies every delivery by up to {m}; \
+             {} keeps the worst case inside the available rate\n",
+            if fits >= 1 {
+                format!("max_attempts = {}", fits.min(m))
+            } else {
+                "no budget".into()
+            }
+        );
+        out += &format!(
+            "- per-destination concurrency: delivery.max_in_flight_per_subscriber = {} bounds \
+             what failing destinations take from healthy ones (a retry also needs one of the \
+             {:.0}% retry slots)\n",
+            config.delivery.max_in_flight_per_subscriber,
+            100.0 * (1.0 - config.delivery.first_attempt_share)
+        );
+    }
+    out += &format!(
+        "- admission: [admission] max_backlog = {} and max_projected_drain = {} refuse \
+         fan-out (503 over_capacity) before the backlog outgrows the window\n",
+        config.admission.max_backlog,
+        humantime::format_duration(config.admission.max_projected_drain)
+    );
+    out
+}
+
+/// A short, bounded load test of this configuration on this machine: an in-process hookline
+/// on a scratch database delivering to an in-process sink on loopback.
+async fn measure(config: Option<&Path>) -> Result<Measurement, String> {
+    const SUBSCRIBERS: usize = 100;
+    const EVENTS: usize = 50;
+    const LIMIT: Duration = Duration::from_secs(120);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let sink = format!(
+        "http://{}",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
+    let sink_router = hookline_testkit::sink::router(hookline_testkit::sink::Secrets::None);
+    tokio::spawn(async move { axum::serve(listener, sink_router).await });
+    let dir = hookline_testkit::ScratchDir::new("hookline-capacity").map_err(|e| e.to_string())?;
+    let mut config = Config::load(config, Overrides::default()).map_err(|e| e.to_string())?;
+    // Its own port, database and loopback sink; everything else as configured.
+    config.listen = "127.0.0.1:0".parse().expect("a loopback address");
+    config.database = format!("sqlite://{}", dir.path().join("capacity.db").display());
+    config.api_tokens.clear();
+    config.guard = std::sync::Arc::new(crate::destination::Guard::default());
+    let app = crate::app::start(
+        &config,
+        std::sync::Arc::new(crate::clock::SystemClock),
+        crate::app::Role::All,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let api = format!("http://{}", app.addr);
+    let http = reqwest::Client::new();
+    let bodies = (0..SUBSCRIBERS)
+        .map(|i| json!({"id": format!("m-{i}"), "url": format!("{sink}/ok/m-{i}")}))
+        .collect();
+    hookline_testkit::create_subscribers(&http, &api, None, bodies, 8).await?;
+    let started = Instant::now();
+    for e in 0..EVENTS {
+        let r = http
+            .post(format!("{api}/v1/events"))
+            .json(&json!({"id": format!("m-{e}"), "type": "capacity.measure", "payload": {"n": e}}))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if !r.status().is_success() {
+            return Err(format!(
+                "the measuring hookline refused a publish: {}",
+                r.status()
+            ));
+        }
+    }
+    let total = (SUBSCRIBERS * EVENTS) as u64;
+    loop {
+        let stats: Value = http
+            .get(format!("{sink}/stats"))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())?;
+        if stats["unique"].as_u64().unwrap_or(0) >= total {
+            break;
+        }
+        if started.elapsed() > LIMIT {
+            app.shutdown().await;
+            return Err(format!("the measuring load did not finish in {LIMIT:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = started.elapsed();
+    app.shutdown().await;
+    Ok(Measurement {
+        deliveries: total,
+        elapsed,
+    })
+}
