@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::api::{self, ApiContext};
+use crate::capacity::Capacity;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::dispatcher::{Dispatcher, DispatcherHandle, DispatcherParts};
@@ -56,6 +57,7 @@ pub struct RunningApp {
     stop_server: tokio::sync::watch::Sender<bool>,
     gauges: JoinHandle<()>,
     policies_kept: JoinHandle<()>,
+    measuring: JoinHandle<()>,
     /// Stops the gauges and the policies' refresh.
     stop_gauges: tokio::sync::watch::Sender<bool>,
 }
@@ -92,6 +94,13 @@ pub async fn start(
             "a promoted policy is in force; [retry] and [breaker] define the policy named default"
         );
     }
+    let capacity = Capacity::start(
+        store.clone(),
+        clock.clone(),
+        policies.clone(),
+        config.admission,
+    )
+    .await?;
     let dispatcher = (role != Role::Api).then(|| {
         Dispatcher::spawn(DispatcherParts {
             store: store.clone(),
@@ -100,6 +109,7 @@ pub async fn start(
             delivery: config.delivery.clone(),
             guard: config.guard.clone(),
             latency_labels: config.metrics.latency_labels,
+            meter: capacity.meter.clone(),
         })
     });
     let (stop_gauges, gauges_stopped) = tokio::sync::watch::channel(false);
@@ -113,6 +123,10 @@ pub async fn start(
     let policies_kept = tokio::spawn(crate::rollouts::keep_current(
         policies.clone(),
         clock.clone(),
+        gauges_stopped.clone(),
+    ));
+    let measuring = tokio::spawn(crate::capacity::keep_measuring(
+        capacity.clone(),
         gauges_stopped,
     ));
     let health = crate::health::Health::new(
@@ -134,6 +148,7 @@ pub async fn start(
         listen: config.listen,
         health,
         policies,
+        capacity,
         attempt_timeout: config.delivery.attempt_timeout,
     });
     let router = match role {
@@ -150,6 +165,7 @@ pub async fn start(
         stop_server,
         gauges,
         policies_kept,
+        measuring,
         stop_gauges,
     })
 }
@@ -162,6 +178,7 @@ impl RunningApp {
         let _ = self.stop_gauges.send(true);
         let _ = self.gauges.await;
         let _ = self.policies_kept.await;
+        let _ = self.measuring.await;
         let dispatcher = async {
             if let Some(d) = self.dispatcher {
                 d.shutdown().await;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use hookline_policy::{AttemptResult, Attempted, UnixMs};
+use hookline_policy::{AttemptResult, Attempted, Outcome, UnixMs};
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, Store, Transition,
     WindowSweep,
@@ -20,6 +20,7 @@ use hookline_store::{
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 
+use crate::capacity::Meter;
 use crate::clock::Clock;
 use crate::config::DeliveryConfig;
 use crate::destination::Guard;
@@ -62,6 +63,7 @@ struct Shared {
     slots: Arc<Slots>,
     latency_labels: telemetry::LatencyLabels,
     slowness: std::sync::Mutex<Slowness>,
+    meter: Arc<Meter>,
 }
 
 pub struct Dispatcher {
@@ -107,6 +109,8 @@ pub struct DispatcherParts {
     /// Which destinations attempts may connect to.
     pub guard: Arc<Guard>,
     pub latency_labels: telemetry::LatencyLabels,
+    /// Where completed attempts and busy slots are counted, for the capacity model.
+    pub meter: Arc<Meter>,
 }
 
 impl Dispatcher {
@@ -118,6 +122,7 @@ impl Dispatcher {
             delivery,
             guard,
             latency_labels,
+            meter,
         } = parts;
         let wake = Arc::new(Notify::new());
         let lease_ms = (delivery.attempt_timeout + LEASE_MARGIN).as_millis() as i64;
@@ -138,6 +143,7 @@ impl Dispatcher {
                     delivery.slow_after,
                     delivery.attempt_timeout,
                 )),
+                meter,
             }),
             delivery,
             lease_ms,
@@ -181,6 +187,8 @@ impl Dispatcher {
             let mut batch = Vec::new();
             if now >= next_sweep {
                 next_sweep = now + RESCUE_EVERY_MS;
+                s.meter
+                    .slots(now, s.slots.busy(), self.delivery.concurrency);
                 self.sweep_windows(now).await;
             }
             if free > 0 && now >= next_rescue {
@@ -379,6 +387,11 @@ async fn attempt(
     if let Transition::Dead(reason) = transition {
         tracing::info!(delivery = %d.id, %reason, attempt = d.attempt, "delivery dead");
     }
+    s.meter.attempt(
+        now,
+        kind(&d) == AttemptKind::First,
+        outcome == Outcome::Retryable,
+    );
     let status = match report.result {
         AttemptResult::Status(code) => Some(code),
         _ => None,

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod app;
+pub mod capacity;
 pub mod cli;
 pub mod clock;
 pub mod config;

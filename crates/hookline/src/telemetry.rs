@@ -26,7 +26,12 @@ const LATENCY_BUCKETS: &[f64] = &[
 /// check of the alert rules and dashboard all use these.
 pub mod names {
     pub const ATTEMPTS_TOTAL: &str = "hookline_attempts_total";
+    pub const ADMISSION_REFUSED_TOTAL: &str = "hookline_admission_refused_total";
     pub const BREAKER_OPEN: &str = "hookline_breaker_open";
+    pub const CAPACITY_DELIVERY_WINDOW_SECONDS: &str = "hookline_capacity_delivery_window_seconds";
+    pub const CAPACITY_PROJECTED_DRAIN_SECONDS: &str = "hookline_capacity_projected_drain_seconds";
+    pub const CAPACITY_SERVICE_RATE: &str = "hookline_capacity_service_rate";
+    pub const CAPACITY_UTILIZATION: &str = "hookline_capacity_utilization";
     /// Recorded by the store, where every path that kills a delivery passes.
     pub use hookline_store::DEAD_LETTERS_METRIC as DEAD_LETTERS_TOTAL;
     pub const DELAYED_OLDEST_AGE_SECONDS: &str = "hookline_delayed_oldest_age_seconds";
@@ -59,6 +64,26 @@ pub fn handle() -> &'static PrometheusHandle {
 }
 
 fn describe() {
+    describe_gauge!(
+        names::CAPACITY_SERVICE_RATE,
+        "Attempts completed per second over the last minute, across every process."
+    );
+    describe_gauge!(
+        names::CAPACITY_PROJECTED_DRAIN_SECONDS,
+        "How long the backlog takes to drain at the sustainable rate, counting the retries the current failure rate implies."
+    );
+    describe_gauge!(
+        names::CAPACITY_UTILIZATION,
+        "The share of delivery slots busy over the last minute, across every process."
+    );
+    describe_gauge!(
+        names::CAPACITY_DELIVERY_WINDOW_SECONDS,
+        "The delivery window in force, for alerts on the projected drain."
+    );
+    describe_counter!(
+        names::ADMISSION_REFUSED_TOTAL,
+        "Publishes refused by admission (503 over_capacity), by the limit: max_backlog, max_projected_drain."
+    );
     describe_gauge!(
         names::READY_OLDEST_AGE_SECONDS,
         "How long the oldest first attempt a claim could take now has been due: first attempts waiting here mean the dispatcher is not keeping up."
@@ -145,6 +170,22 @@ pub fn replayed(selected: u64) {
 
 pub fn slow_lane(attempts: usize) {
     gauge!(names::SLOW_LANE_ATTEMPTS).set(attempts as f64);
+}
+
+/// A publish refused by admission.
+pub fn admission_refused(reason: &'static str) {
+    counter!(names::ADMISSION_REFUSED_TOTAL, "reason" => reason).increment(1);
+}
+
+/// The live capacity model, across every process. Without a measured rate the projected drain
+/// is not exported (a gauge cannot say "unknown").
+pub fn capacity(m: &hookline_policy::Measured, projected_drain_s: Option<f64>, window_s: f64) {
+    gauge!(names::CAPACITY_SERVICE_RATE).set(m.service_rate_per_s);
+    gauge!(names::CAPACITY_UTILIZATION).set(m.utilization);
+    gauge!(names::CAPACITY_DELIVERY_WINDOW_SECONDS).set(window_s);
+    if let Some(s) = projected_drain_s {
+        gauge!(names::CAPACITY_PROJECTED_DRAIN_SECONDS).set(s);
+    }
 }
 
 pub fn store_error(operation: &'static str) {
@@ -276,6 +317,11 @@ pub const METRIC_NAMES: &[&str] = &[
     names::SLOW_LANE_ATTEMPTS,
     names::HTTP_CONNECTIONS,
     names::HTTP_CONNECTIONS_CLOSED_TOTAL,
+    names::CAPACITY_SERVICE_RATE,
+    names::CAPACITY_PROJECTED_DRAIN_SECONDS,
+    names::CAPACITY_UTILIZATION,
+    names::CAPACITY_DELIVERY_WINDOW_SECONDS,
+    names::ADMISSION_REFUSED_TOTAL,
 ];
 
 #[cfg(test)]

@@ -13,6 +13,8 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Seconds, sent as `Retry-After` (with 503 `over_capacity`).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -21,6 +23,15 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// Admission refused a publish: nothing was stored; try again after `retry_after_s`.
+    pub fn over_capacity(message: impl Into<String>, retry_after_s: u64) -> Self {
+        Self {
+            retry_after: Some(retry_after_s),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "over_capacity", message)
         }
     }
 
@@ -84,7 +95,13 @@ impl From<crate::signer::SecretError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 
@@ -94,6 +111,10 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound(what) => Self::not_found(format!("{what} not found")),
             StoreError::Conflict(m) => Self::conflict(m),
             StoreError::Invalid(m) => Self::invalid(m),
+            StoreError::OverCapacity { deliveries, room } => Self::over_capacity(
+                format!("the request would create {deliveries} deliveries; {room} fit now"),
+                60,
+            ),
             StoreError::Closed => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",

@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Extension;
 use axum::Json;
-use hookline_store::{NewEvent, PublishOutcome};
+use hookline_store::{NewEvent, PublishOutcome, StoreError};
 use serde_json::{Map, Value};
 
 use super::auth::{Caller, Scope};
@@ -144,8 +144,26 @@ pub async fn publish(
     let mut event = new_event(&body?, ctx.max_payload_bytes, now)?;
     event.published_by = caller.map(|Extension(c)| c.name);
     let id = event.id.clone();
-    match ctx.store.publish(event, now).await? {
+    let (room, limit) = ctx.capacity.room();
+    event.admit_at_most = Some(room);
+    let published = match ctx.store.publish(event, now).await {
+        Err(StoreError::OverCapacity { deliveries, room }) => {
+            let refused = ctx.capacity.refused(deliveries, room, limit);
+            return Err(ApiError::over_capacity(
+                format!(
+                    "event {id:?} fans out to {deliveries} deliveries and only {room} fit now \
+                     ({} reached: hookline could not deliver more within its promise); nothing \
+                     was stored: publish it again after the Retry-After",
+                    refused.reason.as_str()
+                ),
+                refused.retry_after_s,
+            ));
+        }
+        other => other?,
+    };
+    match published {
         PublishOutcome::Accepted(receipt) => {
+            ctx.capacity.accepted(receipt.deliveries);
             crate::telemetry::event_accepted(receipt.deliveries);
             ctx.wake.notify_one();
             Ok((StatusCode::ACCEPTED, Json(views::receipt(&receipt))))
@@ -168,7 +186,7 @@ pub async fn get(
     if let Some(Extension(c)) = caller {
         // A publisher sees its own events only; others' are as good as absent.
         if c.scope == Scope::Publish && event.published_by.as_deref() != Some(c.name.as_str()) {
-            return Err(hookline_store::StoreError::NotFound(format!("event {id:?}")).into());
+            return Err(StoreError::NotFound(format!("event {id:?}")).into());
         }
     }
     Ok((StatusCode::OK, Json(views::event(&event))))

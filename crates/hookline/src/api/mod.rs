@@ -53,6 +53,8 @@ pub struct ApiContext {
     /// The policies in force (new policies take what they leave out from the one in force for
     /// everyone); a rollout's change replaces them at once.
     pub policies: Arc<crate::rollouts::Policies>,
+    /// The live capacity model; admission holds every publish to it.
+    pub capacity: Arc<crate::capacity::Capacity>,
     /// For the schedule arithmetic a new policy must pass.
     pub attempt_timeout: std::time::Duration,
 }
@@ -113,6 +115,7 @@ pub fn router(ctx: Arc<ApiContext>) -> Router {
         .route("/v1/replays/{id}", get(deliveries::get_replay))
         .route("/v1/policies", post(policies::create).get(policies::list))
         .route("/v1/policies/{name}", get(policies::get))
+        .route("/v1/capacity", get(capacity))
         .route("/v1/rollouts", post(rollouts::start).get(rollouts::list))
         .route(
             "/v1/rollouts/{id}",
@@ -189,6 +192,11 @@ async fn no_query_where_none_is_read(
         }
     }
     next.run(request).await
+}
+
+/// The live capacity model and whether publishes are admitted (refreshed once a second).
+async fn capacity(State(ctx): ApiState) -> Json<Value> {
+    Json(ctx.capacity.view())
 }
 
 /// 200 `ok` while the store commits and the dispatcher runs; 503 `degraded` naming the cause

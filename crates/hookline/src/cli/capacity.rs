@@ -15,6 +15,7 @@ use crate::config::{Config, Overrides};
 /// Where the available throughput came from.
 enum Available {
     Given(f64),
+    Nominal { workers: u32, per_worker: f64 },
     Running(f64),
     Measured(Measurement),
 }
@@ -28,6 +29,10 @@ impl Available {
     fn per_s(&self) -> f64 {
         match self {
             Available::Given(r) | Available::Running(r) => *r,
+            Available::Nominal {
+                workers,
+                per_worker,
+            } => f64::from(*workers) * per_worker,
             Available::Measured(m) => m.deliveries as f64 / m.elapsed.as_secs_f64().max(1e-3),
         }
     }
@@ -35,6 +40,14 @@ impl Available {
     fn source(&self) -> String {
         match self {
             Available::Given(_) => "given (--service-rate)".into(),
+            Available::Nominal {
+                workers,
+                per_worker,
+            } => format!(
+                "nominal: {workers} workers x {} attempts/s. Not measured: request latency, \
+                 subscriber limits and ordinary traffic use the same budget (--measure)",
+                rate(*per_worker)
+            ),
             Available::Running(_) => "sustainable rate of the running hookline (--api)".into(),
             Available::Measured(m) => format!(
                 "measured here: {} deliveries to a loopback sink in {:.2} s",
@@ -62,12 +75,22 @@ pub async fn run(args: CapacityArgs) -> Result<(), String> {
             args.failure_rate
         ));
     }
-    let available = match (args.service_rate, args.measure) {
-        (Some(rate), false) if rate.is_finite() && rate > 0.0 => Available::Given(rate),
-        (Some(rate), false) => return Err(format!("--service-rate must be above 0, not {rate}")),
-        (None, true) => Available::Measured(measure(args.config.as_deref()).await?),
-        (None, false) => Available::Running(running(&args.api).await?),
-        (Some(_), true) => return Err("give --service-rate or --measure, not both".into()),
+    let positive = |name: &str, v: f64| {
+        if v.is_finite() && v > 0.0 && v <= 1e9 {
+            Ok(v)
+        } else {
+            Err(format!("{name} must be above 0 and at most 1e9, not {v}"))
+        }
+    };
+    let available = match (args.service_rate, args.workers, args.attempts_per_worker) {
+        (Some(rate), _, _) => Available::Given(positive("--service-rate", rate)?),
+        (None, Some(workers), Some(per_worker)) if workers > 0 => Available::Nominal {
+            workers,
+            per_worker: positive("--attempts-per-worker", per_worker)?,
+        },
+        (None, Some(_), _) => return Err("--workers must be at least 1".into()),
+        _ if args.measure => Available::Measured(measure(args.config.as_deref()).await?),
+        _ => Available::Running(running(&args.api).await?),
     };
     print!("{}", render(&args, &config, &available));
     Ok(())

@@ -235,10 +235,17 @@ pub struct CapacityArgs {
     /// The share of attempts that fail retryably (0 to 1).
     #[arg(long, default_value_t = 0.0)]
     failure_rate: f64,
-    /// Attempts per second available; without it (and without --measure) the sustainable rate
-    /// a running hookline measures, read from --api.
-    #[arg(long)]
+    /// Attempts per second available; without it (or --workers, or --measure) the sustainable
+    /// rate a running hookline measures, read from --api.
+    #[arg(long, conflicts_with_all = ["workers", "measure"])]
     service_rate: Option<f64>,
+    /// Workers, for a nominal rate of --workers x --attempts-per-worker (the brief's "20
+    /// workers x 10 attempts/s"): nominal, not measured.
+    #[arg(long, requires = "attempts_per_worker", conflicts_with = "measure")]
+    workers: Option<u32>,
+    /// Attempts per second one worker makes (with --workers).
+    #[arg(long, requires = "workers")]
+    attempts_per_worker: Option<f64>,
     /// Deliveries already waiting: does this backlog drain inside the window while the new
     /// traffic goes on?
     #[arg(long)]

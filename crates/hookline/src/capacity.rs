@@ -1,0 +1,367 @@
+//! The live capacity model and admission. Each process meters the attempts it completes and
+//! how busy its delivery slots are (`Meter`, the last minute by the injected clock), records
+//! that in the store once a second, and reads back the sum over every process with the
+//! backlog: the `Estimate` that `GET /v1/capacity` shows and that admission holds a publish to.
+//!
+//! Admission is decided in the publish's own transaction: the API passes the room left
+//! (`NewEvent::admit_at_most`) and the store refuses a fan-out that does not fit, storing
+//! nothing. The backlog is counted once a second (less often when counting takes long); what
+//! this process accepted since is added to it, so a burst between two counts cannot overshoot.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use hookline_policy::{retry_after_s, room, AdmissionLimits, Measured, Refusal, UnixMs};
+use hookline_store::{Backlog, MeterReading, Store, StoreError};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use crate::clock::Clock;
+use crate::config::AdmissionConfig;
+use crate::rollouts::Policies;
+
+/// Seconds a meter covers.
+const MINUTE_S: i64 = 60;
+/// How often a process records its meter and reads everyone's.
+const EVERY_MS: i64 = 1_000;
+/// Meters recorded longer ago than this belong to processes that stopped.
+const ALIVE_MS: i64 = 5_000;
+/// At most this share of the time goes to counting the backlog: a count that takes longer than
+/// a tenth of a second is repeated less often than once a second.
+const COUNTING_SHARE: u32 = 10;
+
+/// One process's last minute, in one-second buckets of the injected clock.
+pub struct Meter {
+    buckets: Mutex<[(i64, MeterReading); MINUTE_S as usize]>,
+    started_s: i64,
+}
+
+impl Meter {
+    pub fn new(now: UnixMs) -> Self {
+        Meter {
+            buckets: Mutex::new([(i64::MIN, MeterReading::default()); MINUTE_S as usize]),
+            started_s: now.div_euclid(1000),
+        }
+    }
+
+    fn add(&self, now: UnixMs, reading: MeterReading) {
+        let second = now.div_euclid(1000);
+        let mut buckets = self.buckets.lock().unwrap();
+        let slot = &mut buckets[second.rem_euclid(MINUTE_S) as usize];
+        if slot.0 != second {
+            *slot = (second, MeterReading::default());
+        }
+        slot.1 = slot.1 + reading;
+    }
+
+    /// An attempt completed: a first attempt or a retry, failed retryably or not.
+    pub fn attempt(&self, now: UnixMs, first: bool, failed: bool) {
+        self.add(
+            now,
+            MeterReading {
+                new_attempts: u64::from(first),
+                retry_attempts: u64::from(!first),
+                failed_attempts: u64::from(failed),
+                ..MeterReading::default()
+            },
+        );
+    }
+
+    /// How many delivery slots are busy now, of how many.
+    pub fn slots(&self, now: UnixMs, busy: usize, total: usize) {
+        self.add(
+            now,
+            MeterReading {
+                busy_slot_samples: busy as u64,
+                slot_samples: total as u64,
+                ..MeterReading::default()
+            },
+        );
+    }
+
+    /// The last minute; in a process younger than that, what it measured so far scaled to a
+    /// minute, so a restart does not read as a slowdown.
+    pub fn last_minute(&self, now: UnixMs) -> MeterReading {
+        let second = now.div_euclid(1000);
+        let sum = self
+            .buckets
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(s, _)| *s > second - MINUTE_S && *s <= second)
+            .fold(MeterReading::default(), |a, (_, r)| a + *r);
+        let covered = (second - self.started_s + 1).clamp(1, MINUTE_S) as u64;
+        let scale = |v: u64| v.saturating_mul(MINUTE_S as u64) / covered;
+        MeterReading {
+            new_attempts: scale(sum.new_attempts),
+            retry_attempts: scale(sum.retry_attempts),
+            failed_attempts: scale(sum.failed_attempts),
+            ..sum
+        }
+    }
+}
+
+/// What every process measured, with the backlog, at one moment.
+#[derive(Debug, Clone, Copy)]
+pub struct Estimate {
+    pub at: UnixMs,
+    pub measured: Measured,
+    pub backlog: Backlog,
+}
+
+impl Estimate {
+    fn from_totals(at: UnixMs, t: MeterReading, backlog: Backlog) -> Estimate {
+        let attempts = t.new_attempts + t.retry_attempts;
+        let per_s = |n: u64| n as f64 / MINUTE_S as f64;
+        Estimate {
+            at,
+            measured: Measured {
+                service_rate_per_s: per_s(attempts),
+                new_per_s: per_s(t.new_attempts),
+                retry_per_s: per_s(t.retry_attempts),
+                failure_rate: if attempts > 0 {
+                    t.failed_attempts as f64 / attempts as f64
+                } else {
+                    0.0
+                },
+                utilization: if t.slot_samples > 0 {
+                    t.busy_slot_samples as f64 / t.slot_samples as f64
+                } else {
+                    0.0
+                },
+            },
+            backlog,
+        }
+    }
+}
+
+/// This process's view of capacity, and the admission it applies.
+pub struct Capacity {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    policies: Arc<Policies>,
+    /// Names this process's meter in the store.
+    owner: String,
+    pub meter: Arc<Meter>,
+    admission: AdmissionConfig,
+    estimate: RwLock<Estimate>,
+    /// Deliveries this process accepted since the backlog was last counted.
+    accepted_since: AtomicU64,
+}
+
+/// Why nothing more fits now, and when to try again.
+pub struct OverCapacity {
+    pub reason: Refusal,
+    pub retry_after_s: u64,
+}
+
+impl Capacity {
+    /// Counts the backlog and reads the meters once, so admission starts from what is there.
+    pub async fn start(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        policies: Arc<Policies>,
+        admission: AdmissionConfig,
+    ) -> Result<Arc<Capacity>, StoreError> {
+        let now = clock.now_ms();
+        let capacity = Arc::new(Capacity {
+            owner: format!(
+                "{}:{}:{:08x}",
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "hookline".into()),
+                std::process::id(),
+                rand::random::<u32>()
+            ),
+            meter: Arc::new(Meter::new(now)),
+            estimate: RwLock::new(Estimate::from_totals(
+                now,
+                MeterReading::default(),
+                store.backlog(now).await?,
+            )),
+            store,
+            clock,
+            policies,
+            admission,
+            accepted_since: AtomicU64::new(0),
+        });
+        Ok(capacity)
+    }
+
+    fn limits(&self) -> AdmissionLimits {
+        AdmissionLimits {
+            max_backlog: self.admission.max_backlog,
+            max_projected_drain_s: self.admission.max_projected_drain.as_secs_f64(),
+        }
+    }
+
+    fn max_attempts(&self) -> u32 {
+        self.policies.current().default.retry.max_attempts()
+    }
+
+    pub fn estimate(&self) -> Estimate {
+        *self.estimate.read().unwrap()
+    }
+
+    /// The backlog as last counted plus what this process accepted since.
+    fn backlog_now(&self, e: &Estimate) -> u64 {
+        e.backlog
+            .not_ended
+            .saturating_add(self.accepted_since.load(Ordering::Relaxed))
+    }
+
+    /// How many deliveries a publish may create now, and what limits it.
+    pub fn room(&self) -> (u64, Refusal) {
+        let e = self.estimate();
+        room(
+            self.limits(),
+            &e.measured,
+            self.backlog_now(&e),
+            self.max_attempts(),
+        )
+    }
+
+    pub fn accepted(&self, deliveries: u64) {
+        self.accepted_since.fetch_add(deliveries, Ordering::Relaxed);
+    }
+
+    /// A fan-out of `deliveries` that did not fit `room`: counted, and told when to retry.
+    pub fn refused(&self, deliveries: u64, room: u64, reason: Refusal) -> OverCapacity {
+        crate::telemetry::admission_refused(reason.as_str());
+        let e = self.estimate();
+        OverCapacity {
+            reason,
+            retry_after_s: retry_after_s(
+                &e.measured,
+                deliveries.saturating_sub(room),
+                self.max_attempts(),
+            ),
+        }
+    }
+
+    /// What `GET /v1/capacity` answers.
+    pub fn view(&self) -> Value {
+        let e = self.estimate();
+        let backlog = self.backlog_now(&e);
+        let m = &e.measured;
+        let (room, reason) = self.room();
+        let window = self.policies.current().delivery_window().as_secs_f64();
+        json!({
+            "service_rate_per_s": m.service_rate_per_s,
+            "new_attempts_per_s": m.new_per_s,
+            "retry_attempts_per_s": m.retry_per_s,
+            "failure_rate": m.failure_rate,
+            "sustainable_rate_per_s": m.sustainable_per_s(),
+            "backlog": backlog,
+            "due_backlog": e.backlog.due,
+            "projected_drain_s": m.projected_drain_s(backlog, self.max_attempts()),
+            "delivery_window_s": window,
+            "utilization": m.utilization,
+            "admitting": room > 0,
+            "refusing_reason": (room == 0).then(|| reason.as_str()),
+            "room": room,
+            "max_backlog": self.admission.max_backlog,
+            "max_projected_drain_s": self.admission.max_projected_drain.as_secs_f64(),
+            "measured_at": crate::clock::rfc3339(e.at),
+        })
+    }
+
+    /// Records this process's meter, reads everyone's, and counts the backlog when it is due.
+    async fn refresh(&self, count_backlog: bool) -> Result<Duration, StoreError> {
+        let now = self.clock.now_ms();
+        self.store
+            .record_meter(&self.owner, now, self.meter.last_minute(now))
+            .await?;
+        let totals = self.store.meter_totals(now - ALIVE_MS).await?;
+        let counted = Instant::now();
+        let backlog = if count_backlog {
+            // What this process accepts from here on is in the next count, not this one.
+            let since = self.accepted_since.swap(0, Ordering::Relaxed);
+            match self.store.backlog(now).await {
+                Ok(b) => b,
+                Err(e) => {
+                    self.accepted_since.fetch_add(since, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
+        } else {
+            self.estimate().backlog
+        };
+        let took = counted.elapsed();
+        let e = Estimate::from_totals(now, totals, backlog);
+        *self.estimate.write().unwrap() = e;
+        let window = self.policies.current().delivery_window().as_secs_f64();
+        crate::telemetry::capacity(
+            &e.measured,
+            e.measured
+                .projected_drain_s(self.backlog_now(&e), self.max_attempts()),
+            window,
+        );
+        Ok(took)
+    }
+}
+
+/// Keeps `capacity` current, once a second of the clock, until `stop` changes.
+pub async fn keep_measuring(capacity: Arc<Capacity>, mut stop: watch::Receiver<bool>) {
+    let mut next_count: UnixMs = 0;
+    while !*stop.borrow() {
+        let now = capacity.clock.now_ms();
+        let count = now >= next_count;
+        match capacity.refresh(count).await {
+            Ok(took) if count => {
+                let pause = (took * COUNTING_SHARE).max(Duration::from_millis(EVERY_MS as u64));
+                next_count = now.saturating_add(pause.as_millis() as i64);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                crate::telemetry::store_error("capacity");
+                tracing::warn!(error = %e, "cannot measure capacity; admission keeps the last estimate");
+            }
+        }
+        tokio::select! {
+            _ = capacity.clock.sleep_until(now + EVERY_MS) => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_meter_keeps_the_last_minute() {
+        let t0 = 1_800_000_000_000;
+        let m = Meter::new(t0);
+        for s in 0..120 {
+            m.attempt(t0 + s * 1000, s % 2 == 0, s % 4 == 0);
+            m.slots(t0 + s * 1000, 1, 4);
+        }
+        let r = m.last_minute(t0 + 119_000);
+        assert_eq!(
+            (r.new_attempts, r.retry_attempts, r.failed_attempts),
+            (30, 30, 15)
+        );
+        assert_eq!((r.busy_slot_samples, r.slot_samples), (60, 240));
+        // Ten seconds in: what it saw, scaled to a minute.
+        let young = Meter::new(t0);
+        for s in 0..10 {
+            young.attempt(t0 + s * 1000, true, false);
+        }
+        assert_eq!(young.last_minute(t0 + 9_000).new_attempts, 60);
+    }
+
+    #[test]
+    fn an_estimate_is_rates_per_second() {
+        let totals = MeterReading {
+            new_attempts: 600,
+            retry_attempts: 600,
+            failed_attempts: 300,
+            busy_slot_samples: 50,
+            slot_samples: 100,
+        };
+        let e = Estimate::from_totals(0, totals, Backlog::default());
+        assert_eq!(e.measured.service_rate_per_s, 20.0);
+        assert_eq!(e.measured.failure_rate, 0.25);
+        assert_eq!(e.measured.sustainable_per_s(), Some(40.0));
+    }
+}

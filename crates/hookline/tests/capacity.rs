@@ -1,0 +1,253 @@
+//! Capacity and admission: fan-outs are refused (503 `over_capacity`, `Retry-After`, nothing
+//! stored) once the backlog limit is reached and accepted again once it drains, with nothing
+//! accepted lost; a slow fleet makes the projected drain refuse; `hookline capacity` does the
+//! brief's arithmetic. On SQLite and on PostgreSQL.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::*;
+use hookline_store::testing::PgSchema;
+use serde_json::{json, Value};
+
+const SUBSCRIBERS: usize = 100;
+
+async fn subscribe(app: &TestApp, rx: &Receiver, n: usize) {
+    for i in 0..n {
+        app.subscriber(&format!("sub-{i:03}"), &rx.url(&format!("/sub-{i:03}")))
+            .await;
+    }
+}
+
+/// A publish and its answer, with the `Retry-After` header.
+async fn publish(app: &TestApp, id: &str) -> (u16, Value, Option<u64>) {
+    let response = app
+        .http
+        .post(format!("{}/v1/events", app.base()))
+        .json(&json!({"id": id, "type": "shipment.updated", "payload": {"id": id}}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().parse().unwrap());
+    (status, response.json().await.unwrap(), retry_after)
+}
+
+/// The capacity model once its refresh (a second of the manual clock) has run and `pred` holds.
+async fn capacity_when(app: &TestApp, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    eventually(what, async || {
+        app.clock.advance(Duration::from_secs(1));
+        let (status, c) = app.call("GET", "/v1/capacity", None).await;
+        assert_eq!(status, 200, "{c}");
+        pred(&c).then_some(c)
+    })
+    .await
+}
+
+async fn backlog_limit(app: &TestApp) {
+    let rx = Receiver::start(|_, _| 200).await;
+    subscribe(app, &rx, SUBSCRIBERS).await;
+    let gate = rx.hold().await;
+    // Five fan-outs of 100 fill the backlog of 500 exactly; the sixth does not fit.
+    for e in 1..=5 {
+        let (status, body, _) = publish(app, &format!("e{e}")).await;
+        assert_eq!((status, &body["deliveries"]), (202, &json!(SUBSCRIBERS)));
+    }
+    let (status, body, retry_after) = publish(app, "e6").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "over_capacity");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("max_backlog"), "{message}");
+    assert!(retry_after.is_some_and(|s| s >= 1), "{retry_after:?}");
+    let (status, _) = app.call("GET", "/v1/events/e6", None).await;
+    assert_eq!(status, 404, "nothing of a refused event is stored");
+    // Re-publishing an accepted event is still answered.
+    let (status, _, _) = publish(app, "e1").await;
+    assert_eq!(status, 200);
+    let c = capacity_when(app, "the model to see the backlog", |c| {
+        c["backlog"] == json!(500)
+    })
+    .await;
+    assert_eq!(
+        (&c["admitting"], &c["refusing_reason"], &c["room"]),
+        (&json!(false), &json!("max_backlog"), &json!(0))
+    );
+
+    // The subscribers recover; once the backlog drains, publishing is accepted again.
+    drop(gate);
+    capacity_when(app, "the backlog to drain", |c| {
+        c["backlog"] == json!(0) && c["admitting"] == json!(true)
+    })
+    .await;
+    let (status, body, _) = publish(app, "e6").await;
+    assert_eq!(status, 202, "{body}");
+    eventually("every accepted delivery to arrive", async || {
+        (rx.state_changes().len() == 6 * SUBSCRIBERS).then_some(())
+    })
+    .await;
+    let ids: BTreeSet<String> = rx.state_changes().into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids.len(), 6 * SUBSCRIBERS, "nothing accepted is lost");
+    let metrics = app.text("/metrics").await;
+    assert!(
+        metrics.contains("hookline_admission_refused_total{reason=\"max_backlog\"}"),
+        "{metrics}"
+    );
+}
+
+const BACKLOG_LIMIT: &str = "[admission]\nmax_backlog = 500\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backlog_limit_refuses_fan_out_until_it_drains_on_sqlite() {
+    let app = TestApp::start(BACKLOG_LIMIT).await;
+    backlog_limit(&app).await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backlog_limit_refuses_fan_out_until_it_drains_on_postgres() {
+    let Some(schema) = PgSchema::create().await else {
+        return;
+    };
+    let app = TestApp::start_on(&schema.url(), BACKLOG_LIMIT).await;
+    backlog_limit(&app).await;
+    app.stop().await;
+    schema.drop_schema().await;
+}
+
+/// Two slots and subscribers that take half a second to answer: a measured rate far below
+/// what a new fan-out needs to drain within ten seconds of the clock.
+const SLOW_FLEET: &str =
+    "[delivery]\nconcurrency = 2\n[admission]\nmax_projected_drain = \"10s\"\n";
+
+async fn projected_drain(app: &TestApp) {
+    let rx = Receiver::start_slow(Duration::from_millis(500), |_, _| 200).await;
+    subscribe(app, &rx, 40).await;
+    // Nothing measured yet: only the backlog limit applies, and this fits.
+    let (status, _, _) = publish(app, "e1").await;
+    assert_eq!(status, 202);
+    let c = capacity_when(app, "a measured sustainable rate", |c| {
+        c["sustainable_rate_per_s"].is_number() && c["utilization"].as_f64() > Some(0.5)
+    })
+    .await;
+    assert!(c["projected_drain_s"].as_f64().unwrap() > 10.0, "{c}");
+    let (status, body, retry_after) = publish(app, "e2").await;
+    assert_eq!(status, 503, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("max_projected_drain"), "{message}");
+    assert!(
+        retry_after.is_some_and(|s| (1..=3600).contains(&s)),
+        "{retry_after:?}"
+    );
+    let (status, _) = app.call("GET", "/v1/events/e2", None).await;
+    assert_eq!(status, 404);
+    // What was accepted is still delivered.
+    eventually("e1 to arrive everywhere", async || {
+        (rx.state_changes().len() == 40).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_fleet_makes_the_projected_drain_refuse_on_sqlite() {
+    let app = TestApp::start(SLOW_FLEET).await;
+    projected_drain(&app).await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_fleet_makes_the_projected_drain_refuse_on_postgres() {
+    let Some(schema) = PgSchema::create().await else {
+        return;
+    };
+    let app = TestApp::start_on(&schema.url(), SLOW_FLEET).await;
+    projected_drain(&app).await;
+    app.stop().await;
+    schema.drop_schema().await;
+}
+
+fn capacity_cli(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+        .arg("capacity")
+        .args(args)
+        .env_remove("HOOKLINE_CONFIG")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+fn row<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+    let line = text.lines().find(|l| l.starts_with(name)).unwrap();
+    line[name.len()..].split_whitespace().collect()
+}
+
+#[test]
+fn hookline_capacity_does_the_briefs_arithmetic() {
+    // 20 workers x 10 attempts/s = 200 nominal; 100 new deliveries a second, 10% failing;
+    // six attempts at most.
+    let (ok, text) = capacity_cli(&[
+        "--workers",
+        "20",
+        "--attempts-per-worker",
+        "10",
+        "--events-per-second",
+        "1",
+        "--fanout",
+        "100",
+        "--failure-rate",
+        "0.1",
+        "--backlog",
+        "10000",
+    ]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("available: 200 attempts/s, nominal: 20 workers x 10.0"),
+        "{text}"
+    );
+    assert_eq!(row(&text, "new attempts/s"), ["100", "100"]);
+    assert_eq!(row(&text, "retry attempts/s"), ["11.1", "500"]);
+    assert_eq!(row(&text, "required attempts/s"), ["111", "600"]);
+    assert_eq!(
+        row(&text, "verdict"),
+        ["fits", "(88.9", "spare)", "OVER", "by", "400"]
+    );
+    assert!(
+        text.contains("drains in 2m 5s at 10% failing, inside the window"),
+        "{text}"
+    );
+    assert!(text.contains("NEVER drains at worst case"), "{text}");
+    assert!(
+        text.contains("max_attempts = 2 keeps the worst case inside"),
+        "{text}"
+    );
+    // Bad input is refused, naming the flag.
+    let (ok, text) = capacity_cli(&[
+        "--service-rate",
+        "0",
+        "--events-per-second",
+        "1",
+        "--fanout",
+        "1",
+    ]);
+    assert!(!ok && text.contains("--service-rate"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hookline_capacity_measures_this_machine() {
+    let (ok, text) = tokio::task::spawn_blocking(|| {
+        capacity_cli(&["--measure", "--events-per-second", "10", "--fanout", "100"])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("measured here: 5000 deliveries to a loopback sink"),
+        "{text}"
+    );
+}
