@@ -31,6 +31,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/policies"),
     ("GET", "/v1/policies"),
     ("GET", "/v1/policies/{id}"),
+    ("GET", "/v1/capacity"),
     ("POST", "/v1/rollouts"),
     ("GET", "/v1/rollouts"),
     ("GET", "/v1/rollouts/{id}"),

@@ -65,7 +65,7 @@ pub async fn run(args: CapacityArgs) -> Result<(), String> {
         ("--events-per-second", args.events_per_second),
         ("--fanout", args.fanout),
     ] {
-        if !(v.is_finite() && v >= 0.0 && v <= 1e9) {
+        if !(0.0..=1e9).contains(&v) {
             return Err(format!("{name} must be a number from 0 to 1e9, not {v}"));
         }
     }
