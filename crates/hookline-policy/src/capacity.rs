@@ -108,18 +108,22 @@ impl Refusal {
 }
 
 /// How many more deliveries can be accepted now, and what limits it: the room under
-/// `max_backlog`, and (with a measured rate) under `max_projected_drain`.
+/// `max_backlog` (for all `backlog`), and (with a measured rate) under `max_projected_drain`
+/// (for the backlog but the `held` part: held for paused subscribers, it waits rather than
+/// drains, and takes no capacity).
 pub fn room(
     limits: AdmissionLimits,
     measured: &Measured,
     backlog: u64,
+    held: u64,
     max_attempts: u32,
 ) -> (u64, Refusal) {
     let by_backlog = limits.max_backlog.saturating_sub(backlog);
+    let draining = backlog.saturating_sub(held);
     let by_drain = measured.sustainable_per_s().map(|sustainable| {
         let per_delivery = expected_attempts(measured.failure_rate, max_attempts);
         let fits = limits.max_projected_drain_s * sustainable / per_delivery;
-        (fits.max(0.0).floor() as u64).saturating_sub(backlog)
+        (fits.max(0.0).floor() as u64).saturating_sub(draining)
     });
     match by_drain {
         Some(d) if d < by_backlog => (d, Refusal::ProjectedDrain),
@@ -168,15 +172,24 @@ mod tests {
             max_projected_drain_s: 10.0,
         };
         let idle = Measured::default();
-        assert_eq!(room(limits, &idle, 400, 5), (600, Refusal::Backlog));
+        assert_eq!(room(limits, &idle, 400, 0, 5), (600, Refusal::Backlog));
         // 20/s with half the slots busy: 40/s sustainable, 400 fit in 10 s.
         let busy = Measured {
             service_rate_per_s: 20.0,
             utilization: 0.5,
             ..Measured::default()
         };
-        assert_eq!(room(limits, &busy, 100, 5), (300, Refusal::ProjectedDrain));
-        assert_eq!(room(limits, &busy, 500, 5), (0, Refusal::ProjectedDrain));
+        assert_eq!(
+            room(limits, &busy, 100, 0, 5),
+            (300, Refusal::ProjectedDrain)
+        );
+        assert_eq!(room(limits, &busy, 500, 0, 5), (0, Refusal::ProjectedDrain));
+        // Held deliveries count against the backlog limit only.
+        assert_eq!(
+            room(limits, &busy, 500, 400, 5),
+            (300, Refusal::ProjectedDrain)
+        );
+        assert_eq!(room(limits, &busy, 950, 900, 5), (50, Refusal::Backlog));
         assert_eq!(retry_after_s(&busy, 80, 5), 2);
         assert_eq!(retry_after_s(&idle, 80, 5), 60);
     }
@@ -202,7 +215,7 @@ mod tests {
         fn what_room_admits_fits_both_limits(backlog in 0u64..100_000, rate in 0.0f64..10_000.0, busy in 0.0f64..=1.0, fail in 0.0f64..=1.0, max_backlog in 0u64..200_000, drain in 1.0f64..100_000.0) {
             let limits = AdmissionLimits { max_backlog, max_projected_drain_s: drain };
             let m = Measured { service_rate_per_s: rate, utilization: busy, failure_rate: fail, ..Measured::default() };
-            let (n, _) = room(limits, &m, backlog, 5);
+            let (n, _) = room(limits, &m, backlog, 0, 5);
             prop_assert!(backlog + n <= max_backlog.max(backlog));
             if n > 0 {
                 let projected = m.projected_drain_s(backlog + n, 5).unwrap_or(0.0);

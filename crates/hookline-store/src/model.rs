@@ -700,6 +700,8 @@ pub struct CohortQuery {
 pub struct Backlog {
     /// Scheduled (due, waiting for a retry, held, deferred) or in flight.
     pub not_ended: u64,
+    /// Of them, held for paused subscribers: they wait rather than drain.
+    pub held: u64,
     /// Of them, due now and claimable but for capacity (not held for a paused subscriber).
     pub due: u64,
 }

@@ -205,8 +205,19 @@ impl Ending {
     }
 }
 
-/// A fan-out of `deliveries` under admission: refused (and the transaction rolled back by the
-/// caller's error) when it is more than the event may create.
+/// The backlog from its four counts: scheduled, in flight, scheduled and not held, due.
+pub(crate) fn backlog_of(scheduled: i64, in_flight: i64, unheld: i64, due: i64) -> Backlog {
+    let n = |v: i64| v.max(0) as u64;
+    Backlog {
+        not_ended: n(scheduled) + n(in_flight),
+        held: n(scheduled).saturating_sub(n(unheld)),
+        due: n(due),
+    }
+}
+
+/// A fan-out of `deliveries` (not counting those dead at once: they join no backlog) under
+/// admission: refused (and the transaction rolled back by the caller's error) when it is more
+/// than the event may create.
 pub(crate) fn admitted(event: &NewEvent, deliveries: u64) -> Result<()> {
     match event.admit_at_most {
         Some(room) if deliveries > room => Err(StoreError::OverCapacity { deliveries, room }),

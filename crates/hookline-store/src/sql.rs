@@ -163,12 +163,13 @@ pub(crate) fn cohort_latency_at() -> String {
     format!("{COHORT_FIRSTS} SELECT latency FROM firsts ORDER BY latency LIMIT 1 OFFSET $4")
 }
 
-/// Deliveries not ended, and those due now (parameter 1: now), through the partial indexes of
-/// scheduled, in-flight and due rows; `unheld` is the backend's "not held" predicate.
+/// Deliveries scheduled, in flight, scheduled and not held, and due now (parameter 1: now),
+/// each counted through a partial index; `unheld` is the backend's "not held" predicate.
 pub(crate) fn backlog(unheld: &str) -> String {
     format!(
-        "SELECT (SELECT count(*) FROM deliveries WHERE state = 'scheduled')
-              + (SELECT count(*) FROM deliveries WHERE state = 'in_flight'),
+        "SELECT (SELECT count(*) FROM deliveries WHERE state = 'scheduled'),
+                (SELECT count(*) FROM deliveries WHERE state = 'in_flight'),
+                (SELECT count(*) FROM deliveries WHERE state = 'scheduled' AND {unheld}),
                 (SELECT count(*) FROM deliveries
                  WHERE state = 'scheduled' AND {unheld} AND run_at <= $1)"
     )

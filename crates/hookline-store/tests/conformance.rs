@@ -2147,6 +2147,7 @@ mod cases {
             store.backlog(T0).await.unwrap(),
             Backlog {
                 not_ended: 6,
+                held: 2,
                 due: 4
             }
         );
@@ -2157,6 +2158,7 @@ mod cases {
             store.backlog(T0).await.unwrap(),
             Backlog {
                 not_ended: 5,
+                held: 2,
                 due: 3
             }
         );

@@ -112,6 +112,9 @@ pub async fn start(
             meter: capacity.meter.clone(),
         })
     });
+    if let Some(d) = &dispatcher {
+        capacity.sample(d.slots());
+    }
     let (stop_gauges, gauges_stopped) = tokio::sync::watch::channel(false);
     let gauges = tokio::spawn(crate::telemetry::refresh_gauges(
         store.clone(),

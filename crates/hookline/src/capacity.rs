@@ -9,7 +9,7 @@
 //! this process accepted since is added to it, so a burst between two counts cannot overshoot.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use hookline_policy::{retry_after_s, room, AdmissionLimits, Measured, Refusal, UnixMs};
@@ -20,7 +20,11 @@ use tokio::sync::watch;
 use crate::clock::Clock;
 use crate::config::AdmissionConfig;
 use crate::rollouts::Policies;
+use crate::slots::Slots;
 
+/// "Near a limit": less room than this many of the largest fan-outs, or this many deliveries.
+const NEAR_FAN_OUTS: u64 = 16;
+const NEAR_DELIVERIES: u64 = 10_000;
 /// Seconds a meter covers.
 const MINUTE_S: i64 = 60;
 /// How often a process records its meter and reads everyone's.
@@ -125,8 +129,9 @@ impl Estimate {
                 } else {
                     0.0
                 },
+                // Over 1 when attempts wait in the slow lane beside full slots.
                 utilization: if t.slot_samples > 0 {
-                    t.busy_slot_samples as f64 / t.slot_samples as f64
+                    (t.busy_slot_samples as f64 / t.slot_samples as f64).min(1.0)
                 } else {
                     0.0
                 },
@@ -145,9 +150,19 @@ pub struct Capacity {
     owner: String,
     pub meter: Arc<Meter>,
     admission: AdmissionConfig,
-    estimate: RwLock<Estimate>,
-    /// Deliveries this process accepted since the backlog was last counted.
-    accepted_since: AtomicU64,
+    /// The estimate and what this process accepted since its backlog was counted, changed
+    /// together so that no reader sees accepted work in neither.
+    state: RwLock<Counted>,
+    /// This process's delivery slots (none in an api-only process), sampled every tick.
+    slots: OnceLock<Arc<Slots>>,
+    /// The largest fan-out this process accepted, and the turn near a limit.
+    largest_fan_out: AtomicU64,
+    one_at_a_time: tokio::sync::Mutex<()>,
+}
+
+struct Counted {
+    estimate: Estimate,
+    accepted_since: u64,
 }
 
 /// Why nothing more fits now, and when to try again.
@@ -173,24 +188,35 @@ impl Capacity {
                 rand::random::<u32>()
             ),
             meter: Arc::new(Meter::new(now)),
-            estimate: RwLock::new(Estimate::from_totals(
-                now,
-                MeterReading::default(),
-                store.backlog(now).await?,
-            )),
+            state: RwLock::new(Counted {
+                estimate: Estimate::from_totals(
+                    now,
+                    MeterReading::default(),
+                    store.backlog(now).await?,
+                ),
+                accepted_since: 0,
+            }),
             store,
             clock,
             policies,
             admission,
-            accepted_since: AtomicU64::new(0),
+            slots: OnceLock::new(),
+            largest_fan_out: AtomicU64::new(0),
+            one_at_a_time: tokio::sync::Mutex::new(()),
         });
         Ok(capacity)
     }
 
+    /// Samples these slots (the dispatcher's) once a second.
+    pub fn sample(&self, slots: Arc<Slots>) {
+        let _ = self.slots.set(slots);
+    }
+
     fn limits(&self) -> AdmissionLimits {
+        let window = self.policies.current().delivery_window();
         AdmissionLimits {
             max_backlog: self.admission.max_backlog,
-            max_projected_drain_s: self.admission.max_projected_drain.as_secs_f64(),
+            max_projected_drain_s: self.admission.max_projected_drain(window).as_secs_f64(),
         }
     }
 
@@ -199,29 +225,49 @@ impl Capacity {
     }
 
     pub fn estimate(&self) -> Estimate {
-        *self.estimate.read().unwrap()
+        self.state.read().unwrap().estimate
     }
 
-    /// The backlog as last counted plus what this process accepted since.
-    fn backlog_now(&self, e: &Estimate) -> u64 {
-        e.backlog
-            .not_ended
-            .saturating_add(self.accepted_since.load(Ordering::Relaxed))
+    /// The estimate, and the backlog as last counted plus what this process accepted since.
+    /// (A publish that committed during a count is in both until the next count: the error is
+    /// on the side of refusing.)
+    fn now(&self) -> (Estimate, u64) {
+        let state = self.state.read().unwrap();
+        let e = state.estimate;
+        (e, e.backlog.not_ended.saturating_add(state.accepted_since))
     }
 
     /// How many deliveries a publish may create now, and what limits it.
     pub fn room(&self) -> (u64, Refusal) {
-        let e = self.estimate();
+        let (e, backlog) = self.now();
         room(
             self.limits(),
             &e.measured,
-            self.backlog_now(&e),
+            backlog,
+            e.backlog.held,
             self.max_attempts(),
         )
     }
 
+    /// Near a limit, one publish at a time in this process (from its room to its commit), so
+    /// concurrent publishes cannot each take the same room; far from one, no waiting. Across
+    /// processes the limit holds to within what the others accepted since the last count.
+    pub async fn admission_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        let (room, _) = self.room();
+        let largest = self.largest_fan_out.load(Ordering::Relaxed);
+        let near = room < (largest.saturating_mul(NEAR_FAN_OUTS)).max(NEAR_DELIVERIES);
+        if near {
+            Some(self.one_at_a_time.lock().await)
+        } else {
+            None
+        }
+    }
+
     pub fn accepted(&self, deliveries: u64) {
-        self.accepted_since.fetch_add(deliveries, Ordering::Relaxed);
+        let mut state = self.state.write().unwrap();
+        state.accepted_since = state.accepted_since.saturating_add(deliveries);
+        self.largest_fan_out
+            .fetch_max(deliveries, Ordering::Relaxed);
     }
 
     /// A fan-out of `deliveries` that did not fit `room`: counted, and told when to retry.
@@ -240,8 +286,7 @@ impl Capacity {
 
     /// What `GET /v1/capacity` answers.
     pub fn view(&self) -> Value {
-        let e = self.estimate();
-        let backlog = self.backlog_now(&e);
+        let (e, backlog) = self.now();
         let m = &e.measured;
         let (room, reason) = self.room();
         let window = self.policies.current().delivery_window().as_secs_f64();
@@ -253,14 +298,18 @@ impl Capacity {
             "sustainable_rate_per_s": m.sustainable_per_s(),
             "backlog": backlog,
             "due_backlog": e.backlog.due,
-            "projected_drain_s": m.projected_drain_s(backlog, self.max_attempts()),
+            "projected_drain_s": m.projected_drain_s(
+                backlog.saturating_sub(e.backlog.held),
+                self.max_attempts()
+            ),
+            "held_backlog": e.backlog.held,
             "delivery_window_s": window,
             "utilization": m.utilization,
             "admitting": room > 0,
             "refusing_reason": (room == 0).then(|| reason.as_str()),
             "room": room,
             "max_backlog": self.admission.max_backlog,
-            "max_projected_drain_s": self.admission.max_projected_drain.as_secs_f64(),
+            "max_projected_drain_s": self.limits().max_projected_drain_s,
             "measured_at": crate::clock::rfc3339(e.at),
         })
     }
@@ -268,32 +317,39 @@ impl Capacity {
     /// Records this process's meter, reads everyone's, and counts the backlog when it is due.
     async fn refresh(&self, count_backlog: bool) -> Result<Duration, StoreError> {
         let now = self.clock.now_ms();
+        if let Some(slots) = self.slots.get() {
+            let (busy, total) = slots.occupancy();
+            self.meter.slots(now, busy, total);
+        }
         self.store
             .record_meter(&self.owner, now, self.meter.last_minute(now))
             .await?;
         let totals = self.store.meter_totals(now - ALIVE_MS).await?;
         let counted = Instant::now();
+        // What this process accepted before the count is in it; what it accepts during the
+        // count stays added until the next one. Both change under one lock, so no reader ever
+        // sees accepted work in neither.
+        let accepted_before = self.state.read().unwrap().accepted_since;
         let backlog = if count_backlog {
-            // What this process accepts from here on is in the next count, not this one.
-            let since = self.accepted_since.swap(0, Ordering::Relaxed);
-            match self.store.backlog(now).await {
-                Ok(b) => b,
-                Err(e) => {
-                    self.accepted_since.fetch_add(since, Ordering::Relaxed);
-                    return Err(e);
-                }
-            }
+            self.store.backlog(now).await?
         } else {
             self.estimate().backlog
         };
         let took = counted.elapsed();
         let e = Estimate::from_totals(now, totals, backlog);
-        *self.estimate.write().unwrap() = e;
+        {
+            let mut state = self.state.write().unwrap();
+            state.estimate = e;
+            if count_backlog {
+                state.accepted_since = state.accepted_since.saturating_sub(accepted_before);
+            }
+        }
         let window = self.policies.current().delivery_window().as_secs_f64();
+        let (_, backlog_now) = self.now();
+        let draining = backlog_now.saturating_sub(e.backlog.held);
         crate::telemetry::capacity(
             &e.measured,
-            e.measured
-                .projected_drain_s(self.backlog_now(&e), self.max_attempts()),
+            e.measured.projected_drain_s(draining, self.max_attempts()),
             window,
         );
         Ok(took)

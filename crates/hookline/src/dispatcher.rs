@@ -75,6 +75,7 @@ pub struct Dispatcher {
 /// Controls a running dispatcher.
 pub struct DispatcherHandle {
     wake: Arc<Notify>,
+    slots: Arc<Slots>,
     alive: std::sync::Weak<()>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
@@ -84,6 +85,11 @@ impl DispatcherHandle {
     /// Something new may be due (a publish, a resume, a replay): look now.
     pub fn waker(&self) -> Arc<Notify> {
         self.wake.clone()
+    }
+
+    /// Its delivery slots, for the capacity model to sample.
+    pub fn slots(&self) -> Arc<Slots> {
+        self.slots.clone()
     }
 
     /// Whether its loop still runs (it stops only at shutdown, or by a panic).
@@ -126,6 +132,11 @@ impl Dispatcher {
         } = parts;
         let wake = Arc::new(Notify::new());
         let lease_ms = (delivery.attempt_timeout + LEASE_MARGIN).as_millis() as i64;
+        let slots = Slots::new(
+            delivery.concurrency,
+            delivery.retry_slots(),
+            delivery.slow_lane,
+        );
         let dispatcher = Dispatcher {
             shared: Arc::new(Shared {
                 store,
@@ -133,11 +144,7 @@ impl Dispatcher {
                 clock,
                 sender: Sender::new(delivery.attempt_timeout, guard),
                 wake: wake.clone(),
-                slots: Slots::new(
-                    delivery.concurrency,
-                    delivery.retry_slots(),
-                    delivery.slow_lane,
-                ),
+                slots: slots.clone(),
                 latency_labels,
                 slowness: std::sync::Mutex::new(Slowness::new(
                     delivery.slow_after,
@@ -157,6 +164,7 @@ impl Dispatcher {
         });
         DispatcherHandle {
             wake,
+            slots,
             alive: liveness,
             stop,
             task,
@@ -187,8 +195,6 @@ impl Dispatcher {
             let mut batch = Vec::new();
             if now >= next_sweep {
                 next_sweep = now + RESCUE_EVERY_MS;
-                s.meter
-                    .slots(now, s.slots.busy(), self.delivery.concurrency);
                 self.sweep_windows(now).await;
             }
             if free > 0 && now >= next_rescue {
@@ -201,7 +207,7 @@ impl Dispatcher {
                     }
                 }
             }
-            let want = free - batch.len();
+            let want = free.saturating_sub(batch.len());
             let mut filled = false;
             if want > 0 {
                 let request = ClaimRequest {

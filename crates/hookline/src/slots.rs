@@ -55,6 +55,14 @@ impl Slots {
         self.slow.load(Ordering::Acquire)
     }
 
+    /// Attempts under way, in a slot or in the slow lane, against the slots: how busy this
+    /// process's delivery is. An attempt that hangs in the slow lane counts (its timeout will
+    /// count as a completion), so hanging destinations read as busy, not as idle slots; the
+    /// lane itself is parking, not capacity.
+    pub fn occupancy(&self) -> (usize, usize) {
+        (self.busy() + self.in_slow_lane(), self.concurrency)
+    }
+
     /// Takes a slot for one attempt; it is given back when the returned [`Slot`] drops.
     pub fn take(self: &Arc<Self>, kind: AttemptKind) -> Slot {
         self.busy.fetch_add(1, Ordering::AcqRel);

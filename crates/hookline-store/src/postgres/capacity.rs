@@ -10,10 +10,7 @@ const DAY_MS: i64 = 24 * 3600 * 1000;
 
 pub(super) async fn backlog(c: &impl GenericClient, now: UnixMs) -> Result<Backlog> {
     let r = query_one(c, &sql::backlog("NOT held"), &[&now]).await?;
-    Ok(Backlog {
-        not_ended: r.get::<_, i64>(0).max(0) as u64,
-        due: r.get::<_, i64>(1).max(0) as u64,
-    })
+    Ok(backlog_of(r.get(0), r.get(1), r.get(2), r.get(3)))
 }
 
 pub(super) async fn record_meter(

@@ -221,7 +221,7 @@ pub(super) async fn publish(
         counts.get::<_, i64>(0) as u64,
         counts.get::<_, i64>(1) as u64,
     );
-    admitted(&event, deliveries)?;
+    admitted(&event, deliveries - unversioned)?;
     count_dead(DeadReason::PermanentFailure, None, unversioned);
     execute(
         c,
@@ -549,17 +549,20 @@ pub(super) async fn rescue_expired(
 ) -> Result<Vec<ClaimedDelivery>> {
     let lease: i64 = rand::random();
     // The state and expiry are checked again inside the UPDATE, so a completion that committed
-    // in between is never overwritten.
+    // in between is never overwritten. The rows are picked once, in a materialized CTE: as an
+    // `IN (SELECT ... LIMIT ... SKIP LOCKED)` the planner may run the pick more than once and
+    // lease more than `limit` rows (seen under a clock racing the leases).
     let rows = query(
         c,
         &format!(
-            "UPDATE deliveries SET lease_token = $3, lease_owner = $4, lease_expires = $5
-                 WHERE seq IN (
-                     SELECT seq FROM deliveries
-                     WHERE state = 'in_flight' AND lease_expires <= $1
-                     ORDER BY lease_expires LIMIT $2
-                     FOR UPDATE SKIP LOCKED)
-                   AND state = 'in_flight' AND lease_expires <= $1
+            "WITH picked AS MATERIALIZED (
+                 SELECT seq AS picked FROM deliveries
+                 WHERE state = 'in_flight' AND lease_expires <= $1
+                 ORDER BY lease_expires LIMIT $2
+                 FOR UPDATE SKIP LOCKED)
+             UPDATE deliveries SET lease_token = $3, lease_owner = $4, lease_expires = $5
+                 FROM picked
+                 WHERE seq = picked AND state = 'in_flight' AND lease_expires <= $1
                  RETURNING {DUE_COLUMNS}"
         ),
         &[&now, &(limit as i64), &lease, &owner, &(now + lease_ms)],
@@ -971,11 +974,13 @@ pub(super) async fn prune_delivered(
 ) -> Result<u64> {
     let pruned: Vec<i64> = query(
         c,
-        "DELETE FROM deliveries WHERE seq IN (
-                 SELECT d.seq FROM deliveries d
+        // Picked once (see `rescue_expired`): at most `batch` rows.
+        "WITH picked AS MATERIALIZED (
+                 SELECT d.seq AS picked FROM deliveries d
                  WHERE d.state = 'delivered' AND d.updated_at < $1
                    AND NOT EXISTS (SELECT 1 FROM replay_items ri WHERE ri.delivery_seq = d.seq)
                  LIMIT $2 FOR UPDATE SKIP LOCKED)
+             DELETE FROM deliveries USING picked WHERE seq = picked
              RETURNING seq",
         &[&before, &i64::from(batch)],
     )

@@ -10,10 +10,7 @@ const DAY_MS: i64 = 24 * 3600 * 1000;
 pub(super) fn backlog(c: &Connection, now: UnixMs) -> Result<Backlog> {
     Ok(c.prepare_cached(&sql::backlog("held = 0"))?
         .query_row([now], |r| {
-            Ok(Backlog {
-                not_ended: r.get::<_, i64>(0)?.max(0) as u64,
-                due: r.get::<_, i64>(1)?.max(0) as u64,
-            })
+            Ok(backlog_of(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })?)
 }
 

@@ -182,8 +182,8 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
         )?
         .collect::<rusqlite::Result<Vec<bool>>>()?;
     let deliveries = states.len() as u64;
-    admitted(&event, deliveries)?;
     let unversioned = states.iter().filter(|dead| **dead).count() as u64;
+    admitted(&event, deliveries - unversioned)?;
     count_dead(DeadReason::PermanentFailure, None, unversioned);
     c.prepare_cached(
         "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries,

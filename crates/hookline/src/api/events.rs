@@ -144,6 +144,7 @@ pub async fn publish(
     let mut event = new_event(&body?, ctx.max_payload_bytes, now)?;
     event.published_by = caller.map(|Extension(c)| c.name);
     let id = event.id.clone();
+    let turn = ctx.capacity.admission_turn().await;
     let (room, limit) = ctx.capacity.room();
     event.admit_at_most = Some(room);
     let published = match ctx.store.publish(event, now).await {
@@ -163,7 +164,9 @@ pub async fn publish(
     };
     match published {
         PublishOutcome::Accepted(receipt) => {
-            ctx.capacity.accepted(receipt.deliveries);
+            ctx.capacity
+                .accepted(receipt.deliveries - receipt.unversioned);
+            drop(turn);
             crate::telemetry::event_accepted(receipt.deliveries);
             ctx.wake.notify_one();
             Ok((StatusCode::ACCEPTED, Json(views::receipt(&receipt))))

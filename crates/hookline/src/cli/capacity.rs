@@ -50,7 +50,8 @@ impl Available {
             ),
             Available::Running(_) => "sustainable rate of the running hookline (--api)".into(),
             Available::Measured(m) => format!(
-                "measured here: {} deliveries to a loopback sink in {:.2} s",
+                "measured here (embedded SQLite, this config's delivery settings): {} deliveries \
+                 to a loopback sink in {:.2} s",
                 m.deliveries,
                 m.elapsed.as_secs_f64()
             ),
@@ -234,7 +235,11 @@ fn levers(config: &Config, at_rate: &Demand, worst: &Demand, have: f64) -> Strin
         "- admission: [admission] max_backlog = {} and max_projected_drain = {} refuse \
          fan-out (503 over_capacity) before the backlog outgrows the window\n",
         config.admission.max_backlog,
-        humantime::format_duration(config.admission.max_projected_drain)
+        humantime::format_duration(
+            config
+                .admission
+                .max_projected_drain(config.retry.delivery_window())
+        )
     );
     out
 }
@@ -260,6 +265,9 @@ async fn measure(config: Option<&Path>) -> Result<Measurement, String> {
     config.listen = "127.0.0.1:0".parse().expect("a loopback address");
     config.database = format!("sqlite://{}", dir.path().join("capacity.db").display());
     config.api_tokens.clear();
+    // Measuring, not protecting: the configured limits must not cut the load short.
+    config.admission.max_backlog = u64::MAX;
+    config.admission.max_projected_drain = Some(Duration::MAX);
     config.guard = std::sync::Arc::new(crate::destination::Guard::default());
     let app = crate::app::start(
         &config,

@@ -77,8 +77,16 @@ struct AdmissionFile {
 pub struct AdmissionConfig {
     /// Deliveries not yet ended, across every process, a fan-out may not take the backlog past.
     pub max_backlog: u64,
-    /// How long the backlog may take to drain at the measured sustainable rate.
-    pub max_projected_drain: Duration,
+    /// How long the backlog may take to drain at the measured sustainable rate (`None`: half
+    /// the delivery window in force).
+    pub max_projected_drain: Option<Duration>,
+}
+
+impl AdmissionConfig {
+    /// The drain limit for deliveries of `window`.
+    pub fn max_projected_drain(&self, window: Duration) -> Duration {
+        self.max_projected_drain.unwrap_or(window / 2)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -363,8 +371,8 @@ impl Config {
         let admission = AdmissionConfig {
             max_backlog: positive("admission.max_backlog", a.max_backlog)?,
             max_projected_drain: match a.max_projected_drain {
-                None => retry.delivery_window() / 2,
-                given => duration("admission.max_projected_drain", given)?,
+                None => None,
+                given => Some(duration("admission.max_projected_drain", given)?),
             },
         };
         Ok(Config {
