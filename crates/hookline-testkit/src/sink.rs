@@ -264,6 +264,21 @@ pub fn router(secrets: Secrets) -> Router {
         .with_state(sink)
 }
 
+/// A sink without signature checks on a free loopback port, served for as long as the runtime
+/// runs; answers its base URL. For tools that deliver to themselves (the drill, `hookline
+/// capacity --measure`).
+pub async fn spawn_on_loopback() -> Result<String, String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let url = format!(
+        "http://{}",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
+    tokio::spawn(async move { axum::serve(listener, router(Secrets::None)).await });
+    Ok(url)
+}
+
 /// Serves the sink until the process is stopped.
 pub async fn serve(listen: SocketAddr, secrets: Secrets) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(listen)

@@ -9,7 +9,6 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::*;
-use hookline_store::testing::PgSchema;
 use serde_json::{json, Value};
 
 const SUBSCRIBERS: usize = 100;
@@ -114,13 +113,11 @@ async fn the_backlog_limit_refuses_fan_out_until_it_drains_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_backlog_limit_refuses_fan_out_until_it_drains_on_postgres() {
-    let Some(schema) = PgSchema::create().await else {
+    let Some(app) = TestApp::start_on_postgres(BACKLOG_LIMIT).await else {
         return;
     };
-    let app = TestApp::start_on(&schema.url(), BACKLOG_LIMIT).await;
     backlog_limit(&app).await;
     app.stop().await;
-    schema.drop_schema().await;
 }
 
 /// Two slots and subscribers that take 300 ms to answer: a measured rate far below
@@ -165,13 +162,11 @@ async fn a_slow_fleet_makes_the_projected_drain_refuse_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_fleet_makes_the_projected_drain_refuse_on_postgres() {
-    let Some(schema) = PgSchema::create().await else {
+    let Some(app) = TestApp::start_on_postgres(SLOW_FLEET).await else {
         return;
     };
-    let app = TestApp::start_on(&schema.url(), SLOW_FLEET).await;
     projected_drain(&app).await;
     app.stop().await;
-    schema.drop_schema().await;
 }
 
 fn capacity_cli(args: &[&str]) -> (bool, String) {

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use common::*;
 use hookline_policy::in_share;
-use hookline_store::testing::PgSchema;
 use serde_json::{json, Value};
 
 const SUBSCRIBERS: usize = 40;
@@ -397,13 +396,11 @@ async fn a_cohort_is_retried_compared_aborted_and_promoted_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cohort_is_retried_compared_aborted_and_promoted_on_postgres() {
-    let Some(schema) = PgSchema::create().await else {
+    let Some(app) = TestApp::start_on_postgres(CONFIG).await else {
         return;
     };
-    let app = TestApp::start_on(&schema.url(), CONFIG).await;
     scenario(&app).await;
     app.stop().await;
-    schema.drop_schema().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -415,13 +412,11 @@ async fn a_bad_candidate_aborts_itself_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_candidate_aborts_itself_on_postgres() {
-    let Some(schema) = PgSchema::create().await else {
+    let Some(app) = TestApp::start_on_postgres(CONFIG).await else {
         return;
     };
-    let app = TestApp::start_on(&schema.url(), CONFIG).await;
     bad_candidate_aborts_itself(&app).await;
     app.stop().await;
-    schema.drop_schema().await;
 }
 
 /// An operator's calls to the `api` process of a real deployment.
@@ -504,7 +499,7 @@ impl Remote {
 /// told by `NOTIFY`, decides by it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_reaches_a_worker_process_on_postgres() {
-    let Some(schema) = PgSchema::create().await else {
+    let Some(schema) = hookline_store::testing::PgSchema::create().await else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -250,15 +250,7 @@ async fn measure(config: Option<&Path>) -> Result<Measurement, String> {
     const SUBSCRIBERS: usize = 100;
     const EVENTS: usize = 50;
     const LIMIT: Duration = Duration::from_secs(120);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let sink = format!(
-        "http://{}",
-        listener.local_addr().map_err(|e| e.to_string())?
-    );
-    let sink_router = hookline_testkit::sink::router(hookline_testkit::sink::Secrets::None);
-    tokio::spawn(async move { axum::serve(listener, sink_router).await });
+    let sink = hookline_testkit::sink::spawn_on_loopback().await?;
     let dir = hookline_testkit::ScratchDir::new("hookline-capacity").map_err(|e| e.to_string())?;
     let mut config = Config::load(config, Overrides::default()).map_err(|e| e.to_string())?;
     // Its own port, database and loopback sink; everything else as configured.

@@ -249,6 +249,8 @@ pub struct TestApp {
     pub config: Config,
     pub dir: tempfile::TempDir,
     pub http: reqwest::Client,
+    /// The PostgreSQL schema it runs on, dropped at `stop`.
+    schema: Option<hookline_store::testing::PgSchema>,
 }
 
 impl TestApp {
@@ -266,10 +268,14 @@ impl TestApp {
         dir.path().join("hookline.db")
     }
 
-    /// Like `start`, on the database at `url` (a PostgreSQL schema of the test's own).
-    pub async fn start_on(url: &str, extra: &str) -> Self {
+    /// Like `start`, on a PostgreSQL schema of its own (dropped at `stop`); `None` where no
+    /// PostgreSQL can be had (the reason is printed once).
+    pub async fn start_on_postgres(extra: &str) -> Option<Self> {
+        let schema = hookline_store::testing::PgSchema::create().await?;
         let dir = tempfile::tempdir().unwrap();
-        Self::start_at(dir, url, extra, true).await
+        let mut app = Self::start_at(dir, &schema.url(), extra, true).await;
+        app.schema = Some(schema);
+        Some(app)
     }
 
     async fn start_in(extra: &str, allow_private: bool) -> Self {
@@ -296,6 +302,7 @@ impl TestApp {
             config,
             dir,
             http: reqwest::Client::new(),
+            schema: None,
         }
     }
 
@@ -303,9 +310,15 @@ impl TestApp {
     pub async fn restart(mut self) -> Self {
         self.app.take().unwrap().shutdown().await;
         let TestApp {
-            dir, clock, config, ..
+            dir,
+            clock,
+            config,
+            schema,
+            ..
         } = self;
-        Self::launch(dir, clock, config).await
+        let mut app = Self::launch(dir, clock, config).await;
+        app.schema = schema;
+        app
     }
 
     pub fn base(&self) -> String {
@@ -400,6 +413,9 @@ impl TestApp {
 
     pub async fn stop(mut self) {
         self.app.take().unwrap().shutdown().await;
+        if let Some(schema) = self.schema.take() {
+            schema.drop_schema().await;
+        }
     }
 }
 

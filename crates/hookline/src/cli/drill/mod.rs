@@ -15,7 +15,6 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use hookline_testkit::process::wait_healthy;
-use hookline_testkit::sink::{router, Secrets};
 use hookline_testkit::{now_ms, rfc3339_ms, ScratchDir};
 use serde_json::{json, Value};
 
@@ -201,14 +200,7 @@ impl Drill {
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub async fn run(args: DrillArgs) -> Result<(), String> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let sink = format!(
-        "http://{}",
-        listener.local_addr().map_err(|e| e.to_string())?
-    );
-    tokio::spawn(async move { axum::serve(listener, router(Secrets::None)).await });
+    let sink = hookline_testkit::sink::spawn_on_loopback().await?;
     let (api, mut target, policy) = match &args.api {
         Some(api) => {
             let policy = crate::config::Config::load(args.config.as_deref(), Default::default())
