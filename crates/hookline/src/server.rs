@@ -10,7 +10,9 @@
 //! never displaced; while all are, accepting waits for one to finish. A stop closes kept-alive
 //! idle connections at once, gives the others a second to hand over a request they have sent
 //! (then closes them, or answers a body still on its way 408), and waits for the answers under
-//! way to be written.
+//! way to be written. The others include fresh connections whose request hyper has not read
+//! yet, one accepted while waiting for room, and those the kernel completed but not yet
+//! handed over: a client that connected and sent before the stop is answered.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -114,6 +116,8 @@ struct Connection {
     body_cut: AtomicBool,
     /// Bytes of a next request arrived while this one was answered.
     early_bytes: AtomicBool,
+    /// It has taken a request: idle, it is kept alive, not freshly connected.
+    served: AtomicBool,
 }
 
 impl Connection {
@@ -122,6 +126,9 @@ impl Connection {
     }
 
     fn set(&self, next: Phase) {
+        if next == Phase::Busy {
+            self.served.store(true, Ordering::Relaxed);
+        }
         *self.phase.lock().expect("phase lock") = next;
         self.changed.notify_one();
         if matches!(next, Phase::Idle(_) | Phase::Head(_) | Phase::Body(_)) {
@@ -188,6 +195,7 @@ impl Registry {
             cut: Notify::new(),
             body_cut: AtomicBool::new(false),
             early_bytes: AtomicBool::new(false),
+            served: AtomicBool::new(false),
         });
         let mut map = self.open.lock().expect("registry lock");
         map.insert(id, conn.clone());
@@ -253,6 +261,21 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let registry = Arc::new(Registry::default());
+    let stop = shutdown.clone();
+    let spawn = |stream: TcpStream| {
+        let _ = stream.set_nodelay(true);
+        let (conn, slot) = registry.open();
+        tokio::spawn(connection(
+            stream,
+            router.clone(),
+            conn,
+            limits,
+            stop.clone(),
+            slot,
+        ));
+    };
+    // Accepted, but waiting for room when the stop came.
+    let mut waiting_for_room = None;
     'accept: while !*shutdown.borrow() {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -272,19 +295,22 @@ pub async fn serve(
                 _ = registry.room.notified() => {}
                 // Connections settle with time, which sends no notification.
                 _ = tokio::time::sleep(SETTLE) => {}
-                _ = shutdown.changed() => break 'accept,
+                _ = shutdown.changed() => {
+                    waiting_for_room = Some(stream);
+                    break 'accept;
+                }
             }
         }
-        let _ = stream.set_nodelay(true);
-        let (conn, slot) = registry.open();
-        tokio::spawn(connection(
-            stream,
-            router.clone(),
-            conn,
-            limits,
-            shutdown.clone(),
-            slot,
-        ));
+        spawn(stream);
+    }
+    // A client whose connection the kernel completed before the stop may have sent its request
+    // already: those waiting for room, and those not yet accepted, get the stop's grace like
+    // every open connection (the cap no longer matters: nothing new is accepted).
+    if let Some(stream) = waiting_for_room {
+        spawn(stream);
+    }
+    while let Ok(Ok((stream, _))) = tokio::time::timeout(Duration::ZERO, listener.accept()).await {
+        spawn(stream);
     }
     drop(listener);
     while registry.len() > 0 {
@@ -318,12 +344,21 @@ async fn connection(
     // A body still arriving when the grace ended has been told to end (once is enough: the
     // handler may take a while to read it, or never does).
     let mut body_told = false;
+    // After a stop, the request under way is the connection's last: hyper closes after its
+    // answer, and closes a kept-alive idle connection at once. A fresh connection is not told
+    // so while idle: hyper would close it at once too, dropping a request whose bytes it has
+    // not read yet; the grace below ends it instead.
+    let mut last_request = false;
     loop {
         if stopped_at.is_none() && *shutdown.borrow() {
             stopped_at = Some(Instant::now());
-            serving.as_mut().graceful_shutdown();
         }
         let phase = conn.phase();
+        let fresh = matches!(phase, Phase::Idle(_)) && !conn.served.load(Ordering::Relaxed);
+        if stopped_at.is_some() && !last_request && !fresh {
+            serving.as_mut().graceful_shutdown();
+            last_request = true;
+        }
         let grace_over = async {
             match (stopped_at, phase) {
                 (Some(at), Phase::Idle(_) | Phase::Head(_)) => sleep_until(at + STOP_GRACE).await,
