@@ -304,6 +304,7 @@ impl Capacity {
             ),
             "held_backlog": e.backlog.held,
             "delivery_window_s": window,
+            "max_attempts": self.max_attempts(),
             "utilization": m.utilization,
             "admitting": room > 0,
             "refusing_reason": (room == 0).then(|| reason.as_str()),

@@ -661,3 +661,36 @@ async fn a_candidate_with_another_window_goes_to_everyone_at_once() {
     );
     app.stop().await;
 }
+
+/// Errors axum answers by itself (a method a route does not serve, a path that is not UTF-8)
+/// carry the error envelope like every other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_carries_the_envelope() {
+    let app = TestApp::start("").await;
+    let response = app
+        .http
+        .delete(format!("{}/v1/rollouts/ro_x", app.base()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 405);
+    assert!(response.headers().contains_key("allow"));
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
+    let (status, body) = app.call("GET", "/v1/policies/%ff", None).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!("bad_request")),
+        "{body}"
+    );
+    // A percent is read as written.
+    let (status, body) = app
+        .call(
+            "POST",
+            "/v1/rollouts",
+            Some(json!({"policy": "p", "percent": 1e-3})),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    app.stop().await;
+}

@@ -105,6 +105,55 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Answers axum gives by itself (405 for a method a route does not serve, with `Allow`; 400 for
+/// a path parameter that is not UTF-8) carry the error envelope like every other error.
+pub async fn in_the_envelope(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if json || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        let allow = response.headers().get(axum::http::header::ALLOW).cloned();
+        let allowed = allow
+            .as_ref()
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("none")
+            .to_owned();
+        let mut answer = ApiError::new(
+            status,
+            "method_not_allowed",
+            format!("{method} is not served on {path}; it serves {allowed}"),
+        )
+        .into_response();
+        if let Some(allow) = allow {
+            answer
+                .headers_mut()
+                .insert(axum::http::header::ALLOW, allow);
+        }
+        return answer;
+    }
+    let text = axum::body::to_bytes(response.into_body(), 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let code = if status.is_server_error() {
+        "internal"
+    } else {
+        "bad_request"
+    };
+    ApiError::new(status, code, text).into_response()
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {

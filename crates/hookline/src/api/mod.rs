@@ -125,6 +125,7 @@ pub fn router(ctx: Arc<ApiContext>) -> Router {
         .route("/v1/rollouts/{id}/abort", post(rollouts::abort))
         .route("/v1/rollouts/{id}/comparison", get(rollouts::comparison))
         .fallback(not_found)
+        .layer(middleware::from_fn(error::in_the_envelope))
         .layer(middleware::from_fn_with_state(
             ctx.clone(),
             auth::require_token,

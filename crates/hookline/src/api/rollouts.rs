@@ -30,7 +30,7 @@ const MAX_MIN_DELIVERIES: u64 = 100_000_000;
 #[serde(deny_unknown_fields)]
 pub(super) struct StartBody {
     policy: String,
-    percent: f64,
+    percent: serde_json::Number,
     subscriber_ids: Option<Vec<String>>,
     abort_if: Option<AbortIfBody>,
 }
@@ -45,7 +45,7 @@ struct AbortIfBody {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ShareBody {
-    percent: f64,
+    percent: serde_json::Number,
 }
 
 #[derive(Deserialize)]
@@ -76,15 +76,34 @@ fn one_window(candidate: &Policy, baseline: &Policy, basis_points: u32) -> Resul
     )))
 }
 
-/// A percent as hundredths of a percent: 0 to 100, at most two decimals.
-fn basis_points(percent: f64) -> Result<u32, ApiError> {
-    let scaled = percent * 100.0;
-    if !(0.0..=f64::from(EVERYONE)).contains(&scaled) || (scaled - scaled.round()).abs() > 1e-6 {
-        return Err(ApiError::invalid(format!(
-            "percent: must be from 0 to 100 with at most two decimals, not {percent}"
-        )));
+/// A percent as hundredths of a percent: 0 to 100, written with at most two decimals (as
+/// sent: `12.339999999999999` is not 12.34).
+fn basis_points(percent: &serde_json::Number) -> Result<u32, ApiError> {
+    let written = percent.to_string();
+    let refused = || {
+        ApiError::invalid(format!(
+            "percent: must be from 0 to 100, written like 5 or 12.5 (at most two decimals, no \
+             exponent), not {written}"
+        ))
+    };
+    // Minus zero is zero; any other sign is refused below (a '-' is not a digit).
+    let unsigned = match written.strip_prefix('-') {
+        Some(rest) if rest.bytes().all(|b| b == b'0' || b == b'.') => rest,
+        _ => &written,
+    };
+    let (whole, decimals) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+    let digits = |s: &str, max: usize| s.len() <= max && s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole, 3) || !digits(decimals, 2) {
+        return Err(refused());
     }
-    Ok(scaled.round() as u32)
+    let hundredths = whole.parse::<u32>().map_err(|_| refused())? * 100
+        + format!("{decimals:0<2}")
+            .parse::<u32>()
+            .map_err(|_| refused())?;
+    if hundredths > EVERYONE {
+        return Err(refused());
+    }
+    Ok(hundredths)
 }
 
 fn abort_if(body: AbortIfBody) -> Result<AbortIf, ApiError> {
@@ -139,7 +158,7 @@ pub async fn start(
 ) -> Answer {
     let body: StartBody = parse_json(&body?)?;
     validate::policy_name(&body.policy)?;
-    let basis_points = basis_points(body.percent)?;
+    let basis_points = basis_points(&body.percent)?;
     let abort_if = body.abort_if.map(abort_if).transpose()?;
     let subscriber_ids = listed(&ctx, body.subscriber_ids).await?;
     // A promotion made by another process counts: the baseline is what is in force now.
@@ -222,7 +241,7 @@ pub async fn patch(
     body: Result<Bytes, BytesRejection>,
 ) -> Answer {
     let body: ShareBody = parse_json(&body?)?;
-    let basis_points = basis_points(body.percent)?;
+    let basis_points = basis_points(&body.percent)?;
     let rollout = ctx.store.get_rollout(&id).await?;
     if rollout.state != RolloutState::Running {
         return Err(ApiError::conflict(format!(
@@ -302,4 +321,45 @@ pub async fn comparison(State(ctx): ApiState, Path(id): Path<String>) -> Answer 
             "difference": differences_view(&baseline, &candidate),
         })),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<u32, ApiError> {
+        basis_points(&serde_json::from_str(text).unwrap())
+    }
+
+    #[test]
+    fn a_percent_is_read_as_written() {
+        for (text, bp) in [
+            ("0", 0),
+            ("5", 500),
+            ("12.5", 1250),
+            ("12.34", 1234),
+            ("100", 10_000),
+            ("100.00", 10_000),
+            ("-0", 0),
+            ("-0.00", 0),
+            ("0.01", 1),
+        ] {
+            assert_eq!(parse(text).unwrap(), bp, "{text}");
+        }
+        for text in [
+            "12.339999999999999",
+            "1e2",
+            "1e-400",
+            "12.345",
+            "100.01",
+            "-1",
+            "101",
+            "1000",
+            "5.000000000000000001",
+            "-0.5",
+            "-0.01",
+        ] {
+            assert!(parse(text).is_err(), "{text}");
+        }
+    }
 }

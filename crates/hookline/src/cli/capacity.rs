@@ -67,7 +67,7 @@ pub async fn run(args: CapacityArgs) -> Result<(), String> {
         ("--fanout", args.fanout),
     ] {
         if !(0.0..=1e9).contains(&v) {
-            return Err(format!("{name} must be a number from 0 to 1e9, not {v}"));
+            return Err(format!("{name} must be a number from 0 to 1e9, not {v:?}"));
         }
     }
     if !(0.0..=1.0).contains(&args.failure_rate) {
@@ -77,11 +77,15 @@ pub async fn run(args: CapacityArgs) -> Result<(), String> {
         ));
     }
     let positive = |name: &str, v: f64| {
-        if v.is_finite() && v > 0.0 && v <= 1e9 {
+        if (0.001..=1e9).contains(&v) {
             Ok(v)
         } else {
-            Err(format!("{name} must be above 0 and at most 1e9, not {v}"))
+            Err(format!("{name} must be from 0.001 to 1e9, not {v:?}"))
         }
+    };
+    let mut budget = Budget {
+        max_attempts: config.retry.max_attempts(),
+        window: config.retry.delivery_window(),
     };
     let available = match (args.service_rate, args.workers, args.attempts_per_worker) {
         (Some(rate), _, _) => Available::Given(positive("--service-rate", rate)?),
@@ -91,26 +95,51 @@ pub async fn run(args: CapacityArgs) -> Result<(), String> {
         },
         (None, Some(_), _) => return Err("--workers must be at least 1".into()),
         _ if args.measure => Available::Measured(measure(args.config.as_deref()).await?),
-        _ => Available::Running(running(&args.api).await?),
+        _ => {
+            let (rate, in_force) = running(&args.api).await?;
+            budget = in_force;
+            Available::Running(rate)
+        }
     };
-    print!("{}", render(&args, &config, &available));
+    print!("{}", render(&args, &config, &available, budget));
     Ok(())
 }
 
-/// The sustainable rate a running hookline measures.
-async fn running(api: &ApiArg) -> Result<f64, String> {
+/// The attempt budget and window the arithmetic uses: the config's, or a running hookline's
+/// policy in force.
+#[derive(Clone, Copy)]
+struct Budget {
+    max_attempts: u32,
+    window: Duration,
+}
+
+/// The sustainable rate a running hookline measures, and its policy in force.
+async fn running(api: &ApiArg) -> Result<(f64, Budget), String> {
     let url = format!("{}/v1/capacity", api.api.trim_end_matches('/'));
     let c = call(reqwest::Client::new().get(url), api).await?;
-    c["sustainable_rate_per_s"]
+    let rate = c["sustainable_rate_per_s"]
         .as_f64()
         .filter(|r| *r > 0.0)
         .ok_or_else(|| {
             format!(
                 "the hookline at {} has no measured rate yet (idle or just started): give \
-             --service-rate, or --measure",
+                 --service-rate, or --measure",
                 api.api
             )
-        })
+        })?;
+    let budget = match (c["max_attempts"].as_u64(), c["delivery_window_s"].as_f64()) {
+        (Some(m), Some(w)) if m >= 1 && w.is_finite() && w > 0.0 => Budget {
+            max_attempts: u32::try_from(m).unwrap_or(u32::MAX),
+            window: Duration::from_secs_f64(w),
+        },
+        _ => {
+            return Err(format!(
+                "the API at {} answered no policy in force",
+                api.api
+            ))
+        }
+    };
+    Ok((rate, budget))
 }
 
 fn rate(v: f64) -> String {
@@ -125,9 +154,8 @@ fn human(seconds: f64) -> String {
     humantime::format_duration(Duration::from_secs(seconds.ceil() as u64)).to_string()
 }
 
-fn render(args: &CapacityArgs, config: &Config, available: &Available) -> String {
-    let retry = &config.retry;
-    let m = retry.max_attempts();
+fn render(args: &CapacityArgs, config: &Config, available: &Available, budget: Budget) -> String {
+    let m = budget.max_attempts;
     let at_rate = Demand::of(args.events_per_second, args.fanout, args.failure_rate, m);
     let worst = Demand::of(args.events_per_second, args.fanout, 1.0, m);
     let have = available.per_s();
@@ -136,7 +164,7 @@ fn render(args: &CapacityArgs, config: &Config, available: &Available) -> String
          {m} attempts), delivery window {}\navailable: {} attempts/s, {}\n\n",
         rate(args.events_per_second),
         rate(args.fanout),
-        humantime::format_duration(retry.delivery_window()),
+        humantime::format_duration(budget.window),
         rate(have),
         available.source()
     );
@@ -167,10 +195,10 @@ fn render(args: &CapacityArgs, config: &Config, available: &Available) -> String
         .enumerate()
         .map(|(i, name)| vec![name.to_string(), a[i].clone(), w[i].clone()])
         .collect();
-    let failing = format!("{:.0}% failing", 100.0 * args.failure_rate);
+    let failing = format!("{:.0}% failing", 100.0 * args.failure_rate + 0.0);
     out += &table::render(&["", &failing, "worst case (every attempt fails)"], &rows);
     if let Some(backlog) = args.backlog {
-        let window = retry.delivery_window().as_secs_f64();
+        let window = budget.window.as_secs_f64();
         out += "\n";
         for (what, failure, demand) in [
             (failing.as_str(), args.failure_rate, &at_rate),
@@ -186,7 +214,7 @@ fn render(args: &CapacityArgs, config: &Config, available: &Available) -> String
                     "a backlog of {backlog} deliveries takes {} at {what}: PAST the {} window \
                      (deliveries will die window_expired)\n",
                     human(s),
-                    humantime::format_duration(retry.delivery_window())
+                    humantime::format_duration(budget.window)
                 ),
                 None => format!(
                     "a backlog of {backlog} deliveries NEVER drains at {what}: new traffic \
@@ -196,13 +224,13 @@ fn render(args: &CapacityArgs, config: &Config, available: &Available) -> String
         }
     }
     out += "\nlevers:\n";
-    out += &levers(config, &at_rate, &worst, have);
+    out += &levers(config, budget, &at_rate, &worst, have);
     out
 }
 
 /// What changes the answer, in the order an operator would reach for it.
-fn levers(config: &Config, at_rate: &Demand, worst: &Demand, have: f64) -> String {
-    let m = config.retry.max_attempts();
+fn levers(config: &Config, budget: Budget, at_rate: &Demand, worst: &Demand, have: f64) -> String {
+    let m = budget.max_attempts;
     let mut out = String::new();
     if at_rate.total_per_s() > have {
         out += &format!(
@@ -235,11 +263,7 @@ fn levers(config: &Config, at_rate: &Demand, worst: &Demand, have: f64) -> Strin
         "- admission: [admission] max_backlog = {} and max_projected_drain = {} refuse \
          fan-out (503 over_capacity) before the backlog outgrows the window\n",
         config.admission.max_backlog,
-        humantime::format_duration(
-            config
-                .admission
-                .max_projected_drain(config.retry.delivery_window())
-        )
+        humantime::format_duration(config.admission.max_projected_drain(budget.window))
     );
     out
 }

@@ -244,7 +244,7 @@ pub struct CapacityArgs {
     #[arg(long, requires = "attempts_per_worker", conflicts_with = "measure")]
     workers: Option<u32>,
     /// Attempts per second one worker makes (with --workers).
-    #[arg(long, requires = "workers")]
+    #[arg(long, requires = "workers", conflicts_with_all = ["service_rate", "measure"])]
     attempts_per_worker: Option<f64>,
     /// Deliveries already waiting: does this backlog drain inside the window while the new
     /// traffic goes on?
