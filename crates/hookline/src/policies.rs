@@ -287,43 +287,30 @@ mod tests {
 
     #[test]
     fn impossible_values_are_refused_naming_the_field() {
-        let field = |body: Value| define(body).unwrap_err().field;
-        assert_eq!(
-            field(json!({"name": "x", "classification": {"retryable": [200]}})),
-            "classification"
-        );
-        assert_eq!(
-            field(json!({"name": "x", "retry": {"base_delay": "10m"}})),
-            "retry.base_delay"
-        );
-        assert_eq!(
-            field(json!({"name": "x", "retry": {"max_attempts": 0}})),
-            "retry.max_attempts"
-        );
-        assert_eq!(
-            field(json!({"name": "x", "retry": {"max_attempts": 100000}})),
-            "retry.max_attempts"
-        );
-        assert_eq!(
-            field(json!({"name": "x", "retry": {"delivery_window": "forever"}})),
-            "retry.delivery_window"
-        );
-        assert_eq!(
-            field(json!({"name": "x", "retry": {"jitter": "lots"}})),
-            "retry.jitter"
-        );
-        assert_eq!(
-            field(json!({"name": "x", "breaker": {"failures": 0}})),
-            "breaker.failures"
-        );
-        assert_eq!(
-            field(json!({"name": "x", "breaker": {"cool_down": "0s"}})),
-            "breaker.cool_down"
-        );
-        assert_eq!(
-            field(json!({"name": "x", "retry": {"base_delay": "1ns"}})),
-            "retry.base_delay"
-        );
+        let cases = [
+            (
+                json!({"classification": {"retryable": [200]}}),
+                "classification",
+            ),
+            (json!({"retry": {"base_delay": "10m"}}), "retry.base_delay"),
+            (json!({"retry": {"base_delay": "1ns"}}), "retry.base_delay"),
+            (json!({"retry": {"max_attempts": 0}}), "retry.max_attempts"),
+            (
+                json!({"retry": {"max_attempts": 100000}}),
+                "retry.max_attempts",
+            ),
+            (
+                json!({"retry": {"delivery_window": "forever"}}),
+                "retry.delivery_window",
+            ),
+            (json!({"retry": {"jitter": "lots"}}), "retry.jitter"),
+            (json!({"breaker": {"failures": 0}}), "breaker.failures"),
+            (json!({"breaker": {"cool_down": "0s"}}), "breaker.cool_down"),
+        ];
+        for (mut body, field) in cases {
+            body["name"] = json!("x");
+            assert_eq!(define(body.clone()).unwrap_err().field, field, "{body}");
+        }
         // Ten attempts cannot fit a one-minute window: the schedule arithmetic refuses it.
         let crowded = define(json!({"name": "x", "retry": {"max_attempts": 10,
                                                           "delivery_window": "1m"}}));

@@ -7,7 +7,7 @@
 //! [`REFRESH_EVERY_MS`]. Decisions read the snapshot when they decide, so an attempt that was
 //! under way during an abort is decided by the baseline.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 
 use hookline_policy::{compare_proportions, in_share, Difference, UnixMs};
@@ -259,6 +259,11 @@ fn retried(r: &CohortReport) -> (u64, u64) {
     (r.retried, r.deliveries)
 }
 
+/// Attempts after the first, per delivery.
+fn retry_rate(r: &CohortReport) -> Option<f64> {
+    ratio((r.retry_attempts, r.deliveries))
+}
+
 fn ratio((hits, of): (u64, u64)) -> Option<f64> {
     (of > 0).then(|| hits as f64 / of as f64)
 }
@@ -295,14 +300,14 @@ pub fn cohort_view(policy: &str, r: &CohortReport) -> serde_json::Value {
             "p50": r.first_attempt_latency_p50_ms,
             "p99": r.first_attempt_latency_p99_ms,
         },
-        "retry_rate": (r.deliveries > 0).then(|| r.retry_attempts as f64 / r.deliveries as f64),
+        "retry_rate": retry_rate(r),
         "retried": r.retried,
         "terminal_rate": ratio(terminal(r)),
         "ended": r.ended(),
         "pending": r.deliveries.saturating_sub(r.ended()),
         "delivered": r.delivered,
         "dead": r.dead,
-        "dead_by_reason": r.dead_by_reason.iter().collect::<BTreeMap<_, _>>(),
+        "dead_by_reason": r.dead_by_reason,
     })
 }
 
@@ -322,15 +327,12 @@ fn difference_view(
 /// The differences a comparison shows, candidate minus baseline, each with a two-proportion
 /// z-test at 95%.
 pub fn differences_view(baseline: &CohortReport, candidate: &CohortReport) -> serde_json::Value {
-    let rate = |r: &CohortReport| {
-        (r.deliveries > 0).then(|| r.retry_attempts as f64 / r.deliveries as f64)
-    };
     let minus = |a: Option<f64>, b: Option<f64>| Some(a? - b?);
     let terminal_test = compare_proportions(terminal(baseline), terminal(candidate));
     serde_json::json!({
         "retry_rate": difference_view(
             compare_proportions(retried(baseline), retried(candidate)),
-            minus(rate(candidate), rate(baseline)),
+            minus(retry_rate(candidate), retry_rate(baseline)),
             "share of deliveries retried at least once",
         ),
         "terminal_rate": difference_view(

@@ -104,21 +104,12 @@ async fn backlog_limit(app: &TestApp) {
 const BACKLOG_LIMIT: &str =
     "[delivery]\nattempt_timeout = \"10m\"\n[admission]\nmax_backlog = 500\n";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_backlog_limit_refuses_fan_out_until_it_drains_on_sqlite() {
-    let app = TestApp::start(BACKLOG_LIMIT).await;
-    backlog_limit(&app).await;
-    app.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_backlog_limit_refuses_fan_out_until_it_drains_on_postgres() {
-    let Some(app) = TestApp::start_on_postgres(BACKLOG_LIMIT).await else {
-        return;
-    };
-    backlog_limit(&app).await;
-    app.stop().await;
-}
+on_both_backends!(
+    the_backlog_limit_refuses_fan_out_until_it_drains_on_sqlite,
+    the_backlog_limit_refuses_fan_out_until_it_drains_on_postgres,
+    BACKLOG_LIMIT,
+    backlog_limit
+);
 
 /// Two slots and subscribers that take 300 ms to answer: a measured rate far below
 /// what a new fan-out needs to drain within ten seconds of the clock.
@@ -153,21 +144,12 @@ async fn projected_drain(app: &TestApp) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_fleet_makes_the_projected_drain_refuse_on_sqlite() {
-    let app = TestApp::start(SLOW_FLEET).await;
-    projected_drain(&app).await;
-    app.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_fleet_makes_the_projected_drain_refuse_on_postgres() {
-    let Some(app) = TestApp::start_on_postgres(SLOW_FLEET).await else {
-        return;
-    };
-    projected_drain(&app).await;
-    app.stop().await;
-}
+on_both_backends!(
+    a_slow_fleet_makes_the_projected_drain_refuse_on_sqlite,
+    a_slow_fleet_makes_the_projected_drain_refuse_on_postgres,
+    SLOW_FLEET,
+    projected_drain
+);
 
 fn capacity_cli(args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))

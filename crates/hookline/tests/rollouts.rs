@@ -403,21 +403,12 @@ async fn a_cohort_is_retried_compared_aborted_and_promoted_on_postgres() {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bad_candidate_aborts_itself_on_sqlite() {
-    let app = TestApp::start(CONFIG).await;
-    bad_candidate_aborts_itself(&app).await;
-    app.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bad_candidate_aborts_itself_on_postgres() {
-    let Some(app) = TestApp::start_on_postgres(CONFIG).await else {
-        return;
-    };
-    bad_candidate_aborts_itself(&app).await;
-    app.stop().await;
-}
+on_both_backends!(
+    a_bad_candidate_aborts_itself_on_sqlite,
+    a_bad_candidate_aborts_itself_on_postgres,
+    CONFIG,
+    bad_candidate_aborts_itself
+);
 
 /// An operator's calls to the `api` process of a real deployment.
 struct Remote {

@@ -127,10 +127,15 @@ async fn running(api: &ApiArg) -> Result<(f64, Budget), String> {
                 api.api
             )
         })?;
-    let budget = match (c["max_attempts"].as_u64(), c["delivery_window_s"].as_f64()) {
-        (Some(m), Some(w)) if m >= 1 && w.is_finite() && w > 0.0 => Budget {
+    // From another process: a window too large for a `Duration` is refused, not a panic.
+    let window = c["delivery_window_s"]
+        .as_f64()
+        .and_then(|w| Duration::try_from_secs_f64(w).ok())
+        .filter(|w| !w.is_zero());
+    let budget = match (c["max_attempts"].as_u64(), window) {
+        (Some(m), Some(window)) if m >= 1 => Budget {
             max_attempts: u32::try_from(m).unwrap_or(u32::MAX),
-            window: Duration::from_secs_f64(w),
+            window,
         },
         _ => {
             return Err(format!(

@@ -419,6 +419,29 @@ impl TestApp {
     }
 }
 
+/// One scenario (`async fn(&TestApp)`) as two tests: on SQLite, and on a PostgreSQL schema
+/// of its own (skipped, saying why, where no PostgreSQL can be had).
+#[macro_export]
+macro_rules! on_both_backends {
+    ($sqlite:ident, $postgres:ident, $config:expr, $scenario:path) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $sqlite() {
+            let app = TestApp::start($config).await;
+            $scenario(&app).await;
+            app.stop().await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            let Some(app) = TestApp::start_on_postgres($config).await else {
+                return;
+            };
+            $scenario(&app).await;
+            app.stop().await;
+        }
+    };
+}
+
 pub fn state(d: &Value) -> &str {
     d["state"].as_str().unwrap()
 }
