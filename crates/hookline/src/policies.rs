@@ -1,6 +1,6 @@
 //! Named retry policies: what one is (a classification table, a retry schedule and a circuit
 //! breaker), how one is read from the JSON an operator sends, every part or field left out taken
-//! from the default, and how one is shown. The config's `[retry]` and `[breaker]` with the
+//! from the policy in force, and how one is shown. The config's `[retry]` and `[breaker]` with the
 //! standard table are the policy `default`. A policy never changes once stored; its definition
 //! is the JSON [`Policy::to_json`] wrote.
 
