@@ -40,6 +40,8 @@ pub enum BreakerState {
 }
 
 impl BreakerState {
+    /// What [`BreakerState::as_str`] can answer.
+    pub const NAMES: [&'static str; 3] = ["closed", "open", "half_open"];
     pub fn as_str(self) -> &'static str {
         match self {
             BreakerState::Closed => "closed",

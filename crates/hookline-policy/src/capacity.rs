@@ -99,6 +99,7 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    pub const ALL: [Refusal; 2] = [Refusal::Backlog, Refusal::ProjectedDrain];
     pub fn as_str(self) -> &'static str {
         match self {
             Refusal::Backlog => "max_backlog",

@@ -36,6 +36,12 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Success,
+        Outcome::Retryable,
+        Outcome::Permanent,
+        Outcome::Lost,
+    ];
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Success => "success",

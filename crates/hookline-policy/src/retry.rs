@@ -20,6 +20,7 @@ pub enum Jitter {
 }
 
 impl Jitter {
+    pub const ALL: [Jitter; 3] = [Jitter::Equal, Jitter::Full, Jitter::None];
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "equal" => Jitter::Equal,

@@ -161,6 +161,11 @@ pub trait Store: Send + Sync + 'static {
         cursor: Option<String>,
     ) -> Result<Page<DeadLetter>>;
 
+    /// Dead letters by reason and subscriber (those that died at or after `since`), largest
+    /// groups first, at most `limit` groups. It counts every dead letter since `since`: for an
+    /// operator's look, not a hot path.
+    async fn dead_letter_groups(&self, since: UnixMs, limit: u32) -> Result<Vec<DeadLetterGroup>>;
+
     /// Moves up to `limit` dead letters matching the filter back to the queue, with a fresh
     /// budget and window, released at most `per_second`, and records the audit, atomically.
     /// Subscribers that are revoked are never selected.

@@ -17,6 +17,11 @@ pub enum SubscriberStatus {
 }
 
 impl SubscriberStatus {
+    pub const ALL: [SubscriberStatus; 3] = [
+        SubscriberStatus::Active,
+        SubscriberStatus::Paused,
+        SubscriberStatus::Revoked,
+    ];
     pub fn as_str(self) -> &'static str {
         match self {
             SubscriberStatus::Active => "active",
@@ -240,8 +245,9 @@ impl DeliveryState {
     }
 }
 
-/// Delivery counts of one event, by state.
+/// Delivery counts by state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StateCounts {
     pub scheduled: u64,
     pub in_flight: u64,
@@ -569,6 +575,16 @@ pub struct Replay {
     pub delivered: u64,
     /// How many of the selected have died again since.
     pub dead: u64,
+}
+
+/// Dead letters of one reason and subscriber.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterGroup {
+    pub reason: DeadReason,
+    pub subscriber_id: String,
+    pub count: u64,
+    pub oldest_dead_at: UnixMs,
+    pub newest_dead_at: UnixMs,
 }
 
 /// What a backup or a restore copied, for the operator to check against what they expect.

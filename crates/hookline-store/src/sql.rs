@@ -50,6 +50,14 @@ pub(crate) fn replay_selection(placeholder: char) -> String {
     .replace('?', &placeholder.to_string())
 }
 
+/// Dead letters by reason and subscriber since `$1`, largest groups first, at most `$2` groups
+/// (parameters in both backends' `$N`).
+pub(crate) const DEAD_LETTER_GROUPS: &str =
+    "SELECT dead_reason, subscriber_id, count(*), min(dead_at), max(dead_at)
+     FROM deliveries WHERE state = 'dead' AND dead_at >= $1
+     GROUP BY dead_reason, subscriber_id
+     ORDER BY count(*) DESC, dead_reason, subscriber_id LIMIT $2";
+
 /// For reads: the payload version delivery `d` sends (or sent). Rows written before payload
 /// versions (NULL) send the event's latest; a delivery that died for want of a version has none.
 pub(crate) const SENT_VERSION: &str =

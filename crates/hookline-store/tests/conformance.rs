@@ -82,6 +82,7 @@ macro_rules! all_cases {
             pause_holds_without_spending_attempts,
             revocation_kills_pending_and_stops_fan_out,
             dead_letters_filter_and_page,
+            dead_letters_group_by_reason_and_subscriber,
             replay_is_bounded_paced_and_audited,
             state_survives_reopen,
             prune_removes_old_delivered_only,
@@ -692,6 +693,74 @@ mod cases {
             .unwrap();
         assert_eq!(listed.items.len(), 1);
         assert_eq!(listed.items[0].id, "p:b");
+    }
+
+    pub async fn dead_letters_group_by_reason_and_subscriber(h: &impl Harness) {
+        let store = h.open().await;
+        for id in ["a", "b"] {
+            store.create_subscriber(sub(id, &[]), T0).await.unwrap();
+        }
+        for i in 0..3 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        kill_all(&*store, T0 + 1, DeadReason::AttemptsExhausted).await;
+        store
+            .update_subscriber(
+                "a",
+                SubscriberPatch {
+                    status: Some(SubscriberStatus::Paused),
+                    ..Default::default()
+                },
+                T0 + 2,
+            )
+            .await
+            .unwrap();
+        accepted(&*store, event("p", "t"), T0 + 5).await;
+        kill_all(&*store, T0 + 9, DeadReason::PermanentFailure).await;
+        let group = |reason, subscriber: &str, count, oldest, newest| DeadLetterGroup {
+            reason,
+            subscriber_id: subscriber.into(),
+            count,
+            oldest_dead_at: oldest,
+            newest_dead_at: newest,
+        };
+        let all = store.dead_letter_groups(i64::MIN, 100).await.unwrap();
+        // Largest first, then by reason and subscriber; "a" is paused, so "p" died for "b" only.
+        assert_eq!(
+            all,
+            vec![
+                group(DeadReason::AttemptsExhausted, "a", 3, T0 + 1, T0 + 1),
+                group(DeadReason::AttemptsExhausted, "b", 3, T0 + 1, T0 + 1),
+                group(DeadReason::PermanentFailure, "b", 1, T0 + 9, T0 + 9),
+            ]
+        );
+        assert_eq!(
+            store.dead_letter_groups(i64::MIN, 1).await.unwrap(),
+            all[..1]
+        );
+        // Only those that died since.
+        assert_eq!(
+            store.dead_letter_groups(T0 + 2, 100).await.unwrap(),
+            all[2..]
+        );
+        // A replayed dead letter leaves its group.
+        store
+            .replay(
+                ReplayRequest {
+                    reason: DeadReason::PermanentFailure,
+                    subscriber_id: None,
+                    limit: 10,
+                    per_second: None,
+                    requested_by: None,
+                },
+                T0 + 10,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            store.dead_letter_groups(i64::MIN, 100).await.unwrap(),
+            all[..2]
+        );
     }
 
     pub async fn replay_is_bounded_paced_and_audited(h: &impl Harness) {

@@ -116,11 +116,13 @@ pub async fn start(
         capacity.sample(d.slots());
     }
     let (stop_gauges, gauges_stopped) = tokio::sync::watch::channel(false);
+    let queue = Arc::new(crate::telemetry::QueueSnapshot::default());
     let gauges = tokio::spawn(crate::telemetry::refresh_gauges(
         store.clone(),
         clock.clone(),
         config.metrics.refresh_interval,
         config.delivery.max_in_flight_per_subscriber,
+        queue.clone(),
         gauges_stopped.clone(),
     ));
     let policies_kept = tokio::spawn(crate::rollouts::keep_current(
@@ -153,6 +155,9 @@ pub async fn start(
         policies,
         capacity,
         attempt_timeout: config.delivery.attempt_timeout,
+        queue,
+        max_in_flight_per_subscriber: config.delivery.max_in_flight_per_subscriber,
+        drill_reports: config.drill_reports.clone(),
     });
     let router = match role {
         Role::Worker => api::health_router(ctx),

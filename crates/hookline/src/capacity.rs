@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use hookline_policy::{retry_after_s, room, AdmissionLimits, Measured, Refusal, UnixMs};
 use hookline_store::{Backlog, MeterReading, Store, StoreError};
-use serde_json::{json, Value};
+use serde::Serialize;
 use tokio::sync::watch;
+use utoipa::ToSchema;
 
 use crate::clock::Clock;
 use crate::config::AdmissionConfig;
@@ -139,6 +140,44 @@ impl Estimate {
             backlog,
         }
     }
+}
+
+/// The live capacity model across every process, and whether publishes are admitted.
+#[derive(Serialize, ToSchema)]
+pub struct CapacityView {
+    /// Attempts completed per second (the last minute, every process).
+    pub service_rate_per_s: f64,
+    pub new_attempts_per_s: f64,
+    pub retry_attempts_per_s: f64,
+    /// The share of attempts that failed retryably.
+    pub failure_rate: f64,
+    /// What the delivery slots could complete per second if all were busy; `null` until
+    /// enough was measured.
+    pub sustainable_rate_per_s: Option<f64>,
+    /// Deliveries not ended (scheduled or in flight).
+    pub backlog: u64,
+    /// Of them, held for paused subscribers.
+    pub held_backlog: u64,
+    /// Of them, due now and waiting only for capacity.
+    pub due_backlog: u64,
+    /// How long the backlog takes to drain while traffic continues; `null`: it does not drain
+    /// at the measured rate, or nothing was measured.
+    pub projected_drain_s: Option<f64>,
+    /// The policy in force's delivery window.
+    pub delivery_window_s: f64,
+    /// The policy in force's attempt budget.
+    pub max_attempts: u32,
+    /// The share of delivery slots busy.
+    pub utilization: f64,
+    pub admitting: bool,
+    #[schema(schema_with = crate::api::schema::refusal_or_null)]
+    pub refusing_reason: Option<&'static str>,
+    /// Deliveries a publish may fan out to now.
+    pub room: u64,
+    pub max_backlog: u64,
+    pub max_projected_drain_s: f64,
+    #[schema(format = DateTime)]
+    pub measured_at: String,
 }
 
 /// This process's view of capacity, and the admission it applies.
@@ -285,34 +324,31 @@ impl Capacity {
     }
 
     /// What `GET /v1/capacity` answers.
-    pub fn view(&self) -> Value {
+    pub fn view(&self) -> CapacityView {
         let (e, backlog) = self.now();
         let m = &e.measured;
         let (room, reason) = self.room();
-        let window = self.policies.current().delivery_window().as_secs_f64();
-        json!({
-            "service_rate_per_s": m.service_rate_per_s,
-            "new_attempts_per_s": m.new_per_s,
-            "retry_attempts_per_s": m.retry_per_s,
-            "failure_rate": m.failure_rate,
-            "sustainable_rate_per_s": m.sustainable_per_s(),
-            "backlog": backlog,
-            "due_backlog": e.backlog.due,
-            "projected_drain_s": m.projected_drain_s(
-                backlog.saturating_sub(e.backlog.held),
-                self.max_attempts()
-            ),
-            "held_backlog": e.backlog.held,
-            "delivery_window_s": window,
-            "max_attempts": self.max_attempts(),
-            "utilization": m.utilization,
-            "admitting": room > 0,
-            "refusing_reason": (room == 0).then(|| reason.as_str()),
-            "room": room,
-            "max_backlog": self.admission.max_backlog,
-            "max_projected_drain_s": self.limits().max_projected_drain_s,
-            "measured_at": crate::clock::rfc3339(e.at),
-        })
+        CapacityView {
+            service_rate_per_s: m.service_rate_per_s,
+            new_attempts_per_s: m.new_per_s,
+            retry_attempts_per_s: m.retry_per_s,
+            failure_rate: m.failure_rate,
+            sustainable_rate_per_s: m.sustainable_per_s(),
+            backlog,
+            due_backlog: e.backlog.due,
+            projected_drain_s: m
+                .projected_drain_s(backlog.saturating_sub(e.backlog.held), self.max_attempts()),
+            held_backlog: e.backlog.held,
+            delivery_window_s: self.policies.current().delivery_window().as_secs_f64(),
+            max_attempts: self.max_attempts(),
+            utilization: m.utilization,
+            admitting: room > 0,
+            refusing_reason: (room == 0).then(|| reason.as_str()),
+            room,
+            max_backlog: self.admission.max_backlog,
+            max_projected_drain_s: self.limits().max_projected_drain_s,
+            measured_at: crate::clock::rfc3339(e.at),
+        }
     }
 
     /// Records this process's meter, reads everyone's, and counts the backlog when it is due.

@@ -7,8 +7,9 @@
 use std::time::Duration;
 
 use hookline_policy::{BreakerConfig, Classification, Jitter, RetryPolicy, WindowFit};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
 
 use crate::config::{parse_duration, Config};
 
@@ -19,6 +20,40 @@ const MAX_STATUSES: usize = 500;
 const MAX_ATTEMPTS: u32 = 1000;
 const MAX_FAILURES: u32 = 1000;
 const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// A policy as the API shows it: every part and field spelled out.
+#[derive(Serialize, ToSchema)]
+pub struct SpelledPolicy {
+    pub name: String,
+    pub classification: SpelledClassification,
+    pub retry: SpelledRetry,
+    pub breaker: SpelledBreaker,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SpelledClassification {
+    /// HTTP statuses retried (any other non-2xx status is a permanent failure).
+    pub retryable: Vec<u16>,
+    /// Statuses that revoke the subscriber.
+    pub revoke: Vec<u16>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SpelledRetry {
+    #[schema(example = "2s")]
+    pub base_delay: String,
+    pub max_delay: String,
+    pub max_attempts: u32,
+    pub delivery_window: String,
+    #[schema(schema_with = crate::api::schema::jitter)]
+    pub jitter: &'static str,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SpelledBreaker {
+    pub failures: u32,
+    pub cool_down: String,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
@@ -43,8 +78,10 @@ fn invalid(field: &str, message: impl Into<String>) -> Invalid {
     }
 }
 
-#[derive(Deserialize)]
+/// A new policy: every part or field left out is the policy in force's.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = NewPolicy)]
 pub struct Definition {
     pub name: String,
     classification: Option<ClassificationPart>,
@@ -52,14 +89,14 @@ pub struct Definition {
     breaker: Option<BreakerPart>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ClassificationPart {
     retryable: Option<Vec<u16>>,
     revoke: Option<Vec<u16>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct RetryPart {
     base_delay: Option<String>,
@@ -69,7 +106,7 @@ struct RetryPart {
     jitter: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct BreakerPart {
     failures: Option<u32>,
@@ -228,32 +265,38 @@ impl Policy {
     }
 
     /// The whole policy, every part and field spelled out.
-    pub fn to_json(&self) -> Value {
+    pub fn spelled(&self) -> SpelledPolicy {
         let r = &self.retry;
-        json!({
-            "name": self.name,
-            "classification": {
-                "retryable": self.classification.retryable(),
-                "revoke": self.classification.revoke(),
+        SpelledPolicy {
+            name: self.name.clone(),
+            classification: SpelledClassification {
+                retryable: self.classification.retryable().iter().copied().collect(),
+                revoke: self.classification.revoke().iter().copied().collect(),
             },
-            "retry": {
-                "base_delay": human(r.base_delay()),
-                "max_delay": human(r.max_delay()),
-                "max_attempts": r.max_attempts(),
-                "delivery_window": human(r.delivery_window()),
-                "jitter": r.jitter().as_str(),
+            retry: SpelledRetry {
+                base_delay: human(r.base_delay()),
+                max_delay: human(r.max_delay()),
+                max_attempts: r.max_attempts(),
+                delivery_window: human(r.delivery_window()),
+                jitter: r.jitter().as_str(),
             },
-            "breaker": {
-                "failures": self.breaker.failures,
-                "cool_down": human(self.breaker.cool_down),
+            breaker: SpelledBreaker {
+                failures: self.breaker.failures,
+                cool_down: human(self.breaker.cool_down),
             },
-        })
+        }
+    }
+
+    /// What the store keeps: the spelled-out policy, which reads back as the same policy.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.spelled()).expect("a policy serializes")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn define(body: Value) -> Result<Policy, Invalid> {
         let config = Config::from_toml("").unwrap();

@@ -7,14 +7,16 @@
 //! [`REFRESH_EVERY_MS`]. Decisions read the snapshot when they decide, so an attempt that was
 //! under way during an abort is decided by the baseline.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 
 use hookline_policy::{compare_proportions, in_share, Difference, UnixMs};
 use hookline_store::{
     AbortIf, CohortQuery, CohortReport, Rollout, RolloutChange, Store, StoreError,
 };
+use serde::Serialize;
 use tokio::sync::watch;
+use utoipa::ToSchema;
 
 use crate::clock::Clock;
 use crate::policies::{Definition, Policy, DEFAULT_POLICY};
@@ -290,57 +292,99 @@ pub fn abort_reason(
     })
 }
 
+/// Percentiles of the time from a delivery's creation to the end of its first attempt.
+#[derive(Serialize, ToSchema)]
+pub struct LatencyMs {
+    pub p50: Option<i64>,
+    pub p99: Option<i64>,
+}
+
 /// One side of a comparison, as the API shows it.
-pub fn cohort_view(policy: &str, r: &CohortReport) -> serde_json::Value {
-    serde_json::json!({
-        "policy": policy,
-        "subscribers": r.subscribers,
-        "deliveries": r.deliveries,
-        "first_attempt_latency_ms": {
-            "p50": r.first_attempt_latency_p50_ms,
-            "p99": r.first_attempt_latency_p99_ms,
+#[derive(Serialize, ToSchema)]
+pub struct CohortView {
+    pub policy: String,
+    pub subscribers: u64,
+    pub deliveries: u64,
+    pub first_attempt_latency_ms: LatencyMs,
+    /// Attempts after the first, per delivery.
+    pub retry_rate: Option<f64>,
+    /// Deliveries attempted more than once.
+    pub retried: u64,
+    /// The share of ended deliveries that died.
+    pub terminal_rate: Option<f64>,
+    pub ended: u64,
+    pub pending: u64,
+    pub delivered: u64,
+    pub dead: u64,
+    pub dead_by_reason: BTreeMap<String, u64>,
+}
+
+pub fn cohort_view(policy: &str, r: &CohortReport) -> CohortView {
+    CohortView {
+        policy: policy.to_owned(),
+        subscribers: r.subscribers,
+        deliveries: r.deliveries,
+        first_attempt_latency_ms: LatencyMs {
+            p50: r.first_attempt_latency_p50_ms,
+            p99: r.first_attempt_latency_p99_ms,
         },
-        "retry_rate": retry_rate(r),
-        "retried": r.retried,
-        "terminal_rate": ratio(terminal(r)),
-        "ended": r.ended(),
-        "pending": r.deliveries.saturating_sub(r.ended()),
-        "delivered": r.delivered,
-        "dead": r.dead,
-        "dead_by_reason": r.dead_by_reason,
-    })
+        retry_rate: retry_rate(r),
+        retried: r.retried,
+        terminal_rate: ratio(terminal(r)),
+        ended: r.ended(),
+        pending: r.deliveries.saturating_sub(r.ended()),
+        delivered: r.delivered,
+        dead: r.dead,
+        dead_by_reason: r.dead_by_reason.clone(),
+    }
+}
+
+/// Candidate minus baseline, with a pooled two-proportion z-test at 95%.
+#[derive(Serialize, ToSchema)]
+pub struct DifferenceView {
+    pub difference: Option<f64>,
+    pub z: Option<f64>,
+    pub significant: bool,
+    /// Which proportion the test compared.
+    pub tested: &'static str,
 }
 
 fn difference_view(
     difference: Option<Difference>,
     rate_difference: Option<f64>,
-    tested: &str,
-) -> serde_json::Value {
-    serde_json::json!({
-        "difference": rate_difference,
-        "z": difference.map(|d| d.z),
-        "significant": difference.is_some_and(|d| d.significant),
-        "tested": tested,
-    })
+    tested: &'static str,
+) -> DifferenceView {
+    DifferenceView {
+        difference: rate_difference,
+        z: difference.map(|d| d.z),
+        significant: difference.is_some_and(|d| d.significant),
+        tested,
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct DifferencesView {
+    pub retry_rate: DifferenceView,
+    pub terminal_rate: DifferenceView,
 }
 
 /// The differences a comparison shows, candidate minus baseline, each with a two-proportion
 /// z-test at 95%.
-pub fn differences_view(baseline: &CohortReport, candidate: &CohortReport) -> serde_json::Value {
+pub fn differences_view(baseline: &CohortReport, candidate: &CohortReport) -> DifferencesView {
     let minus = |a: Option<f64>, b: Option<f64>| Some(a? - b?);
     let terminal_test = compare_proportions(terminal(baseline), terminal(candidate));
-    serde_json::json!({
-        "retry_rate": difference_view(
+    DifferencesView {
+        retry_rate: difference_view(
             compare_proportions(retried(baseline), retried(candidate)),
             minus(retry_rate(candidate), retry_rate(baseline)),
             "share of deliveries retried at least once",
         ),
-        "terminal_rate": difference_view(
+        terminal_rate: difference_view(
             terminal_test,
             terminal_test.map(|d| d.difference),
             "share of ended deliveries that died",
         ),
-    })
+    }
 }
 
 #[cfg(test)]
@@ -380,15 +424,12 @@ mod tests {
         candidate.retry_attempts = 1600;
         candidate.retried = 400;
         let d = differences_view(&baseline, &candidate);
-        assert_eq!(d["retry_rate"]["difference"], 4.0);
-        assert_eq!(d["retry_rate"]["significant"], true);
-        assert_eq!(d["terminal_rate"]["difference"], 0.0);
-        assert_eq!(d["terminal_rate"]["significant"], false);
+        assert_eq!(d.retry_rate.difference, Some(4.0));
+        assert!(d.retry_rate.significant);
+        assert_eq!(d.terminal_rate.difference, Some(0.0));
+        assert!(!d.terminal_rate.significant);
         let empty = differences_view(&CohortReport::default(), &candidate);
-        assert_eq!(
-            empty["terminal_rate"]["difference"],
-            serde_json::Value::Null
-        );
-        assert_eq!(empty["terminal_rate"]["significant"], false);
+        assert_eq!(empty.terminal_rate.difference, None);
+        assert!(!empty.terminal_rate.significant);
     }
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hookline_policy::{Outcome, UnixMs};
-use hookline_store::{DeliveryState, Store, WaitingOn};
+use hookline_store::{DeliveryState, QueueStats, Store, WaitingOn};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::sync::watch;
@@ -241,12 +241,29 @@ pub fn attempt(a: &AttemptSeen<'_>, labels: LatencyLabels) {
     }
 }
 
-/// Refreshes the gauges that need a store query, every `every`, until `stop` changes.
+/// The queue stats [`refresh_gauges`] read last and when, for the console's overview: they
+/// count every row, so they are read on the gauges' interval, not per request.
+#[derive(Default)]
+pub struct QueueSnapshot(std::sync::RwLock<Option<(UnixMs, QueueStats)>>);
+
+impl QueueSnapshot {
+    pub fn latest(&self) -> Option<(UnixMs, QueueStats)> {
+        self.0.read().unwrap().clone()
+    }
+
+    fn keep(&self, at: UnixMs, stats: QueueStats) {
+        *self.0.write().unwrap() = Some((at, stats));
+    }
+}
+
+/// Refreshes the gauges that need a store query, every `every`, until `stop` changes, and
+/// keeps what it read in `snapshot`.
 pub async fn refresh_gauges(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     every: Duration,
     max_in_flight_per_subscriber: u32,
+    snapshot: Arc<QueueSnapshot>,
     mut stop: watch::Receiver<bool>,
 ) {
     // Subscribers whose breaker gauge is at 1, to set back to 0 when it closes.
@@ -278,7 +295,7 @@ pub async fn refresh_gauges(
                 gauge!(names::DELAYED_OLDEST_AGE_SECONDS)
                     .set(age(stats.oldest_retrying_first_seen));
                 let now_open: std::collections::HashSet<String> =
-                    stats.open_breakers.into_iter().collect();
+                    stats.open_breakers.iter().cloned().collect();
                 for closed in open.difference(&now_open) {
                     gauge!(names::BREAKER_OPEN, "subscriber" => closed.clone()).set(0.0);
                 }
@@ -286,6 +303,7 @@ pub async fn refresh_gauges(
                     gauge!(names::BREAKER_OPEN, "subscriber" => id.clone()).set(1.0);
                 }
                 open = now_open;
+                snapshot.keep(now, stats);
             }
             Err(e) => {
                 store_error("queue_stats");

@@ -379,6 +379,10 @@ impl Store for PostgresStore {
         reads::dead_letters(&self.client().await?, &filter, limit, after).await
     }
 
+    async fn dead_letter_groups(&self, since: UnixMs, limit: u32) -> Result<Vec<DeadLetterGroup>> {
+        reads::dead_letter_groups(&self.client().await?, since, limit).await
+    }
+
     async fn replay(&self, request: ReplayRequest, now: UnixMs) -> Result<Replay> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;

@@ -200,6 +200,25 @@ fn waiting_on(r: &Row, i: usize, reason: Option<DeadReason>) -> Result<Option<Wa
     }
 }
 
+pub(super) async fn dead_letter_groups(
+    c: &impl GenericClient,
+    since: UnixMs,
+    limit: u32,
+) -> Result<Vec<DeadLetterGroup>> {
+    let rows = query(c, sql::DEAD_LETTER_GROUPS, &[&since, &i64::from(limit)]).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(DeadLetterGroup {
+                reason: dead_reason(r.get(0))?.ok_or_else(|| corrupt("dead_reason", ""))?,
+                subscriber_id: r.get(1),
+                count: r.get::<_, i64>(2).max(0) as u64,
+                oldest_dead_at: r.get(3),
+                newest_dead_at: r.get(4),
+            })
+        })
+        .collect()
+}
+
 fn dead_reason(value: Option<String>) -> Result<Option<DeadReason>> {
     value
         .map(|v| DeadReason::parse(&v).ok_or_else(|| corrupt("dead_reason", &v)))

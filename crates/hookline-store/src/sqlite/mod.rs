@@ -299,6 +299,11 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn dead_letter_groups(&self, since: UnixMs, limit: u32) -> Result<Vec<DeadLetterGroup>> {
+        self.read(move |c| reads::dead_letter_groups(c, since, limit))
+            .await
+    }
+
     async fn replay(&self, request: ReplayRequest, now: UnixMs) -> Result<Replay> {
         self.writer
             .write(move |w| {

@@ -157,6 +157,24 @@ fn waiting_on(
     }
 }
 
+pub(super) fn dead_letter_groups(
+    c: &Connection,
+    since: UnixMs,
+    limit: u32,
+) -> Result<Vec<DeadLetterGroup>> {
+    let mut statement = c.prepare_cached(sql::DEAD_LETTER_GROUPS)?;
+    let rows = statement.query_map(rusqlite::params![since, limit], |r| {
+        Ok(DeadLetterGroup {
+            reason: dead_reason(r.get(0)?)?.ok_or_else(|| corrupt("dead_reason", ""))?,
+            subscriber_id: r.get(1)?,
+            count: r.get::<_, i64>(2)?.max(0) as u64,
+            oldest_dead_at: r.get(3)?,
+            newest_dead_at: r.get(4)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 fn dead_reason(value: Option<String>) -> rusqlite::Result<Option<DeadReason>> {
     value
         .map(|v| DeadReason::parse(&v).ok_or_else(|| corrupt("dead_reason", &v)))

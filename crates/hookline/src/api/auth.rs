@@ -52,6 +52,10 @@ fn unauthorized(message: &str) -> ApiError {
 
 /// Which scopes may call a route.
 fn allowed(method: &Method, path: &str, scope: Scope) -> bool {
+    // Any token may ask what it may do.
+    if method == Method::GET && path == "/v1/whoami" {
+        return true;
+    }
     match scope {
         Scope::Admin => true,
         // Signing secrets and subscriber headers are credentials, not reads: admin only.
@@ -82,7 +86,9 @@ pub async fn require_token(
     next: Next,
 ) -> Response {
     let path = request.uri().path();
-    let open_route = path == "/healthz" || (path == "/metrics" && ctx.metrics_open);
+    let open_route = super::openapi::OPEN_ROUTES.contains(&path)
+        || path.starts_with("/console/")
+        || (path == "/metrics" && ctx.metrics_open);
     if ctx.api_tokens.is_empty() || open_route {
         return next.run(request).await;
     }
@@ -185,5 +191,8 @@ mod tests {
         assert!(!allowed(&M::PATCH, "/v1/rollouts/r", Scope::Read));
         assert!(!allowed(&M::POST, "/v1/policies", Scope::Read));
         assert!(allowed(&M::POST, "/v1/rollouts/r/promote", Scope::Admin));
+        for scope in [Scope::Admin, Scope::Publish, Scope::Read] {
+            assert!(allowed(&M::GET, "/v1/whoami", scope));
+        }
     }
 }

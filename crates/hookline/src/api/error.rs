@@ -6,7 +6,26 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hookline_store::StoreError;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// Every error's body.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorEnvelope {
+    pub error: ErrorBody,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What kind of failure, for programs: `invalid_request`, `malformed_json`, `not_found`,
+    /// `conflict`, `unauthorized`, `forbidden`, `payload_too_large`, `unsupported_media_type`,
+    /// `request_timeout`, `method_not_allowed`, `bad_request`, `over_capacity`, `unavailable`,
+    /// `storage_error`, `internal`.
+    #[schema(example = "invalid_request")]
+    pub code: &'static str,
+    /// What went wrong, for people.
+    pub message: String,
+}
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -94,7 +113,12 @@ impl From<crate::signer::SecretError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code, "message": self.message}});
+        let body = ErrorEnvelope {
+            error: ErrorBody {
+                code: self.code,
+                message: self.message,
+            },
+        };
         let mut response = (self.status, Json(body)).into_response();
         if let Some(seconds) = self.retry_after {
             response

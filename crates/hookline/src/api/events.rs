@@ -8,12 +8,39 @@ use axum::Extension;
 use axum::Json;
 use hookline_store::{NewEvent, PublishOutcome, StoreError};
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::auth::{Caller, Scope};
-use super::error::parse_json;
+use super::error::{parse_json, ErrorEnvelope};
 use super::{validate, views, ApiError, ApiState};
 
-type Answer = Result<(StatusCode, Json<Value>), ApiError>;
+type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
+
+const TAG: &str = "events";
+
+/// An event to fan out: one payload, or several versions of it. It describes the body
+/// [`new_event`] reads by hand (a test holds its fields to [`FIELDS`]).
+#[allow(dead_code)]
+#[derive(serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NewEvent)]
+pub(super) struct PublishBody {
+    /// 1 to 128 characters of `A-Za-z0-9._:-`; generated when absent. The same id again with
+    /// the same body answers 200 and the original receipt.
+    #[schema(example = "evt_SHP-20418-out-for-delivery")]
+    id: Option<String>,
+    #[serde(rename = "type")]
+    #[schema(example = "shipment.out_for_delivery")]
+    event_type: String,
+    /// Any JSON value, within `max_payload_bytes`. Give this or `payloads`.
+    #[schema(value_type = Option<Value>, example = json!({"shipment": "SHP-20418", "status": "out_for_delivery"}))]
+    payload: Option<Value>,
+    /// This payload's version (default 1).
+    payload_version: Option<i64>,
+    /// Up to 16 versions by number: each subscriber gets the highest at or below its pin.
+    #[schema(value_type = Option<BTreeMap<String, Value>>)]
+    payloads: Option<Value>,
+}
 
 const FIELDS: [&str; 5] = ["id", "type", "payload", "payload_version", "payloads"];
 
@@ -135,11 +162,20 @@ pub(super) fn new_event(
     })
 }
 
+/// Answers once the event and all its deliveries are committed.
+#[utoipa::path(post, path = "/v1/events", tag = TAG, request_body = PublishBody,
+    responses(
+        (status = 202, description = "Accepted: the event and its deliveries are committed", body = views::Receipt),
+        (status = 200, description = "Accepted before, with the same body: the original receipt", body = views::Receipt),
+        (status = 409, description = "Accepted before with another type, payload or version", body = ErrorEnvelope),
+        (status = 503, description = "`over_capacity`: admission cannot take the fan-out now; nothing was stored",
+            body = ErrorEnvelope, headers(("retry-after" = u64, description = "Seconds to wait"))),
+    ))]
 pub async fn publish(
     State(ctx): ApiState,
     caller: Option<Extension<Caller>>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer {
+) -> Answer<views::Receipt> {
     let now = ctx.clock.now_ms();
     let mut event = new_event(&body?, ctx.max_payload_bytes, now)?;
     event.published_by = caller.map(|Extension(c)| c.name);
@@ -180,11 +216,17 @@ pub async fn publish(
     }
 }
 
+/// A publish-scope token sees its own events only.
+#[utoipa::path(get, path = "/v1/events/{id}", tag = TAG, params(("id" = String, Path)),
+    responses(
+        (status = 200, description = "The event and its delivery counts by state", body = views::Event),
+        (status = 404, description = "No such event", body = ErrorEnvelope),
+    ))]
 pub async fn get(
     State(ctx): ApiState,
     caller: Option<Extension<Caller>>,
     Path(id): Path<String>,
-) -> Answer {
+) -> Answer<views::Event> {
     let event = ctx.store.get_event(&id).await?;
     if let Some(Extension(c)) = caller {
         // A publisher sees its own events only; others' are as good as absent.
@@ -198,6 +240,22 @@ pub async fn get(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_document_describes_the_fields_read() {
+        use utoipa::PartialSchema;
+        let schema = serde_json::to_value(PublishBody::schema()).unwrap();
+        let mut described: Vec<&str> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        described.sort_unstable();
+        let mut read = FIELDS.to_vec();
+        read.sort_unstable();
+        assert_eq!(described, read);
+    }
 
     fn parse(body: &str) -> Result<NewEvent, ApiError> {
         new_event(body.as_bytes(), 64, 0)

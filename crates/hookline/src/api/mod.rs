@@ -4,13 +4,18 @@
 
 pub mod auth;
 mod browser;
+mod console;
 mod deliveries;
+mod drill;
 mod error;
 mod events;
 #[cfg(test)]
 mod fuzz;
+pub mod openapi;
+mod overview;
 mod policies;
 mod rollouts;
+pub mod schema;
 mod subscribers;
 mod validate;
 mod views;
@@ -19,12 +24,13 @@ use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
 use hookline_store::Store;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::clock::Clock;
 pub use error::ApiError;
@@ -57,15 +63,23 @@ pub struct ApiContext {
     pub capacity: Arc<crate::capacity::Capacity>,
     /// For the schedule arithmetic a new policy must pass.
     pub attempt_timeout: std::time::Duration,
+    /// The queue figures the gauges read last, for `/v1/overview`.
+    pub queue: Arc<crate::telemetry::QueueSnapshot>,
+    /// The cap of subscribers without their own (for a first queue read).
+    pub max_in_flight_per_subscriber: u32,
+    /// Where `/v1/drill/latest` looks.
+    pub drill_reports: std::path::PathBuf,
 }
 
 pub type ApiState = State<Arc<ApiContext>>;
 
 /// What a worker-only process serves: its health, nothing else.
 pub fn health_router(ctx: Arc<ApiContext>) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
+    let (router, _) = OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(metrics))
+        .split_for_parts();
+    router
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             ctx.clone(),
@@ -74,6 +88,9 @@ pub fn health_router(ctx: Arc<ApiContext>) -> Router {
         .with_state(ctx)
 }
 
+/// The Prometheus exposition (open unless `metrics.open = false`).
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Metrics in the Prometheus text format", content_type = "text/plain", body = String)))]
 async fn metrics() -> impl axum::response::IntoResponse {
     (
         [(
@@ -84,46 +101,51 @@ async fn metrics() -> impl axum::response::IntoResponse {
     )
 }
 
+/// Every route the API serves, each added with its description: no route is served without
+/// being in the OpenAPI document (`GET /openapi.json`).
+pub fn routes() -> OpenApiRouter<Arc<ApiContext>> {
+    OpenApiRouter::with_openapi(openapi::base())
+        .routes(routes!(healthz))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi::document_json))
+        .routes(routes!(console::page))
+        .routes(routes!(console::file))
+        .routes(routes!(overview::whoami))
+        .routes(routes!(overview::overview))
+        .routes(routes!(subscribers::create, subscribers::list))
+        .routes(routes!(
+            subscribers::get,
+            subscribers::update,
+            subscribers::revoke
+        ))
+        .routes(routes!(subscribers::secret))
+        .routes(routes!(subscribers::headers))
+        .routes(routes!(subscribers::rotate_secret))
+        .routes(routes!(events::publish))
+        .routes(routes!(events::get))
+        .routes(routes!(deliveries::list))
+        .routes(routes!(deliveries::get))
+        .routes(routes!(deliveries::list_dead_letters))
+        .routes(routes!(deliveries::dead_letter_groups))
+        .routes(routes!(deliveries::replay))
+        .routes(routes!(deliveries::list_replays))
+        .routes(routes!(deliveries::get_replay))
+        .routes(routes!(policies::create, policies::list))
+        .routes(routes!(policies::get))
+        .routes(routes!(capacity))
+        .routes(routes!(rollouts::start, rollouts::list))
+        .routes(routes!(rollouts::get, rollouts::patch))
+        .routes(routes!(rollouts::promote))
+        .routes(routes!(rollouts::abort))
+        .routes(routes!(rollouts::comparison))
+        .routes(routes!(drill::latest))
+        .routes(routes!(drill::chart))
+}
+
 pub fn router(ctx: Arc<ApiContext>) -> Router {
     let body_limit = ctx.max_payload_bytes + ENVELOPE_BYTES;
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
-        .route(
-            "/v1/subscribers",
-            post(subscribers::create).get(subscribers::list),
-        )
-        .route(
-            "/v1/subscribers/{id}",
-            get(subscribers::get)
-                .patch(subscribers::update)
-                .delete(subscribers::revoke),
-        )
-        .route("/v1/subscribers/{id}/secret", get(subscribers::secret))
-        .route("/v1/subscribers/{id}/headers", get(subscribers::headers))
-        .route(
-            "/v1/subscribers/{id}/secret/rotate",
-            post(subscribers::rotate_secret),
-        )
-        .route("/v1/events", post(events::publish))
-        .route("/v1/events/{id}", get(events::get))
-        .route("/v1/deliveries", get(deliveries::list))
-        .route("/v1/deliveries/{id}", get(deliveries::get))
-        .route("/v1/dead-letters", get(deliveries::list_dead_letters))
-        .route("/v1/dead-letters/replay", post(deliveries::replay))
-        .route("/v1/replays", get(deliveries::list_replays))
-        .route("/v1/replays/{id}", get(deliveries::get_replay))
-        .route("/v1/policies", post(policies::create).get(policies::list))
-        .route("/v1/policies/{name}", get(policies::get))
-        .route("/v1/capacity", get(capacity))
-        .route("/v1/rollouts", post(rollouts::start).get(rollouts::list))
-        .route(
-            "/v1/rollouts/{id}",
-            get(rollouts::get).patch(rollouts::patch),
-        )
-        .route("/v1/rollouts/{id}/promote", post(rollouts::promote))
-        .route("/v1/rollouts/{id}/abort", post(rollouts::abort))
-        .route("/v1/rollouts/{id}/comparison", get(rollouts::comparison))
+    let (router, _) = routes().split_for_parts();
+    router
         .fallback(not_found)
         .layer(middleware::from_fn(error::in_the_envelope))
         .layer(middleware::from_fn_with_state(
@@ -196,29 +218,64 @@ async fn no_query_where_none_is_read(
 }
 
 /// The live capacity model and whether publishes are admitted (refreshed once a second).
-async fn capacity(State(ctx): ApiState) -> Json<Value> {
+#[utoipa::path(get, path = "/v1/capacity", tag = "operations",
+    responses((status = 200, description = "The capacity model", body = crate::capacity::CapacityView)))]
+async fn capacity(State(ctx): ApiState) -> Json<crate::capacity::CapacityView> {
     Json(ctx.capacity.view())
 }
 
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+enum HealthStatus {
+    Ok,
+    Degraded,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+enum DispatcherState {
+    Running,
+    Stopped,
+}
+
+#[derive(Serialize, ToSchema)]
+struct Health {
+    status: HealthStatus,
+    /// `ok`, or why the store failed its check.
+    store: String,
+    /// `null` in a `--role api` process, which has none.
+    dispatcher: Option<DispatcherState>,
+}
+
 /// 200 `ok` while the store commits and the dispatcher runs; 503 `degraded` naming the cause
-/// otherwise, so a load balancer stops sending publishes that would fail.
-async fn healthz(State(ctx): ApiState) -> (StatusCode, Json<Value>) {
+/// otherwise, so a load balancer stops sending publishes that would fail. Open, even with
+/// tokens.
+#[utoipa::path(get, path = "/healthz", tag = "operations", security(()),
+    responses(
+        (status = 200, description = "Healthy", body = Health),
+        (status = 503, description = "Degraded: the store does not commit, or the dispatcher stopped", body = Health),
+    ))]
+async fn healthz(State(ctx): ApiState) -> (StatusCode, Json<Health>) {
     let report = ctx.health.check().await;
-    let status = if report.healthy() {
-        (StatusCode::OK, "ok")
+    let (code, status) = if report.healthy() {
+        (StatusCode::OK, HealthStatus::Ok)
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "degraded")
+        (StatusCode::SERVICE_UNAVAILABLE, HealthStatus::Degraded)
     };
-    let dispatcher = report
-        .dispatcher_running
-        .map(|running| if running { "running" } else { "stopped" });
+    let dispatcher = report.dispatcher_running.map(|running| {
+        if running {
+            DispatcherState::Running
+        } else {
+            DispatcherState::Stopped
+        }
+    });
     (
-        status.0,
-        Json(json!({
-            "status": status.1,
-            "store": report.store.err().unwrap_or_else(|| "ok".to_owned()),
-            "dispatcher": dispatcher,
-        })),
+        code,
+        Json(Health {
+            status,
+            store: report.store.err().unwrap_or_else(|| "ok".to_owned()),
+            dispatcher,
+        }),
     )
 }
 
@@ -227,10 +284,13 @@ async fn not_found() -> ApiError {
 }
 
 /// `limit` and `cursor` of every list; any other parameter is refused, naming it.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct PageQuery {
+    /// 1 to 1000 (default 100).
     pub limit: Option<u32>,
+    /// `next_cursor` of the page before.
     pub cursor: Option<String>,
 }
 
@@ -271,7 +331,7 @@ mod panic_tests {
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         let answer = reqwest::get(format!("http://{addr}/boom")).await.unwrap();
         assert_eq!(answer.status(), 500);
-        let body: Value = answer.json().await.unwrap();
+        let body: serde_json::Value = answer.json().await.unwrap();
         assert_eq!(body["error"]["code"], "internal");
     }
 }

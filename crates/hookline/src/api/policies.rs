@@ -7,20 +7,27 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use hookline_store::{StoredPolicy, NO_POLICY};
-use serde_json::Value;
 
 use super::auth::Caller;
-use super::error::parse_json;
+use super::error::{parse_json, ErrorEnvelope};
 use super::{validate, views, ApiError, ApiState, PageQuery};
 use crate::policies::{Definition, Policy, DEFAULT_POLICY};
 
-type Answer = Result<(StatusCode, Json<Value>), ApiError>;
+type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
 
+const TAG: &str = "policies";
+
+/// A policy never changes once created; roll it out with `POST /v1/rollouts`.
+#[utoipa::path(post, path = "/v1/policies", tag = TAG, request_body = Definition,
+    responses(
+        (status = 201, description = "Created, every part spelled out", body = views::Policy),
+        (status = 409, description = "A policy with this name exists (or the name is `default`)", body = ErrorEnvelope),
+    ))]
 pub async fn create(
     State(ctx): ApiState,
     caller: Option<Extension<Caller>>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer {
+) -> Answer<views::Policy> {
     let definition: Definition = parse_json(&body?)?;
     validate::policy_name(&definition.name)?;
     if definition.name.eq_ignore_ascii_case(DEFAULT_POLICY) {
@@ -53,7 +60,13 @@ pub async fn create(
     ))
 }
 
-pub async fn get(State(ctx): ApiState, Path(name): Path<String>) -> Answer {
+/// `default` is the configuration's `[retry]` and `[breaker]` with the standard table.
+#[utoipa::path(get, path = "/v1/policies/{name}", tag = TAG, params(("name" = String, Path)),
+    responses(
+        (status = 200, description = "The policy", body = views::Policy),
+        (status = 404, description = "No such policy", body = ErrorEnvelope),
+    ))]
+pub async fn get(State(ctx): ApiState, Path(name): Path<String>) -> Answer<views::Policy> {
     if name == DEFAULT_POLICY {
         return Ok((
             StatusCode::OK,
@@ -66,7 +79,12 @@ pub async fn get(State(ctx): ApiState, Path(name): Path<String>) -> Answer {
 }
 
 /// The stored policies, oldest first (`default` is at `GET /v1/policies/default`).
-pub async fn list(State(ctx): ApiState, query: Result<Query<PageQuery>, QueryRejection>) -> Answer {
+#[utoipa::path(get, path = "/v1/policies", tag = TAG, params(PageQuery),
+    responses((status = 200, description = "A page of policies", body = views::Page<views::Policy>)))]
+pub async fn list(
+    State(ctx): ApiState,
+    query: Result<Query<PageQuery>, QueryRejection>,
+) -> Answer<views::Page<views::Policy>> {
     let Query(q) = query?;
     let page = ctx.store.list_policies(q.limit()?, q.cursor).await?;
     let mut items = Vec::with_capacity(page.items.len());
@@ -76,6 +94,9 @@ pub async fn list(State(ctx): ApiState, query: Result<Query<PageQuery>, QueryRej
     }
     Ok((
         StatusCode::OK,
-        Json(serde_json::json!({"items": items, "next_cursor": page.next_cursor})),
+        Json(views::Page {
+            items,
+            next_cursor: page.next_cursor,
+        }),
     ))
 }

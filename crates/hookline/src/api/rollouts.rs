@@ -8,16 +8,18 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use hookline_policy::EVERYONE;
 use hookline_store::{AbortIf, Rollout, RolloutChange, RolloutState, StoreError};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
-use super::error::parse_json;
+use super::error::{parse_json, ErrorEnvelope};
 use super::{validate, views, ApiContext, ApiError, ApiState, PageQuery};
 use crate::policies::Policy;
-use crate::rollouts::{cohort_view, differences_view, reports};
+use crate::rollouts::{cohort_view, differences_view, reports, CohortView, DifferencesView};
 
-type Answer = Result<(StatusCode, Json<Value>), ApiError>;
+type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
+
+const TAG: &str = "rollouts";
 
 /// Subscribers a rollout may list by id.
 const MAX_LISTED: usize = 1_000;
@@ -26,33 +28,53 @@ const MAX_REASON: usize = 500;
 /// `abort_if.min_deliveries` at most.
 const MAX_MIN_DELIVERIES: u64 = 100_000_000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = NewRollout)]
 pub(super) struct StartBody {
+    /// The candidate: a stored policy.
     policy: String,
+    /// 0 to 100, at most two decimals, no exponent.
+    #[schema(value_type = f64, example = 5)]
     percent: serde_json::Number,
+    /// Up to 1,000 existing subscribers, always in the cohort.
     subscriber_ids: Option<Vec<String>>,
     abort_if: Option<AbortIfBody>,
 }
 
-#[derive(Deserialize)]
+/// Abort by itself when the candidate's terminal rate passes the baseline's by more than
+/// `terminal_rate_increase`, once each cohort has `min_deliveries` ended deliveries.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = AbortIfRequest)]
 struct AbortIfBody {
+    /// Above 0, at most 1.
     terminal_rate_increase: f64,
+    /// 1 to 100,000,000.
     min_deliveries: u64,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = RolloutShare)]
 pub(super) struct ShareBody {
+    /// 0 to 100, at most two decimals, no exponent.
+    #[schema(value_type = f64, example = 25)]
     percent: serde_json::Number,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = RolloutAbort)]
 pub(super) struct AbortBody {
+    /// 1 to 500 characters; default: who aborted.
     reason: Option<String>,
 }
+
+/// A rollout's id in the path.
+#[derive(IntoParams)]
+#[into_params(names("id"), parameter_in = Path)]
+pub(super) struct RolloutId(#[allow(dead_code)] String);
 
 /// The store's window sweep and claims apply one window to every delivery: a candidate with
 /// another window than the baseline's can only have everyone (and then its window is it).
@@ -151,11 +173,17 @@ async fn listed(ctx: &ApiContext, ids: Option<Vec<String>>) -> Result<Vec<String
     Ok(ids)
 }
 
+/// A candidate policy for a share of subscribers (admin scope, like every change).
+#[utoipa::path(post, path = "/v1/rollouts", tag = TAG, request_body = StartBody,
+    responses(
+        (status = 201, description = "Running", body = views::Rollout),
+        (status = 409, description = "Another rollout is running, or the baseline changed meanwhile", body = ErrorEnvelope),
+    ))]
 pub async fn start(
     State(ctx): ApiState,
     caller: Option<Extension<Caller>>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer {
+) -> Answer<views::Rollout> {
     let body: StartBody = parse_json(&body?)?;
     validate::policy_name(&body.policy)?;
     let basis_points = basis_points(&body.percent)?;
@@ -202,13 +230,23 @@ pub async fn start(
     Ok((StatusCode::CREATED, Json(views::rollout(&rollout))))
 }
 
-pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+#[utoipa::path(get, path = "/v1/rollouts/{id}", tag = TAG, params(RolloutId),
+    responses(
+        (status = 200, description = "The rollout", body = views::Rollout),
+        (status = 404, description = "No such rollout", body = ErrorEnvelope),
+    ))]
+pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::Rollout> {
     let rollout = ctx.store.get_rollout(&id).await?;
     Ok((StatusCode::OK, Json(views::rollout(&rollout))))
 }
 
 /// Oldest first.
-pub async fn list(State(ctx): ApiState, query: Result<Query<PageQuery>, QueryRejection>) -> Answer {
+#[utoipa::path(get, path = "/v1/rollouts", tag = TAG, params(PageQuery),
+    responses((status = 200, description = "A page of rollouts", body = views::Page<views::Rollout>)))]
+pub async fn list(
+    State(ctx): ApiState,
+    query: Result<Query<PageQuery>, QueryRejection>,
+) -> Answer<views::Page<views::Rollout>> {
     let Query(q) = query?;
     let page = ctx.store.list_rollouts(q.limit()?, q.cursor).await?;
     Ok((StatusCode::OK, Json(views::page(&page, views::rollout))))
@@ -225,7 +263,7 @@ async fn made_current(ctx: &ApiContext) {
 }
 
 /// Applies a change and makes it this process's at once.
-async fn change(ctx: &ApiContext, id: &str, change: RolloutChange) -> Answer {
+async fn change(ctx: &ApiContext, id: &str, change: RolloutChange) -> Answer<views::Rollout> {
     let rollout = ctx
         .store
         .change_rollout(id, change, ctx.clock.now_ms())
@@ -235,11 +273,17 @@ async fn change(ctx: &ApiContext, id: &str, change: RolloutChange) -> Answer {
 }
 
 /// `PATCH {"percent"}`: a new share (raising it only adds subscribers).
+#[utoipa::path(patch, path = "/v1/rollouts/{id}", tag = TAG, params(RolloutId), request_body = ShareBody,
+    responses(
+        (status = 200, description = "The new share is in force", body = views::Rollout),
+        (status = 404, description = "No such rollout", body = ErrorEnvelope),
+        (status = 409, description = "The rollout ended", body = ErrorEnvelope),
+    ))]
 pub async fn patch(
     State(ctx): ApiState,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer {
+) -> Answer<views::Rollout> {
     let body: ShareBody = parse_json(&body?)?;
     let basis_points = basis_points(&body.percent)?;
     let rollout = ctx.store.get_rollout(&id).await?;
@@ -256,33 +300,39 @@ pub async fn patch(
 }
 
 /// The candidate becomes the policy in force for everyone. The body, if any, is `{}`.
+#[utoipa::path(post, path = "/v1/rollouts/{id}/promote", tag = TAG, params(RolloutId),
+    request_body(content = Option<EmptyBody>),
+    responses(
+        (status = 200, description = "Promoted", body = views::Rollout),
+        (status = 404, description = "No such rollout", body = ErrorEnvelope),
+        (status = 409, description = "The rollout ended", body = ErrorEnvelope),
+    ))]
 pub async fn promote(
     State(ctx): ApiState,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer {
+) -> Answer<views::Rollout> {
     let body = body?;
     if !body.is_empty() {
-        let _: serde_json::Map<String, Value> =
-            parse_json(&body).and_then(|m: serde_json::Map<String, Value>| {
-                match m.keys().next() {
-                    Some(k) => Err(ApiError::invalid(format!(
-                        "promote takes no fields, not {k:?}"
-                    ))),
-                    None => Ok(m),
-                }
-            })?;
+        let EmptyBody {} = parse_json(&body)?;
     }
     change(&ctx, &id, RolloutChange::Promote).await
 }
 
 /// The cohort returns to the baseline. The body, if any, is `{"reason"}`.
+#[utoipa::path(post, path = "/v1/rollouts/{id}/abort", tag = TAG, params(RolloutId),
+    request_body(content = Option<AbortBody>),
+    responses(
+        (status = 200, description = "Aborted", body = views::Rollout),
+        (status = 404, description = "No such rollout", body = ErrorEnvelope),
+        (status = 409, description = "The rollout ended", body = ErrorEnvelope),
+    ))]
 pub async fn abort(
     State(ctx): ApiState,
     caller: Option<Extension<Caller>>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer {
+) -> Answer<views::Rollout> {
     let body = body?;
     let given = if body.is_empty() {
         None
@@ -304,22 +354,48 @@ pub async fn abort(
     change(&ctx, &id, RolloutChange::Abort { reason }).await
 }
 
+/// `{}`: promote takes no fields.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EmptyBody {}
+
+/// Each cohort's deliveries since the rollout started (until it ended), side by side.
+#[derive(Serialize, ToSchema)]
+pub struct Comparison {
+    pub rollout: String,
+    #[schema(schema_with = super::schema::rollout_state)]
+    pub state: &'static str,
+    #[schema(format = DateTime)]
+    pub since: String,
+    #[schema(format = DateTime)]
+    pub until: String,
+    pub baseline: CohortView,
+    pub candidate: CohortView,
+    /// Candidate minus baseline.
+    pub difference: DifferencesView,
+}
+
 /// What each cohort's deliveries did since the rollout started, side by side.
-pub async fn comparison(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+#[utoipa::path(get, path = "/v1/rollouts/{id}/comparison", tag = TAG, params(RolloutId),
+    responses(
+        (status = 200, description = "The comparison", body = Comparison),
+        (status = 404, description = "No such rollout", body = ErrorEnvelope),
+    ))]
+pub async fn comparison(State(ctx): ApiState, Path(id): Path<String>) -> Answer<Comparison> {
     let rollout = ctx.store.get_rollout(&id).await?;
     let now = ctx.clock.now_ms();
     let (baseline, candidate) = reports(&ctx.store, &rollout, now).await?;
     Ok((
         StatusCode::OK,
-        Json(json!({
-            "rollout": rollout.id,
-            "state": rollout.state,
-            "since": crate::clock::rfc3339(rollout.started_at),
-            "until": crate::clock::rfc3339(rollout.ended_at.unwrap_or(now)),
-            "baseline": cohort_view(&rollout.baseline, &baseline),
-            "candidate": cohort_view(&rollout.policy, &candidate),
-            "difference": differences_view(&baseline, &candidate),
-        })),
+        Json(Comparison {
+            rollout: rollout.id.clone(),
+            state: rollout.state.as_str(),
+            since: crate::clock::rfc3339(rollout.started_at),
+            until: crate::clock::rfc3339(rollout.ended_at.unwrap_or(now)),
+            baseline: cohort_view(&rollout.baseline, &baseline),
+            candidate: cohort_view(&rollout.policy, &candidate),
+            difference: differences_view(&baseline, &candidate),
+        }),
     ))
 }
 

@@ -7,40 +7,63 @@ use axum::http::StatusCode;
 use axum::Json;
 use hookline_store::{NewSubscriber, SubscriberHeaders, SubscriberPatch, SubscriberStatus};
 use serde::Deserialize;
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
+use utoipa::{IntoParams, ToSchema};
 
-use super::error::parse_json;
+use super::error::{parse_json, ErrorEnvelope};
 use super::{validate, views, ApiError, ApiState, PageQuery};
 use crate::config::parse_duration;
 use crate::signer::{new_secret, SigningKey};
 
-type Answer = Result<(StatusCode, Json<Value>), ApiError>;
+type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
 
-#[derive(Deserialize)]
+const TAG: &str = "subscribers";
+
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = NewSubscriber)]
 pub(super) struct CreateBody {
+    /// 1 to 128 characters of `A-Za-z0-9._-`; generated when absent.
+    #[schema(example = "sub_acme")]
     id: Option<String>,
+    /// http(s), without credentials; private and loopback destinations are refused unless
+    /// allowed.
+    #[schema(example = "https://hooks.acme.example/hookline")]
     url: String,
+    /// Up to 100; empty or absent: every type.
+    #[schema(example = json!(["shipment.out_for_delivery"]))]
     event_types: Option<Vec<String>>,
+    /// `whsec_` + base64 of 24 to 64 bytes; generated when absent.
     secret: Option<String>,
+    /// 1 to 1000: its own cap on attempts in flight.
     max_in_flight: Option<u32>,
+    /// 0.001 to 100,000 attempts per second.
     rate_limit_per_second: Option<f64>,
+    /// A pin: it receives the highest payload version at or below it.
     payload_version: Option<i64>,
+    /// Up to 20 static headers sent with every attempt (not `webhook-*`, `content-*`, `host`,
+    /// `user-agent`, `proxy-*` or hop-by-hop); values printable ASCII, at most 4 KiB.
     headers: Option<BTreeMap<String, String>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = SubscriberChange)]
 pub(super) struct PatchBody {
     url: Option<String>,
     event_types: Option<Vec<String>>,
+    /// `paused`: its deliveries wait, spending no attempts, until `active` again or their
+    /// window ends.
+    #[schema(schema_with = super::schema::settable_status_or_null)]
     status: Option<String>,
+    /// `null` clears it.
     #[serde(default, deserialize_with = "present")]
     max_in_flight: Option<Option<u32>>,
+    /// `null` clears it.
     #[serde(default, deserialize_with = "present")]
     rate_limit_per_second: Option<Option<f64>>,
+    /// `null` clears it.
     #[serde(default, deserialize_with = "present")]
     payload_version: Option<Option<i64>>,
     /// Replaces them all; `{}` or `null` removes them.
@@ -110,7 +133,15 @@ async fn url(ctx: &super::ApiContext, raw: &str) -> Result<String, ApiError> {
         .map_err(ApiError::from)
 }
 
-pub async fn create(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -> Answer {
+#[utoipa::path(post, path = "/v1/subscribers", tag = TAG, request_body = CreateBody,
+    responses(
+        (status = 201, description = "Created; the one answer that shows its secret", body = views::CreatedSubscriber),
+        (status = 409, description = "A subscriber with this id exists", body = ErrorEnvelope),
+    ))]
+pub async fn create(
+    State(ctx): ApiState,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<views::CreatedSubscriber> {
     let body: CreateBody = parse_json(&body?)?;
     let now = ctx.clock.now_ms();
     let id = match body.id {
@@ -144,7 +175,13 @@ pub async fn create(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -
     ))
 }
 
-pub async fn list(State(ctx): ApiState, query: Result<Query<PageQuery>, QueryRejection>) -> Answer {
+/// Without secrets or header values, by id.
+#[utoipa::path(get, path = "/v1/subscribers", tag = TAG, params(PageQuery),
+    responses((status = 200, description = "A page of subscribers", body = views::Page<views::Subscriber>)))]
+pub async fn list(
+    State(ctx): ApiState,
+    query: Result<Query<PageQuery>, QueryRejection>,
+) -> Answer<views::Page<views::Subscriber>> {
     let Query(q) = query?;
     let page = ctx.store.list_subscribers(q.limit()?, q.cursor).await?;
     Ok((
@@ -155,7 +192,12 @@ pub async fn list(State(ctx): ApiState, query: Result<Query<PageQuery>, QueryRej
     ))
 }
 
-pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+#[utoipa::path(get, path = "/v1/subscribers/{id}", tag = TAG, params(SubscriberId),
+    responses(
+        (status = 200, description = "The subscriber, with its breaker", body = views::Subscriber),
+        (status = 404, description = "No such subscriber", body = ErrorEnvelope),
+    ))]
+pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::Subscriber> {
     let s = ctx.store.get_subscriber(&id).await?;
     Ok((
         StatusCode::OK,
@@ -163,20 +205,37 @@ pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
     ))
 }
 
-pub async fn secret(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+/// Admin scope: it is a credential.
+#[utoipa::path(get, path = "/v1/subscribers/{id}/secret", tag = TAG, params(SubscriberId),
+    responses(
+        (status = 200, description = "Its signing secret", body = views::Secret),
+        (status = 404, description = "No such subscriber", body = ErrorEnvelope),
+    ))]
+pub async fn secret(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::Secret> {
     let s = ctx.store.get_subscriber(&id).await?;
-    Ok((StatusCode::OK, Json(json!({"secret": s.secret}))))
+    Ok((StatusCode::OK, Json(views::Secret { secret: s.secret })))
 }
 
 /// The headers sent with its every attempt, values included: admin only, like the secret.
-pub async fn headers(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+#[utoipa::path(get, path = "/v1/subscribers/{id}/headers", tag = TAG, params(SubscriberId),
+    responses(
+        (status = 200, description = "Its static headers, values included", body = views::Headers),
+        (status = 404, description = "No such subscriber", body = ErrorEnvelope),
+    ))]
+pub async fn headers(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::Headers> {
     let s = ctx.store.get_subscriber(&id).await?;
     let SubscriberHeaders(headers) = s.headers;
-    Ok((StatusCode::OK, Json(json!({"headers": headers}))))
+    Ok((StatusCode::OK, Json(views::Headers { headers })))
 }
 
-#[derive(Deserialize)]
+/// A subscriber's id in the path.
+#[derive(IntoParams)]
+#[into_params(names("id"), parameter_in = Path)]
+pub(super) struct SubscriberId(#[allow(dead_code)] String);
+
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = SecretRotation)]
 pub(super) struct RotateBody {
     /// How long the previous secret keeps signing, e.g. "24h"; "0s" drops it at once.
     grace_period: Option<String>,
@@ -188,12 +247,20 @@ pub const DEFAULT_ROTATION_GRACE: &str = "24h";
 /// A previous secret signs for at most this long after a rotation.
 pub const MAX_ROTATION_GRACE: Duration = Duration::from_secs(30 * 24 * 3600);
 
-/// `POST /v1/subscribers/{id}/secret/rotate`: the answer holds the new secret, once.
+/// Until `previous_secret_valid_until` every request carries both signatures; the answer holds
+/// the new secret, once. The body may be empty.
+#[utoipa::path(post, path = "/v1/subscribers/{id}/secret/rotate", tag = TAG, params(SubscriberId),
+    request_body(content = Option<RotateBody>),
+    responses(
+        (status = 200, description = "Rotated", body = views::RotatedSecret),
+        (status = 404, description = "No such subscriber", body = ErrorEnvelope),
+        (status = 409, description = "The subscriber is revoked", body = ErrorEnvelope),
+    ))]
 pub async fn rotate_secret(
     State(ctx): ApiState,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer {
+) -> Answer<views::RotatedSecret> {
     let body = body?;
     let body: RotateBody = if body.is_empty() {
         RotateBody {
@@ -226,19 +293,27 @@ pub async fn rotate_secret(
         .await?;
     Ok((
         StatusCode::OK,
-        Json(json!({
-            "id": s.id,
-            "secret": s.secret,
-            "previous_secret_valid_until": s.previous_secret_until.map(crate::clock::rfc3339),
-        })),
+        Json(views::RotatedSecret {
+            id: s.id,
+            secret: s.secret,
+            previous_secret_valid_until: s.previous_secret_until.map(crate::clock::rfc3339),
+        }),
     ))
 }
 
+/// Fields left out keep their value.
+#[utoipa::path(patch, path = "/v1/subscribers/{id}", tag = TAG, params(SubscriberId),
+    request_body = PatchBody,
+    responses(
+        (status = 200, description = "Changed", body = views::Subscriber),
+        (status = 404, description = "No such subscriber", body = ErrorEnvelope),
+        (status = 409, description = "The subscriber is revoked", body = ErrorEnvelope),
+    ))]
 pub async fn update(
     State(ctx): ApiState,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer {
+) -> Answer<views::Subscriber> {
     let body: PatchBody = parse_json(&body?)?;
     let status = match body.status.as_deref() {
         None => None,
@@ -279,7 +354,13 @@ pub async fn update(
     ))
 }
 
-pub async fn revoke(State(ctx): ApiState, Path(id): Path<String>) -> Answer {
+/// Final (kept for the record): its pending deliveries die `subscription_revoked`.
+#[utoipa::path(delete, path = "/v1/subscribers/{id}", tag = TAG, params(SubscriberId),
+    responses(
+        (status = 200, description = "Revoked", body = views::Subscriber),
+        (status = 404, description = "No such subscriber", body = ErrorEnvelope),
+    ))]
+pub async fn revoke(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::Subscriber> {
     let s = ctx.store.revoke_subscriber(&id, ctx.clock.now_ms()).await?;
     Ok((
         StatusCode::OK,

@@ -1,38 +1,114 @@
-//! How records look in JSON. Times are RFC 3339; secrets appear only where a view asks for them.
+//! How records look in JSON. Each answer is a type here, serialized as it is and described by
+//! the same type in the OpenAPI document, so a field cannot be sent without being described.
+//! Times are RFC 3339; secrets appear only where a view asks for them.
 
-use hookline_store::*;
+use std::collections::BTreeMap;
+
+use hookline_store as store;
+use hookline_store::StateCounts;
+use serde::Serialize;
 use serde_json::value::RawValue;
-use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
 
+use super::schema;
 use crate::clock::rfc3339;
 
-pub fn subscriber(s: &Subscriber, now: hookline_policy::UnixMs) -> Value {
-    json!({
-        "id": s.id,
-        "url": s.url,
-        "event_types": s.event_types,
-        "status": s.status.as_str(),
-        "created_at": rfc3339(s.created_at),
-        "updated_at": rfc3339(s.updated_at),
-        "previous_secret_valid_until": s.previous_secret_until.map(rfc3339),
-        "max_in_flight": s.max_in_flight,
-        "rate_limit_per_second": s.rate_limit_per_second,
-        "payload_version": s.payload_version,
-        // Names only: values may be credentials (admin reads them at .../headers).
-        "header_names": s.headers.0.keys().collect::<Vec<_>>(),
-        "breaker": {
-            "state": s.breaker.state(now).as_str(),
-            "consecutive_failures": s.breaker.consecutive_failures,
-            "open_until": s.breaker.open_until.map(rfc3339),
+/// A subscriber's circuit breaker, as it stands now.
+#[derive(Serialize, ToSchema)]
+pub struct Breaker {
+    #[schema(schema_with = schema::breaker_state)]
+    pub state: &'static str,
+    pub consecutive_failures: u32,
+    /// When an open breaker lets a probe through.
+    #[schema(format = DateTime)]
+    pub open_until: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Subscriber {
+    #[schema(example = "sub_acme")]
+    pub id: String,
+    #[schema(example = "https://hooks.acme.example/hookline")]
+    pub url: String,
+    /// Empty: every type.
+    pub event_types: Vec<String>,
+    #[schema(schema_with = schema::subscriber_status)]
+    pub status: &'static str,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+    /// Until then every request is signed with the previous secret too.
+    #[schema(format = DateTime)]
+    pub previous_secret_valid_until: Option<String>,
+    /// Its own cap on attempts in flight; `null`: the server's.
+    pub max_in_flight: Option<u32>,
+    pub rate_limit_per_second: Option<f64>,
+    /// A pin: the highest payload version it receives; `null`: the latest.
+    pub payload_version: Option<i64>,
+    /// Names only: values may be credentials (admin reads them at `.../headers`).
+    pub header_names: Vec<String>,
+    pub breaker: Breaker,
+}
+
+pub fn subscriber(s: &store::Subscriber, now: hookline_policy::UnixMs) -> Subscriber {
+    Subscriber {
+        id: s.id.clone(),
+        url: s.url.clone(),
+        event_types: s.event_types.clone(),
+        status: s.status.as_str(),
+        created_at: rfc3339(s.created_at),
+        updated_at: rfc3339(s.updated_at),
+        previous_secret_valid_until: s.previous_secret_until.map(rfc3339),
+        max_in_flight: s.max_in_flight,
+        rate_limit_per_second: s.rate_limit_per_second,
+        payload_version: s.payload_version,
+        header_names: s.headers.0.keys().cloned().collect(),
+        breaker: Breaker {
+            state: s.breaker.state(now).as_str(),
+            consecutive_failures: s.breaker.consecutive_failures,
+            open_until: s.breaker.open_until.map(rfc3339),
         },
-    })
+    }
 }
 
 /// A subscriber just created: the one answer that shows its secret.
-pub fn created_subscriber(s: &Subscriber, now: hookline_policy::UnixMs) -> Value {
-    let mut v = subscriber(s, now);
-    v["secret"] = json!(s.secret);
-    v
+#[derive(Serialize, ToSchema)]
+pub struct CreatedSubscriber {
+    #[serde(flatten)]
+    pub subscriber: Subscriber,
+    #[schema(example = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")]
+    pub secret: String,
+}
+
+pub fn created_subscriber(
+    s: &store::Subscriber,
+    now: hookline_policy::UnixMs,
+) -> CreatedSubscriber {
+    CreatedSubscriber {
+        subscriber: subscriber(s, now),
+        secret: s.secret.clone(),
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Secret {
+    pub secret: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Headers {
+    /// Sent with every attempt, values included.
+    pub headers: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RotatedSecret {
+    pub id: String,
+    pub secret: String,
+    /// Until then both secrets sign; `null` when the previous one was dropped at once.
+    #[schema(format = DateTime)]
+    pub previous_secret_valid_until: Option<String>,
 }
 
 /// Embeds stored canonical JSON without re-parsing it into a tree.
@@ -42,159 +118,367 @@ pub fn raw_json(text: &str) -> Box<RawValue> {
 
 /// `payload` and `payload_version` are the latest; an event with several versions also lists
 /// them all under `payloads`, as it was published.
-pub fn event(e: &Event) -> Value {
-    let mut v = json!({
-        "id": e.id,
-        "type": e.event_type,
-        "payload": raw_json(&e.payload),
-        "payload_version": e.payload_version,
-        "accepted_at": rfc3339(e.accepted_at),
-        "deliveries": e.deliveries,
-        "counts": e.counts,
-    });
-    if !e.earlier_payloads.is_empty() {
-        let mut all: Map<String, Value> = e
+#[derive(Serialize, ToSchema)]
+pub struct Event {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    #[schema(value_type = Value)]
+    pub payload: Box<RawValue>,
+    pub payload_version: i64,
+    #[schema(format = DateTime)]
+    pub accepted_at: String,
+    pub deliveries: u64,
+    pub counts: StateCounts,
+    /// Every version by number, when there are several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<BTreeMap<String, Value>>)]
+    pub payloads: Option<BTreeMap<String, Box<RawValue>>>,
+}
+
+pub fn event(e: &store::Event) -> Event {
+    let payloads = (!e.earlier_payloads.is_empty()).then(|| {
+        let mut all: BTreeMap<String, Box<RawValue>> = e
             .earlier_payloads
             .iter()
-            .map(|(version, payload)| (version.to_string(), json!(raw_json(payload))))
+            .map(|(version, payload)| (version.to_string(), raw_json(payload)))
             .collect();
-        all.insert(e.payload_version.to_string(), json!(raw_json(&e.payload)));
-        v["payloads"] = Value::Object(all);
+        all.insert(e.payload_version.to_string(), raw_json(&e.payload));
+        all
+    });
+    Event {
+        id: e.id.clone(),
+        event_type: e.event_type.clone(),
+        payload: raw_json(&e.payload),
+        payload_version: e.payload_version,
+        accepted_at: rfc3339(e.accepted_at),
+        deliveries: e.deliveries,
+        counts: e.counts.clone(),
+        payloads,
     }
-    v
 }
 
-pub fn receipt(r: &EventReceipt) -> Value {
-    json!({
-        "id": r.id,
-        "type": r.event_type,
-        "deliveries": r.deliveries,
-        "unversioned": r.unversioned,
-    })
+/// What a publish answers once the event and its deliveries are committed.
+#[derive(Serialize, ToSchema)]
+pub struct Receipt {
+    #[schema(example = "evt_SHP-20418-out-for-delivery")]
+    pub id: String,
+    #[serde(rename = "type")]
+    #[schema(example = "shipment.out_for_delivery")]
+    pub event_type: String,
+    pub deliveries: u64,
+    /// Deliveries to subscribers pinned below every version the event carries: dead at once.
+    pub unversioned: u64,
 }
 
-pub fn attempt(a: &AttemptRecord) -> Value {
-    let mut v = Map::new();
-    v.insert("ordinal".into(), json!(a.ordinal));
-    v.insert("started_at".into(), json!(rfc3339(a.started_at)));
-    v.insert("duration_ms".into(), json!(a.duration_ms));
-    v.insert("outcome".into(), json!(a.outcome.as_str()));
-    if let Some(status) = a.status {
-        v.insert("status".into(), json!(status));
+pub fn receipt(r: &store::EventReceipt) -> Receipt {
+    Receipt {
+        id: r.id.clone(),
+        event_type: r.event_type.clone(),
+        deliveries: r.deliveries,
+        unversioned: r.unversioned,
     }
-    if let Some(error) = &a.error {
-        v.insert("error".into(), json!(error));
+}
+
+/// One attempt: what was sent when, and what came back.
+#[derive(Serialize, ToSchema)]
+pub struct Attempt {
+    /// Its number within its budget (a replay starts a new budget at 1).
+    pub ordinal: u32,
+    #[schema(format = DateTime)]
+    pub started_at: String,
+    pub duration_ms: u64,
+    #[schema(schema_with = schema::outcome)]
+    pub outcome: &'static str,
+    /// The HTTP status, when an answer came.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The transport error, when none did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The first 4 KiB of the answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_body: Option<String>,
+    /// The policy that classified it and decided what followed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
+pub fn attempt(a: &store::AttemptRecord) -> Attempt {
+    Attempt {
+        ordinal: a.ordinal,
+        started_at: rfc3339(a.started_at),
+        duration_ms: a.duration_ms,
+        outcome: a.outcome.as_str(),
+        status: a.status,
+        error: a.error.clone(),
+        response_body: a.response_body.clone(),
+        policy: a.policy.clone(),
     }
-    if let Some(body) = &a.response_body {
-        v.insert("response_body".into(), json!(body));
-    }
-    if let Some(policy) = &a.policy {
-        v.insert("policy".into(), json!(policy));
-    }
-    Value::Object(v)
 }
 
 /// The policy of the latest decision: its last attempt's.
-fn latest_policy(h: &[AttemptRecord]) -> Option<&str> {
-    h.last().and_then(|a| a.policy.as_deref())
+fn latest_policy(h: &[store::AttemptRecord]) -> Option<String> {
+    h.last().and_then(|a| a.policy.clone())
 }
 
-fn history(h: &[AttemptRecord]) -> Value {
-    Value::Array(h.iter().map(attempt).collect())
+fn history(h: &[store::AttemptRecord]) -> Vec<Attempt> {
+    h.iter().map(attempt).collect()
 }
 
-pub fn delivery(d: &Delivery) -> Value {
-    json!({
-        "id": d.id,
-        "event_id": d.event_id,
-        "subscriber_id": d.subscriber_id,
-        "state": d.state.as_str(),
-        "attempts": d.attempts,
-        "first_seen": rfc3339(d.first_seen),
-        "window_start": rfc3339(d.window_start),
-        "next_attempt_at": d.next_attempt_at.map(rfc3339),
-        "dead_reason": d.dead_reason.map(|r| r.as_str()),
-        "dead_at": d.dead_at.map(rfc3339),
-        "error": d.dead_error,
-        "waiting_on": d.waiting_on.map(WaitingOn::as_str),
-        "payload_version": d.payload_version,
-        "policy": latest_policy(&d.attempt_history),
-        "attempt_history": history(&d.attempt_history),
-    })
+#[derive(Serialize, ToSchema)]
+pub struct Delivery {
+    pub id: String,
+    pub event_id: String,
+    pub subscriber_id: String,
+    #[schema(schema_with = schema::delivery_state)]
+    pub state: &'static str,
+    pub attempts: u32,
+    #[schema(format = DateTime)]
+    pub first_seen: String,
+    /// Where its delivery window starts (a replay starts a new one).
+    #[schema(format = DateTime)]
+    pub window_start: String,
+    #[schema(format = DateTime)]
+    pub next_attempt_at: Option<String>,
+    #[schema(schema_with = schema::dead_reason_or_null)]
+    pub dead_reason: Option<&'static str>,
+    #[schema(format = DateTime)]
+    pub dead_at: Option<String>,
+    /// Why it died when no attempt says.
+    pub error: Option<String>,
+    /// For one whose window ended while it waited: what it waited on (`null`: its own retry).
+    #[schema(schema_with = schema::waiting_on_or_null)]
+    pub waiting_on: Option<&'static str>,
+    /// The payload version it sends; `null` when none fits its subscriber's pin.
+    pub payload_version: Option<i64>,
+    /// The policy of its latest decision.
+    pub policy: Option<String>,
+    pub attempt_history: Vec<Attempt>,
 }
 
-pub fn dead_letter(d: &DeadLetter) -> Value {
-    json!({
-        "delivery_id": d.delivery_id,
-        "event_id": d.event_id,
-        "event_type": d.event_type,
-        "subscriber_id": d.subscriber_id,
-        "payload_version": d.payload_version,
-        "reason": d.reason.as_str(),
-        "dead_at": rfc3339(d.dead_at),
-        "error": d.dead_error,
-        "waiting_on": d.waiting_on.map(WaitingOn::as_str),
-        "policy": latest_policy(&d.attempt_history),
-        "attempt_history": history(&d.attempt_history),
-    })
+pub fn delivery(d: &store::Delivery) -> Delivery {
+    Delivery {
+        id: d.id.clone(),
+        event_id: d.event_id.clone(),
+        subscriber_id: d.subscriber_id.clone(),
+        state: d.state.as_str(),
+        attempts: d.attempts,
+        first_seen: rfc3339(d.first_seen),
+        window_start: rfc3339(d.window_start),
+        next_attempt_at: d.next_attempt_at.map(rfc3339),
+        dead_reason: d.dead_reason.map(|r| r.as_str()),
+        dead_at: d.dead_at.map(rfc3339),
+        error: d.dead_error.clone(),
+        waiting_on: d.waiting_on.map(store::WaitingOn::as_str),
+        payload_version: d.payload_version,
+        policy: latest_policy(&d.attempt_history),
+        attempt_history: history(&d.attempt_history),
+    }
 }
 
-pub fn replay(r: &Replay) -> Value {
-    json!({
-        "id": r.id,
-        "created_at": rfc3339(r.created_at),
-        "filter": {"reason": r.reason.as_str(), "subscriber_id": r.subscriber_id},
-        "limit": r.limit,
-        "per_second": r.per_second,
-        "requested_by": r.requested_by,
-        "selected": r.selected,
-        "delivery_ids": r.delivery_ids,
-        "delivered": r.delivered,
-        "dead": r.dead,
-    })
+#[derive(Serialize, ToSchema)]
+pub struct DeadLetter {
+    pub delivery_id: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub subscriber_id: String,
+    /// The payload version sent; `null` when none fitted the pin.
+    pub payload_version: Option<i64>,
+    #[schema(schema_with = schema::dead_reason)]
+    pub reason: &'static str,
+    #[schema(format = DateTime)]
+    pub dead_at: String,
+    pub error: Option<String>,
+    #[schema(schema_with = schema::waiting_on_or_null)]
+    pub waiting_on: Option<&'static str>,
+    pub policy: Option<String>,
+    pub attempt_history: Vec<Attempt>,
 }
 
-pub fn page<T>(p: &Page<T>, view: impl Fn(&T) -> Value) -> Value {
-    json!({
-        "items": p.items.iter().map(view).collect::<Vec<_>>(),
-        "next_cursor": p.next_cursor,
-    })
+pub fn dead_letter(d: &store::DeadLetter) -> DeadLetter {
+    DeadLetter {
+        delivery_id: d.delivery_id.clone(),
+        event_id: d.event_id.clone(),
+        event_type: d.event_type.clone(),
+        subscriber_id: d.subscriber_id.clone(),
+        payload_version: d.payload_version,
+        reason: d.reason.as_str(),
+        dead_at: rfc3339(d.dead_at),
+        error: d.dead_error.clone(),
+        waiting_on: d.waiting_on.map(store::WaitingOn::as_str),
+        policy: latest_policy(&d.attempt_history),
+        attempt_history: history(&d.attempt_history),
+    }
+}
+
+/// Dead letters of one reason and subscriber.
+#[derive(Serialize, ToSchema)]
+pub struct DeadLetterGroup {
+    #[schema(schema_with = schema::dead_reason)]
+    pub reason: &'static str,
+    pub subscriber_id: String,
+    pub count: u64,
+    #[schema(format = DateTime)]
+    pub oldest_dead_at: String,
+    #[schema(format = DateTime)]
+    pub newest_dead_at: String,
+}
+
+pub fn dead_letter_group(g: &store::DeadLetterGroup) -> DeadLetterGroup {
+    DeadLetterGroup {
+        reason: g.reason.as_str(),
+        subscriber_id: g.subscriber_id.clone(),
+        count: g.count,
+        oldest_dead_at: rfc3339(g.oldest_dead_at),
+        newest_dead_at: rfc3339(g.newest_dead_at),
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ReplayFilter {
+    #[schema(schema_with = schema::dead_reason)]
+    pub reason: &'static str,
+    pub subscriber_id: Option<String>,
+}
+
+/// A replay's audit record.
+#[derive(Serialize, ToSchema)]
+pub struct Replay {
+    pub id: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    pub filter: ReplayFilter,
+    pub limit: u32,
+    pub per_second: Option<f64>,
+    /// The token's name; `null` in open mode.
+    pub requested_by: Option<String>,
+    pub selected: u64,
+    pub delivery_ids: Vec<String>,
+    /// How many of the selected were delivered since.
+    pub delivered: u64,
+    /// How many of the selected died again since.
+    pub dead: u64,
+}
+
+pub fn replay(r: &store::Replay) -> Replay {
+    Replay {
+        id: r.id.clone(),
+        created_at: rfc3339(r.created_at),
+        filter: ReplayFilter {
+            reason: r.reason.as_str(),
+            subscriber_id: r.subscriber_id.clone(),
+        },
+        limit: r.limit,
+        per_second: r.per_second,
+        requested_by: r.requested_by.clone(),
+        selected: r.selected,
+        delivery_ids: r.delivery_ids.clone(),
+        delivered: r.delivered,
+        dead: r.dead,
+    }
+}
+
+/// `"dry_run": true`: what a replay would release now.
+#[derive(Serialize, ToSchema)]
+pub struct ReplayPreview {
+    pub selected: u64,
+    pub delivery_ids: Vec<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ReplayStarted {
+    pub replay_id: String,
+    pub selected: u64,
+}
+
+/// One page of a list; `next_cursor` fetches the next (`null`: this is the last).
+#[derive(Serialize, ToSchema)]
+pub struct Page<T: ToSchema> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+pub fn page<T, V: ToSchema>(p: &store::Page<T>, view: impl Fn(&T) -> V) -> Page<V> {
+    Page {
+        items: p.items.iter().map(view).collect(),
+        next_cursor: p.next_cursor.clone(),
+    }
 }
 
 /// A policy: every part spelled out, and for a stored one when and by whom it was created
 /// (`null` for `default`, which the configuration defines).
-pub fn policy(p: &crate::policies::Policy, stored: Option<&hookline_store::StoredPolicy>) -> Value {
-    let mut v = p.to_json();
-    v["created_at"] = json!(stored.map(|s| rfc3339(s.created_at)));
-    v["created_by"] = json!(stored.and_then(|s| s.created_by.clone()));
-    v
+#[derive(Serialize, ToSchema)]
+pub struct Policy {
+    #[serde(flatten)]
+    pub policy: crate::policies::SpelledPolicy,
+    #[schema(format = DateTime)]
+    pub created_at: Option<String>,
+    pub created_by: Option<String>,
 }
 
-/// A share in hundredths of a percent, as the percent it is (whole when it is).
-fn percent(basis_points: u32) -> Value {
-    let whole = basis_points / 100;
-    if whole * 100 == basis_points {
-        json!(whole)
-    } else {
-        json!(f64::from(basis_points) / 100.0)
+pub fn policy(p: &crate::policies::Policy, stored: Option<&store::StoredPolicy>) -> Policy {
+    Policy {
+        policy: p.spelled(),
+        created_at: stored.map(|s| rfc3339(s.created_at)),
+        created_by: stored.and_then(|s| s.created_by.clone()),
     }
 }
 
-pub fn rollout(r: &hookline_store::Rollout) -> Value {
-    json!({
-        "id": r.id,
-        "policy": r.policy,
-        "baseline": r.baseline,
-        "percent": percent(r.basis_points),
-        "subscriber_ids": r.subscriber_ids,
-        "abort_if": r.abort_if.map(|a| json!({
-            "terminal_rate_increase": a.terminal_rate_increase,
-            "min_deliveries": a.min_deliveries,
-        })),
-        "state": r.state,
-        "reason": r.reason,
-        "started_at": rfc3339(r.started_at),
-        "ended_at": r.ended_at.map(rfc3339),
-        "created_by": r.created_by,
-    })
+/// A share in hundredths of a percent, as the percent it is (whole when it is).
+fn percent(basis_points: u32) -> serde_json::Number {
+    let whole = basis_points / 100;
+    if whole * 100 == basis_points {
+        whole.into()
+    } else {
+        serde_json::Number::from_f64(f64::from(basis_points) / 100.0).expect("a share is finite")
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct AbortIf {
+    pub terminal_rate_increase: f64,
+    pub min_deliveries: u64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Rollout {
+    pub id: String,
+    /// The candidate.
+    pub policy: String,
+    /// The policy in force for everyone when it started.
+    pub baseline: String,
+    #[schema(value_type = f64, example = 5)]
+    pub percent: serde_json::Number,
+    /// Always in the cohort.
+    pub subscriber_ids: Vec<String>,
+    pub abort_if: Option<AbortIf>,
+    #[schema(schema_with = schema::rollout_state)]
+    pub state: &'static str,
+    /// Why it was aborted.
+    pub reason: Option<String>,
+    #[schema(format = DateTime)]
+    pub started_at: String,
+    #[schema(format = DateTime)]
+    pub ended_at: Option<String>,
+    pub created_by: Option<String>,
+}
+
+pub fn rollout(r: &store::Rollout) -> Rollout {
+    Rollout {
+        id: r.id.clone(),
+        policy: r.policy.clone(),
+        baseline: r.baseline.clone(),
+        percent: percent(r.basis_points),
+        subscriber_ids: r.subscriber_ids.clone(),
+        abort_if: r.abort_if.map(|a| AbortIf {
+            terminal_rate_increase: a.terminal_rate_increase,
+            min_deliveries: a.min_deliveries,
+        }),
+        state: r.state.as_str(),
+        reason: r.reason.clone(),
+        started_at: rfc3339(r.started_at),
+        ended_at: r.ended_at.map(rfc3339),
+        created_by: r.created_by.clone(),
+    }
 }

@@ -92,6 +92,9 @@ enum Command {
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Print the API's OpenAPI 3.1 document (what `GET /openapi.json` serves), e.g. to
+    /// generate a client.
+    Openapi,
     /// Run a subscriber simulator for drills, demos and tests: behaviour by path
     /// (/ok, /status/{code}, /flaky/{n}, /slow/{ms}, /hang, /gone), POST /control to make a
     /// prefix fail or recover, GET /stats.
@@ -398,6 +401,10 @@ pub async fn run(cli: Cli) -> ExitCode {
             dlq::replay(&api, reason, subscriber, limit, per_second, mode).await
         }
         Command::Token(TokenCommand::New { name, scope }) => token_new(&name, scope),
+        Command::Openapi => {
+            println!("{}", crate::api::openapi::document());
+            Ok(())
+        }
         Command::Policy(PolicyCommand::Schedule { name, api, config }) => {
             policy::schedule(&name, &api, config.as_deref()).await
         }

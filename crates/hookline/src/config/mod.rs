@@ -63,6 +63,14 @@ struct FileConfig {
     http: HttpFile,
     #[serde(default)]
     admission: AdmissionFile,
+    #[serde(default)]
+    console: ConsoleFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConsoleFile {
+    drill_reports: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -195,6 +203,8 @@ pub struct Config {
     /// Timeouts and the connection cap of the API's HTTP server.
     pub http: crate::server::HttpLimits,
     pub admission: AdmissionConfig,
+    /// Where the console looks for the latest `hookline drill --json` report.
+    pub drill_reports: std::path::PathBuf,
 }
 
 /// Values given on the command line or in the environment; they win over the file.
@@ -375,7 +385,15 @@ impl Config {
                 given => Some(duration("admission.max_projected_drain", given)?),
             },
         };
+        let drill_reports = given("console.drill_reports", file.console.drill_reports)?;
+        if drill_reports.is_empty() {
+            return Err(invalid(
+                "console.drill_reports",
+                "must name a directory (\".\" for the working directory)",
+            ));
+        }
         Ok(Config {
+            drill_reports: drill_reports.into(),
             admission,
             http,
             breaker,

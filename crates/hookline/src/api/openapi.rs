@@ -1,0 +1,142 @@
+//! The OpenAPI 3.1 document, `GET /openapi.json`. Its paths and schemas are generated from the
+//! handlers and the types they read and answer ([`super::routes`] adds each route with its
+//! description); what every route shares (authentication, the errors any request can meet) is
+//! added here once.
+
+use std::sync::OnceLock;
+
+use axum::http::header;
+use axum::response::IntoResponse;
+use serde_json::{json, Map, Value};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApiBuilder, SecurityRequirement};
+use utoipa::PartialSchema;
+
+use super::error::ErrorEnvelope;
+
+/// Routes that need no token (they hold no data, or are probes).
+pub const OPEN_ROUTES: [&str; 3] = ["/healthz", "/openapi.json", "/console"];
+
+const DESCRIPTION: &str = "Webhook fan-out delivery: publish an event once; hookline delivers \
+it to every subscribed endpoint at least once, signed with Standard Webhooks headers, with \
+bounded retries, and dead letters replayed in bounded, paced, audited batches.\n\n\
+Authentication: `Authorization: Bearer <token>`, tokens configured with a scope (`admin`, \
+`read`, `publish`). With no tokens configured the API is open to loopback callers only. \
+Every error answers `{\"error\": {\"code\", \"message\"}}`. Lists take `limit` (1 to 1000) \
+and `cursor` and answer `{\"items\", \"next_cursor\"}`; an unknown query parameter or JSON \
+field is refused (422, naming it).";
+
+/// What the routes add their paths to.
+pub fn base() -> utoipa::openapi::OpenApi {
+    OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("hookline")
+                .version(env!("CARGO_PKG_VERSION"))
+                .description(Some(DESCRIPTION))
+                .build(),
+        )
+        .components(Some(
+            ComponentsBuilder::new()
+                .security_scheme(
+                    "bearer",
+                    SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+                )
+                .schema("ErrorEnvelope", ErrorEnvelope::schema())
+                .build(),
+        ))
+        .security(Some([SecurityRequirement::new::<_, _, &str>("bearer", [])]))
+        .build()
+}
+
+/// The errors a request can meet whatever it asks: (status, when), each answered with the
+/// error envelope.
+const ANY_REQUEST: [(&str, &str); 5] = [
+    ("401", "`unauthorized`: no token, or one that is not valid"),
+    (
+        "403",
+        "`forbidden`: the token's scope does not allow it, or (open mode) the request is not from loopback",
+    ),
+    (
+        "422",
+        "`invalid_request`: a field, parameter or query parameter is refused (the message names it)",
+    ),
+    ("500", "`storage_error` or `internal`: nothing was changed"),
+    ("503", "`unavailable`: hookline is shutting down"),
+];
+
+/// And those a request with a body can meet.
+const WITH_BODY: [(&str, &str); 4] = [
+    ("400", "`malformed_json`: the body is not JSON"),
+    ("408", "`request_timeout`: the body did not arrive in time"),
+    ("413", "`payload_too_large`"),
+    (
+        "415",
+        "`unsupported_media_type`: a body not sent as application/json",
+    ),
+];
+
+/// And a request with a path parameter.
+const WITH_PATH: [(&str, &str); 1] = [("400", "`bad_request`: a path parameter that is not UTF-8")];
+
+fn error_response(when: &str) -> Value {
+    json!({
+        "description": when,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}
+    })
+}
+
+/// Adds to every operation the errors any request of its kind can meet, where the operation
+/// does not describe them itself.
+fn with_shared_errors(mut document: Value) -> Value {
+    let Some(paths) = document["paths"].as_object_mut() else {
+        return document;
+    };
+    for (path, item) in paths.iter_mut() {
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for operation in item.values_mut().filter_map(Value::as_object_mut) {
+            let has_body = operation.contains_key("requestBody");
+            let responses = operation
+                .entry("responses")
+                .or_insert_with(|| Value::Object(Map::new()));
+            let Some(responses) = responses.as_object_mut() else {
+                continue;
+            };
+            let shared = ANY_REQUEST
+                .iter()
+                .chain(has_body.then_some(&WITH_BODY).into_iter().flatten())
+                .chain(
+                    path.contains('{')
+                        .then_some(&WITH_PATH)
+                        .into_iter()
+                        .flatten(),
+                );
+            for (status, when) in shared {
+                responses
+                    .entry(*status)
+                    .or_insert_with(|| error_response(when));
+            }
+        }
+    }
+    document
+}
+
+/// The document, built once.
+pub fn document() -> &'static str {
+    static DOCUMENT: OnceLock<String> = OnceLock::new();
+    DOCUMENT.get_or_init(|| {
+        let generated = serde_json::to_value(super::routes().into_openapi())
+            .expect("the OpenAPI document serializes");
+        serde_json::to_string_pretty(&with_shared_errors(generated))
+            .expect("the OpenAPI document serializes")
+    })
+}
+
+/// This document: every route, body, parameter, answer and error code.
+#[utoipa::path(get, path = "/openapi.json", tag = "meta", security(()),
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json", body = Object)))]
+pub async fn document_json() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], document())
+}

@@ -1,0 +1,141 @@
+//! `/v1/overview` and `/v1/whoami`: what the console's first page and its controls need, in
+//! one read each.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::{Extension, Json};
+use hookline_policy::UnixMs;
+use hookline_store::{StateCounts, WaitingOn};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::auth::{Caller, Scope};
+use super::{views, ApiError, ApiState};
+use crate::capacity::CapacityView;
+use crate::clock::rfc3339;
+
+const TAG: &str = "operations";
+
+/// How far back `dead_letters_last_hour` looks.
+const HOUR_MS: i64 = 3_600_000;
+/// Groups summed at most for the inflow (reasons times subscribers with dead letters).
+const MAX_INFLOW_GROUPS: u32 = 100_000;
+
+#[derive(Serialize, ToSchema)]
+pub struct ReasonCount {
+    #[schema(schema_with = super::schema::dead_reason)]
+    pub reason: &'static str,
+    pub count: u64,
+}
+
+/// The queue, the dead-letter inflow, breakers, admission and the rollout, at a glance.
+#[derive(Serialize, ToSchema)]
+pub struct Overview {
+    /// When the queue figures were read (they are refreshed every `metrics.refresh_interval`).
+    #[schema(format = DateTime)]
+    pub measured_at: String,
+    pub deliveries: StateCounts,
+    /// Seconds the oldest first attempt a worker could take now has been due.
+    pub oldest_ready_age_s: Option<f64>,
+    /// Seconds the oldest due delivery no claim can take has waited, by what it waits on
+    /// (`cap`, `rate_limit`, `breaker`, `paused`); `null`: none waits on it.
+    pub oldest_waiting_age_s: BTreeMap<&'static str, Option<f64>>,
+    /// Seconds since the oldest delivery waiting for a retry was first seen.
+    pub oldest_retrying_age_s: Option<f64>,
+    /// Subscribers whose breaker is open or half-open.
+    pub open_breakers: Vec<String>,
+    /// Dead letters that died in the last hour (and were not replayed since), by reason.
+    pub dead_letters_last_hour: Vec<ReasonCount>,
+    pub capacity: CapacityView,
+    /// The running rollout, if one is.
+    pub rollout: Option<views::Rollout>,
+}
+
+fn age_s(now: UnixMs, since: Option<UnixMs>) -> Option<f64> {
+    since.map(|t| now.saturating_sub(t).max(0) as f64 / 1000.0)
+}
+
+#[utoipa::path(get, path = "/v1/overview", tag = TAG,
+    responses((status = 200, description = "The overview", body = Overview)))]
+pub async fn overview(State(ctx): ApiState) -> Result<Json<Overview>, ApiError> {
+    let (measured_at, stats) = match ctx.queue.latest() {
+        Some(latest) => latest,
+        // Before the gauges' first refresh.
+        None => {
+            let now = ctx.clock.now_ms();
+            let stats = ctx
+                .store
+                .queue_stats(now, ctx.max_in_flight_per_subscriber)
+                .await?;
+            (now, stats)
+        }
+    };
+    let now = ctx.clock.now_ms();
+    let mut inflow: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for group in ctx
+        .store
+        .dead_letter_groups(now.saturating_sub(HOUR_MS), MAX_INFLOW_GROUPS)
+        .await?
+    {
+        *inflow.entry(group.reason.as_str()).or_default() += group.count;
+    }
+    let waiting = WaitingOn::ALL
+        .iter()
+        .map(|cause| {
+            let since = stats
+                .oldest_waiting_since
+                .iter()
+                .find(|(c, _)| c == cause)
+                .map(|(_, t)| *t);
+            (cause.as_str(), age_s(measured_at, since))
+        })
+        .collect();
+    Ok(Json(Overview {
+        measured_at: rfc3339(measured_at),
+        deliveries: stats.counts,
+        oldest_ready_age_s: age_s(measured_at, stats.oldest_ready_since),
+        oldest_waiting_age_s: waiting,
+        oldest_retrying_age_s: age_s(measured_at, stats.oldest_retrying_first_seen),
+        open_breakers: stats.open_breakers,
+        dead_letters_last_hour: inflow
+            .into_iter()
+            .map(|(reason, count)| ReasonCount { reason, count })
+            .collect(),
+        capacity: ctx.capacity.view(),
+        rollout: ctx
+            .policies
+            .current()
+            .rollout
+            .as_ref()
+            .map(|c| views::rollout(&c.rollout)),
+    }))
+}
+
+/// Who the API takes the caller for.
+#[derive(Serialize, ToSchema)]
+pub struct WhoAmI {
+    /// No tokens are configured: every route is open, to loopback callers only.
+    pub open: bool,
+    /// The token's name.
+    pub name: Option<String>,
+    pub scope: Option<Scope>,
+}
+
+/// What a token may do, so a client (the console) shows only the controls that will work.
+#[utoipa::path(get, path = "/v1/whoami", tag = TAG,
+    responses((status = 200, description = "The caller", body = WhoAmI)))]
+pub async fn whoami(caller: Option<Extension<Caller>>) -> Json<WhoAmI> {
+    Json(match caller {
+        Some(Extension(c)) => WhoAmI {
+            open: false,
+            name: Some(c.name),
+            scope: Some(c.scope),
+        },
+        None => WhoAmI {
+            open: true,
+            name: None,
+            scope: None,
+        },
+    })
+}
