@@ -46,7 +46,7 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 }
 
 /// The console's page. Open (it holds no data); in open mode, like the API, to loopback only.
-#[utoipa::path(get, path = "/console", tag = TAG, security(()),
+#[utoipa::path(get, path = "/console", operation_id = "console_page", tag = TAG, security(()),
     responses((status = 200, description = "The console", content_type = "text/html", body = String)))]
 pub async fn page() -> Response {
     asset(
@@ -56,7 +56,7 @@ pub async fn page() -> Response {
 }
 
 /// The console's script and style.
-#[utoipa::path(get, path = "/console/{asset}", tag = TAG, security(()),
+#[utoipa::path(get, path = "/console/{asset}", operation_id = "console_file", tag = TAG, security(()),
     params(("asset" = String, Path, description = "`app.js` or `console.css`")),
     responses(
         (status = 200, description = "The file", content(

@@ -35,7 +35,7 @@ fn reason(text: &str) -> Result<DeadReason, ApiError> {
     })
 }
 
-#[utoipa::path(get, path = "/v1/deliveries/{id}", tag = DELIVERIES, params(("id" = String, Path, description = "`{event_id}:{subscriber_id}`, the `webhook-id` it is sent with")),
+#[utoipa::path(get, path = "/v1/deliveries/{id}", operation_id = "get_delivery", tag = DELIVERIES, params(("id" = String, Path, description = "`{event_id}:{subscriber_id}`, the `webhook-id` it is sent with")),
     responses(
         (status = 200, description = "The delivery and its attempts", body = views::Delivery),
         (status = 404, description = "No such delivery", body = ErrorEnvelope),
@@ -55,12 +55,13 @@ pub struct DeliveryQuery {
     #[param(schema_with = super::schema::delivery_state_or_null)]
     state: Option<String>,
     /// 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     /// `next_cursor` of the page before.
     cursor: Option<String>,
 }
 
-#[utoipa::path(get, path = "/v1/deliveries", tag = DELIVERIES, params(DeliveryQuery),
+#[utoipa::path(get, path = "/v1/deliveries", operation_id = "list_deliveries", tag = DELIVERIES, params(DeliveryQuery),
     responses((status = 200, description = "A page of deliveries", body = views::Page<views::Delivery>)))]
 pub async fn list(
     State(ctx): ApiState,
@@ -98,13 +99,14 @@ pub struct DeadLetterQuery {
     reason: Option<String>,
     subscriber_id: Option<String>,
     /// 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     /// `next_cursor` of the page before.
     cursor: Option<String>,
 }
 
 /// Oldest dead first (then by id): the order a replay selects in.
-#[utoipa::path(get, path = "/v1/dead-letters", tag = DEAD_LETTERS, params(DeadLetterQuery),
+#[utoipa::path(get, path = "/v1/dead-letters", operation_id = "list_dead_letters", tag = DEAD_LETTERS, params(DeadLetterQuery),
     responses((status = 200, description = "A page of dead letters", body = views::Page<views::DeadLetter>)))]
 pub async fn list_dead_letters(
     State(ctx): ApiState,
@@ -130,7 +132,7 @@ pub struct DeadLetterGroups {
 
 /// What is in the dead-letter queue, by reason and subscriber, largest groups first (at most
 /// 1,000 groups): where to look first, and what a replay by reason and subscriber would take.
-#[utoipa::path(get, path = "/v1/dead-letters/groups", tag = DEAD_LETTERS,
+#[utoipa::path(get, path = "/v1/dead-letters/groups", operation_id = "list_dead_letter_groups", tag = DEAD_LETTERS,
     responses((status = 200, description = "The groups", body = DeadLetterGroups)))]
 pub async fn dead_letter_groups(State(ctx): ApiState) -> Answer<DeadLetterGroups> {
     let groups = ctx.store.dead_letter_groups(i64::MIN, MAX_GROUPS).await?;
@@ -151,7 +153,7 @@ pub(super) struct ReplayBody {
     subscriber_id: Option<String>,
     /// 1 to 1000: it releases exactly the first `limit` dead letters `GET /v1/dead-letters`
     /// lists with the same filter.
-    #[schema(example = 100)]
+    #[schema(example = 100, minimum = 1, maximum = 1000)]
     limit: u32,
     /// 0.001 to 100,000 releases per second.
     per_second: Option<f64>,
@@ -162,10 +164,11 @@ pub(super) struct ReplayBody {
 
 /// Bounded, paced and audited; `"dry_run": true` answers what it would release, changing
 /// nothing.
-#[utoipa::path(post, path = "/v1/dead-letters/replay", tag = DEAD_LETTERS, request_body = ReplayBody,
+#[utoipa::path(post, path = "/v1/dead-letters/replay", operation_id = "replay_dead_letters", tag = DEAD_LETTERS, request_body = ReplayBody,
     responses(
         (status = 202, description = "Released (at its pace); audited under `replay_id`", body = views::ReplayStarted),
         (status = 200, description = "A dry run: what it would release now", body = views::ReplayPreview),
+        (status = 404, description = "No such subscriber", body = ErrorEnvelope),
     ))]
 pub async fn replay(
     State(ctx): ApiState,
@@ -208,7 +211,7 @@ pub async fn replay(
 }
 
 /// The audit, oldest first.
-#[utoipa::path(get, path = "/v1/replays", tag = DEAD_LETTERS, params(PageQuery),
+#[utoipa::path(get, path = "/v1/replays", operation_id = "list_replays", tag = DEAD_LETTERS, params(PageQuery),
     responses((status = 200, description = "A page of replays", body = views::Page<views::Replay>)))]
 pub async fn list_replays(
     State(ctx): ApiState,
@@ -219,7 +222,7 @@ pub async fn list_replays(
     Ok((StatusCode::OK, Json(views::page(&page, views::replay))))
 }
 
-#[utoipa::path(get, path = "/v1/replays/{id}", tag = DEAD_LETTERS, params(("id" = String, Path)),
+#[utoipa::path(get, path = "/v1/replays/{id}", operation_id = "get_replay", tag = DEAD_LETTERS, params(("id" = String, Path)),
     responses(
         (status = 200, description = "The replay: its filter, pace, selected ids and what became of them", body = views::Replay),
         (status = 404, description = "No such replay", body = ErrorEnvelope),

@@ -99,7 +99,7 @@ async fn latest_in(dir: PathBuf) -> Result<Found, ApiError> {
         })
 }
 
-#[utoipa::path(get, path = "/v1/drill/latest", tag = TAG,
+#[utoipa::path(get, path = "/v1/drill/latest", operation_id = "get_latest_drill", tag = TAG,
     responses(
         (status = 200, description = "The newest drill report", body = LatestDrill),
         (status = 404, description = "No drill report in the drill directory", body = ErrorEnvelope),
@@ -125,7 +125,7 @@ pub async fn latest(State(ctx): ApiState) -> Result<Json<LatestDrill>, ApiError>
 
 /// The chart is served so that nothing in it runs: a CSP that allows no script, and no
 /// sniffing of another type.
-#[utoipa::path(get, path = "/v1/drill/latest/chart", tag = TAG,
+#[utoipa::path(get, path = "/v1/drill/latest/chart", operation_id = "get_latest_drill_chart", tag = TAG,
     responses(
         (status = 200, description = "The newest report's latency chart", content_type = "image/svg+xml", body = String),
         (status = 404, description = "No drill report, or none with a chart", body = ErrorEnvelope),

@@ -163,7 +163,7 @@ pub(super) fn new_event(
 }
 
 /// Answers once the event and all its deliveries are committed.
-#[utoipa::path(post, path = "/v1/events", tag = TAG, request_body = PublishBody,
+#[utoipa::path(post, path = "/v1/events", operation_id = "publish_event", tag = TAG, request_body = PublishBody,
     responses(
         (status = 202, description = "Accepted: the event and its deliveries are committed", body = views::Receipt),
         (status = 200, description = "Accepted before, with the same body: the original receipt", body = views::Receipt),
@@ -217,7 +217,7 @@ pub async fn publish(
 }
 
 /// A publish-scope token sees its own events only.
-#[utoipa::path(get, path = "/v1/events/{id}", tag = TAG, params(("id" = String, Path)),
+#[utoipa::path(get, path = "/v1/events/{id}", operation_id = "get_event", tag = TAG, params(("id" = String, Path)),
     responses(
         (status = 200, description = "The event and its delivery counts by state", body = views::Event),
         (status = 404, description = "No such event", body = ErrorEnvelope),

@@ -89,7 +89,7 @@ pub fn health_router(ctx: Arc<ApiContext>) -> Router {
 }
 
 /// The Prometheus exposition (open unless `metrics.open = false`).
-#[utoipa::path(get, path = "/metrics", tag = "operations",
+#[utoipa::path(get, path = "/metrics", operation_id = "metrics", tag = "operations",
     responses((status = 200, description = "Metrics in the Prometheus text format", content_type = "text/plain", body = String)))]
 async fn metrics() -> impl axum::response::IntoResponse {
     (
@@ -218,7 +218,7 @@ async fn no_query_where_none_is_read(
 }
 
 /// The live capacity model and whether publishes are admitted (refreshed once a second).
-#[utoipa::path(get, path = "/v1/capacity", tag = "operations",
+#[utoipa::path(get, path = "/v1/capacity", operation_id = "get_capacity", tag = "operations",
     responses((status = 200, description = "The capacity model", body = crate::capacity::CapacityView)))]
 async fn capacity(State(ctx): ApiState) -> Json<crate::capacity::CapacityView> {
     Json(ctx.capacity.view())
@@ -250,7 +250,7 @@ struct Health {
 /// 200 `ok` while the store commits and the dispatcher runs; 503 `degraded` naming the cause
 /// otherwise, so a load balancer stops sending publishes that would fail. Open, even with
 /// tokens.
-#[utoipa::path(get, path = "/healthz", tag = "operations", security(()),
+#[utoipa::path(get, path = "/healthz", operation_id = "health", tag = "operations", security(()),
     responses(
         (status = 200, description = "Healthy", body = Health),
         (status = 503, description = "Degraded: the store does not commit, or the dispatcher stopped", body = Health),
@@ -289,6 +289,7 @@ async fn not_found() -> ApiError {
 #[into_params(parameter_in = Query)]
 pub struct PageQuery {
     /// 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// `next_cursor` of the page before.
     pub cursor: Option<String>,

@@ -135,7 +135,7 @@ pub fn document() -> &'static str {
 }
 
 /// This document: every route, body, parameter, answer and error code.
-#[utoipa::path(get, path = "/openapi.json", tag = "meta", security(()),
+#[utoipa::path(get, path = "/openapi.json", operation_id = "openapi", tag = "meta", security(()),
     responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json", body = Object)))]
 pub async fn document_json() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], document())

@@ -56,7 +56,7 @@ fn age_s(now: UnixMs, since: Option<UnixMs>) -> Option<f64> {
     since.map(|t| now.saturating_sub(t).max(0) as f64 / 1000.0)
 }
 
-#[utoipa::path(get, path = "/v1/overview", tag = TAG,
+#[utoipa::path(get, path = "/v1/overview", operation_id = "get_overview", tag = TAG,
     responses((status = 200, description = "The overview", body = Overview)))]
 pub async fn overview(State(ctx): ApiState) -> Result<Json<Overview>, ApiError> {
     let (measured_at, stats) = match ctx.queue.latest() {
@@ -123,7 +123,7 @@ pub struct WhoAmI {
 }
 
 /// What a token may do, so a client (the console) shows only the controls that will work.
-#[utoipa::path(get, path = "/v1/whoami", tag = TAG,
+#[utoipa::path(get, path = "/v1/whoami", operation_id = "whoami", tag = TAG,
     responses((status = 200, description = "The caller", body = WhoAmI)))]
 pub async fn whoami(caller: Option<Extension<Caller>>) -> Json<WhoAmI> {
     Json(match caller {

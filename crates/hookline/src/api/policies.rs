@@ -18,7 +18,7 @@ type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
 const TAG: &str = "policies";
 
 /// A policy never changes once created; roll it out with `POST /v1/rollouts`.
-#[utoipa::path(post, path = "/v1/policies", tag = TAG, request_body = Definition,
+#[utoipa::path(post, path = "/v1/policies", operation_id = "create_policy", tag = TAG, request_body = Definition,
     responses(
         (status = 201, description = "Created, every part spelled out", body = views::Policy),
         (status = 409, description = "A policy with this name exists (or the name is `default`)", body = ErrorEnvelope),
@@ -61,7 +61,7 @@ pub async fn create(
 }
 
 /// `default` is the configuration's `[retry]` and `[breaker]` with the standard table.
-#[utoipa::path(get, path = "/v1/policies/{name}", tag = TAG, params(("name" = String, Path)),
+#[utoipa::path(get, path = "/v1/policies/{name}", operation_id = "get_policy", tag = TAG, params(("name" = String, Path)),
     responses(
         (status = 200, description = "The policy", body = views::Policy),
         (status = 404, description = "No such policy", body = ErrorEnvelope),
@@ -79,7 +79,7 @@ pub async fn get(State(ctx): ApiState, Path(name): Path<String>) -> Answer<views
 }
 
 /// The stored policies, oldest first (`default` is at `GET /v1/policies/default`).
-#[utoipa::path(get, path = "/v1/policies", tag = TAG, params(PageQuery),
+#[utoipa::path(get, path = "/v1/policies", operation_id = "list_policies", tag = TAG, params(PageQuery),
     responses((status = 200, description = "A page of policies", body = views::Page<views::Policy>)))]
 pub async fn list(
     State(ctx): ApiState,

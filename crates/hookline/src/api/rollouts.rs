@@ -174,7 +174,7 @@ async fn listed(ctx: &ApiContext, ids: Option<Vec<String>>) -> Result<Vec<String
 }
 
 /// A candidate policy for a share of subscribers (admin scope, like every change).
-#[utoipa::path(post, path = "/v1/rollouts", tag = TAG, request_body = StartBody,
+#[utoipa::path(post, path = "/v1/rollouts", operation_id = "start_rollout", tag = TAG, request_body = StartBody,
     responses(
         (status = 201, description = "Running", body = views::Rollout),
         (status = 409, description = "Another rollout is running, or the baseline changed meanwhile", body = ErrorEnvelope),
@@ -230,7 +230,7 @@ pub async fn start(
     Ok((StatusCode::CREATED, Json(views::rollout(&rollout))))
 }
 
-#[utoipa::path(get, path = "/v1/rollouts/{id}", tag = TAG, params(RolloutId),
+#[utoipa::path(get, path = "/v1/rollouts/{id}", operation_id = "get_rollout", tag = TAG, params(RolloutId),
     responses(
         (status = 200, description = "The rollout", body = views::Rollout),
         (status = 404, description = "No such rollout", body = ErrorEnvelope),
@@ -241,7 +241,7 @@ pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::
 }
 
 /// Oldest first.
-#[utoipa::path(get, path = "/v1/rollouts", tag = TAG, params(PageQuery),
+#[utoipa::path(get, path = "/v1/rollouts", operation_id = "list_rollouts", tag = TAG, params(PageQuery),
     responses((status = 200, description = "A page of rollouts", body = views::Page<views::Rollout>)))]
 pub async fn list(
     State(ctx): ApiState,
@@ -273,7 +273,7 @@ async fn change(ctx: &ApiContext, id: &str, change: RolloutChange) -> Answer<vie
 }
 
 /// `PATCH {"percent"}`: a new share (raising it only adds subscribers).
-#[utoipa::path(patch, path = "/v1/rollouts/{id}", tag = TAG, params(RolloutId), request_body = ShareBody,
+#[utoipa::path(patch, path = "/v1/rollouts/{id}", operation_id = "change_rollout_share", tag = TAG, params(RolloutId), request_body = ShareBody,
     responses(
         (status = 200, description = "The new share is in force", body = views::Rollout),
         (status = 404, description = "No such rollout", body = ErrorEnvelope),
@@ -300,7 +300,7 @@ pub async fn patch(
 }
 
 /// The candidate becomes the policy in force for everyone. The body, if any, is `{}`.
-#[utoipa::path(post, path = "/v1/rollouts/{id}/promote", tag = TAG, params(RolloutId),
+#[utoipa::path(post, path = "/v1/rollouts/{id}/promote", operation_id = "promote_rollout", tag = TAG, params(RolloutId),
     request_body(content = Option<EmptyBody>),
     responses(
         (status = 200, description = "Promoted", body = views::Rollout),
@@ -320,7 +320,7 @@ pub async fn promote(
 }
 
 /// The cohort returns to the baseline. The body, if any, is `{"reason"}`.
-#[utoipa::path(post, path = "/v1/rollouts/{id}/abort", tag = TAG, params(RolloutId),
+#[utoipa::path(post, path = "/v1/rollouts/{id}/abort", operation_id = "abort_rollout", tag = TAG, params(RolloutId),
     request_body(content = Option<AbortBody>),
     responses(
         (status = 200, description = "Aborted", body = views::Rollout),
@@ -376,7 +376,7 @@ pub struct Comparison {
 }
 
 /// What each cohort's deliveries did since the rollout started, side by side.
-#[utoipa::path(get, path = "/v1/rollouts/{id}/comparison", tag = TAG, params(RolloutId),
+#[utoipa::path(get, path = "/v1/rollouts/{id}/comparison", operation_id = "compare_rollout", tag = TAG, params(RolloutId),
     responses(
         (status = 200, description = "The comparison", body = Comparison),
         (status = 404, description = "No such rollout", body = ErrorEnvelope),

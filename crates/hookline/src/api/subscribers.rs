@@ -25,7 +25,7 @@ const TAG: &str = "subscribers";
 #[schema(as = NewSubscriber)]
 pub(super) struct CreateBody {
     /// 1 to 128 characters of `A-Za-z0-9._-`; generated when absent.
-    #[schema(example = "sub_acme")]
+    #[schema(example = "sub_acme", pattern = "^[A-Za-z0-9._-]{1,128}$")]
     id: Option<String>,
     /// http(s), without credentials; private and loopback destinations are refused unless
     /// allowed.
@@ -37,6 +37,7 @@ pub(super) struct CreateBody {
     /// `whsec_` + base64 of 24 to 64 bytes; generated when absent.
     secret: Option<String>,
     /// 1 to 1000: its own cap on attempts in flight.
+    #[schema(minimum = 1, maximum = 1000)]
     max_in_flight: Option<u32>,
     /// 0.001 to 100,000 attempts per second.
     rate_limit_per_second: Option<f64>,
@@ -133,7 +134,7 @@ async fn url(ctx: &super::ApiContext, raw: &str) -> Result<String, ApiError> {
         .map_err(ApiError::from)
 }
 
-#[utoipa::path(post, path = "/v1/subscribers", tag = TAG, request_body = CreateBody,
+#[utoipa::path(post, path = "/v1/subscribers", operation_id = "create_subscriber", tag = TAG, request_body = CreateBody,
     responses(
         (status = 201, description = "Created; the one answer that shows its secret", body = views::CreatedSubscriber),
         (status = 409, description = "A subscriber with this id exists", body = ErrorEnvelope),
@@ -176,7 +177,7 @@ pub async fn create(
 }
 
 /// Without secrets or header values, by id.
-#[utoipa::path(get, path = "/v1/subscribers", tag = TAG, params(PageQuery),
+#[utoipa::path(get, path = "/v1/subscribers", operation_id = "list_subscribers", tag = TAG, params(PageQuery),
     responses((status = 200, description = "A page of subscribers", body = views::Page<views::Subscriber>)))]
 pub async fn list(
     State(ctx): ApiState,
@@ -192,7 +193,7 @@ pub async fn list(
     ))
 }
 
-#[utoipa::path(get, path = "/v1/subscribers/{id}", tag = TAG, params(SubscriberId),
+#[utoipa::path(get, path = "/v1/subscribers/{id}", operation_id = "get_subscriber", tag = TAG, params(SubscriberId),
     responses(
         (status = 200, description = "The subscriber, with its breaker", body = views::Subscriber),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
@@ -206,7 +207,7 @@ pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::
 }
 
 /// Admin scope: it is a credential.
-#[utoipa::path(get, path = "/v1/subscribers/{id}/secret", tag = TAG, params(SubscriberId),
+#[utoipa::path(get, path = "/v1/subscribers/{id}/secret", operation_id = "get_subscriber_secret", tag = TAG, params(SubscriberId),
     responses(
         (status = 200, description = "Its signing secret", body = views::Secret),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
@@ -217,7 +218,7 @@ pub async fn secret(State(ctx): ApiState, Path(id): Path<String>) -> Answer<view
 }
 
 /// The headers sent with its every attempt, values included: admin only, like the secret.
-#[utoipa::path(get, path = "/v1/subscribers/{id}/headers", tag = TAG, params(SubscriberId),
+#[utoipa::path(get, path = "/v1/subscribers/{id}/headers", operation_id = "get_subscriber_headers", tag = TAG, params(SubscriberId),
     responses(
         (status = 200, description = "Its static headers, values included", body = views::Headers),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
@@ -249,7 +250,7 @@ pub const MAX_ROTATION_GRACE: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Until `previous_secret_valid_until` every request carries both signatures; the answer holds
 /// the new secret, once. The body may be empty.
-#[utoipa::path(post, path = "/v1/subscribers/{id}/secret/rotate", tag = TAG, params(SubscriberId),
+#[utoipa::path(post, path = "/v1/subscribers/{id}/secret/rotate", operation_id = "rotate_subscriber_secret", tag = TAG, params(SubscriberId),
     request_body(content = Option<RotateBody>),
     responses(
         (status = 200, description = "Rotated", body = views::RotatedSecret),
@@ -302,7 +303,7 @@ pub async fn rotate_secret(
 }
 
 /// Fields left out keep their value.
-#[utoipa::path(patch, path = "/v1/subscribers/{id}", tag = TAG, params(SubscriberId),
+#[utoipa::path(patch, path = "/v1/subscribers/{id}", operation_id = "update_subscriber", tag = TAG, params(SubscriberId),
     request_body = PatchBody,
     responses(
         (status = 200, description = "Changed", body = views::Subscriber),
@@ -355,7 +356,7 @@ pub async fn update(
 }
 
 /// Final (kept for the record): its pending deliveries die `subscription_revoked`.
-#[utoipa::path(delete, path = "/v1/subscribers/{id}", tag = TAG, params(SubscriberId),
+#[utoipa::path(delete, path = "/v1/subscribers/{id}", operation_id = "revoke_subscriber", tag = TAG, params(SubscriberId),
     responses(
         (status = 200, description = "Revoked", body = views::Subscriber),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),

@@ -481,3 +481,25 @@ impl Spawn for Process {
             .unwrap()
     }
 }
+
+/// An independent tool a test runs (a validator, a browser driver): found in the directories
+/// `HOOKLINE_TEST_TOOLS` lists (`.ci/run` points it at the virtual environment it installs
+/// them into) or on `PATH`. Without it the test skips, saying so in one line;
+/// `HOOKLINE_TEST_TOOLS_REQUIRED=1` (as in CI) turns the skip into a failure.
+pub fn external_tool(name: &str) -> Option<PathBuf> {
+    let dirs = std::env::var_os("HOOKLINE_TEST_TOOLS").into_iter().chain(std::env::var_os("PATH"));
+    let found = dirs
+        .flat_map(|list| std::env::split_paths(&list).collect::<Vec<_>>())
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file());
+    if found.is_none() {
+        let required = std::env::var("HOOKLINE_TEST_TOOLS_REQUIRED").as_deref() == Ok("1");
+        assert!(
+            !required,
+            "{name} is required (HOOKLINE_TEST_TOOLS_REQUIRED=1) but is neither in \
+             HOOKLINE_TEST_TOOLS nor on PATH"
+        );
+        eprintln!("skipping: {name} is not installed (.ci/run installs it)");
+    }
+    found
+}
