@@ -77,7 +77,13 @@ async fn every_route_the_router_serves_is_in_the_document() {
     // (Its unit tests, at the end, build routers of their own.)
     let source = source.split("mod panic_tests").next().unwrap();
     assert!(source.contains("pub fn router("));
-    for bypass in [".route(", ".route_service(", ".nest(", ".nest_service(", ".merge("] {
+    for bypass in [
+        ".route(",
+        ".route_service(",
+        ".nest(",
+        ".nest_service(",
+        ".merge(",
+    ] {
         assert!(
             !source.contains(bypass),
             "src/api/mod.rs adds a route with {bypass}, which the document would not describe"

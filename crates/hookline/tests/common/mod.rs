@@ -487,7 +487,9 @@ impl Spawn for Process {
 /// them into) or on `PATH`. Without it the test skips, saying so in one line;
 /// `HOOKLINE_TEST_TOOLS_REQUIRED=1` (as in CI) turns the skip into a failure.
 pub fn external_tool(name: &str) -> Option<PathBuf> {
-    let dirs = std::env::var_os("HOOKLINE_TEST_TOOLS").into_iter().chain(std::env::var_os("PATH"));
+    let dirs = std::env::var_os("HOOKLINE_TEST_TOOLS")
+        .into_iter()
+        .chain(std::env::var_os("PATH"));
     let found = dirs
         .flat_map(|list| std::env::split_paths(&list).collect::<Vec<_>>())
         .map(|dir| dir.join(name))

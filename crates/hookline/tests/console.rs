@@ -1,0 +1,427 @@
+//! The console in a real browser: headless Chromium, driven by ChromeDriver over the W3C
+//! WebDriver protocol, against a hookline serving the console from its binary. An operator
+//! pastes a token, finds the subscriber whose deliveries died, reads a dead letter's attempts,
+//! previews a replay, confirms it and sees the delivery delivered; a read token sees no write
+//! control. Each page's screenshot goes to `HOOKLINE_CONSOLE_SCREENSHOTS` when set (how
+//! `docs/console/` is made), else to a temporary directory.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use common::{external_tool, Receiver, TestApp};
+use hookline::tokens::sha256;
+use serde_json::{json, Value};
+
+const ADMIN: &str = "hl_console_admin_token";
+const READER: &str = "hl_console_read_token";
+/// How long the browser may take to show something before the test fails.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn token_config(name: &str, token: &str, scope: &str) -> String {
+    let hex: String = sha256(token).iter().map(|b| format!("{b:02x}")).collect();
+    format!("[[api_tokens]]\nname = \"{name}\"\nsha256 = \"{hex}\"\nscope = \"{scope}\"\n")
+}
+
+/// A ChromeDriver process and one browser session in it, spoken to over HTTP on loopback.
+struct Browser {
+    driver: tokio::process::Child,
+    http: reqwest::Client,
+    session: String,
+}
+
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+impl Browser {
+    async fn start(chromedriver: &Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = tokio::process::Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let http = reqwest::Client::new();
+        let base = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        while http.get(format!("{base}/status")).send().await.is_err() {
+            assert!(started.elapsed() < PATIENCE, "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+            .into_iter()
+            .find(|p| Path::new(p).exists());
+        let mut options = json!({"args": [
+            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--window-size=1280,900",
+        ]});
+        if let Some(binary) = chromium {
+            options["binary"] = json!(binary);
+        }
+        let created: Value = http
+            .post(format!("{base}/session"))
+            .json(&json!({"capabilities": {"alwaysMatch": {
+                "browserName": "chrome", "goog:chromeOptions": options}}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let session = created["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no browser session: {created}"))
+            .to_owned();
+        Browser {
+            driver,
+            http,
+            session: format!("{base}/session/{session}"),
+        }
+    }
+
+    async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let request = self.http.request(method, format!("{}{path}", self.session));
+        let request = match body {
+            Some(body) => request.json(&body),
+            None => request,
+        };
+        let answer: Value = request.send().await.unwrap().json().await.unwrap();
+        answer["value"].clone()
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Value {
+        self.command(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    async fn open(&self, url: &str) {
+        self.post("/url", json!({"url": url})).await;
+    }
+
+    /// Runs `script` in the page and answers what it returns.
+    async fn eval(&self, script: &str) -> Value {
+        self.post("/execute/sync", json!({"script": script, "args": []}))
+            .await
+    }
+
+    /// Waits until `script` (an expression) is truthy in the page, and answers its value.
+    async fn until(&self, what: &str, expression: &str) -> Value {
+        let started = Instant::now();
+        loop {
+            let value = self.eval(&format!("return ({expression});")).await;
+            if !(value.is_null() || value == json!(false) || value == json!("")) {
+                return value;
+            }
+            if started.elapsed() > PATIENCE {
+                let seen = self
+                    .eval(
+                        "return {ready: document.body.dataset.ready, \
+                         url: location.href, \
+                         flash: document.getElementById('flash').textContent, \
+                         page: document.body.innerText.slice(0, 600)}",
+                    )
+                    .await;
+                panic!("the console did not show {what} ({expression}); it shows {seen:#}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn ready(&self, page: &str) {
+        self.until(
+            &format!("the {page} page"),
+            &format!("document.body.dataset.ready === '{page}'"),
+        )
+        .await;
+    }
+
+    async fn element(&self, selector: &str) -> String {
+        self.until(
+            selector,
+            &format!("document.querySelector({selector:?}) !== null"),
+        )
+        .await;
+        let found = self
+            .post(
+                "/element",
+                json!({"using": "css selector", "value": selector}),
+            )
+            .await;
+        found[ELEMENT]
+            .as_str()
+            .unwrap_or_else(|| panic!("finding {selector}: {found}"))
+            .to_owned()
+    }
+
+    /// A real click, as a user's: the element must be visible and enabled.
+    async fn click(&self, selector: &str) {
+        let id = self.element(selector).await;
+        let done = self.post(&format!("/element/{id}/click"), json!({})).await;
+        assert!(done.is_null(), "clicking {selector}: {done}");
+    }
+
+    async fn type_into(&self, selector: &str, text: &str) {
+        let id = self.element(selector).await;
+        self.post(&format!("/element/{id}/clear"), json!({})).await;
+        self.post(&format!("/element/{id}/value"), json!({"text": text}))
+            .await;
+    }
+
+    async fn text(&self, selector: &str) -> String {
+        let id = self.element(selector).await;
+        self.command(reqwest::Method::GET, &format!("/element/{id}/text"), None)
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    async fn screenshot(&self, dir: &Path, name: &str) {
+        let png = self
+            .command(reqwest::Method::GET, "/screenshot", None)
+            .await;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().unwrap())
+            .unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), bytes).unwrap();
+    }
+
+    async fn quit(mut self) {
+        self.command(reqwest::Method::DELETE, "", None).await;
+        let _ = self.driver.kill().await;
+    }
+}
+
+/// A drill report and chart, as `hookline drill --json --svg` writes them.
+fn write_drill_report(dir: &Path) {
+    let report = json!({
+        "passed": true,
+        "checks": [
+            {"check": "healthy p99 first-attempt latency 180 ms <= 1.25 x baseline 150 ms + 50 ms", "passed": true},
+            {"check": "every unavailable delivery ended with a reason inside its window", "passed": true},
+        ],
+        "phases": {
+            "baseline": {"all": {"n": 2000, "p50_ms": 61.0, "p95_ms": 120.0, "p99_ms": 150.0}},
+            "failure": {"healthy_first_attempt": {"n": 1800, "p50_ms": 70.0, "p95_ms": 140.0, "p99_ms": 180.0}},
+        },
+    });
+    std::fs::write(dir.join("drill.json"), report.to_string()).unwrap();
+    std::fs::write(
+        dir.join("drill.svg"),
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"400\" height=\"120\">\
+         <polyline points=\"0,100 100,80 200,90 300,40 400,60\" fill=\"none\" stroke=\"#2a6\" \
+         stroke-width=\"3\"/></svg>",
+    )
+    .unwrap();
+}
+
+async fn api(app: &TestApp, method: reqwest::Method, path: &str, body: Value) -> (u16, Value) {
+    let request = app
+        .http
+        .request(method, format!("{}{path}", app.base()))
+        .bearer_auth(ADMIN);
+    let request = if body.is_null() {
+        request
+    } else {
+        request.json(&body)
+    };
+    let answer = request.send().await.unwrap();
+    (answer.status().as_u16(), answer.json().await.unwrap())
+}
+
+/// Waits until the delivery is in `state`.
+async fn delivery_reaches(app: &TestApp, id: &str, state: &str) {
+    common::eventually(&format!("{id} {state}"), async || {
+        let (_, d) = api(
+            app,
+            reqwest::Method::GET,
+            &format!("/v1/deliveries/{id}"),
+            Value::Null,
+        )
+        .await;
+        (d["state"] == state).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_replays_a_dead_letter_from_the_console() {
+    let Some(chromedriver) = external_tool("chromedriver") else {
+        return;
+    };
+    let drills = tempfile::tempdir().unwrap();
+    write_drill_report(drills.path());
+    let config = format!(
+        "{}{}[console]\ndrill_reports = {:?}\n[metrics]\nrefresh_interval = \"1s\"\n",
+        token_config("ops", ADMIN, "admin"),
+        token_config("dashboards", READER, "read"),
+        drills.path().display().to_string(),
+    );
+    let app = TestApp::start(&config).await;
+    // The broken subscriber's endpoint refuses (400: permanent) until it is fixed.
+    let receiver = Receiver::start(|path, _| if path.contains("broken") { 400 } else { 200 }).await;
+    for (id, path) in [("shop-eu", "/ok"), ("billing-broken", "/broken")] {
+        let body = json!({"id": id, "url": receiver.url(path)});
+        let (status, _) = api(&app, reqwest::Method::POST, "/v1/subscribers", body).await;
+        assert_eq!(status, 201);
+    }
+    for n in 0..3 {
+        let event = json!({"id": format!("SHP-2041{n}"), "type": "shipment.out_for_delivery",
+                           "payload": {"shipment": format!("SHP-2041{n}")}});
+        let (status, _) = api(&app, reqwest::Method::POST, "/v1/events", event).await;
+        assert_eq!(status, 202);
+    }
+    let dead = "SHP-20410:billing-broken";
+    delivery_reaches(&app, dead, "dead").await;
+
+    let shots: PathBuf = std::env::var_os("HOOKLINE_CONSOLE_SCREENSHOTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| app.dir.path().to_owned());
+    std::fs::create_dir_all(&shots).unwrap();
+    let browser = Browser::start(&chromedriver).await;
+    let console = format!("{}/console", app.base());
+
+    // The token is pasted once.
+    browser.open(&console).await;
+    browser.element("#token-input").await;
+    browser.type_into("#token-input", ADMIN).await;
+    browser.click("#token-save").await;
+    browser.ready("overview").await;
+    assert!(browser.text("#whoami").await.contains("ops"));
+    browser
+        .until(
+            "the dead letters in the inflow",
+            "document.querySelector('#dead-inflow').textContent.includes('permanent_failure')",
+        )
+        .await;
+    browser
+        .until(
+            "the queue's depths",
+            "document.querySelector('#queue-depths').textContent.includes('3')",
+        )
+        .await;
+    browser.screenshot(&shots, "overview").await;
+
+    // The subscriber whose deliveries died.
+    browser.click("a[data-nav='subscribers']").await;
+    browser.ready("subscribers").await;
+    browser.type_into("#subscriber-search", "broken").await;
+    browser.click("#subscriber-search-go").await;
+    browser
+        .click("tr[data-subscriber-id='billing-broken'] a.subscriber-link")
+        .await;
+    browser.ready("subscriber").await;
+    assert_eq!(browser.text("#subscriber-status").await, "active");
+    browser
+        .until(
+            "its dead deliveries",
+            "document.querySelectorAll(\"tr[data-delivery-id][data-state='dead']\").length === 3",
+        )
+        .await;
+    browser.screenshot(&shots, "subscriber").await;
+
+    // A dead letter's attempts.
+    browser
+        .click(&format!("tr[data-delivery-id='{dead}'] a.delivery-link"))
+        .await;
+    browser.ready("delivery").await;
+    assert_eq!(browser.text("#delivery-state").await, "dead");
+    assert_eq!(browser.text("tr.attempt td.attempt-status").await, "400");
+    assert_eq!(
+        browser.text("tr.attempt td.attempt-outcome").await,
+        "permanent"
+    );
+    browser.screenshot(&shots, "delivery").await;
+
+    // A replay, previewed, then confirmed, once the endpoint is fixed.
+    browser.click("a[data-nav='dead-letters']").await;
+    browser.ready("dead-letters").await;
+    browser
+        .click("tr.dead-group[data-reason='permanent_failure'][data-subscriber-id='billing-broken'] button.replay-group")
+        .await;
+    browser.type_into("#replay-limit", "2").await;
+    browser.type_into("#replay-per-second", "10").await;
+    browser.click("#replay-preview").await;
+    browser
+        .until(
+            "the replay's preview",
+            "document.querySelectorAll('#replay-preview-result li[data-delivery-id]').length === 2",
+        )
+        .await;
+    assert_eq!(browser.text("#replay-selected").await, "2");
+    let previewed = browser
+        .eval("return [...document.querySelectorAll('#replay-preview-result li[data-delivery-id]')].map(li => li.dataset.deliveryId)")
+        .await;
+    // Oldest dead first, as the replay selects: exactly what it will release.
+    let (_, listed) = api(
+        &app,
+        reqwest::Method::POST,
+        "/v1/dead-letters/replay",
+        json!({"reason": "permanent_failure", "subscriber_id": "billing-broken", "limit": 2, "dry_run": true}),
+    )
+    .await;
+    assert_eq!(previewed, listed["delivery_ids"]);
+    browser.screenshot(&shots, "dead-letters").await;
+    receiver.set_behaviour(|_, _| 200);
+    browser.click("#replay-confirm").await;
+    let result = browser.text("#replay-result").await;
+    assert!(result.contains("released 2"), "{result}");
+    let released = previewed[0].as_str().unwrap().to_owned();
+    delivery_reaches(&app, &released, "delivered").await;
+    browser
+        .open(&format!(
+            "{console}#/deliveries/{}",
+            released.replace(':', "%3A")
+        ))
+        .await;
+    browser.ready("delivery").await;
+    assert_eq!(browser.text("#delivery-state").await, "delivered");
+
+    // The replay's audit, and the drill report.
+    browser.click("a[data-nav='replays']").await;
+    browser.ready("replays").await;
+    browser.element("tr[data-replay-id]").await;
+    browser.screenshot(&shots, "replays").await;
+    browser.click("a[data-nav='drill']").await;
+    browser.ready("drill").await;
+    assert!(browser.text("#drill-verdict").await.contains("PASS"));
+    browser
+        .until(
+            "the drill chart",
+            "document.querySelector('img#drill-chart') && document.querySelector('img#drill-chart').naturalWidth > 0",
+        )
+        .await;
+    browser.screenshot(&shots, "drill").await;
+
+    // A read token sees no write control.
+    browser.click("#token-forget").await;
+    browser.type_into("#token-input", READER).await;
+    browser.click("#token-save").await;
+    browser
+        .until(
+            "the read token in use",
+            "document.querySelector('#whoami').textContent.includes('dashboards')",
+        )
+        .await;
+    browser
+        .open(&format!("{console}#/subscribers/billing-broken"))
+        .await;
+    browser.ready("subscriber").await;
+    let controls = "return document.querySelectorAll('#pause, #resume, #rotate-secret, \
+                    #replay-form, button.replay-group').length";
+    assert_eq!(browser.eval(controls).await, json!(0));
+    browser.open(&format!("{console}#/dead-letters")).await;
+    browser.ready("dead-letters").await;
+    browser.element("tr.dead-group").await;
+    assert_eq!(browser.eval(controls).await, json!(0));
+
+    browser.quit().await;
+    app.stop().await;
+}
