@@ -557,6 +557,9 @@ pub struct ReplayRequest {
     pub per_second: Option<f64>,
     /// Who asked (an API token name), for the audit.
     pub requested_by: Option<String>,
+    /// The ids a preview showed (`preview_replay`): the replay releases exactly these, or
+    /// nothing (`Conflict`) when what the filter selects changed since.
+    pub expected: Option<Vec<String>>,
 }
 
 /// The audit record of one replay.

@@ -143,6 +143,25 @@ pub(crate) fn validate_replay(req: &ReplayRequest) -> Result<()> {
     check_replay(req.limit, req.per_second)
 }
 
+/// Refuses a replay whose selection is not the one its preview showed (`expected`), before
+/// anything is released.
+pub(crate) fn selection_as_previewed<'a>(
+    req: &ReplayRequest,
+    selected: impl Iterator<Item = &'a str>,
+) -> Result<()> {
+    let Some(expected) = &req.expected else {
+        return Ok(());
+    };
+    if !selected.eq(expected.iter().map(String::as_str)) {
+        return Err(StoreError::Conflict(
+            "the dead letters this replay selects are no longer the ones previewed (another \
+             replay or a new death changed them): preview again"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses a replay's `limit` outside 1..=[`MAX_REPLAY`] or a pace outside the bounds, naming
 /// the field: the API asks before it calls the store, and the store asks again.
 pub fn check_replay(limit: u32, per_second: Option<f64>) -> Result<()> {

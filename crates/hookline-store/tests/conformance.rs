@@ -752,6 +752,7 @@ mod cases {
                     limit: 10,
                     per_second: None,
                     requested_by: None,
+                    expected: None,
                 },
                 T0 + 10,
             )
@@ -780,6 +781,7 @@ mod cases {
             limit: 0,
             per_second: None,
             requested_by: None,
+            expected: None,
         };
         assert!(matches!(
             store.replay(bad.clone(), T0).await,
@@ -820,6 +822,7 @@ mod cases {
                     limit: 5,
                     per_second: Some(2.0),
                     requested_by: Some("oncall".into()),
+                    expected: None,
                 },
                 now,
             )
@@ -995,6 +998,7 @@ mod cases {
                     limit: 10,
                     per_second: None,
                     requested_by: None,
+                    expected: None,
                 },
                 T0 + 1,
             )
@@ -1628,6 +1632,7 @@ mod cases {
                     limit: 10,
                     per_second: None,
                     requested_by: None,
+                    expected: None,
                 },
                 T0 + 30,
             )
@@ -1734,6 +1739,7 @@ mod cases {
             limit,
             per_second: None,
             requested_by: None,
+            expected: None,
         };
         assert_eq!(store.preview_replay(request(4)).await.unwrap(), listed);
         assert_eq!(
@@ -1741,7 +1747,37 @@ mod cases {
             DeliveryState::Dead,
             "a dry run changes nothing"
         );
-        let replay = store.replay(request(4), T0 + 10).await.unwrap();
+        // A replay held to a preview that no longer holds releases nothing.
+        let mut stale = listed.clone();
+        stale.swap(0, 1);
+        for expected in [stale, listed[..3].to_vec()] {
+            let refused = store
+                .replay(
+                    ReplayRequest {
+                        expected: Some(expected),
+                        ..request(4)
+                    },
+                    T0 + 10,
+                )
+                .await;
+            assert!(
+                matches!(refused, Err(StoreError::Conflict(_))),
+                "{refused:?}"
+            );
+        }
+        assert_eq!(store.preview_replay(request(4)).await.unwrap(), listed);
+        assert!(store.list_replays(10, None).await.unwrap().items.is_empty());
+        // Held to the preview that holds, it releases exactly what it showed.
+        let replay = store
+            .replay(
+                ReplayRequest {
+                    expected: Some(listed.clone()),
+                    ..request(4)
+                },
+                T0 + 10,
+            )
+            .await
+            .unwrap();
         let mut released = replay.delivery_ids.clone();
         released.sort();
         let mut expected = listed.clone();
@@ -1958,6 +1994,7 @@ mod cases {
             limit: 10,
             per_second: None,
             requested_by: None,
+            expected: None,
         };
         store.replay(replay, T0 + 700).await.unwrap();
         let p0 = store.get_delivery("p0:paused").await.unwrap();

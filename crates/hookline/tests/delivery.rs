@@ -826,5 +826,44 @@ async fn a_dry_run_replay_names_what_dlq_list_lists_and_changes_nothing() {
         "{would}"
     );
     assert_eq!(state(&app.delivery("e2:s1").await), "dead");
+
+    // Held to a preview: a stale one releases nothing (409), the one that holds exactly it.
+    let held = |ids: Value| json!({"reason": "permanent_failure", "limit": 2, "expected_delivery_ids": ids});
+    let (status, refused) = app
+        .call(
+            "POST",
+            "/v1/dead-letters/replay",
+            Some(held(json!(["e2:s1", "e3:s1"]))),
+        )
+        .await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (409, &json!("conflict"))
+    );
+    assert_eq!(state(&app.delivery("e1:s1").await), "dead");
+    let (status, _) = app
+        .call(
+            "POST",
+            "/v1/dead-letters/replay",
+            Some(held(json!(["e1:s1", "e2:s1", "e3:s1"]))),
+        )
+        .await;
+    assert_eq!(status, 422, "more ids than the limit");
+    let (status, started) = app
+        .call(
+            "POST",
+            "/v1/dead-letters/replay",
+            Some(held(preview["delivery_ids"].clone())),
+        )
+        .await;
+    assert_eq!(status, 202, "{started}");
+    let (_, replay) = app
+        .call(
+            "GET",
+            &format!("/v1/replays/{}", started["replay_id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(replay["delivery_ids"], preview["delivery_ids"]);
     app.stop().await;
 }

@@ -61,6 +61,7 @@ const FIELDS: &[&str] = &[
     "limit",
     "per_second",
     "dry_run",
+    "expected_delivery_ids",
     "event_id",
     "state",
     "cursor",

@@ -841,6 +841,7 @@ pub(super) async fn replay(
     channel: &str,
 ) -> Result<String> {
     let rows = replay_selection(c, &req, " FOR UPDATE OF d").await?;
+    selection_as_previewed(&req, rows.iter().map(|r| r.get::<_, &str>(1)))?;
     let selected: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
     let id = format!("rpl_{:016x}", rand::random::<u64>());
     let replay_seq: i64 = query_one(c,

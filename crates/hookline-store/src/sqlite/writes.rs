@@ -557,6 +557,7 @@ pub(super) fn replay_selection(c: &Connection, req: &ReplayRequest) -> Result<Ve
 
 pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<String> {
     let selected = replay_selection(c, &req)?;
+    selection_as_previewed(&req, selected.iter().map(|(_, id, _, _)| id.as_str()))?;
     let id = format!("rpl_{:016x}", rand::random::<u64>());
     c.prepare_cached(
         "INSERT INTO replays (id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected)

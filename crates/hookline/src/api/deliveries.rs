@@ -160,6 +160,9 @@ pub(super) struct ReplayBody {
     /// Answer what a replay would select now, changing nothing.
     #[serde(default)]
     dry_run: bool,
+    /// The `delivery_ids` a dry run answered: the replay releases exactly these, or nothing
+    /// (409) when what the filter selects changed since.
+    expected_delivery_ids: Option<Vec<String>>,
 }
 
 /// Bounded, paced and audited; `"dry_run": true` answers what it would release, changing
@@ -169,6 +172,7 @@ pub(super) struct ReplayBody {
         (status = 202, description = "Released (at its pace); audited under `replay_id`", body = views::ReplayStarted),
         (status = 200, description = "A dry run: what it would release now", body = views::ReplayPreview),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
+        (status = 409, description = "`expected_delivery_ids` are no longer what the filter selects: nothing was released", body = ErrorEnvelope),
     ))]
 pub async fn replay(
     State(ctx): ApiState,
@@ -178,6 +182,15 @@ pub async fn replay(
     let body: ReplayBody = parse_json(&body?)?;
     let reason = reason(&body.reason)?;
     hookline_store::check_replay(body.limit, body.per_second)?;
+    if body
+        .expected_delivery_ids
+        .as_ref()
+        .is_some_and(|ids| ids.len() > body.limit as usize)
+    {
+        return Err(ApiError::invalid(
+            "expected_delivery_ids: lists more deliveries than limit lets a replay release",
+        ));
+    }
     if let Some(id) = &body.subscriber_id {
         // An unknown subscriber is a typo to report, not an empty replay to audit.
         ctx.store.get_subscriber(id).await?;
@@ -188,6 +201,7 @@ pub async fn replay(
         limit: body.limit,
         per_second: body.per_second,
         requested_by: caller.map(|Extension(c)| c.name),
+        expected: body.expected_delivery_ids,
     };
     if body.dry_run {
         let ids = ctx.store.preview_replay(request).await?;

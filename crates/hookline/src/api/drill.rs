@@ -72,7 +72,7 @@ fn newest_report(dir: &Path) -> Option<Found> {
                 .then(|| Some((meta.modified().ok()?, e.path())))?
         })
         .collect();
-    candidates.sort_by(|a, b| b.0.cmp(&a.0));
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
     candidates
         .into_iter()
         .take(MAX_TRIED)

@@ -319,7 +319,7 @@ mod panic_tests {
         let app = Router::new()
             .route(
                 "/boom",
-                get(|| async {
+                axum::routing::get(|| async {
                     if true {
                         panic!("boom");
                     }

@@ -882,7 +882,8 @@
           h('p', null, 'A replay would release ', h('strong', { id: 'replay-selected' }, String(answer.selected)), ` dead letter${answer.selected === 1 ? '' : 's'}.`),
           ids.length ? h('ul', { class: 'id-list' }, ids.map((id) => h('li', { dataset: { deliveryId: id } }, deliveryLink(id)))) : null);
         previewBox.hidden = false;
-        previewed = req;
+        // Confirm releases exactly these or nothing (409: preview again).
+        previewed = Object.assign({}, req, { expected_delivery_ids: ids });
         // Nothing selected: nothing to release (an empty replay would only add an audit row).
         confirm.disabled = answer.selected === 0;
         confirm.textContent = `Release ${answer.selected}`;
