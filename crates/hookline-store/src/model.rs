@@ -451,6 +451,30 @@ pub struct DeliveryFilter {
     pub event_id: Option<String>,
     pub subscriber_id: Option<String>,
     pub state: Option<DeliveryState>,
+    pub order: ListOrder,
+}
+
+/// Which end of a list comes first (by when its rows were created).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ListOrder {
+    #[default]
+    OldestFirst,
+    NewestFirst,
+}
+
+impl ListOrder {
+    pub const ALL: [ListOrder; 2] = [ListOrder::OldestFirst, ListOrder::NewestFirst];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ListOrder::OldestFirst => "oldest",
+            ListOrder::NewestFirst => "newest",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == s)
+    }
 }
 
 #[derive(Debug, Clone, Default)]

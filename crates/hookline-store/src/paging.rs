@@ -43,10 +43,41 @@ impl DeathPosition {
 
 /// Parses a list cursor; every backend pages by its row key.
 pub(crate) fn parse_cursor(cursor: Option<String>) -> Result<i64> {
+    parse_cursor_in(cursor, ListOrder::OldestFirst)
+}
+
+/// Parses the cursor of a list in `order` (no cursor: the first page).
+pub(crate) fn parse_cursor_in(cursor: Option<String>, order: ListOrder) -> Result<i64> {
     match cursor {
-        None => Ok(0),
+        None => Ok(order.start()),
         Some(c) => c.parse::<i64>().ok().filter(|v| *v >= 0).ok_or_else(|| {
             StoreError::Invalid(format!("cursor {c:?} is not a cursor this API returned"))
         }),
+    }
+}
+
+impl ListOrder {
+    /// The key before every row in this order.
+    fn start(self) -> i64 {
+        match self {
+            ListOrder::OldestFirst => 0,
+            ListOrder::NewestFirst => i64::MAX,
+        }
+    }
+
+    /// The keyset paging clauses for `columns` (comma-separated integer columns) against a
+    /// cursor of `marks`: the comparison past the cursor, and the `ORDER BY` list.
+    pub(crate) fn keyset(self, columns: &str, marks: &str) -> (String, String) {
+        match self {
+            ListOrder::OldestFirst => (format!("({columns}) > ({marks})"), columns.to_owned()),
+            ListOrder::NewestFirst => (
+                format!("({columns}) < ({marks})"),
+                columns
+                    .split(',')
+                    .map(|c| format!("{} DESC", c.trim()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+        }
     }
 }

@@ -686,6 +686,7 @@ mod cases {
             state: Some(DeliveryState::Dead),
             subscriber_id: Some("b".into()),
             event_id: Some("p".into()),
+            order: ListOrder::OldestFirst,
         };
         let listed = store
             .list_deliveries(delivered_filter, 10, None)
@@ -693,6 +694,32 @@ mod cases {
             .unwrap();
         assert_eq!(listed.items.len(), 1);
         assert_eq!(listed.items[0].id, "p:b");
+
+        // A subscriber's deliveries, newest first, paged back in time; oldest first, forward.
+        let ids = |page: &Page<Delivery>| -> Vec<String> {
+            page.items.iter().map(|d| d.id.clone()).collect()
+        };
+        let of_a = |order| DeliveryFilter {
+            subscriber_id: Some("a".into()),
+            order,
+            ..Default::default()
+        };
+        let newest = store
+            .list_deliveries(of_a(ListOrder::NewestFirst), 2, None)
+            .await
+            .unwrap();
+        assert_eq!(ids(&newest), ["p:a", "e2:a"]);
+        let older = store
+            .list_deliveries(of_a(ListOrder::NewestFirst), 2, newest.next_cursor)
+            .await
+            .unwrap();
+        assert_eq!(ids(&older), ["e1:a", "e0:a"]);
+        assert_eq!(older.next_cursor, None);
+        let oldest = store
+            .list_deliveries(of_a(ListOrder::OldestFirst), 3, None)
+            .await
+            .unwrap();
+        assert_eq!(ids(&oldest), ["e0:a", "e1:a", "e2:a"]);
     }
 
     pub async fn dead_letters_group_by_reason_and_subscriber(h: &impl Harness) {

@@ -325,6 +325,13 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
             "document.querySelectorAll(\"tr[data-delivery-id][data-state='dead']\").length === 3",
         )
         .await;
+    let newest = browser
+        .eval("return document.querySelector('tr[data-delivery-id]').dataset.deliveryId")
+        .await;
+    assert_eq!(
+        newest, "SHP-20412:billing-broken",
+        "recent deliveries, newest first"
+    );
     browser.screenshot(&shots, "subscriber").await;
 
     // A dead letter's attempts.

@@ -365,7 +365,7 @@ impl Store for PostgresStore {
         limit: u32,
         cursor: Option<String>,
     ) -> Result<Page<Delivery>> {
-        let after = parse_cursor(cursor)?;
+        let after = parse_cursor_in(cursor, filter.order)?;
         reads::deliveries(&self.client().await?, &filter, limit, after).await
     }
 

@@ -307,12 +307,12 @@ impl Conditions {
         }
     }
 
-    /// The rows after `after` in `order` (integer columns, compared as a row).
+    /// The rows past `after` by `columns` (integer columns, compared as a row), in `order`.
     async fn query(
         mut self,
         c: &impl GenericClient,
         select: &str,
-        (order, after): (&str, &[i64]),
+        (columns, after, order): (&str, &[i64], ListOrder),
         limit: u32,
     ) -> Result<Vec<Row>> {
         let mut marks = Vec::with_capacity(after.len());
@@ -320,9 +320,10 @@ impl Conditions {
             self.values.push(Box::new(*v));
             marks.push(format!("${}", self.values.len()));
         }
-        self.sql.push(format!("({order}) > ({})", marks.join(", ")));
+        let (cursor, order_by) = order.keyset(columns, &marks.join(", "));
+        self.sql.push(cursor);
         let sql = format!(
-            "{select} WHERE {} ORDER BY {order} LIMIT {}",
+            "{select} WHERE {} ORDER BY {order_by} LIMIT {}",
             self.sql.join(" AND "),
             u64::from(limit) + 1
         );
@@ -349,7 +350,7 @@ pub(super) async fn deliveries(
         .query(
             c,
             &format!("SELECT {DELIVERY_COLUMNS}, {SENT_VERSION} FROM deliveries d"),
-            ("d.seq", &[after]),
+            ("d.seq", &[after], filter.order),
             limit,
         )
         .await?;
@@ -373,7 +374,7 @@ pub(super) async fn dead_letters(
         .query(
             c,
             &dead_letters_select(),
-            (DEATH_ORDER, &[after.0, after.1]),
+            (DEATH_ORDER, &[after.0, after.1], ListOrder::OldestFirst),
             limit,
         )
         .await?;

@@ -283,7 +283,7 @@ impl Store for SqliteStore {
         limit: u32,
         cursor: Option<String>,
     ) -> Result<Page<Delivery>> {
-        let after = parse_cursor(cursor)?;
+        let after = parse_cursor_in(cursor, filter.order)?;
         self.read(move |c| reads::deliveries(c, &filter, limit, after))
             .await
     }

@@ -253,22 +253,22 @@ impl Conditions {
         }
     }
 
-    /// The rows after `after` in `order` (integer columns, compared as a row).
+    /// The rows past `after` by `columns` (integer columns, compared as a row), in `order`.
     fn query<K, T>(
         mut self,
         c: &Connection,
         select: &str,
-        (order, after): (&str, &[i64]),
+        (columns, after, order): (&str, &[i64], ListOrder),
         limit: u32,
         row: impl FnMut(&Row<'_>) -> rusqlite::Result<(K, T)>,
     ) -> Result<Vec<(K, T)>> {
         let marks = vec!["?"; after.len()].join(", ");
-        let cursor = format!("({order}) > ({marks})");
+        let (cursor, order_by) = order.keyset(columns, &marks);
         self.values.extend(after.iter().map(|v| Value::Integer(*v)));
         let mut clauses: Vec<&str> = self.sql.clone();
         clauses.push(&cursor);
         let sql = format!(
-            "{select} WHERE {} ORDER BY {order} LIMIT {}",
+            "{select} WHERE {} ORDER BY {order_by} LIMIT {}",
             clauses.join(" AND "),
             limit as u64 + 1
         );
@@ -297,7 +297,13 @@ pub(super) fn deliveries(
         filter.state.map(|s| Value::Text(s.as_str().into())),
     );
     let select = format!("SELECT {DELIVERY_COLUMNS}, {SENT_VERSION} FROM deliveries d");
-    let rows = cond.query(c, &select, ("d.seq", &[after]), limit, delivery_row)?;
+    let rows = cond.query(
+        c,
+        &select,
+        ("d.seq", &[after], filter.order),
+        limit,
+        delivery_row,
+    )?;
     Ok(page(with_history(c, rows)?, limit))
 }
 
@@ -320,7 +326,7 @@ pub(super) fn dead_letters(
     let rows = cond.query(
         c,
         &dead_letters_select(),
-        (DEATH_ORDER, &[after.0, after.1]),
+        (DEATH_ORDER, &[after.0, after.1], ListOrder::OldestFirst),
         limit,
         |r| {
             Ok((

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
 use hookline_policy::DeadReason;
-use hookline_store::{DeadLetterFilter, DeliveryFilter, DeliveryState, ReplayRequest};
+use hookline_store::{DeadLetterFilter, DeliveryFilter, DeliveryState, ListOrder, ReplayRequest};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -54,6 +54,9 @@ pub struct DeliveryQuery {
     subscriber_id: Option<String>,
     #[param(schema_with = super::schema::delivery_state_or_null)]
     state: Option<String>,
+    /// `oldest` first (the default) or `newest` first; a cursor pages on in the same order.
+    #[param(schema_with = super::schema::list_order_or_null)]
+    order: Option<String>,
     /// 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
@@ -79,10 +82,17 @@ pub async fn list(
             })
         })
         .transpose()?;
+    let order = match q.order.as_deref() {
+        None => ListOrder::default(),
+        Some(o) => ListOrder::parse(o).ok_or_else(|| {
+            ApiError::invalid(format!("order {o:?} is not one of oldest, newest"))
+        })?,
+    };
     let filter = DeliveryFilter {
         event_id: q.event_id,
         subscriber_id: q.subscriber_id,
         state,
+        order,
     };
     let page = ctx
         .store
@@ -167,7 +177,9 @@ pub(super) struct ReplayBody {
 
 /// Bounded, paced and audited; `"dry_run": true` answers what it would release, changing
 /// nothing.
-#[utoipa::path(post, path = "/v1/dead-letters/replay", operation_id = "replay_dead_letters", tag = DEAD_LETTERS, request_body = ReplayBody,
+#[utoipa::path(post, path = "/v1/dead-letters/replay", operation_id = "replay_dead_letters", tag = DEAD_LETTERS, request_body(content = ReplayBody, example = json!({
+        "reason": "attempts_exhausted", "subscriber_id": "subscriber-731", "limit": 100,
+        "per_second": 10, "dry_run": true})),
     responses(
         (status = 202, description = "Released (at its pace); audited under `replay_id`", body = views::ReplayStarted),
         (status = 200, description = "A dry run: what it would release now", body = views::ReplayPreview),

@@ -163,7 +163,9 @@ pub(super) fn new_event(
 }
 
 /// Answers once the event and all its deliveries are committed.
-#[utoipa::path(post, path = "/v1/events", operation_id = "publish_event", tag = TAG, request_body = PublishBody,
+#[utoipa::path(post, path = "/v1/events", operation_id = "publish_event", tag = TAG, request_body(content = PublishBody, example = json!({
+        "id": "SHP-20418:out_for_delivery", "type": "shipment.out_for_delivery",
+        "payload": {"shipment": "SHP-20418", "status": "out_for_delivery"}})),
     responses(
         (status = 202, description = "Accepted: the event and its deliveries are committed", body = views::Receipt),
         (status = 200, description = "Accepted before, with the same body: the original receipt", body = views::Receipt),

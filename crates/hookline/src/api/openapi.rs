@@ -49,40 +49,55 @@ pub fn base() -> utoipa::openapi::OpenApi {
         .build()
 }
 
-/// The errors a request can meet whatever it asks: (status, when), each answered with the
-/// error envelope.
-const ANY_REQUEST: [(&str, &str); 5] = [
-    ("401", "`unauthorized`: no token, or one that is not valid"),
+/// The errors a request can meet whatever it asks: (status, code, when), each answered with
+/// the error envelope.
+const ANY_REQUEST: [(&str, &str, &str); 5] = [
+    ("401", "unauthorized", "no token, or one that is not valid"),
     (
         "403",
-        "`forbidden`: the token's scope does not allow it, or (open mode) the request is not from loopback",
+        "forbidden",
+        "the token's scope does not allow it, or (open mode) the request is not from loopback",
     ),
     (
         "422",
-        "`invalid_request`: a field, parameter or query parameter is refused (the message names it)",
+        "invalid_request",
+        "a field, parameter or query parameter is refused (the message names it)",
     ),
-    ("500", "`storage_error` or `internal`: nothing was changed"),
-    ("503", "`unavailable`: hookline is shutting down"),
+    (
+        "500",
+        "storage_error",
+        "the store failed (or `internal`: hookline did); nothing was changed",
+    ),
+    ("503", "unavailable", "hookline is shutting down"),
 ];
 
 /// And those a request with a body can meet.
-const WITH_BODY: [(&str, &str); 4] = [
-    ("400", "`malformed_json`: the body is not JSON"),
-    ("408", "`request_timeout`: the body did not arrive in time"),
-    ("413", "`payload_too_large`"),
+const WITH_BODY: [(&str, &str, &str); 4] = [
+    ("400", "malformed_json", "the body is not JSON"),
+    ("408", "request_timeout", "the body did not arrive in time"),
+    (
+        "413",
+        "payload_too_large",
+        "the body is larger than the server accepts",
+    ),
     (
         "415",
-        "`unsupported_media_type`: a body not sent as application/json",
+        "unsupported_media_type",
+        "a body not sent as application/json",
     ),
 ];
 
 /// And a request with a path parameter.
-const WITH_PATH: [(&str, &str); 1] = [("400", "`bad_request`: a path parameter that is not UTF-8")];
+const WITH_PATH: [(&str, &str, &str); 1] =
+    [("400", "bad_request", "a path parameter that is not UTF-8")];
 
-fn error_response(when: &str) -> Value {
+fn error_response(code: &str, when: &str) -> Value {
     json!({
-        "description": when,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}
+        "description": format!("`{code}`: {when}"),
+        "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/ErrorEnvelope"},
+            "example": {"error": {"code": code, "message": when}},
+        }}
     })
 }
 
@@ -113,10 +128,10 @@ fn with_shared_errors(mut document: Value) -> Value {
                         .into_iter()
                         .flatten(),
                 );
-            for (status, when) in shared {
+            for (status, code, when) in shared {
                 responses
                     .entry(*status)
-                    .or_insert_with(|| error_response(when));
+                    .or_insert_with(|| error_response(code, when));
             }
         }
     }

@@ -18,7 +18,9 @@ type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
 const TAG: &str = "policies";
 
 /// A policy never changes once created; roll it out with `POST /v1/rollouts`.
-#[utoipa::path(post, path = "/v1/policies", operation_id = "create_policy", tag = TAG, request_body = Definition,
+#[utoipa::path(post, path = "/v1/policies", operation_id = "create_policy", tag = TAG, request_body(content = Definition, example = json!({
+        "name": "retry-520", "classification": {"retryable": [408, 429, 500, 502, 503, 504, 520]},
+        "retry": {"max_attempts": 8}})),
     responses(
         (status = 201, description = "Created, every part spelled out", body = views::Policy),
         (status = 409, description = "A policy with this name exists (or the name is `default`)", body = ErrorEnvelope),

@@ -9,7 +9,7 @@ use axum::{Extension, Json};
 use hookline_policy::EVERYONE;
 use hookline_store::{AbortIf, Rollout, RolloutChange, RolloutState, StoreError};
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 use super::auth::Caller;
 use super::error::{parse_json, ErrorEnvelope};
@@ -70,11 +70,6 @@ pub(super) struct AbortBody {
     /// 1 to 500 characters; default: who aborted.
     reason: Option<String>,
 }
-
-/// A rollout's id in the path.
-#[derive(IntoParams)]
-#[into_params(names("id"), parameter_in = Path)]
-pub(super) struct RolloutId(#[allow(dead_code)] String);
 
 /// The store's window sweep and claims apply one window to every delivery: a candidate with
 /// another window than the baseline's can only have everyone (and then its window is it).
@@ -174,7 +169,9 @@ async fn listed(ctx: &ApiContext, ids: Option<Vec<String>>) -> Result<Vec<String
 }
 
 /// A candidate policy for a share of subscribers (admin scope, like every change).
-#[utoipa::path(post, path = "/v1/rollouts", operation_id = "start_rollout", tag = TAG, request_body = StartBody,
+#[utoipa::path(post, path = "/v1/rollouts", operation_id = "start_rollout", tag = TAG, request_body(content = StartBody, example = json!({
+        "policy": "retry-520", "percent": 5,
+        "abort_if": {"terminal_rate_increase": 0.05, "min_deliveries": 200}})),
     responses(
         (status = 201, description = "Running", body = views::Rollout),
         (status = 409, description = "Another rollout is running, or the baseline changed meanwhile", body = ErrorEnvelope),
@@ -230,7 +227,7 @@ pub async fn start(
     Ok((StatusCode::CREATED, Json(views::rollout(&rollout))))
 }
 
-#[utoipa::path(get, path = "/v1/rollouts/{id}", operation_id = "get_rollout", tag = TAG, params(RolloutId),
+#[utoipa::path(get, path = "/v1/rollouts/{id}", operation_id = "get_rollout", tag = TAG, params(("id" = String, Path)),
     responses(
         (status = 200, description = "The rollout", body = views::Rollout),
         (status = 404, description = "No such rollout", body = ErrorEnvelope),
@@ -273,7 +270,7 @@ async fn change(ctx: &ApiContext, id: &str, change: RolloutChange) -> Answer<vie
 }
 
 /// `PATCH {"percent"}`: a new share (raising it only adds subscribers).
-#[utoipa::path(patch, path = "/v1/rollouts/{id}", operation_id = "change_rollout_share", tag = TAG, params(RolloutId), request_body = ShareBody,
+#[utoipa::path(patch, path = "/v1/rollouts/{id}", operation_id = "change_rollout_share", tag = TAG, params(("id" = String, Path)), request_body(content = ShareBody, example = json!({"percent": 25})),
     responses(
         (status = 200, description = "The new share is in force", body = views::Rollout),
         (status = 404, description = "No such rollout", body = ErrorEnvelope),
@@ -300,7 +297,7 @@ pub async fn patch(
 }
 
 /// The candidate becomes the policy in force for everyone. The body, if any, is `{}`.
-#[utoipa::path(post, path = "/v1/rollouts/{id}/promote", operation_id = "promote_rollout", tag = TAG, params(RolloutId),
+#[utoipa::path(post, path = "/v1/rollouts/{id}/promote", operation_id = "promote_rollout", tag = TAG, params(("id" = String, Path)),
     request_body(content = Option<EmptyBody>),
     responses(
         (status = 200, description = "Promoted", body = views::Rollout),
@@ -320,8 +317,8 @@ pub async fn promote(
 }
 
 /// The cohort returns to the baseline. The body, if any, is `{"reason"}`.
-#[utoipa::path(post, path = "/v1/rollouts/{id}/abort", operation_id = "abort_rollout", tag = TAG, params(RolloutId),
-    request_body(content = Option<AbortBody>),
+#[utoipa::path(post, path = "/v1/rollouts/{id}/abort", operation_id = "abort_rollout", tag = TAG, params(("id" = String, Path)),
+    request_body(content = Option<AbortBody>, example = json!({"reason": "dead letters climbing"})),
     responses(
         (status = 200, description = "Aborted", body = views::Rollout),
         (status = 404, description = "No such rollout", body = ErrorEnvelope),
@@ -376,7 +373,7 @@ pub struct Comparison {
 }
 
 /// What each cohort's deliveries did since the rollout started, side by side.
-#[utoipa::path(get, path = "/v1/rollouts/{id}/comparison", operation_id = "compare_rollout", tag = TAG, params(RolloutId),
+#[utoipa::path(get, path = "/v1/rollouts/{id}/comparison", operation_id = "compare_rollout", tag = TAG, params(("id" = String, Path)),
     responses(
         (status = 200, description = "The comparison", body = Comparison),
         (status = 404, description = "No such rollout", body = ErrorEnvelope),

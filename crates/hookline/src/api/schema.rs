@@ -5,7 +5,7 @@
 use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 
 use hookline_policy::{BreakerState, DeadReason, Jitter, Outcome, Refusal};
-use hookline_store::{DeliveryState, RolloutState, SubscriberStatus, WaitingOn};
+use hookline_store::{DeliveryState, ListOrder, RolloutState, SubscriberStatus, WaitingOn};
 
 fn one_of(names: impl IntoIterator<Item = &'static str>) -> ObjectBuilder {
     ObjectBuilder::new()
@@ -72,4 +72,8 @@ pub fn rollout_state() -> Object {
 
 pub fn refusal_or_null() -> Object {
     one_of_or_null(Refusal::ALL.map(Refusal::as_str))
+}
+
+pub fn list_order_or_null() -> Object {
+    one_of_or_null(ListOrder::ALL.map(ListOrder::as_str))
 }

@@ -9,7 +9,7 @@ use hookline_store::{NewSubscriber, SubscriberHeaders, SubscriberPatch, Subscrib
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 use super::error::{parse_json, ErrorEnvelope};
 use super::{validate, views, ApiError, ApiState, PageQuery};
@@ -134,7 +134,9 @@ async fn url(ctx: &super::ApiContext, raw: &str) -> Result<String, ApiError> {
         .map_err(ApiError::from)
 }
 
-#[utoipa::path(post, path = "/v1/subscribers", operation_id = "create_subscriber", tag = TAG, request_body = CreateBody,
+#[utoipa::path(post, path = "/v1/subscribers", operation_id = "create_subscriber", tag = TAG, request_body(content = CreateBody, example = json!({
+        "id": "subscriber-731", "url": "https://hooks.acme.example/hookline",
+        "event_types": ["shipment.out_for_delivery"], "max_in_flight": 8})),
     responses(
         (status = 201, description = "Created; the one answer that shows its secret", body = views::CreatedSubscriber),
         (status = 409, description = "A subscriber with this id exists", body = ErrorEnvelope),
@@ -193,7 +195,7 @@ pub async fn list(
     ))
 }
 
-#[utoipa::path(get, path = "/v1/subscribers/{id}", operation_id = "get_subscriber", tag = TAG, params(SubscriberId),
+#[utoipa::path(get, path = "/v1/subscribers/{id}", operation_id = "get_subscriber", tag = TAG, params(("id" = String, Path)),
     responses(
         (status = 200, description = "The subscriber, with its breaker", body = views::Subscriber),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
@@ -207,7 +209,7 @@ pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::
 }
 
 /// Admin scope: it is a credential.
-#[utoipa::path(get, path = "/v1/subscribers/{id}/secret", operation_id = "get_subscriber_secret", tag = TAG, params(SubscriberId),
+#[utoipa::path(get, path = "/v1/subscribers/{id}/secret", operation_id = "get_subscriber_secret", tag = TAG, params(("id" = String, Path)),
     responses(
         (status = 200, description = "Its signing secret", body = views::Secret),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
@@ -218,7 +220,7 @@ pub async fn secret(State(ctx): ApiState, Path(id): Path<String>) -> Answer<view
 }
 
 /// The headers sent with its every attempt, values included: admin only, like the secret.
-#[utoipa::path(get, path = "/v1/subscribers/{id}/headers", operation_id = "get_subscriber_headers", tag = TAG, params(SubscriberId),
+#[utoipa::path(get, path = "/v1/subscribers/{id}/headers", operation_id = "get_subscriber_headers", tag = TAG, params(("id" = String, Path)),
     responses(
         (status = 200, description = "Its static headers, values included", body = views::Headers),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
@@ -228,11 +230,6 @@ pub async fn headers(State(ctx): ApiState, Path(id): Path<String>) -> Answer<vie
     let SubscriberHeaders(headers) = s.headers;
     Ok((StatusCode::OK, Json(views::Headers { headers })))
 }
-
-/// A subscriber's id in the path.
-#[derive(IntoParams)]
-#[into_params(names("id"), parameter_in = Path)]
-pub(super) struct SubscriberId(#[allow(dead_code)] String);
 
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -250,8 +247,8 @@ pub const MAX_ROTATION_GRACE: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Until `previous_secret_valid_until` every request carries both signatures; the answer holds
 /// the new secret, once. The body may be empty.
-#[utoipa::path(post, path = "/v1/subscribers/{id}/secret/rotate", operation_id = "rotate_subscriber_secret", tag = TAG, params(SubscriberId),
-    request_body(content = Option<RotateBody>),
+#[utoipa::path(post, path = "/v1/subscribers/{id}/secret/rotate", operation_id = "rotate_subscriber_secret", tag = TAG, params(("id" = String, Path)),
+    request_body(content = Option<RotateBody>, example = json!({"grace_period": "24h"})),
     responses(
         (status = 200, description = "Rotated", body = views::RotatedSecret),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
@@ -303,8 +300,8 @@ pub async fn rotate_secret(
 }
 
 /// Fields left out keep their value.
-#[utoipa::path(patch, path = "/v1/subscribers/{id}", operation_id = "update_subscriber", tag = TAG, params(SubscriberId),
-    request_body = PatchBody,
+#[utoipa::path(patch, path = "/v1/subscribers/{id}", operation_id = "update_subscriber", tag = TAG, params(("id" = String, Path)),
+    request_body(content = PatchBody, example = json!({"status": "paused"})),
     responses(
         (status = 200, description = "Changed", body = views::Subscriber),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
@@ -356,7 +353,7 @@ pub async fn update(
 }
 
 /// Final (kept for the record): its pending deliveries die `subscription_revoked`.
-#[utoipa::path(delete, path = "/v1/subscribers/{id}", operation_id = "revoke_subscriber", tag = TAG, params(SubscriberId),
+#[utoipa::path(delete, path = "/v1/subscribers/{id}", operation_id = "revoke_subscriber", tag = TAG, params(("id" = String, Path)),
     responses(
         (status = 200, description = "Revoked", body = views::Subscriber),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),

@@ -653,7 +653,7 @@
     async function load(cursor) {
       const state = select.value === 'all' ? null : select.value;
       try {
-        const page = await get(`/v1/deliveries${query({ subscriber_id: s.id, state, limit: 100, cursor })}`);
+        const page = await get(`/v1/deliveries${query({ subscriber_id: s.id, state, order: 'newest', limit: 100, cursor })}`);
         rows = cursor ? rows.concat(page.items) : page.items;
         next = page.next_cursor;
         box.replaceChildren(deliveriesTable(rows));
@@ -669,7 +669,7 @@
     select.addEventListener('change', () => busy('subscriber', seq, () => load()));
     more.addEventListener('click', () => busy('subscriber', seq, () => load(next)));
     const node = card(null,
-      h('div', { class: 'filter-bar' }, h('h2', null, 'Recent deliveries'),
+      h('div', { class: 'filter-bar' }, h('h2', null, 'Recent deliveries (newest first)'),
         h('label', { for: 'delivery-state-filter' }, 'state'), select,
         h('span', { class: 'spacer' }),
         link(to.deadLetters({ subscriber_id: s.id }), 'dead letters of this subscriber →', 'dead-letters-link')),
