@@ -165,6 +165,12 @@ pub trait Store: Send + Sync + 'static {
     /// groups first, at most `limit` groups. It counts every dead letter since `since`: for an
     /// operator's look, not a hot path.
     async fn dead_letter_groups(&self, since: UnixMs, limit: u32) -> Result<Vec<DeadLetterGroup>>;
+    /// How many dead letters that died at or after `since` are still dead, by reason (through
+    /// an index on the time of death: cheap for a recent `since`).
+    async fn dead_letters_by_reason(
+        &self,
+        since: UnixMs,
+    ) -> Result<Vec<(hookline_policy::DeadReason, u64)>>;
 
     /// Moves up to `limit` dead letters matching the filter back to the queue, with a fresh
     /// budget and window, released at most `per_second`, and records the audit, atomically.
@@ -173,7 +179,12 @@ pub trait Store: Send + Sync + 'static {
     /// The ids `replay` would select for this request now, in its order; changes nothing.
     async fn preview_replay(&self, request: ReplayRequest) -> Result<Vec<String>>;
     async fn get_replay(&self, id: &str) -> Result<Replay>;
-    async fn list_replays(&self, limit: u32, cursor: Option<String>) -> Result<Page<Replay>>;
+    async fn list_replays(
+        &self,
+        order: ListOrder,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Replay>>;
 
     /// Stores a new named policy; one by that name exists already: `Conflict`. Policies never
     /// change once stored.

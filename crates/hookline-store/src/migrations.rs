@@ -259,6 +259,18 @@ pub(crate) const LATER: &[Migration] = &[
                    );",
         postgres_index: None,
     },
+    Migration {
+        number: 18,
+        min_binary: BASELINE,
+        description: "dead letters by the time they died, for the recent inflow",
+        sqlite: "CREATE INDEX deliveries_dead_at ON deliveries (dead_at) WHERE state = 'dead';",
+        postgres: "",
+        postgres_index: Some((
+            "deliveries_dead_at",
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_dead_at ON deliveries (dead_at)
+                 WHERE state = 'dead'",
+        )),
+    },
 ];
 
 /// A migration as the database records it.

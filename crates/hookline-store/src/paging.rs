@@ -65,19 +65,17 @@ impl ListOrder {
         }
     }
 
-    /// The keyset paging clauses for `columns` (comma-separated integer columns) against a
+    /// The keyset paging clauses for `columns` (integer columns, compared as a row) against a
     /// cursor of `marks`: the comparison past the cursor, and the `ORDER BY` list.
-    pub(crate) fn keyset(self, columns: &str, marks: &str) -> (String, String) {
-        match self {
-            ListOrder::OldestFirst => (format!("({columns}) > ({marks})"), columns.to_owned()),
-            ListOrder::NewestFirst => (
-                format!("({columns}) < ({marks})"),
-                columns
-                    .split(',')
-                    .map(|c| format!("{} DESC", c.trim()))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ),
-        }
+    pub(crate) fn keyset(self, columns: &[&str], marks: &str) -> (String, String) {
+        let (past, direction) = match self {
+            ListOrder::OldestFirst => (">", ""),
+            ListOrder::NewestFirst => ("<", " DESC"),
+        };
+        let order_by: Vec<String> = columns.iter().map(|c| format!("{c}{direction}")).collect();
+        (
+            format!("({}) {past} ({marks})", columns.join(", ")),
+            order_by.join(", "),
+        )
     }
 }

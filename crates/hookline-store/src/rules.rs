@@ -140,7 +140,28 @@ pub fn check_rate(field: &str, rate: f64) -> Result<f64> {
 }
 
 pub(crate) fn validate_replay(req: &ReplayRequest) -> Result<()> {
-    check_replay(req.limit, req.per_second)
+    check_replay(req.limit, req.per_second)?;
+    match &req.expected {
+        Some(ids) if ids.is_empty() => Err(StoreError::Invalid(
+            "expected_delivery_ids: lists no delivery; a replay held to a preview releases \
+             what the preview showed"
+                .into(),
+        )),
+        Some(ids) if ids.len() > req.limit as usize => Err(StoreError::Invalid(format!(
+            "expected_delivery_ids: lists {} deliveries, more than limit ({})",
+            ids.len(),
+            req.limit
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// How many dead letters a replay selects: `limit`, or as many as its preview showed (dead
+/// letters that died since sort after them, so they do not change the selection).
+pub(crate) fn selection_limit(req: &ReplayRequest) -> u32 {
+    req.expected
+        .as_ref()
+        .map_or(req.limit, |ids| (ids.len() as u32).min(req.limit))
 }
 
 /// Refuses a replay whose selection is not the one its preview showed (`expected`), before

@@ -58,6 +58,12 @@ pub(crate) const DEAD_LETTER_GROUPS: &str =
      GROUP BY dead_reason, subscriber_id
      ORDER BY count(*) DESC, dead_reason, subscriber_id LIMIT $2";
 
+/// Dead letters by reason that died since `$1` (and are still dead), through the index on
+/// `dead_at`: the recent inflow, cheap enough to read per request.
+pub(crate) const DEAD_LETTERS_BY_REASON: &str = "SELECT dead_reason, count(*)
+     FROM deliveries WHERE state = 'dead' AND dead_at >= $1
+     GROUP BY dead_reason ORDER BY dead_reason";
+
 /// For reads: the payload version delivery `d` sends (or sent). Rows written before payload
 /// versions (NULL) send the event's latest; a delivery that died for want of a version has none.
 pub(crate) const SENT_VERSION: &str =
@@ -109,7 +115,7 @@ pub(crate) fn dead_letters_select() -> String {
 }
 
 /// The order dead letters are listed and replayed in: oldest dead first, then by key.
-pub(crate) const DEATH_ORDER: &str = "d.dead_at, d.seq";
+pub(crate) const DEATH_ORDER: &[&str] = &["d.dead_at", "d.seq"];
 
 /// A rollout's columns, in [`Rollout`]'s order after the key.
 pub(crate) const ROLLOUT_COLUMNS: &str = "seq, id, policy, baseline, basis_points, subscriber_ids,

@@ -75,13 +75,21 @@ impl Clock for ManualClock {
 
 /// RFC 3339 with milliseconds, UTC: the one way hookline writes times in JSON and tables.
 pub fn rfc3339(ms: UnixMs) -> String {
-    let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    /// 9999-12-31T23:59:59.999Z: RFC 3339 has four-digit years.
+    const LATEST: UnixMs = 253_402_300_799_999;
+    let t = UNIX_EPOCH + Duration::from_millis(ms.clamp(0, LATEST) as u64);
     humantime::format_rfc3339_millis(t).to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_outside_four_digit_years_are_written_at_the_edge() {
+        assert_eq!(rfc3339(-5), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(i64::MAX), "9999-12-31T23:59:59.999Z");
+    }
 
     #[tokio::test]
     async fn a_manual_sleeper_wakes_when_time_passes_its_deadline() {

@@ -13,6 +13,7 @@ pub mod dispatcher;
 pub mod health;
 pub mod policies;
 pub mod rollouts;
+pub mod schema;
 pub mod sender;
 pub mod server;
 pub mod signer;

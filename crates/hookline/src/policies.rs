@@ -45,7 +45,7 @@ pub struct SpelledRetry {
     pub max_delay: String,
     pub max_attempts: u32,
     pub delivery_window: String,
-    #[schema(schema_with = crate::api::schema::jitter)]
+    #[schema(schema_with = crate::schema::jitter)]
     pub jitter: &'static str,
 }
 
@@ -83,6 +83,8 @@ fn invalid(field: &str, message: impl Into<String>) -> Invalid {
 #[serde(deny_unknown_fields)]
 #[schema(as = NewPolicy)]
 pub struct Definition {
+    /// 1 to 128 characters of `A-Za-z0-9._-`; never changes once stored.
+    #[schema(example = "retry-520", pattern = "^(?!\\.\\.?$)[A-Za-z0-9._-]{1,128}$")]
     pub name: String,
     classification: Option<ClassificationPart>,
     retry: Option<RetryPart>,

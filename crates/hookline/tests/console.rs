@@ -36,25 +36,35 @@ const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 impl Browser {
     async fn start(chromedriver: &Path) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let driver = tokio::process::Command::new(chromedriver)
-            .arg(format!("--port={port}"))
-            .stdout(std::process::Stdio::null())
+        use tokio::io::AsyncBufReadExt;
+        // Port 0: ChromeDriver takes a free port and says which. Its own process group, so
+        // that the browser it starts goes with it (`Drop`).
+        let mut driver = tokio::process::Command::new(chromedriver)
+            .arg("--port=0")
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .unwrap();
+        let mut lines = tokio::io::BufReader::new(driver.stdout.take().unwrap()).lines();
+        let said = tokio::time::timeout(PATIENCE, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if let Some(port) =
+                    line.strip_prefix("ChromeDriver was started successfully on port ")
+                {
+                    return port.trim_end_matches('.').parse::<u16>().ok();
+                }
+            }
+            None
+        });
+        let port = said
+            .await
+            .ok()
+            .flatten()
+            .expect("chromedriver said on which port it listens");
         let http = reqwest::Client::new();
         let base = format!("http://127.0.0.1:{port}");
-        let started = Instant::now();
-        while http.get(format!("{base}/status")).send().await.is_err() {
-            assert!(started.elapsed() < PATIENCE, "chromedriver did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
         let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
             .into_iter()
             .find(|p| Path::new(p).exists());
@@ -169,9 +179,19 @@ impl Browser {
 
     async fn type_into(&self, selector: &str, text: &str) {
         let id = self.element(selector).await;
-        self.post(&format!("/element/{id}/clear"), json!({})).await;
-        self.post(&format!("/element/{id}/value"), json!({"text": text}))
-            .await;
+        for (command, body) in [("clear", json!({})), ("value", json!({"text": text}))] {
+            let done = self.post(&format!("/element/{id}/{command}"), body).await;
+            assert!(done.is_null(), "typing into {selector}: {done}");
+        }
+    }
+
+    /// The token form, shown when the API wants a token.
+    async fn token_form(&self) {
+        self.until(
+            "the token form",
+            "!document.querySelector('#token-form').hidden",
+        )
+        .await;
     }
 
     async fn text(&self, selector: &str) -> String {
@@ -193,29 +213,46 @@ impl Browser {
         std::fs::write(dir.join(format!("{name}.png")), bytes).unwrap();
     }
 
-    async fn quit(mut self) {
+    async fn quit(self) {
         self.command(reqwest::Method::DELETE, "", None).await;
-        let _ = self.driver.kill().await;
     }
 }
 
-/// A drill report and chart, as `hookline drill --json --svg` writes them.
+/// ChromeDriver and the browser it started go, whether the test passed or not.
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(pid) = self.driver.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .status();
+        }
+    }
+}
+
+/// A drill report in the shape `hookline drill --json` writes, and a chart beside it that
+/// carries what a hostile file could (a script, an event handler, a link): the console must
+/// draw the lines and drop the rest.
 fn write_drill_report(dir: &Path) {
+    let summary = |n, p50, p95, p99| json!({"n": n, "p50_ms": p50, "p95_ms": p95, "p99_ms": p99});
     let report = json!({
         "passed": true,
         "checks": [
             {"check": "healthy p99 first-attempt latency 180 ms <= 1.25 x baseline 150 ms + 50 ms", "passed": true},
-            {"check": "every unavailable delivery ended with a reason inside its window", "passed": true},
+            {"check": "the backlog drained (2310 ms)", "passed": true},
         ],
         "phases": {
-            "baseline": {"all": {"n": 2000, "p50_ms": 61.0, "p95_ms": 120.0, "p99_ms": 150.0}},
-            "failure": {"healthy_first_attempt": {"n": 1800, "p50_ms": 70.0, "p95_ms": 140.0, "p99_ms": 180.0}},
+            "baseline": {"first_attempt": summary(2000, 61.0, 120.0, 150.0)},
+            "failure": {"healthy_first_attempt": summary(1800, 70.0, 140.0, 180.0),
+                        "unavailable_first_attempt": summary(200, 10000.0, 10010.0, 10020.0)},
+            "restore": {"drain_ms": 2310, "retry_amplification": 1.4},
         },
     });
     std::fs::write(dir.join("drill.json"), report.to_string()).unwrap();
     std::fs::write(
         dir.join("drill.svg"),
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"400\" height=\"120\">\
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"400\" height=\"120\" onload=\"window.hostile=1\">\
+         <script>window.hostile=2</script>\
+         <a href=\"javascript:window.hostile=3\"><text x=\"5\" y=\"15\">p99</text></a>\
          <polyline points=\"0,100 100,80 200,90 300,40 400,60\" fill=\"none\" stroke=\"#2a6\" \
          stroke-width=\"3\"/></svg>",
     )
@@ -290,7 +327,7 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
 
     // The token is pasted once.
     browser.open(&console).await;
-    browser.element("#token-input").await;
+    browser.token_form().await;
     browser.type_into("#token-input", ADMIN).await;
     browser.click("#token-save").await;
     browser.ready("overview").await;
@@ -303,8 +340,8 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
         .await;
     browser
         .until(
-            "the queue's depths",
-            "document.querySelector('#queue-depths').textContent.includes('3')",
+            "the dead deliveries among the queue's depths",
+            "document.querySelector(\"#queue-depths [data-state='dead']\").textContent.includes('3')",
         )
         .await;
     browser.screenshot(&shots, "overview").await;
@@ -378,8 +415,12 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
     browser.screenshot(&shots, "dead-letters").await;
     receiver.set_behaviour(|_, _| 200);
     browser.click("#replay-confirm").await;
-    let result = browser.text("#replay-result").await;
-    assert!(result.contains("released 2"), "{result}");
+    browser
+        .until(
+            "the replay's result",
+            "document.querySelector('#replay-result').textContent.includes('released 2')",
+        )
+        .await;
     let released = previewed[0].as_str().unwrap().to_owned();
     delivery_reaches(&app, &released, "delivered").await;
     browser
@@ -402,13 +443,25 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
     browser
         .until(
             "the drill chart",
-            "document.querySelector('img#drill-chart') && document.querySelector('img#drill-chart').naturalWidth > 0",
+            "document.querySelector('svg#drill-chart polyline') !== null",
         )
         .await;
+    let hostile = browser
+        .eval(
+            "return [window.hostile === undefined, \
+             document.querySelectorAll('#drill-chart script, #drill-chart a, #drill-chart [onload]').length]",
+        )
+        .await;
+    assert_eq!(
+        hostile,
+        json!([true, 0]),
+        "the chart keeps only its drawing"
+    );
     browser.screenshot(&shots, "drill").await;
 
     // A read token sees no write control.
     browser.click("#token-forget").await;
+    browser.token_form().await;
     browser.type_into("#token-input", READER).await;
     browser.click("#token-save").await;
     browser

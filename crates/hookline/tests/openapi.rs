@@ -92,6 +92,38 @@ async fn every_route_the_router_serves_is_in_the_document() {
     app.stop().await;
 }
 
+/// What the document says of authentication is what the server does: an operation marked open
+/// answers without a token, every other one answers 401.
+#[tokio::test]
+async fn the_document_says_which_routes_need_a_token() {
+    let hex: String = hookline::tokens::sha256("hl_openapi_test")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let app = TestApp::start(&format!(
+        "[[api_tokens]]\nname = \"ops\"\nsha256 = \"{hex}\"\nscope = \"admin\"\n"
+    ))
+    .await;
+    let document: Value = serde_json::from_str(&app.text("/openapi.json").await).unwrap();
+    let mut open = Vec::new();
+    for (method, path, concrete) in operations(&document) {
+        let security = &document["paths"][&path][method.to_lowercase()]["security"];
+        let (status, body) = request(&app, &method, &concrete).await;
+        if security == &serde_json::json!([{}]) {
+            assert_ne!(status, 401, "{method} {path} is documented open: {body}");
+            open.push(path);
+        } else if security.is_null() {
+            assert_eq!(status, 401, "{method} {path} needs a token: {body}");
+        }
+    }
+    open.sort();
+    assert_eq!(
+        open,
+        ["/console", "/console/{asset}", "/healthz", "/openapi.json"]
+    );
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn the_document_validates_and_a_live_server_keeps_to_it() {
     let (Some(validator), Some(schemathesis)) = (

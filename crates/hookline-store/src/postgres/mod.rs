@@ -383,6 +383,13 @@ impl Store for PostgresStore {
         reads::dead_letter_groups(&self.client().await?, since, limit).await
     }
 
+    async fn dead_letters_by_reason(
+        &self,
+        since: UnixMs,
+    ) -> Result<Vec<(hookline_policy::DeadReason, u64)>> {
+        reads::dead_letters_by_reason(&self.client().await?, since).await
+    }
+
     async fn replay(&self, request: ReplayRequest, now: UnixMs) -> Result<Replay> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
@@ -401,9 +408,14 @@ impl Store for PostgresStore {
         reads::replay(&self.client().await?, id).await
     }
 
-    async fn list_replays(&self, limit: u32, cursor: Option<String>) -> Result<Page<Replay>> {
-        let after = parse_cursor(cursor)?;
-        reads::replays(&self.client().await?, limit, after).await
+    async fn list_replays(
+        &self,
+        order: ListOrder,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Replay>> {
+        let after = parse_cursor_in(cursor, order)?;
+        reads::replays(&self.client().await?, order, limit, after).await
     }
 
     async fn create_policy(&self, policy: StoredPolicy) -> Result<StoredPolicy> {

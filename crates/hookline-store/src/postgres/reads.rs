@@ -219,6 +219,19 @@ pub(super) async fn dead_letter_groups(
         .collect()
 }
 
+pub(super) async fn dead_letters_by_reason(
+    c: &impl GenericClient,
+    since: UnixMs,
+) -> Result<Vec<(DeadReason, u64)>> {
+    let rows = query(c, sql::DEAD_LETTERS_BY_REASON, &[&since]).await?;
+    rows.iter()
+        .map(|r| {
+            let reason = dead_reason(r.get(0))?.ok_or_else(|| corrupt("dead_reason", ""))?;
+            Ok((reason, r.get::<_, i64>(1).max(0) as u64))
+        })
+        .collect()
+}
+
 fn dead_reason(value: Option<String>) -> Result<Option<DeadReason>> {
     value
         .map(|v| DeadReason::parse(&v).ok_or_else(|| corrupt("dead_reason", &v)))
@@ -312,7 +325,7 @@ impl Conditions {
         mut self,
         c: &impl GenericClient,
         select: &str,
-        (columns, after, order): (&str, &[i64], ListOrder),
+        (columns, after, order): (&[&str], &[i64], ListOrder),
         limit: u32,
     ) -> Result<Vec<Row>> {
         let mut marks = Vec::with_capacity(after.len());
@@ -350,7 +363,7 @@ pub(super) async fn deliveries(
         .query(
             c,
             &format!("SELECT {DELIVERY_COLUMNS}, {SENT_VERSION} FROM deliveries d"),
-            ("d.seq", &[after], filter.order),
+            (&["d.seq"], &[after], filter.order),
             limit,
         )
         .await?;
@@ -552,12 +565,16 @@ pub(super) async fn replay(c: &impl GenericClient, id: &str) -> Result<Replay> {
 
 pub(super) async fn replays(
     c: &impl GenericClient,
+    order: ListOrder,
     limit: u32,
     after: i64,
 ) -> Result<Page<Replay>> {
+    let (cursor, order_by) = order.keyset(&["seq"], "$1");
     let rows = query(
         c,
-        &format!("SELECT {REPLAY_COLUMNS} FROM replays WHERE seq > $1 ORDER BY seq LIMIT $2"),
+        &format!(
+            "SELECT {REPLAY_COLUMNS} FROM replays WHERE {cursor} ORDER BY {order_by} LIMIT $2"
+        ),
         &[&after, &(i64::from(limit) + 1)],
     )
     .await?;

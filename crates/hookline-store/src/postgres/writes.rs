@@ -828,7 +828,7 @@ pub(super) async fn replay_selection(
         &[
             &req.reason.as_str(),
             &req.subscriber_id,
-            &i64::from(req.limit),
+            &i64::from(selection_limit(req)),
         ],
     )
     .await

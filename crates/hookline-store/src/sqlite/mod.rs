@@ -304,6 +304,14 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn dead_letters_by_reason(
+        &self,
+        since: UnixMs,
+    ) -> Result<Vec<(hookline_policy::DeadReason, u64)>> {
+        self.read(move |c| reads::dead_letters_by_reason(c, since))
+            .await
+    }
+
     async fn replay(&self, request: ReplayRequest, now: UnixMs) -> Result<Replay> {
         self.writer
             .write(move |w| {
@@ -326,9 +334,15 @@ impl Store for SqliteStore {
         self.read(move |c| reads::replay(c, &id)).await
     }
 
-    async fn list_replays(&self, limit: u32, cursor: Option<String>) -> Result<Page<Replay>> {
-        let after = parse_cursor(cursor)?;
-        self.read(move |c| reads::replays(c, limit, after)).await
+    async fn list_replays(
+        &self,
+        order: ListOrder,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Replay>> {
+        let after = parse_cursor_in(cursor, order)?;
+        self.read(move |c| reads::replays(c, order, limit, after))
+            .await
     }
 
     async fn create_policy(&self, policy: StoredPolicy) -> Result<StoredPolicy> {

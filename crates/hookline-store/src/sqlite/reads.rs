@@ -175,6 +175,18 @@ pub(super) fn dead_letter_groups(
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
+pub(super) fn dead_letters_by_reason(
+    c: &Connection,
+    since: UnixMs,
+) -> Result<Vec<(DeadReason, u64)>> {
+    let mut statement = c.prepare_cached(sql::DEAD_LETTERS_BY_REASON)?;
+    let rows = statement.query_map([since], |r| {
+        let reason = dead_reason(r.get(0)?)?.ok_or_else(|| corrupt("dead_reason", ""))?;
+        Ok((reason, r.get::<_, i64>(1)?.max(0) as u64))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 fn dead_reason(value: Option<String>) -> rusqlite::Result<Option<DeadReason>> {
     value
         .map(|v| DeadReason::parse(&v).ok_or_else(|| corrupt("dead_reason", &v)))
@@ -258,7 +270,7 @@ impl Conditions {
         mut self,
         c: &Connection,
         select: &str,
-        (columns, after, order): (&str, &[i64], ListOrder),
+        (columns, after, order): (&[&str], &[i64], ListOrder),
         limit: u32,
         row: impl FnMut(&Row<'_>) -> rusqlite::Result<(K, T)>,
     ) -> Result<Vec<(K, T)>> {
@@ -300,7 +312,7 @@ pub(super) fn deliveries(
     let rows = cond.query(
         c,
         &select,
-        ("d.seq", &[after], filter.order),
+        (&["d.seq"], &[after], filter.order),
         limit,
         delivery_row,
     )?;
@@ -484,9 +496,15 @@ pub(super) fn replay(c: &Connection, id: &str) -> Result<Replay> {
     }
 }
 
-pub(super) fn replays(c: &Connection, limit: u32, after: i64) -> Result<Page<Replay>> {
+pub(super) fn replays(
+    c: &Connection,
+    order: ListOrder,
+    limit: u32,
+    after: i64,
+) -> Result<Page<Replay>> {
+    let (cursor, order_by) = order.keyset(&["seq"], "?1");
     let mut stmt = c.prepare_cached(&format!(
-        "SELECT {REPLAY_COLUMNS} FROM replays WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+        "SELECT {REPLAY_COLUMNS} FROM replays WHERE {cursor} ORDER BY {order_by} LIMIT ?2"
     ))?;
     let mut rows = stmt.query(params![after, limit + 1])?;
     let mut out = Vec::new();

@@ -549,7 +549,7 @@ pub(super) fn replay_selection(c: &Connection, req: &ReplayRequest) -> Result<Ve
     validate_replay(req)?;
     Ok(c.prepare_cached(&crate::replay_selection('?'))?
         .query_map(
-            params![req.reason.as_str(), req.subscriber_id, req.limit],
+            params![req.reason.as_str(), req.subscriber_id, selection_limit(req)],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?
         .collect::<rusqlite::Result<Vec<_>>>()?)

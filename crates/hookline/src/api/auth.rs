@@ -50,20 +50,25 @@ fn unauthorized(message: &str) -> ApiError {
     ApiError::unauthorized(message)
 }
 
-/// Which scopes may call a route.
+/// Routes that need no token: a probe, and what holds no data (the OpenAPI document, the
+/// console's page; its files are `console::is_asset`).
+const OPEN_ROUTES: [&str; 3] = ["/healthz", "/openapi.json", "/console"];
+
+/// Which scopes may call a route. `HEAD` is a `GET` without the body.
 fn allowed(method: &Method, path: &str, scope: Scope) -> bool {
+    let reads = method == Method::GET || method == Method::HEAD;
     // Any token may ask what it may do.
-    if method == Method::GET && path == "/v1/whoami" {
+    if reads && path == "/v1/whoami" {
         return true;
     }
     match scope {
         Scope::Admin => true,
         // Signing secrets and subscriber headers are credentials, not reads: admin only.
-        Scope::Read => method == Method::GET && !credentials(path),
+        Scope::Read => reads && !credentials(path),
         // Reading an event is further limited to its own in the handler.
         Scope::Publish => {
             (method == Method::POST && path == "/v1/events")
-                || (method == Method::GET && path.starts_with("/v1/events/"))
+                || (reads && path.starts_with("/v1/events/"))
         }
     }
 }
@@ -86,8 +91,8 @@ pub async fn require_token(
     next: Next,
 ) -> Response {
     let path = request.uri().path();
-    let open_route = super::openapi::OPEN_ROUTES.contains(&path)
-        || path.starts_with("/console/")
+    let open_route = OPEN_ROUTES.contains(&path)
+        || super::console::is_asset_path(path)
         || (path == "/metrics" && ctx.metrics_open);
     if ctx.api_tokens.is_empty() || open_route {
         return next.run(request).await;
@@ -193,6 +198,9 @@ mod tests {
         assert!(allowed(&M::POST, "/v1/rollouts/r/promote", Scope::Admin));
         for scope in [Scope::Admin, Scope::Publish, Scope::Read] {
             assert!(allowed(&M::GET, "/v1/whoami", scope));
+            assert!(allowed(&M::HEAD, "/v1/whoami", scope));
         }
+        assert!(allowed(&M::HEAD, "/v1/dead-letters", Scope::Read));
+        assert!(!allowed(&M::HEAD, "/v1/subscribers/s/secret", Scope::Read));
     }
 }

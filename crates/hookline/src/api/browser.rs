@@ -51,6 +51,10 @@ fn is_json(headers: &HeaderMap) -> bool {
 /// A host (with or without a port) that names this machine: `localhost`, a loopback address,
 /// or the address hookline listens on.
 fn is_local_host(authority: &str, listen: SocketAddr) -> bool {
+    // A Host never carries user information; `evil.example@127.0.0.1` is not local.
+    if authority.contains('@') {
+        return false;
+    }
     let Ok(authority) = authority.parse::<axum::http::uri::Authority>() else {
         return false;
     };

@@ -11,8 +11,9 @@ use super::ApiError;
 
 const TAG: &str = "console";
 
-/// Nothing but the console's own files runs or loads; charts arrive as blobs.
-const POLICY: &str = "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; \
+/// Nothing but the console's own files runs or loads (a drill chart is rebuilt inline, from
+/// drawing elements only).
+const POLICY: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; \
                       script-src 'self'; connect-src 'self'; frame-ancestors 'none'; \
                       base-uri 'none'; form-action 'none'";
 
@@ -43,6 +44,14 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         body,
     )
         .into_response()
+}
+
+/// `/console/{asset}`: open, like the page (it answers a console file or 404). Only that one
+/// segment: a route added deeper under `/console/` needs a token like any other
+/// (`tests/openapi.rs` holds the document's open routes to the server's).
+pub fn is_asset_path(path: &str) -> bool {
+    path.strip_prefix("/console/")
+        .is_some_and(|name| !name.is_empty() && !name.contains('/'))
 }
 
 /// The console's page. Open (it holds no data); in open mode, like the API, to loopback only.

@@ -15,15 +15,24 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
 use super::error::{parse_json, ErrorEnvelope};
-use super::{page_limit, views, ApiError, ApiState, PageQuery};
-
-type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
+use super::{page_limit, views, Answer, ApiError, ApiState};
 
 const DELIVERIES: &str = "deliveries";
 const DEAD_LETTERS: &str = "dead letters";
 
-/// Dead-letter groups answered at most.
+/// Dead-letter groups answered at most: enough to see where the queue is, bounded like a
+/// page.
 const MAX_GROUPS: u32 = 1000;
+
+fn list_order(text: Option<&str>) -> Result<ListOrder, ApiError> {
+    let Some(text) = text else {
+        return Ok(ListOrder::default());
+    };
+    ListOrder::parse(text).ok_or_else(|| {
+        let names: Vec<&str> = ListOrder::ALL.iter().map(|o| o.as_str()).collect();
+        ApiError::invalid(format!("order {text:?} is not one of {}", names.join(", ")))
+    })
+}
 
 fn reason(text: &str) -> Result<DeadReason, ApiError> {
     DeadReason::parse(text).ok_or_else(|| {
@@ -50,17 +59,20 @@ pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct DeliveryQuery {
+    #[param(min_length = 1)]
     event_id: Option<String>,
+    #[param(min_length = 1)]
     subscriber_id: Option<String>,
-    #[param(schema_with = super::schema::delivery_state_or_null)]
+    #[param(schema_with = crate::schema::delivery_state)]
     state: Option<String>,
     /// `oldest` first (the default) or `newest` first; a cursor pages on in the same order.
-    #[param(schema_with = super::schema::list_order_or_null)]
+    #[param(schema_with = crate::schema::list_order)]
     order: Option<String>,
     /// 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     /// `next_cursor` of the page before.
+    #[param(min_length = 1)]
     cursor: Option<String>,
 }
 
@@ -82,12 +94,7 @@ pub async fn list(
             })
         })
         .transpose()?;
-    let order = match q.order.as_deref() {
-        None => ListOrder::default(),
-        Some(o) => ListOrder::parse(o).ok_or_else(|| {
-            ApiError::invalid(format!("order {o:?} is not one of oldest, newest"))
-        })?,
-    };
+    let order = list_order(q.order.as_deref())?;
     let filter = DeliveryFilter {
         event_id: q.event_id,
         subscriber_id: q.subscriber_id,
@@ -105,13 +112,15 @@ pub async fn list(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct DeadLetterQuery {
-    #[param(schema_with = super::schema::dead_reason_or_null)]
+    #[param(schema_with = crate::schema::dead_reason)]
     reason: Option<String>,
+    #[param(min_length = 1)]
     subscriber_id: Option<String>,
     /// 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     /// `next_cursor` of the page before.
+    #[param(min_length = 1)]
     cursor: Option<String>,
 }
 
@@ -138,6 +147,8 @@ pub async fn list_dead_letters(
 #[derive(Serialize, ToSchema)]
 pub struct DeadLetterGroups {
     pub items: Vec<views::DeadLetterGroup>,
+    /// More groups exist than the 1,000 largest answered.
+    pub truncated: bool,
 }
 
 /// What is in the dead-letter queue, by reason and subscriber, largest groups first (at most
@@ -145,11 +156,18 @@ pub struct DeadLetterGroups {
 #[utoipa::path(get, path = "/v1/dead-letters/groups", operation_id = "list_dead_letter_groups", tag = DEAD_LETTERS,
     responses((status = 200, description = "The groups", body = DeadLetterGroups)))]
 pub async fn dead_letter_groups(State(ctx): ApiState) -> Answer<DeadLetterGroups> {
-    let groups = ctx.store.dead_letter_groups(i64::MIN, MAX_GROUPS).await?;
+    // One more than answered tells whether there are more.
+    let mut groups = ctx
+        .store
+        .dead_letter_groups(i64::MIN, MAX_GROUPS + 1)
+        .await?;
+    let truncated = groups.len() > MAX_GROUPS as usize;
+    groups.truncate(MAX_GROUPS as usize);
     Ok((
         StatusCode::OK,
         Json(DeadLetterGroups {
             items: groups.iter().map(views::dead_letter_group).collect(),
+            truncated,
         }),
     ))
 }
@@ -158,7 +176,7 @@ pub async fn dead_letter_groups(State(ctx): ApiState) -> Answer<DeadLetterGroups
 #[serde(deny_unknown_fields)]
 #[schema(as = ReplayRequest)]
 pub(super) struct ReplayBody {
-    #[schema(schema_with = super::schema::dead_reason)]
+    #[schema(schema_with = crate::schema::dead_reason)]
     reason: String,
     subscriber_id: Option<String>,
     /// 1 to 1000: it releases exactly the first `limit` dead letters `GET /v1/dead-letters`
@@ -170,8 +188,9 @@ pub(super) struct ReplayBody {
     /// Answer what a replay would select now, changing nothing.
     #[serde(default)]
     dry_run: bool,
-    /// The `delivery_ids` a dry run answered: the replay releases exactly these, or nothing
-    /// (409) when what the filter selects changed since.
+    /// The `delivery_ids` a dry run answered (1 to `limit` of them): the replay releases
+    /// exactly these, or nothing (409) when what the filter selects changed since. Dead
+    /// letters that died after the preview sort after them and do not change it.
     expected_delivery_ids: Option<Vec<String>>,
 }
 
@@ -194,13 +213,9 @@ pub async fn replay(
     let body: ReplayBody = parse_json(&body?)?;
     let reason = reason(&body.reason)?;
     hookline_store::check_replay(body.limit, body.per_second)?;
-    if body
-        .expected_delivery_ids
-        .as_ref()
-        .is_some_and(|ids| ids.len() > body.limit as usize)
-    {
+    if body.dry_run && body.expected_delivery_ids.is_some() {
         return Err(ApiError::invalid(
-            "expected_delivery_ids: lists more deliveries than limit lets a replay release",
+            "expected_delivery_ids holds a replay to a dry run's answer; a dry run takes none",
         ));
     }
     if let Some(id) = &body.subscriber_id {
@@ -236,15 +251,34 @@ pub async fn replay(
     Ok((StatusCode::ACCEPTED, Json(started)).into_response())
 }
 
-/// The audit, oldest first.
-#[utoipa::path(get, path = "/v1/replays", operation_id = "list_replays", tag = DEAD_LETTERS, params(PageQuery),
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ReplayQuery {
+    /// `oldest` first (the default) or `newest` first; a cursor pages on in the same order.
+    #[param(schema_with = crate::schema::list_order)]
+    order: Option<String>,
+    /// 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+    /// `next_cursor` of the page before.
+    #[param(min_length = 1)]
+    cursor: Option<String>,
+}
+
+/// The audit.
+#[utoipa::path(get, path = "/v1/replays", operation_id = "list_replays", tag = DEAD_LETTERS, params(ReplayQuery),
     responses((status = 200, description = "A page of replays", body = views::Page<views::Replay>)))]
 pub async fn list_replays(
     State(ctx): ApiState,
-    query: Result<Query<PageQuery>, QueryRejection>,
+    query: Result<Query<ReplayQuery>, QueryRejection>,
 ) -> Answer<views::Page<views::Replay>> {
     let Query(q) = query?;
-    let page = ctx.store.list_replays(q.limit()?, q.cursor).await?;
+    let order = list_order(q.order.as_deref())?;
+    let page = ctx
+        .store
+        .list_replays(order, page_limit(q.limit)?, q.cursor)
+        .await?;
     Ok((StatusCode::OK, Json(views::page(&page, views::replay))))
 }
 

@@ -244,6 +244,16 @@ impl From<QueryRejection> for ApiError {
 /// Parses a JSON body, telling malformed JSON (400) apart from JSON of the wrong shape (422).
 /// An object that names a key twice is refused (422) rather than silently keeping one of the
 /// values: the sender and hookline would disagree about what was published.
+/// A body that may be left out: empty, or JSON `null`, is `None`.
+pub fn parse_optional_json<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+) -> Result<Option<T>, ApiError> {
+    if body.is_empty() {
+        return Ok(None);
+    }
+    parse_json::<Option<T>>(body)
+}
+
 pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     use serde::de::DeserializeSeed;
     let mut reader = serde_json::Deserializer::from_slice(body);

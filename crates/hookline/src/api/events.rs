@@ -12,9 +12,7 @@ use utoipa::ToSchema;
 
 use super::auth::{Caller, Scope};
 use super::error::{parse_json, ErrorEnvelope};
-use super::{validate, views, ApiError, ApiState};
-
-type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
+use super::{validate, views, Answer, ApiError, ApiState};
 
 const TAG: &str = "events";
 
@@ -27,7 +25,10 @@ const TAG: &str = "events";
 pub(super) struct PublishBody {
     /// 1 to 128 characters of `A-Za-z0-9._:-`; generated when absent. The same id again with
     /// the same body answers 200 and the original receipt.
-    #[schema(example = "evt_SHP-20418-out-for-delivery")]
+    #[schema(
+        example = "evt_SHP-20418-out-for-delivery",
+        pattern = "^(?!\\.\\.?$)[A-Za-z0-9._:-]{1,128}$"
+    )]
     id: Option<String>,
     #[serde(rename = "type")]
     #[schema(example = "shipment.out_for_delivery")]

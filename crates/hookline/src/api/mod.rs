@@ -15,7 +15,7 @@ pub mod openapi;
 mod overview;
 mod policies;
 mod rollouts;
-pub mod schema;
+
 mod subscribers;
 mod validate;
 mod views;
@@ -73,6 +73,9 @@ pub struct ApiContext {
 
 pub type ApiState = State<Arc<ApiContext>>;
 
+/// What a handler answers: a status and a JSON body of type `T`, or the error envelope.
+pub type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
+
 /// What a worker-only process serves: its health, nothing else.
 pub fn health_router(ctx: Arc<ApiContext>) -> Router {
     let (router, _) = OpenApiRouter::new()
@@ -89,7 +92,7 @@ pub fn health_router(ctx: Arc<ApiContext>) -> Router {
 }
 
 /// The Prometheus exposition (open unless `metrics.open = false`).
-#[utoipa::path(get, path = "/metrics", operation_id = "metrics", tag = "operations",
+#[utoipa::path(get, path = "/metrics", operation_id = "metrics", tag = "operations", security((), ("bearer" = [])),
     responses((status = 200, description = "Metrics in the Prometheus text format", content_type = "text/plain", body = String)))]
 async fn metrics() -> impl axum::response::IntoResponse {
     (
@@ -178,6 +181,10 @@ fn catch_panics() -> tower_http::catch_panic::CatchPanicLayer<
     tower_http::catch_panic::CatchPanicLayer::custom(answer as fn(_) -> _)
 }
 
+/// Routes that ignore query parameters rather than refuse them: probes and scrapers add their
+/// own, and a link to the console may carry a tracking parameter.
+pub const IGNORES_QUERIES: [&str; 3] = ["/healthz", "/metrics", "/console"];
+
 /// The routes that read query parameters (and refuse unknown ones themselves).
 const QUERIED: [&str; 6] = [
     "/v1/subscribers",
@@ -196,8 +203,7 @@ async fn no_query_where_none_is_read(
 ) -> axum::response::Response {
     let uri = request.uri();
     if let Some(query) = uri.query().filter(|q| !q.is_empty()) {
-        // Probes and scrapers (`/healthz`, `/metrics`) are not held to it.
-        let operational = matches!(uri.path(), "/healthz" | "/metrics");
+        let operational = IGNORES_QUERIES.contains(&uri.path());
         let reads_queries = operational
             || (request.method() == axum::http::Method::GET
                 && QUERIED.contains(&uri.path().trim_end_matches('/')));
@@ -292,6 +298,7 @@ pub struct PageQuery {
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// `next_cursor` of the page before.
+    #[param(min_length = 1)]
     pub cursor: Option<String>,
 }
 

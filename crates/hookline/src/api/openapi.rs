@@ -14,9 +14,6 @@ use utoipa::PartialSchema;
 
 use super::error::ErrorEnvelope;
 
-/// Routes that need no token (they hold no data, or are probes).
-pub const OPEN_ROUTES: [&str; 3] = ["/healthz", "/openapi.json", "/console"];
-
 const DESCRIPTION: &str = "Webhook fan-out delivery: publish an event once; hookline delivers \
 it to every subscribed endpoint at least once, signed with Standard Webhooks headers, with \
 bounded retries, and dead letters replayed in bounded, paced, audited batches.\n\n\
@@ -102,7 +99,8 @@ fn error_response(code: &str, when: &str) -> Value {
 }
 
 /// Adds to every operation the errors any request of its kind can meet, where the operation
-/// does not describe them itself.
+/// does not describe them itself: not 401 where no token is needed, not 422 where query
+/// parameters are ignored, not 403 on `/healthz` (which answers anyone).
 fn with_shared_errors(mut document: Value) -> Value {
     let Some(paths) = document["paths"].as_object_mut() else {
         return document;
@@ -112,6 +110,7 @@ fn with_shared_errors(mut document: Value) -> Value {
             continue;
         };
         for operation in item.values_mut().filter_map(Value::as_object_mut) {
+            let open = operation.get("security") == Some(&json!([{}]));
             let has_body = operation.contains_key("requestBody");
             let responses = operation
                 .entry("responses")
@@ -121,6 +120,12 @@ fn with_shared_errors(mut document: Value) -> Value {
             };
             let shared = ANY_REQUEST
                 .iter()
+                .filter(|(status, _, _)| match *status {
+                    "401" => !open,
+                    "422" => !super::IGNORES_QUERIES.contains(&path.as_str()),
+                    "403" => path != "/healthz",
+                    _ => true,
+                })
                 .chain(has_body.then_some(&WITH_BODY).into_iter().flatten())
                 .chain(
                     path.contains('{')

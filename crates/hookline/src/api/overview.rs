@@ -19,12 +19,10 @@ const TAG: &str = "operations";
 
 /// How far back `dead_letters_last_hour` looks.
 const HOUR_MS: i64 = 3_600_000;
-/// Groups summed at most for the inflow (reasons times subscribers with dead letters).
-const MAX_INFLOW_GROUPS: u32 = 100_000;
 
 #[derive(Serialize, ToSchema)]
 pub struct ReasonCount {
-    #[schema(schema_with = super::schema::dead_reason)]
+    #[schema(schema_with = crate::schema::dead_reason)]
     pub reason: &'static str,
     pub count: u64,
 }
@@ -72,14 +70,10 @@ pub async fn overview(State(ctx): ApiState) -> Result<Json<Overview>, ApiError> 
         }
     };
     let now = ctx.clock.now_ms();
-    let mut inflow: BTreeMap<&'static str, u64> = BTreeMap::new();
-    for group in ctx
+    let inflow = ctx
         .store
-        .dead_letter_groups(now.saturating_sub(HOUR_MS), MAX_INFLOW_GROUPS)
-        .await?
-    {
-        *inflow.entry(group.reason.as_str()).or_default() += group.count;
-    }
+        .dead_letters_by_reason(now.saturating_sub(HOUR_MS))
+        .await?;
     let waiting = WaitingOn::ALL
         .iter()
         .map(|cause| {
@@ -100,7 +94,10 @@ pub async fn overview(State(ctx): ApiState) -> Result<Json<Overview>, ApiError> 
         open_breakers: stats.open_breakers,
         dead_letters_last_hour: inflow
             .into_iter()
-            .map(|(reason, count)| ReasonCount { reason, count })
+            .map(|(reason, count)| ReasonCount {
+                reason: reason.as_str(),
+                count,
+            })
             .collect(),
         capacity: ctx.capacity.view(),
         rollout: ctx

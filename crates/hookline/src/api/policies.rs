@@ -10,10 +10,8 @@ use hookline_store::{StoredPolicy, NO_POLICY};
 
 use super::auth::Caller;
 use super::error::{parse_json, ErrorEnvelope};
-use super::{validate, views, ApiError, ApiState, PageQuery};
+use super::{validate, views, Answer, ApiError, ApiState, PageQuery};
 use crate::policies::{Definition, Policy, DEFAULT_POLICY};
-
-type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
 
 const TAG: &str = "policies";
 

@@ -12,12 +12,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::auth::Caller;
-use super::error::{parse_json, ErrorEnvelope};
-use super::{validate, views, ApiContext, ApiError, ApiState, PageQuery};
+use super::error::{parse_json, parse_optional_json, ErrorEnvelope};
+use super::{validate, views, Answer, ApiContext, ApiError, ApiState, PageQuery};
 use crate::policies::Policy;
 use crate::rollouts::{cohort_view, differences_view, reports, CohortView, DifferencesView};
-
-type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
 
 const TAG: &str = "rollouts";
 
@@ -35,7 +33,7 @@ pub(super) struct StartBody {
     /// The candidate: a stored policy.
     policy: String,
     /// 0 to 100, at most two decimals, no exponent.
-    #[schema(value_type = f64, example = 5)]
+    #[schema(value_type = f64, example = 5, minimum = 0, maximum = 100)]
     percent: serde_json::Number,
     /// Up to 1,000 existing subscribers, always in the cohort.
     subscriber_ids: Option<Vec<String>>,
@@ -59,7 +57,7 @@ struct AbortIfBody {
 #[schema(as = RolloutShare)]
 pub(super) struct ShareBody {
     /// 0 to 100, at most two decimals, no exponent.
-    #[schema(value_type = f64, example = 25)]
+    #[schema(value_type = f64, example = 25, minimum = 0, maximum = 100)]
     percent: serde_json::Number,
 }
 
@@ -309,10 +307,7 @@ pub async fn promote(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Rollout> {
-    let body = body?;
-    if !body.is_empty() {
-        let EmptyBody {} = parse_json(&body)?;
-    }
+    let _: Option<EmptyBody> = parse_optional_json(&body?)?;
     change(&ctx, &id, RolloutChange::Promote).await
 }
 
@@ -331,11 +326,7 @@ pub async fn abort(
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Rollout> {
     let body = body?;
-    let given = if body.is_empty() {
-        None
-    } else {
-        parse_json::<AbortBody>(&body)?.reason
-    };
+    let given = parse_optional_json::<AbortBody>(&body)?.and_then(|b| b.reason);
     let reason = match given {
         Some(r) if r.chars().count() > MAX_REASON || r.trim().is_empty() => {
             return Err(ApiError::invalid(format!(
@@ -360,7 +351,7 @@ pub(super) struct EmptyBody {}
 #[derive(Serialize, ToSchema)]
 pub struct Comparison {
     pub rollout: String,
-    #[schema(schema_with = super::schema::rollout_state)]
+    #[schema(schema_with = crate::schema::rollout_state)]
     pub state: &'static str,
     #[schema(format = DateTime)]
     pub since: String,

@@ -11,12 +11,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use utoipa::ToSchema;
 
-use super::error::{parse_json, ErrorEnvelope};
-use super::{validate, views, ApiError, ApiState, PageQuery};
+use super::error::{parse_json, parse_optional_json, ErrorEnvelope};
+use super::{validate, views, Answer, ApiError, ApiState, PageQuery};
 use crate::config::parse_duration;
 use crate::signer::{new_secret, SigningKey};
-
-type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
 
 const TAG: &str = "subscribers";
 
@@ -25,7 +23,7 @@ const TAG: &str = "subscribers";
 #[schema(as = NewSubscriber)]
 pub(super) struct CreateBody {
     /// 1 to 128 characters of `A-Za-z0-9._-`; generated when absent.
-    #[schema(example = "sub_acme", pattern = "^[A-Za-z0-9._-]{1,128}$")]
+    #[schema(example = "sub_acme", pattern = "^(?!\\.\\.?$)[A-Za-z0-9._-]{1,128}$")]
     id: Option<String>,
     /// http(s), without credentials; private and loopback destinations are refused unless
     /// allowed.
@@ -56,7 +54,7 @@ pub(super) struct PatchBody {
     event_types: Option<Vec<String>>,
     /// `paused`: its deliveries wait, spending no attempts, until `active` again or their
     /// window ends.
-    #[schema(schema_with = super::schema::settable_status_or_null)]
+    #[schema(schema_with = crate::schema::settable_status_or_null)]
     status: Option<String>,
     /// `null` clears it.
     #[serde(default, deserialize_with = "present")]
@@ -259,15 +257,10 @@ pub async fn rotate_secret(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::RotatedSecret> {
-    let body = body?;
-    let body: RotateBody = if body.is_empty() {
-        RotateBody {
-            grace_period: None,
-            secret: None,
-        }
-    } else {
-        parse_json(&body)?
-    };
+    let body = parse_optional_json(&body?)?.unwrap_or(RotateBody {
+        grace_period: None,
+        secret: None,
+    });
     let grace = body
         .grace_period
         .as_deref()

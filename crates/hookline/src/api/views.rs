@@ -10,8 +10,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
-use super::schema;
 use crate::clock::rfc3339;
+use crate::schema;
 
 /// A subscriber's circuit breaker, as it stands now.
 #[derive(Serialize, ToSchema)]

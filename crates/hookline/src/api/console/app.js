@@ -16,14 +16,12 @@
   const REPLAY_REASONS = ['attempts_exhausted', 'permanent_failure', 'window_expired', 'next_delay_exceeds_window', 'subscription_revoked'];
   const DELIVERY_STATES = ['scheduled', 'in_flight', 'delivered', 'dead'];
   const OVERVIEW_REFRESH_MS = 5000;
-  const REPLAY_PAGES = 10;
 
   const app = {
     who: null,        // the /v1/whoami answer
     canWrite: false,  // open mode or an admin token: the only callers shown write controls
     seq: 0,           // bumped on every page render, so late answers for old pages are dropped
     timer: null,      // the overview's refresh timer
-    blobUrls: [],     // object URLs to revoke when leaving a page
   };
 
   const $ = (sel, root = document) => root.querySelector(sel);
@@ -174,8 +172,8 @@
     } catch (err) {
       throw new ApiError(0, 'network_error', `could not reach hookline (${err.message})`);
     }
-    if (res.ok && as === 'blob') return res.blob();
     const text = await res.text();
+    if (res.ok && as === 'text') return text;
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
     if (!res.ok) {
@@ -326,8 +324,6 @@
   function leavePage() {
     clearTimeout(app.timer);
     app.timer = null;
-    for (const url of app.blobUrls) URL.revokeObjectURL(url);
-    app.blobUrls = [];
   }
 
   function route() {
@@ -899,7 +895,10 @@
         try {
           answer = await send('POST', '/v1/dead-letters/replay', req);
         } catch (err) {
-          confirm.disabled = false;
+          // 409: the selection changed since the preview; it is stale now. Otherwise the same
+          // preview may be tried again.
+          if (err instanceof ApiError && err.status === 409) invalidate();
+          else confirm.disabled = false;
           throw err;
         }
         invalidate();
@@ -925,22 +924,28 @@
 
   // ---------------------------------------------------------------- replays
 
-  async function pageReplays() {
-    // The list is oldest first; read up to 10 pages and show the newest first.
+  async function pageReplays(seq) {
+    // Newest first, a page at a time: the audit can be long.
+    const box = h('div');
+    const more = h('button', { id: 'replays-more', type: 'button', hidden: true }, 'Load older');
     let items = [];
     let cursor = null;
-    let pages = 0;
-    do {
-      const page = await get(`/v1/replays${query({ limit: 1000, cursor })}`);
+    async function load() {
+      const page = await get(`/v1/replays${query({ order: 'newest', limit: 100, cursor })}`);
       items = items.concat(page.items);
       cursor = page.next_cursor;
-      pages += 1;
-    } while (cursor && pages < REPLAY_PAGES);
-    items.reverse();
+      box.replaceChildren(replaysTable(items));
+      more.hidden = !cursor;
+    }
+    more.addEventListener('click', () => busy('replays', seq, load));
+    await load();
     return h('div', { id: 'replays' },
-      h('div', { class: 'page-head' }, h('h1', null, 'Replays'), h('span', { class: 'muted' }, `${items.length} replays, newest first`)),
-      cursor ? h('p', { class: 'hint' }, `Only the oldest ${items.length} replays were read; newer ones exist.`) : null,
-      table({ id: 'replays-table' }, ['replay', 'created', 'filter', 'limit', 'pace', 'requested by', 'selected', 'delivered', 'dead', 'pending'],
+      h('div', { class: 'page-head' }, h('h1', null, 'Replays'), h('span', { class: 'muted' }, 'newest first')),
+      box, h('div', { class: 'actions' }, more));
+  }
+
+  function replaysTable(items) {
+    return table({ id: 'replays-table' }, ['replay', 'created', 'filter', 'limit', 'pace', 'requested by', 'selected', 'delivered', 'dead', 'other'],
         items.map((r) => h('tr', { dataset: { replayId: r.id } },
           h('td', { class: 'id' }, link(to.replay(r.id), r.id, 'replay-link')),
           h('td', null, when(r.created_at)),
@@ -952,10 +957,12 @@
           h('td', { class: 'num' }, num(r.delivered)),
           h('td', { class: 'num' }, num(r.dead)),
           h('td', { class: 'num' }, num(pending(r))))),
-        'no replays yet'));
+        'no replays yet');
   }
 
   const pace = (perSecond) => (perSecond == null ? 'unpaced' : `${num(perSecond)} /s`);
+  // Neither delivered nor dead since this replay: still pending, or replayed again later (a
+  // later replay counts its outcome).
   const pending = (r) => Math.max(0, (r.selected || 0) - (r.delivered || 0) - (r.dead || 0));
 
   function filterText(f) {
@@ -980,7 +987,7 @@
         ['selected', num(r.selected)],
         ['delivered', num(r.delivered)],
         ['dead again', num(r.dead)],
-        ['pending', num(pending(r))],
+        ['pending or replayed again', num(pending(r))],
       ])),
       card(`Deliveries released (${ids.length})`,
         ids.length
@@ -989,6 +996,41 @@
   }
 
   // ---------------------------------------------------------------- drill
+
+  // The chart is a file from a directory, so it is rebuilt rather than trusted: only drawing
+  // elements and presentation attributes are copied into an inline <svg>, nothing that runs,
+  // links or loads. (Shown as an image from a blob it could be opened as a page of this
+  // origin, scripts and all.)
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  const SVG_ELEMENTS = new Set(['svg', 'g', 'line', 'polyline', 'polygon', 'path', 'rect', 'circle', 'ellipse', 'text', 'tspan', 'title']);
+  const SVG_ATTRIBUTES = new Set(['width', 'height', 'viewBox', 'x', 'y', 'x1', 'y1', 'x2', 'y2', 'cx', 'cy', 'r', 'rx', 'ry',
+    'points', 'd', 'fill', 'stroke', 'stroke-width', 'stroke-dasharray', 'opacity', 'fill-opacity', 'stroke-opacity',
+    'font-size', 'font-family', 'text-anchor', 'dominant-baseline', 'transform']);
+
+  function safeSvg(text) {
+    const parsed = new DOMParser().parseFromString(text, 'image/svg+xml');
+    const root = parsed.documentElement;
+    if (!root || root.localName !== 'svg' || root.namespaceURI !== SVG_NS) throw new ApiError(0, 'bad_chart', 'the drill chart is not an SVG drawing');
+    const copy = (node) => {
+      if (node.nodeType === Node.TEXT_NODE) return document.createTextNode(node.textContent);
+      if (node.nodeType !== Node.ELEMENT_NODE || node.namespaceURI !== SVG_NS || !SVG_ELEMENTS.has(node.localName)) return null;
+      const el = document.createElementNS(SVG_NS, node.localName);
+      for (const attr of node.attributes) {
+        // Values are drawing numbers and colours; anything naming a URL is dropped.
+        if (SVG_ATTRIBUTES.has(attr.name) && !/url\s*\(|javascript:/i.test(attr.value)) el.setAttribute(attr.name, attr.value);
+      }
+      for (const child of node.childNodes) {
+        const c = copy(child);
+        if (c) el.append(c);
+      }
+      return el;
+    };
+    const svg = copy(root);
+    svg.setAttribute('id', 'drill-chart');
+    svg.setAttribute('role', 'img');
+    svg.setAttribute('aria-label', 'drill latency chart');
+    return svg;
+  }
 
   const STAT_KEYS = ['n', 'p50_ms', 'p95_ms', 'p99_ms'];
 
@@ -1001,7 +1043,9 @@
       if (err instanceof ApiError && err.status === 404) {
         return h('div', { id: 'drill' }, h('div', { class: 'page-head' }, h('h1', null, 'Drill')),
           card('No drill report', h('p', null, 'No drill report: run ',
-            h('code', null, 'hookline drill --json drill.json --svg drill.svg'), ' in the data directory.')));
+            h('code', null, 'hookline drill --json drill.json --svg drill.svg'),
+            ' in the directory the configuration\'s ', h('code', null, 'console.drill_reports'),
+            ' names (by default, where hookline runs).')));
       }
       throw err;
     }
@@ -1009,10 +1053,7 @@
     let chart = null;
     if (latest.chart) {
       try {
-        const blob = await request('GET', '/v1/drill/latest/chart', undefined, 'blob');
-        const url = URL.createObjectURL(blob);
-        app.blobUrls.push(url);
-        chart = h('img', { id: 'drill-chart', src: url, alt: 'drill latency chart' });
+        chart = safeSvg(await request('GET', '/v1/drill/latest/chart', undefined, 'text'));
       } catch (err) {
         report(err);
         chart = errorPanel(err);
