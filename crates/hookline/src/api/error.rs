@@ -147,12 +147,13 @@ pub async fn in_the_envelope(
         return response;
     }
     if status == StatusCode::METHOD_NOT_ALLOWED {
+        // axum adds `Allow` outside this layer; the document says the same.
         let allow = response.headers().get(axum::http::header::ALLOW).cloned();
         let allowed = allow
             .as_ref()
             .and_then(|v| v.to_str().ok())
-            .unwrap_or("none")
-            .to_owned();
+            .map(str::to_owned)
+            .unwrap_or_else(|| super::openapi::methods_of(&path).join(", "));
         let mut answer = ApiError::new(
             status,
             "method_not_allowed",

@@ -143,6 +143,38 @@ fn with_shared_errors(mut document: Value) -> Value {
     document
 }
 
+/// The methods the document describes on the route `path` matches (`GET`, ...).
+pub fn methods_of(path: &str) -> Vec<String> {
+    static ROUTES: OnceLock<Vec<(Vec<String>, Vec<String>)>> = OnceLock::new();
+    let routes = ROUTES.get_or_init(|| {
+        let document: Value = serde_json::from_str(document()).expect("the document is JSON");
+        let paths = document["paths"].as_object().cloned().unwrap_or_default();
+        paths
+            .into_iter()
+            .map(|(template, item)| {
+                let segments = template.split('/').map(str::to_owned).collect();
+                let methods = item
+                    .as_object()
+                    .map(|ops| ops.keys().map(|m| m.to_uppercase()).collect())
+                    .unwrap_or_default();
+                (segments, methods)
+            })
+            .collect()
+    });
+    let segments: Vec<&str> = path.split('/').collect();
+    routes
+        .iter()
+        .find(|(template, _)| {
+            template.len() == segments.len()
+                && template
+                    .iter()
+                    .zip(&segments)
+                    .all(|(t, s)| t.starts_with('{') || t == s)
+        })
+        .map(|(_, methods)| methods.clone())
+        .unwrap_or_default()
+}
+
 /// The document, built once.
 pub fn document() -> &'static str {
     static DOCUMENT: OnceLock<String> = OnceLock::new();
