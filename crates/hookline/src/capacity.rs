@@ -153,6 +153,7 @@ pub struct CapacityView {
     pub failure_rate: f64,
     /// What the delivery slots could complete per second if all were busy; `null` until
     /// enough was measured.
+    #[schema(required = true)]
     pub sustainable_rate_per_s: Option<f64>,
     /// Deliveries not ended (scheduled or in flight).
     pub backlog: u64,
@@ -162,6 +163,7 @@ pub struct CapacityView {
     pub due_backlog: u64,
     /// How long the backlog takes to drain while traffic continues; `null`: it does not drain
     /// at the measured rate, or nothing was measured.
+    #[schema(required = true)]
     pub projected_drain_s: Option<f64>,
     /// The policy in force's delivery window.
     pub delivery_window_s: f64,
@@ -171,6 +173,7 @@ pub struct CapacityView {
     pub utilization: f64,
     pub admitting: bool,
     #[schema(schema_with = crate::schema::refusal_or_null)]
+    #[schema(required = true)]
     pub refusing_reason: Option<&'static str>,
     /// Deliveries a publish may fan out to now.
     pub room: u64,

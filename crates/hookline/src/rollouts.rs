@@ -295,7 +295,9 @@ pub fn abort_reason(
 /// Percentiles of the time from a delivery's creation to the end of its first attempt.
 #[derive(Serialize, ToSchema)]
 pub struct LatencyMs {
+    #[schema(required = true)]
     pub p50: Option<i64>,
+    #[schema(required = true)]
     pub p99: Option<i64>,
 }
 
@@ -307,10 +309,12 @@ pub struct CohortView {
     pub deliveries: u64,
     pub first_attempt_latency_ms: LatencyMs,
     /// Attempts after the first, per delivery.
+    #[schema(required = true)]
     pub retry_rate: Option<f64>,
     /// Deliveries attempted more than once.
     pub retried: u64,
     /// The share of ended deliveries that died.
+    #[schema(required = true)]
     pub terminal_rate: Option<f64>,
     pub ended: u64,
     pub pending: u64,
@@ -342,7 +346,9 @@ pub fn cohort_view(policy: &str, r: &CohortReport) -> CohortView {
 /// Candidate minus baseline, with a pooled two-proportion z-test at 95%.
 #[derive(Serialize, ToSchema)]
 pub struct DifferenceView {
+    #[schema(required = true)]
     pub difference: Option<f64>,
+    #[schema(required = true)]
     pub z: Option<f64>,
     pub significant: bool,
     /// Which proportion the test compared.

@@ -250,6 +250,7 @@ struct Health {
     /// `ok`, or why the store failed its check.
     store: String,
     /// `null` in a `--role api` process, which has none.
+    #[schema(required = true)]
     dispatcher: Option<DispatcherState>,
 }
 

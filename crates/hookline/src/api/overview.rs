@@ -35,11 +35,13 @@ pub struct Overview {
     pub measured_at: String,
     pub deliveries: StateCounts,
     /// Seconds the oldest first attempt a worker could take now has been due.
+    #[schema(required = true)]
     pub oldest_ready_age_s: Option<f64>,
     /// Seconds the oldest due delivery no claim can take has waited, by what it waits on
     /// (`cap`, `rate_limit`, `breaker`, `paused`); `null`: none waits on it.
     pub oldest_waiting_age_s: BTreeMap<&'static str, Option<f64>>,
     /// Seconds since the oldest delivery waiting for a retry was first seen.
+    #[schema(required = true)]
     pub oldest_retrying_age_s: Option<f64>,
     /// Subscribers whose breaker is open or half-open.
     pub open_breakers: Vec<String>,
@@ -47,6 +49,7 @@ pub struct Overview {
     pub dead_letters_last_hour: Vec<ReasonCount>,
     pub capacity: CapacityView,
     /// The running rollout, if one is.
+    #[schema(required = true)]
     pub rollout: Option<views::Rollout>,
 }
 
@@ -115,7 +118,9 @@ pub struct WhoAmI {
     /// No tokens are configured: every route is open, to loopback callers only.
     pub open: bool,
     /// The token's name.
+    #[schema(required = true)]
     pub name: Option<String>,
+    #[schema(required = true)]
     pub scope: Option<Scope>,
 }
 

@@ -21,6 +21,7 @@ pub struct Breaker {
     pub consecutive_failures: u32,
     /// When an open breaker lets a probe through.
     #[schema(format = DateTime)]
+    #[schema(required = true)]
     pub open_until: Option<String>,
 }
 
@@ -40,11 +41,15 @@ pub struct Subscriber {
     pub updated_at: String,
     /// Until then every request is signed with the previous secret too.
     #[schema(format = DateTime)]
+    #[schema(required = true)]
     pub previous_secret_valid_until: Option<String>,
     /// Its own cap on attempts in flight; `null`: the server's.
+    #[schema(required = true)]
     pub max_in_flight: Option<u32>,
+    #[schema(required = true)]
     pub rate_limit_per_second: Option<f64>,
     /// A pin: the highest payload version it receives; `null`: the latest.
+    #[schema(required = true)]
     pub payload_version: Option<i64>,
     /// Names only: values may be credentials (admin reads them at `.../headers`).
     pub header_names: Vec<String>,
@@ -108,6 +113,7 @@ pub struct RotatedSecret {
     pub secret: String,
     /// Until then both secrets sign; `null` when the previous one was dropped at once.
     #[schema(format = DateTime)]
+    #[schema(required = true)]
     pub previous_secret_valid_until: Option<String>,
 }
 
@@ -240,19 +246,26 @@ pub struct Delivery {
     #[schema(format = DateTime)]
     pub window_start: String,
     #[schema(format = DateTime)]
+    #[schema(required = true)]
     pub next_attempt_at: Option<String>,
     #[schema(schema_with = schema::dead_reason_or_null)]
+    #[schema(required = true)]
     pub dead_reason: Option<&'static str>,
     #[schema(format = DateTime)]
+    #[schema(required = true)]
     pub dead_at: Option<String>,
     /// Why it died when no attempt says.
+    #[schema(required = true)]
     pub error: Option<String>,
     /// For one whose window ended while it waited: what it waited on (`null`: its own retry).
     #[schema(schema_with = schema::waiting_on_or_null)]
+    #[schema(required = true)]
     pub waiting_on: Option<&'static str>,
     /// The payload version it sends; `null` when none fits its subscriber's pin.
+    #[schema(required = true)]
     pub payload_version: Option<i64>,
     /// The policy of its latest decision.
+    #[schema(required = true)]
     pub policy: Option<String>,
     pub attempt_history: Vec<Attempt>,
 }
@@ -284,14 +297,18 @@ pub struct DeadLetter {
     pub event_type: String,
     pub subscriber_id: String,
     /// The payload version sent; `null` when none fitted the pin.
+    #[schema(required = true)]
     pub payload_version: Option<i64>,
     #[schema(schema_with = schema::dead_reason)]
     pub reason: &'static str,
     #[schema(format = DateTime)]
     pub dead_at: String,
+    #[schema(required = true)]
     pub error: Option<String>,
     #[schema(schema_with = schema::waiting_on_or_null)]
+    #[schema(required = true)]
     pub waiting_on: Option<&'static str>,
+    #[schema(required = true)]
     pub policy: Option<String>,
     pub attempt_history: Vec<Attempt>,
 }
@@ -339,6 +356,7 @@ pub fn dead_letter_group(g: &store::DeadLetterGroup) -> DeadLetterGroup {
 pub struct ReplayFilter {
     #[schema(schema_with = schema::dead_reason)]
     pub reason: &'static str,
+    #[schema(required = true)]
     pub subscriber_id: Option<String>,
 }
 
@@ -350,8 +368,10 @@ pub struct Replay {
     pub created_at: String,
     pub filter: ReplayFilter,
     pub limit: u32,
+    #[schema(required = true)]
     pub per_second: Option<f64>,
     /// The token's name; `null` in open mode.
+    #[schema(required = true)]
     pub requested_by: Option<String>,
     pub selected: u64,
     pub delivery_ids: Vec<String>,
@@ -396,6 +416,7 @@ pub struct ReplayStarted {
 #[derive(Serialize, ToSchema)]
 pub struct Page<T: ToSchema> {
     pub items: Vec<T>,
+    #[schema(required = true)]
     pub next_cursor: Option<String>,
 }
 
@@ -413,7 +434,9 @@ pub struct Policy {
     #[serde(flatten)]
     pub policy: crate::policies::SpelledPolicy,
     #[schema(format = DateTime)]
+    #[schema(required = true)]
     pub created_at: Option<String>,
+    #[schema(required = true)]
     pub created_by: Option<String>,
 }
 
@@ -452,15 +475,19 @@ pub struct Rollout {
     pub percent: serde_json::Number,
     /// Always in the cohort.
     pub subscriber_ids: Vec<String>,
+    #[schema(required = true)]
     pub abort_if: Option<AbortIf>,
     #[schema(schema_with = schema::rollout_state)]
     pub state: &'static str,
     /// Why it was aborted.
+    #[schema(required = true)]
     pub reason: Option<String>,
     #[schema(format = DateTime)]
     pub started_at: String,
     #[schema(format = DateTime)]
+    #[schema(required = true)]
     pub ended_at: Option<String>,
+    #[schema(required = true)]
     pub created_by: Option<String>,
 }
 
