@@ -2,16 +2,27 @@
 //! SQLite store, delivering to a fast local receiver (hyper, via axum) on 127.0.0.1.
 //!
 //!     cargo bench -p hookline --bench delivery               # every workload
-//!     cargo bench -p hookline --bench delivery -- throughput  # or fanout, backlog, pg-throughput, pg-backlog
+//!     cargo bench -p hookline --bench delivery -- throughput  # or raw, sustained, single, fanout,
+//!                                                             # backlog, pg-throughput, pg-sustained,
+//!                                                             # pg-backlog
 //!
+//! - raw: the receiver's own limit, measured in the same run: 64 keep-alive connections POSTing
+//!   a delivery-sized body to it for 3 s, nothing else running; what the figures below compare to.
 //! - throughput: 200 subscribers x 100 events (20,000 deliveries) from 16 concurrent
 //!   publishers; deliveries/s from the first publish to the last receipt, and how many are missing.
+//! - sustained: the same with 1,000 events (200,000 deliveries), and the serving process's
+//!   peak RSS.
+//! - single: 1 subscriber x 5,000 events: one subscriber within its default in-flight cap.
 //! - fanout: one event to 2,000 subscribers, 30 times; how long `POST /v1/events` takes to
 //!   answer 202 (the event and its 2,000 deliveries durably committed).
 //! - backlog: 1,000,000 delayed deliveries in the store; the serving process's RSS, and the time
 //!   to claim due deliveries with that backlog versus an empty store.
 //! - pg-throughput: the throughput workload on PostgreSQL, one api process publishing, with 1
 //!   and then 2 worker processes delivering.
+//! - pg-sustained: the sustained workload on PostgreSQL, one api and one worker process; the
+//!   first and the last 50,000 deliveries' rates.
+//!
+//! At the end it prints each target of issue 16 with its figure and PASS or FAIL.
 //! - pg-backlog: PostgreSQL claim latency with 1,000,000 delayed deliveries versus none.
 //!
 //! The PostgreSQL workloads use a schema of their own in `HOOKLINE_TEST_POSTGRES` (required:
@@ -174,12 +185,50 @@ async fn wait_for(rx: &Receiver, n: usize, limit: Duration) -> bool {
     true
 }
 
-/// 200 subscribers x 100 events from 16 publishers against `api`: deliveries/s, first publish
-/// to last receipt.
-async fn throughput(api: Hookline, rx: &Receiver, label: &str) -> Hookline {
-    const SUBS: usize = 200;
-    const EVENTS: usize = 100;
-    api.subscribers(SUBS, rx).await;
+/// A delivery workload: `subscribers x events`, published by 16 concurrent publishers.
+#[derive(Clone, Copy)]
+struct Workload {
+    subscribers: usize,
+    events: usize,
+}
+
+/// The workload of `throughput`: 200 x 100.
+const THROUGHPUT: Workload = Workload {
+    subscribers: 200,
+    events: 100,
+};
+/// The sustained workload: 200 x 1,000.
+const SUSTAINED: Workload = Workload {
+    subscribers: 200,
+    events: 1_000,
+};
+/// One subscriber: 1 x 5,000.
+const SINGLE: Workload = Workload {
+    subscribers: 1,
+    events: 5_000,
+};
+
+/// What a workload measured: deliveries/s from the first publish to the last receipt, the
+/// deliveries missing at the end, and the rates of the first and last 50,000 (sustained runs).
+struct Delivered {
+    per_second: f64,
+    missing: usize,
+    first_and_last: Option<(f64, f64)>,
+}
+
+/// Runs `load` from 16 publishers against `api`.
+async fn throughput(
+    api: Hookline,
+    rx: &Receiver,
+    label: &str,
+    load: Workload,
+) -> (Hookline, Delivered) {
+    let Workload {
+        subscribers,
+        events,
+    } = load;
+    let total = subscribers * events;
+    api.subscribers(subscribers, rx).await;
     rx.reset();
     let started = Instant::now();
     let mut publishers = tokio::task::JoinSet::new();
@@ -187,29 +236,106 @@ async fn throughput(api: Hookline, rx: &Receiver, label: &str) -> Hookline {
     for p in 0..16 {
         let api = api.clone();
         publishers.spawn(async move {
-            for e in (p..EVENTS).step_by(16) {
+            for e in (p..events).step_by(16) {
                 api.publish(&format!("tp-{e}")).await;
             }
         });
     }
+    // The receipt times of the 50,000th and of the last 50,000 before the end.
+    let (mut first_50k, mut last_50k_start) = (None, None);
+    let deadline = Instant::now() + Duration::from_secs(60 + total as u64 / 500);
+    while rx.count() < total && Instant::now() < deadline {
+        let n = rx.count();
+        if first_50k.is_none() && n >= 50_000 {
+            first_50k = Some(started.elapsed());
+        }
+        if last_50k_start.is_none() && total >= 100_000 && n >= total - 50_000 {
+            last_50k_start = Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
     while publishers.join_next().await.is_some() {}
-    let complete = wait_for(rx, SUBS * EVENTS, Duration::from_secs(120)).await;
+    let complete = rx.count() >= total;
     let last = rx.tally.lock().unwrap().last.unwrap();
     let elapsed = last - started;
     let got = rx.count();
+    let per_second = got as f64 / elapsed.as_secs_f64();
+    let first_and_last = match (first_50k, last_50k_start) {
+        (Some(first), Some(from)) if complete => Some((
+            50_000.0 / first.as_secs_f64(),
+            50_000.0 / (elapsed - from).as_secs_f64(),
+        )),
+        _ => None,
+    };
     println!(
-        "{label}: {got} of {} deliveries in {:.3} s = {:.0} deliveries/s; missing {}{}",
-        SUBS * EVENTS,
+        "{label}: {got} of {total} deliveries in {:.3} s = {per_second:.0} deliveries/s; missing {}{}{}",
         elapsed.as_secs_f64(),
-        got as f64 / elapsed.as_secs_f64(),
-        SUBS * EVENTS - got,
-        if complete { "" } else { " (timed out)" }
+        total - got,
+        if complete { "" } else { " (timed out)" },
+        first_and_last.map_or(String::new(), |(f, l)| format!(
+            "; first 50,000 at {f:.0}/s, last 50,000 at {l:.0}/s"
+        )),
     );
-    Arc::into_inner(api).unwrap()
+    let delivered = Delivered {
+        per_second,
+        missing: total - got,
+        first_and_last,
+    };
+    (Arc::into_inner(api).unwrap(), delivered)
 }
 
-/// One event to 2,000 subscribers, 30 times: time to a durable 202.
-async fn fanout(dir: &Path, rx: &Receiver) {
+/// The receiver's own limit: 64 keep-alive connections POSTing a delivery-sized body for 3 s.
+async fn raw_limit(rx: &Receiver) -> f64 {
+    let url = format!("http://{}/hook", rx.addr);
+    let body = json!({"id": "raw", "type": "shipment.out_for_delivery",
+                      "payload": {"shipment": "SHP-20418", "status": "out_for_delivery",
+                                  "eta": "2026-08-15T17:00:00Z"}})
+    .to_string();
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut clients = tokio::task::JoinSet::new();
+    for c in 0..64 {
+        let (url, body) = (url.clone(), body.clone());
+        clients.spawn(async move {
+            let http = reqwest::Client::builder()
+                .pool_max_idle_per_host(1)
+                .build()
+                .unwrap();
+            let mut answered = 0u64;
+            while Instant::now() < until {
+                let sent = http
+                    .post(&url)
+                    .header("webhook-id", format!("raw-{c}-{answered}"))
+                    .header("content-type", "application/json")
+                    .body(body.clone())
+                    .send()
+                    .await;
+                if sent.is_ok_and(|r| r.status().is_success()) {
+                    answered += 1;
+                }
+            }
+            answered
+        });
+    }
+    let started = Instant::now();
+    let mut total = 0;
+    while let Some(n) = clients.join_next().await {
+        total += n.unwrap();
+    }
+    let per_second = total as f64 / started.elapsed().as_secs_f64();
+    println!("raw: the receiver answers {per_second:.0} POST/s (64 connections, 3 s)");
+    rx.reset();
+    per_second
+}
+
+/// A target of issue 16: its figure, and whether it was met.
+struct Target {
+    what: String,
+    figure: String,
+    passed: bool,
+}
+
+/// One event to 2,000 subscribers, 30 times: time to a durable 202 (its median, ms).
+async fn fanout(dir: &Path, rx: &Receiver) -> f64 {
     const SUBS: usize = 2_000;
     const EVENTS: usize = 30;
     let h = Hookline::start(dir).await;
@@ -222,15 +348,16 @@ async fn fanout(dir: &Path, rx: &Receiver) {
         wait_for(rx, (e + 1) * SUBS, Duration::from_secs(60)).await;
     }
     took.sort();
+    let p50_ms = percentile(&took, 0.5).unwrap_or_default().as_secs_f64() * 1e3;
     println!(
-        "fanout: accept of 1 event x {SUBS} subscribers over {EVENTS} runs: p50 {:.1} ms, p95 {:.1} ms, max {:.1} ms; delivered {} of {}",
-        percentile(&took, 0.5).unwrap_or_default().as_secs_f64() * 1e3,
+        "fanout: accept of 1 event x {SUBS} subscribers over {EVENTS} runs: p50 {p50_ms:.1} ms, p95 {:.1} ms, max {:.1} ms; delivered {} of {}",
         percentile(&took, 0.95).unwrap_or_default().as_secs_f64() * 1e3,
         took.last().unwrap().as_secs_f64() * 1e3,
         rx.count(),
         SUBS * EVENTS,
     );
     h.stop().await;
+    p50_ms
 }
 
 fn completion(c: &hookline_store::ClaimedDelivery, transition: Transition, now: i64) -> Completion {
@@ -421,7 +548,13 @@ async fn backlog(dir: &Path, rx: &Receiver) {
     let h = Hookline::start(dir).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (idle, _) = h.rss_kib();
-    let h = throughput(h, rx, "backlog: throughput with 1,000,000 delayed").await;
+    let (h, _) = throughput(
+        h,
+        rx,
+        "backlog: throughput with 1,000,000 delayed",
+        THROUGHPUT,
+    )
+    .await;
     let (rss, peak) = h.rss_kib();
     println!(
         "backlog: serving with 1,000,000 delayed: RSS idle {} MiB, after 20,000 deliveries {} MiB, peak {} MiB",
@@ -468,6 +601,53 @@ async fn pg_backlog() {
     full.drop_schema().await;
 }
 
+/// Runs `load` on a fresh SQLite hookline; its figures and the process's peak RSS (MiB).
+async fn on_sqlite(rx: &Receiver, label: &str, load: Workload) -> (Delivered, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Hookline::start(dir.path()).await;
+    let (h, delivered) = throughput(h, rx, label, load).await;
+    let (_, peak) = h.rss_kib();
+    h.stop().await;
+    (delivered, peak / 1024)
+}
+
+/// Runs `load` on PostgreSQL with one api process and `workers` worker processes.
+async fn on_postgres(rx: &Receiver, workers: usize, load: Workload) -> Delivered {
+    let schema = PgSchema::create()
+        .await
+        .expect("HOOKLINE_TEST_POSTGRES is set");
+    let dir = tempfile::tempdir().unwrap();
+    let api = Hookline::start_with(dir.path(), &schema.url(), "api", "api").await;
+    let mut running = Vec::new();
+    for w in 0..workers {
+        running.push(
+            Hookline::start_with(dir.path(), &schema.url(), "worker", &format!("worker{w}")).await,
+        );
+    }
+    let label = format!(
+        "PostgreSQL, 1 api + {workers} worker processes, {} x {}",
+        load.subscribers, load.events
+    );
+    let (api, delivered) = throughput(api, rx, &label, load).await;
+    api.stop().await;
+    for w in running {
+        w.stop().await;
+    }
+    schema.drop_schema().await;
+    delivered
+}
+
+fn report_targets(targets: &[Target]) {
+    if targets.is_empty() {
+        return;
+    }
+    println!("\ntargets (issue 16):");
+    for t in targets {
+        let verdict = if t.passed { "PASS" } else { "FAIL" };
+        println!("  {verdict}  {}: {}", t.what, t.figure);
+    }
+}
+
 fn main() {
     let which: Vec<String> = std::env::args()
         .skip(1)
@@ -475,7 +655,7 @@ fn main() {
         .collect();
     let run = |name: &str| which.is_empty() || which.iter().any(|w| w == name || w == "all");
     assert!(
-        !(run("pg-throughput") || run("pg-backlog"))
+        !(run("pg-throughput") || run("pg-sustained") || run("pg-backlog"))
             || std::env::var_os("HOOKLINE_TEST_POSTGRES").is_some(),
         "the PostgreSQL workloads need HOOKLINE_TEST_POSTGRES (a durable server)"
     );
@@ -485,18 +665,49 @@ fn main() {
         .build()
         .unwrap();
     let rx = Receiver::start();
+    let mut targets = Vec::new();
     rt.block_on(async {
+        let raw = if run("raw") || run("sustained") {
+            Some(raw_limit(&rx).await)
+        } else {
+            None
+        };
         if run("throughput") {
-            let dir = tempfile::tempdir().unwrap();
-            let h = Hookline::start(dir.path()).await;
-            throughput(h, &rx, "throughput (SQLite, one process)")
-                .await
-                .stop()
-                .await;
+            on_sqlite(&rx, "throughput (SQLite, one process)", THROUGHPUT).await;
+        }
+        if run("sustained") {
+            let (d, peak_mib) = on_sqlite(&rx, "sustained (SQLite, one process)", SUSTAINED).await;
+            let raw = raw.unwrap_or(f64::INFINITY);
+            targets.push(Target {
+                what: "SQLite 200 x 1,000 sustained >= 35,000/s and >= 30% of the receiver's raw limit, 0 missing, RSS < 150 MB".into(),
+                figure: format!(
+                    "{:.0}/s ({:.0}% of the receiver's {raw:.0}/s), {} missing, peak RSS {peak_mib} MiB",
+                    d.per_second,
+                    100.0 * d.per_second / raw,
+                    d.missing
+                ),
+                passed: d.per_second >= 35_000.0
+                    && d.per_second >= 0.3 * raw
+                    && d.missing == 0
+                    && peak_mib < 150,
+            });
+        }
+        if run("single") {
+            let (d, _) = on_sqlite(&rx, "single (SQLite, 1 subscriber)", SINGLE).await;
+            targets.push(Target {
+                what: "1 subscriber x 5,000 >= 10,000/s within its default cap".into(),
+                figure: format!("{:.0}/s, {} missing", d.per_second, d.missing),
+                passed: d.per_second >= 10_000.0 && d.missing == 0,
+            });
         }
         if run("fanout") {
             let dir = tempfile::tempdir().unwrap();
-            fanout(dir.path(), &rx).await;
+            let p50_ms = fanout(dir.path(), &rx).await;
+            targets.push(Target {
+                what: "one event to 2,000 subscribers accepted in < 10 ms p50 while deliveries run".into(),
+                figure: format!("p50 {p50_ms:.1} ms"),
+                passed: p50_ms < 10.0,
+            });
         }
         if run("backlog") {
             let dir = tempfile::tempdir().unwrap();
@@ -504,34 +715,24 @@ fn main() {
         }
         if run("pg-throughput") {
             for workers in [1, 2] {
-                let schema = PgSchema::create()
-                    .await
-                    .expect("HOOKLINE_TEST_POSTGRES is set");
-                let dir = tempfile::tempdir().unwrap();
-                let api = Hookline::start_with(dir.path(), &schema.url(), "api", "api").await;
-                let mut running = Vec::new();
-                for w in 0..workers {
-                    running.push(
-                        Hookline::start_with(
-                            dir.path(),
-                            &schema.url(),
-                            "worker",
-                            &format!("worker{w}"),
-                        )
-                        .await,
-                    );
-                }
-                let label =
-                    format!("pg-throughput (PostgreSQL, 1 api + {workers} worker processes)");
-                throughput(api, &rx, &label).await.stop().await;
-                for w in running {
-                    w.stop().await;
-                }
-                schema.drop_schema().await;
+                on_postgres(&rx, workers, THROUGHPUT).await;
             }
+        }
+        if run("pg-sustained") {
+            let d = on_postgres(&rx, 1, SUSTAINED).await;
+            let (first, last) = d.first_and_last.unwrap_or((0.0, 0.0));
+            targets.push(Target {
+                what: "PostgreSQL 200 x 1,000 sustained, 1 api + 1 worker: >= 12,000/s, the last 50,000 no slower than the first 50,000".into(),
+                figure: format!(
+                    "{:.0}/s, {} missing; first 50,000 at {first:.0}/s, last 50,000 at {last:.0}/s",
+                    d.per_second, d.missing
+                ),
+                passed: d.per_second >= 12_000.0 && d.missing == 0 && last >= first && first > 0.0,
+            });
         }
         if run("pg-backlog") {
             pg_backlog().await;
         }
     });
+    report_targets(&targets);
 }
