@@ -86,6 +86,7 @@ pub trait Store: Send + Sync + 'static {
     async fn get_subscriber(&self, id: &str) -> Result<Subscriber>;
     async fn list_subscribers(
         &self,
+        filter: SubscriberFilter,
         limit: u32,
         cursor: Option<String>,
     ) -> Result<Page<Subscriber>>;

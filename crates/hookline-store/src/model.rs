@@ -446,6 +446,32 @@ pub struct Page<T> {
     pub next_cursor: Option<String>,
 }
 
+/// Which subscribers a list shows.
+#[derive(Debug, Clone, Default)]
+pub struct SubscriberFilter {
+    /// Those whose id or URL contains this, in any case (`None`: every subscriber).
+    pub contains: Option<String>,
+}
+
+impl SubscriberFilter {
+    /// The `LIKE` pattern both backends match the lower-cased id and URL against: `%`, `_`
+    /// and `\` in the text match themselves.
+    pub(crate) fn like_pattern(&self) -> Option<String> {
+        self.contains.as_ref().map(|text| {
+            let mut pattern = String::with_capacity(text.len() + 2);
+            pattern.push('%');
+            for c in text.to_lowercase().chars() {
+                if matches!(c, '%' | '_' | '\\') {
+                    pattern.push('\\');
+                }
+                pattern.push(c);
+            }
+            pattern.push('%');
+            pattern
+        })
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct DeliveryFilter {
     pub event_id: Option<String>,

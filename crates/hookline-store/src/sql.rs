@@ -50,6 +50,18 @@ pub(crate) fn replay_selection(placeholder: char) -> String {
     .replace('?', &placeholder.to_string())
 }
 
+/// A page of subscribers after key `$1` whose lower-cased id or URL is `LIKE` `$2` (NULL: all),
+/// at most `$3` rows (parameters in both backends' `$N`, in order of appearance).
+pub(crate) fn subscriber_page(columns: &str) -> String {
+    format!(
+        "SELECT {columns} FROM subscribers
+         WHERE seq > $1
+           AND (CAST($2 AS TEXT) IS NULL
+                OR lower(id) LIKE $2 ESCAPE '\\' OR lower(url) LIKE $2 ESCAPE '\\')
+         ORDER BY seq LIMIT $3"
+    )
+}
+
 /// Dead letters by reason and subscriber since `$1`, largest groups first, at most `$2` groups
 /// (parameters in both backends' `$N`).
 pub(crate) const DEAD_LETTER_GROUPS: &str =

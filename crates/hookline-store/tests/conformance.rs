@@ -219,18 +219,58 @@ mod cases {
         for id in ["b", "c"] {
             store.create_subscriber(sub(id, &["x"]), T0).await.unwrap();
         }
-        let first = store.list_subscribers(2, None).await.unwrap();
+        let first = store
+            .list_subscribers(SubscriberFilter::default(), 2, None)
+            .await
+            .unwrap();
         assert_eq!(first.items.len(), 2);
         let rest = store
-            .list_subscribers(2, first.next_cursor.clone())
+            .list_subscribers(SubscriberFilter::default(), 2, first.next_cursor.clone())
             .await
             .unwrap();
         assert_eq!(rest.items.len(), 1);
         assert_eq!(rest.next_cursor, None);
         assert!(matches!(
-            store.list_subscribers(2, Some("garbage".into())).await,
+            store
+                .list_subscribers(SubscriberFilter::default(), 2, Some("garbage".into()))
+                .await,
             Err(StoreError::Invalid(_))
         ));
+        // Search: any case, in the id or the URL; `%` and `_` are themselves; pages go on.
+        let containing = |text: &str| SubscriberFilter {
+            contains: Some(text.into()),
+        };
+        let ids = |p: &Page<Subscriber>| p.items.iter().map(|s| s.id.clone()).collect::<Vec<_>>();
+        let found = store
+            .list_subscribers(containing("B"), 10, None)
+            .await
+            .unwrap();
+        assert_eq!(ids(&found), ["b"]);
+        let by_url = store
+            .list_subscribers(containing("127.0.0.1:9/C"), 10, None)
+            .await
+            .unwrap();
+        assert_eq!(ids(&by_url), ["c"]);
+        let by_path = store
+            .list_subscribers(containing(":9/"), 1, None)
+            .await
+            .unwrap();
+        let next = store
+            .list_subscribers(containing(":9/"), 10, by_path.next_cursor.clone())
+            .await
+            .unwrap();
+        assert_eq!([ids(&by_path), ids(&next)].concat().len(), 3);
+        for literal in ["%", "_", "\\"] {
+            let none = store
+                .list_subscribers(containing(literal), 10, None)
+                .await
+                .unwrap();
+            assert!(
+                none.items.is_empty(),
+                "{literal:?} matched {:?}",
+                ids(&none)
+            );
+        }
 
         let patched = store
             .update_subscriber(

@@ -351,6 +351,13 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
     browser.ready("subscribers").await;
     browser.type_into("#subscriber-search", "broken").await;
     browser.click("#subscriber-search-go").await;
+    // hookline searched: only the subscriber whose id or URL holds "broken" is listed.
+    browser
+        .until(
+            "the search's one match",
+            "document.querySelectorAll('tr[data-subscriber-id]').length === 1",
+        )
+        .await;
     browser
         .click("tr[data-subscriber-id='billing-broken'] a.subscriber-link")
         .await;

@@ -245,11 +245,12 @@ impl Store for PostgresStore {
 
     async fn list_subscribers(
         &self,
+        filter: SubscriberFilter,
         limit: u32,
         cursor: Option<String>,
     ) -> Result<Page<Subscriber>> {
         let after = parse_cursor(cursor)?;
-        reads::subscribers(&self.client().await?, limit, after).await
+        reads::subscribers(&self.client().await?, &filter, limit, after).await
     }
 
     async fn update_subscriber(

@@ -90,15 +90,14 @@ pub(super) async fn subscribers_by_id(
 
 pub(super) async fn subscribers(
     c: &impl GenericClient,
+    filter: &SubscriberFilter,
     limit: u32,
     after: i64,
 ) -> Result<Page<Subscriber>> {
     let rows = query(
         c,
-        &format!(
-            "SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE seq > $1 ORDER BY seq LIMIT $2"
-        ),
-        &[&after, &(i64::from(limit) + 1)],
+        &sql::subscriber_page(SUBSCRIBER_COLUMNS),
+        &[&after, &filter.like_pattern(), &(i64::from(limit) + 1)],
     )
     .await?;
     let rows = rows

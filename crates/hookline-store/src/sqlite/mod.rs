@@ -176,11 +176,12 @@ impl Store for SqliteStore {
 
     async fn list_subscribers(
         &self,
+        filter: SubscriberFilter,
         limit: u32,
         cursor: Option<String>,
     ) -> Result<Page<Subscriber>> {
         let after = parse_cursor(cursor)?;
-        self.read(move |c| reads::subscribers(c, limit, after))
+        self.read(move |c| reads::subscribers(c, &filter, limit, after))
             .await
     }
 

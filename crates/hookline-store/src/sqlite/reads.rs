@@ -63,12 +63,18 @@ pub(super) fn subscriber(c: &Connection, id: &str) -> Result<Subscriber> {
     .ok_or_else(|| not_found("subscriber", id))
 }
 
-pub(super) fn subscribers(c: &Connection, limit: u32, after: i64) -> Result<Page<Subscriber>> {
+pub(super) fn subscribers(
+    c: &Connection,
+    filter: &SubscriberFilter,
+    limit: u32,
+    after: i64,
+) -> Result<Page<Subscriber>> {
     let rows = c
-        .prepare_cached(&format!(
-            "SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE seq > ?1 ORDER BY seq LIMIT ?2"
-        ))?
-        .query_map(params![after, limit + 1], subscriber_row)?
+        .prepare_cached(&sql::subscriber_page(SUBSCRIBER_COLUMNS))?
+        .query_map(
+            params![after, filter.like_pattern(), limit + 1],
+            subscriber_row,
+        )?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(page(rows, limit))
 }

@@ -5,14 +5,16 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use hookline_store::{NewSubscriber, SubscriberHeaders, SubscriberPatch, SubscriberStatus};
+use hookline_store::{
+    NewSubscriber, SubscriberFilter, SubscriberHeaders, SubscriberPatch, SubscriberStatus,
+};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use super::error::{parse_json, parse_optional_json, ErrorEnvelope};
-use super::{validate, views, Answer, ApiError, ApiState, PageQuery};
+use super::{page_limit, validate, views, Answer, ApiError, ApiState};
 use crate::config::parse_duration;
 use crate::signer::{new_secret, SigningKey};
 
@@ -176,15 +178,46 @@ pub async fn create(
     ))
 }
 
-/// Without secrets or header values, by id.
-#[utoipa::path(get, path = "/v1/subscribers", operation_id = "list_subscribers", tag = TAG, params(PageQuery),
+/// The longest text a subscriber search takes.
+const MAX_SEARCH: usize = 256;
+
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SubscriberQuery {
+    /// Only subscribers whose id or URL contains this, in any case (1 to 256 characters).
+    #[param(min_length = 1, max_length = 256)]
+    contains: Option<String>,
+    /// 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+    /// `next_cursor` of the page before.
+    #[param(min_length = 1)]
+    cursor: Option<String>,
+}
+
+/// Without secrets or header values, oldest first.
+#[utoipa::path(get, path = "/v1/subscribers", operation_id = "list_subscribers", tag = TAG, params(SubscriberQuery),
     responses((status = 200, description = "A page of subscribers", body = views::Page<views::Subscriber>)))]
 pub async fn list(
     State(ctx): ApiState,
-    query: Result<Query<PageQuery>, QueryRejection>,
+    query: Result<Query<SubscriberQuery>, QueryRejection>,
 ) -> Answer<views::Page<views::Subscriber>> {
     let Query(q) = query?;
-    let page = ctx.store.list_subscribers(q.limit()?, q.cursor).await?;
+    if let Some(text) = &q.contains {
+        if text.is_empty() || text.chars().count() > MAX_SEARCH {
+            return Err(ApiError::invalid(format!(
+                "contains must be 1 to {MAX_SEARCH} characters"
+            )));
+        }
+    }
+    let filter = SubscriberFilter {
+        contains: q.contains,
+    };
+    let page = ctx
+        .store
+        .list_subscribers(filter, page_limit(q.limit)?, q.cursor)
+        .await?;
     Ok((
         StatusCode::OK,
         Json(views::page(&page, |s| {

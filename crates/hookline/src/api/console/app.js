@@ -491,26 +491,25 @@
     const input = h('input', { id: 'subscriber-search', type: 'search', placeholder: 'subscriber id, or part of an id or URL', size: 40, spellcheck: 'false', autocomplete: 'off' });
     const form = h('form', { class: 'row', role: 'search' }, input, h('button', { id: 'subscriber-search-go', type: 'submit' }, 'Search'));
 
+    // The server searches (id or URL, any case); pages follow the same search.
     async function loadPage() {
-      const page = await get(`/v1/subscribers${query({ limit: 200, cursor: list.next })}`);
+      const page = await get(`/v1/subscribers${query({ contains: list.filter || null, limit: 200, cursor: list.next })}`);
       list.items.push(...page.items);
       list.next = page.next_cursor;
       draw();
     }
 
-    // Shows the loaded rows that match the filter, and how many that is.
     function draw() {
-      const needle = list.filter.toLowerCase();
-      const shown = list.items.filter((s) => !needle || s.id.toLowerCase().includes(needle) || String(s.url).toLowerCase().includes(needle));
-      tbody.replaceChildren(...shown.map(subscriberRow));
-      if (!shown.length) tbody.append(h('tr', { class: 'empty' }, h('td', { colspan: 6 }, needle ? 'no loaded subscriber matches' : 'no subscribers')));
-      count.textContent = needle
-        ? `${shown.length} of ${list.items.length} loaded subscribers match "${list.filter}"`
-        : `${list.items.length} subscribers loaded${list.next ? ' (more exist)' : ''}`;
+      tbody.replaceChildren(...list.items.map(subscriberRow));
+      if (!list.items.length) tbody.append(h('tr', { class: 'empty' }, h('td', { colspan: 6 }, list.filter ? 'no subscriber matches' : 'no subscribers')));
+      const loaded = `${list.items.length}${list.next ? '+' : ''}`;
+      count.textContent = list.filter
+        ? `${loaded} subscribers whose id or URL contains "${list.filter}"`
+        : `${loaded} subscribers`;
       more.hidden = !list.next;
     }
 
-    // An exact id goes straight to the subscriber; anything else filters the loaded rows.
+    // An exact id goes straight to the subscriber; anything else is searched for.
     async function search() {
       const text = input.value.trim();
       if (text) {
@@ -524,7 +523,9 @@
         }
       }
       list.filter = text;
-      draw();
+      list.items = [];
+      list.next = null;
+      await loadPage();
     }
 
     form.addEventListener('submit', (ev) => {
