@@ -14,7 +14,8 @@
 //!   peak RSS.
 //! - single: 1 subscriber x 5,000 events: one subscriber within its default in-flight cap.
 //! - fanout: one event to 2,000 subscribers, 30 times; how long `POST /v1/events` takes to
-//!   answer 202 (the event and its 2,000 deliveries durably committed).
+//!   answer 202 (the event and its 2,000 deliveries durably committed): each on its own, then
+//!   every 100 ms while a background publisher keeps 200 other subscribers busy.
 //! - backlog: 1,000,000 delayed deliveries in the store; the serving process's RSS, and the time
 //!   to claim due deliveries with that backlog versus an empty store.
 //! - pg-throughput: the throughput workload on PostgreSQL, one api process publishing, with 1
@@ -138,11 +139,15 @@ impl Hookline {
     }
 
     async fn publish(&self, id: &str) -> Duration {
+        self.publish_as(id, "shipment.out_for_delivery").await
+    }
+
+    async fn publish_as(&self, id: &str, event_type: &str) -> Duration {
         let started = Instant::now();
         let r = self
             .http
             .post(format!("{}/v1/events", self.base))
-            .json(&json!({"id": id, "type": "shipment.out_for_delivery",
+            .json(&json!({"id": id, "type": event_type,
                           "payload": {"shipment": id, "status": "out_for_delivery", "eta": "2026-08-15T17:00:00Z"}}))
             .send()
             .await
@@ -334,30 +339,82 @@ struct Target {
     passed: bool,
 }
 
-/// One event to 2,000 subscribers, 30 times: time to a durable 202 (its median, ms).
+/// The median, 95th percentile and longest of `took`, in ms.
+fn spread(mut took: Vec<Duration>) -> (f64, f64, f64) {
+    took.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    (
+        ms(percentile(&took, 0.5).unwrap_or_default()),
+        ms(percentile(&took, 0.95).unwrap_or_default()),
+        ms(took.last().copied().unwrap_or_default()),
+    )
+}
+
+/// One event to 2,000 subscribers, 30 times: time to a durable 202. First each on its own
+/// (the previous fan-out drained), then every 100 ms while a background publisher keeps 200
+/// other subscribers busy (an event to them every 10 ms): deliveries run throughout. Answers
+/// the median under load, ms.
 async fn fanout(dir: &Path, rx: &Receiver) -> f64 {
     const SUBS: usize = 2_000;
+    const BACKGROUND_SUBS: usize = 200;
     const EVENTS: usize = 30;
-    let h = Hookline::start(dir).await;
-    h.subscribers(SUBS, rx).await;
+    let h = Arc::new(Hookline::start(dir).await);
+    let subscribers = |prefix: &str, n: usize, event_type: &str| -> Vec<serde_json::Value> {
+        (0..n)
+            .map(|i| {
+                json!({"id": format!("{prefix}-{i}"), "url": format!("http://{}/hook", rx.addr),
+                       "event_types": [event_type]})
+            })
+            .collect()
+    };
+    let mut bodies = subscribers("fo", SUBS, "shipment.out_for_delivery");
+    bodies.extend(subscribers("bg", BACKGROUND_SUBS, "background"));
+    hookline_testkit::create_subscribers(&h.http, &h.base, None, bodies, 16)
+        .await
+        .unwrap();
     rx.reset();
-    let mut took = Vec::new();
+    let mut alone = Vec::new();
     for e in 0..EVENTS {
-        took.push(h.publish(&format!("fo-{e}")).await);
-        // Let the previous fan-out drain so each publish is measured on its own.
+        alone.push(h.publish(&format!("fo-{e}")).await);
         wait_for(rx, (e + 1) * SUBS, Duration::from_secs(60)).await;
     }
-    took.sort();
-    let p50_ms = percentile(&took, 0.5).unwrap_or_default().as_secs_f64() * 1e3;
+    let (p50, p95, max) = spread(alone);
     println!(
-        "fanout: accept of 1 event x {SUBS} subscribers over {EVENTS} runs: p50 {p50_ms:.1} ms, p95 {:.1} ms, max {:.1} ms; delivered {} of {}",
-        percentile(&took, 0.95).unwrap_or_default().as_secs_f64() * 1e3,
-        took.last().unwrap().as_secs_f64() * 1e3,
-        rx.count(),
-        SUBS * EVENTS,
+        "fanout: accept of 1 event x {SUBS} subscribers, each on its own, over {EVENTS} runs: p50 {p50:.1} ms, p95 {p95:.1} ms, max {max:.1} ms"
     );
-    h.stop().await;
-    p50_ms
+    rx.reset();
+    let running = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let background = {
+        let (h, running) = (h.clone(), running.clone());
+        tokio::spawn(async move {
+            let mut n = 0usize;
+            while running.load(std::sync::atomic::Ordering::Relaxed) {
+                h.publish_as(&format!("bg-{n}"), "background").await;
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            n
+        })
+    };
+    // Let the background load reach the dispatcher first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut loaded = Vec::new();
+    for e in 0..EVENTS {
+        loaded.push(h.publish(&format!("fo-load-{e}")).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    running.store(false, std::sync::atomic::Ordering::Relaxed);
+    let background_events = background.await.unwrap();
+    let expected = EVENTS * SUBS + background_events * BACKGROUND_SUBS;
+    let complete = wait_for(rx, expected, Duration::from_secs(120)).await;
+    let (p50, p95, max) = spread(loaded);
+    println!(
+        "fanout: the same every 100 ms while {background_events} background events to {BACKGROUND_SUBS} subscribers were published: p50 {p50:.1} ms, p95 {p95:.1} ms, max {max:.1} ms; delivered {} of {expected}{}",
+        rx.count(),
+        if complete { "" } else { " (timed out)" }
+    );
+    Arc::into_inner(h).unwrap().stop().await;
+    p50
 }
 
 fn completion(c: &hookline_store::ClaimedDelivery, transition: Transition, now: i64) -> Completion {
@@ -704,9 +761,7 @@ fn main() {
             let dir = tempfile::tempdir().unwrap();
             let p50_ms = fanout(dir.path(), &rx).await;
             targets.push(Target {
-                what: "one event to 2,000 subscribers accepted in < 10 ms p50 while deliveries run \
-                       (measured here as each fan-out's previous one drains: not yet under a \
-                       separate load)"
+                what: "one event to 2,000 subscribers accepted in < 10 ms p50 while deliveries run"
                     .into(),
                 figure: format!("p50 {p50_ms:.1} ms"),
                 passed: p50_ms < 10.0,
