@@ -51,7 +51,7 @@ fn unauthorized(message: &str) -> ApiError {
 }
 
 /// Routes that need no token: a probe, and what holds no data (the OpenAPI document, the
-/// console's page; its files are `console::is_asset`).
+/// console's page; its files are `console::is_asset_path`).
 const OPEN_ROUTES: [&str; 3] = ["/healthz", "/openapi.json", "/console"];
 
 /// Which scopes may call a route. `HEAD` is a `GET` without the body.
