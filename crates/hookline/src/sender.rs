@@ -1,6 +1,7 @@
 //! One HTTP attempt: render the body, sign it, POST it, and report what happened in the terms
 //! the policy classifies. Redirects are never followed: a 3xx is the subscriber's answer.
 
+use std::collections::HashMap;
 use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +33,15 @@ pub struct Sender {
     client: reqwest::Client,
     /// Destinations are vetted when connecting, not only when a subscriber is created.
     guard: Arc<Guard>,
+    /// Subscriber URLs as parsed: parsing one (IDNA included) cost about 5% of the process's
+    /// instructions per attempt (callgrind, `throughput`); a subscriber's URL rarely changes,
+    /// and a changed one is another key.
+    parsed: Arc<std::sync::Mutex<HashMap<String, reqwest::Url>>>,
 }
+
+/// URLs kept parsed at most; the cache starts over when full (a fleet larger than this parses
+/// as before, no worse).
+const PARSED_URLS: usize = 10_000;
 
 impl Sender {
     pub fn new(attempt_timeout: Duration, guard: Arc<Guard>) -> Self {
@@ -47,7 +56,11 @@ impl Sender {
         let client = builder
             .build()
             .expect("the HTTP client configuration is static");
-        Self { client, guard }
+        Self {
+            client,
+            guard,
+            parsed: Default::default(),
+        }
     }
 
     /// Sends attempt `delivery.attempt` of `delivery`, whose rendered body is `body`, at `now`.
@@ -58,7 +71,7 @@ impl Sender {
         now: UnixMs,
     ) -> AttemptReport {
         let timestamp = now.div_euclid(1000);
-        let url = match reqwest::Url::parse(&delivery.destination.url) {
+        let url = match self.url(&delivery.destination.url) {
             Ok(url) => url,
             Err(e) => return refused(format!("subscriber URL is unusable: {e}")),
         };
@@ -109,6 +122,21 @@ impl Sender {
             // Never echo the URL into the history: it may carry credentials.
             Err(e) => transport_failure(&e.without_url()),
         }
+    }
+}
+
+impl Sender {
+    fn url(&self, raw: &str) -> Result<reqwest::Url, url::ParseError> {
+        if let Some(url) = self.parsed.lock().unwrap().get(raw) {
+            return Ok(url.clone());
+        }
+        let url = reqwest::Url::parse(raw)?;
+        let mut parsed = self.parsed.lock().unwrap();
+        if parsed.len() >= PARSED_URLS {
+            parsed.clear();
+        }
+        parsed.insert(raw.to_owned(), url.clone());
+        Ok(url)
     }
 }
 
@@ -207,6 +235,24 @@ fn error_chain(e: &reqwest::Error) -> String {
 mod tests {
     use super::*;
     use hookline_store::{DeliveryKey, Destination};
+
+    #[test]
+    fn urls_are_parsed_once_and_the_cache_stays_bounded() {
+        let sender = Sender::new(Duration::from_secs(1), Arc::new(Guard::default()));
+        let first = sender.url("http://Example.COM:80/hook").unwrap();
+        assert_eq!(first.as_str(), "http://example.com/hook");
+        assert_eq!(sender.url("http://Example.COM:80/hook").unwrap(), first);
+        assert!(sender.url("http://exa mple.com/").is_err());
+        assert_eq!(
+            sender.parsed.lock().unwrap().len(),
+            1,
+            "failures are not kept"
+        );
+        for i in 0..PARSED_URLS + 5 {
+            sender.url(&format!("http://127.0.0.1:9/{i}")).unwrap();
+        }
+        assert!(sender.parsed.lock().unwrap().len() <= PARSED_URLS);
+    }
 
     fn delivery(url: String) -> ClaimedDelivery {
         ClaimedDelivery {
