@@ -172,8 +172,7 @@ pub struct CapacityView {
     /// The share of delivery slots busy.
     pub utilization: f64,
     pub admitting: bool,
-    #[schema(schema_with = crate::schema::refusal_or_null)]
-    #[schema(required = true)]
+    #[schema(schema_with = crate::schema::refusal_or_null, required = true)]
     pub refusing_reason: Option<&'static str>,
     /// Deliveries a publish may fan out to now.
     pub room: u64,

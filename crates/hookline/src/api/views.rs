@@ -20,8 +20,7 @@ pub struct Breaker {
     pub state: &'static str,
     pub consecutive_failures: u32,
     /// When an open breaker lets a probe through.
-    #[schema(format = DateTime)]
-    #[schema(required = true)]
+    #[schema(format = DateTime, required = true)]
     pub open_until: Option<String>,
 }
 
@@ -40,8 +39,7 @@ pub struct Subscriber {
     #[schema(format = DateTime)]
     pub updated_at: String,
     /// Until then every request is signed with the previous secret too.
-    #[schema(format = DateTime)]
-    #[schema(required = true)]
+    #[schema(format = DateTime, required = true)]
     pub previous_secret_valid_until: Option<String>,
     /// Its own cap on attempts in flight; `null`: the server's.
     #[schema(required = true)]
@@ -112,8 +110,7 @@ pub struct RotatedSecret {
     pub id: String,
     pub secret: String,
     /// Until then both secrets sign; `null` when the previous one was dropped at once.
-    #[schema(format = DateTime)]
-    #[schema(required = true)]
+    #[schema(format = DateTime, required = true)]
     pub previous_secret_valid_until: Option<String>,
 }
 
@@ -245,21 +242,17 @@ pub struct Delivery {
     /// Where its delivery window starts (a replay starts a new one).
     #[schema(format = DateTime)]
     pub window_start: String,
-    #[schema(format = DateTime)]
-    #[schema(required = true)]
+    #[schema(format = DateTime, required = true)]
     pub next_attempt_at: Option<String>,
-    #[schema(schema_with = schema::dead_reason_or_null)]
-    #[schema(required = true)]
+    #[schema(schema_with = schema::dead_reason_or_null, required = true)]
     pub dead_reason: Option<&'static str>,
-    #[schema(format = DateTime)]
-    #[schema(required = true)]
+    #[schema(format = DateTime, required = true)]
     pub dead_at: Option<String>,
     /// Why it died when no attempt says.
     #[schema(required = true)]
     pub error: Option<String>,
     /// For one whose window ended while it waited: what it waited on (`null`: its own retry).
-    #[schema(schema_with = schema::waiting_on_or_null)]
-    #[schema(required = true)]
+    #[schema(schema_with = schema::waiting_on_or_null, required = true)]
     pub waiting_on: Option<&'static str>,
     /// The payload version it sends; `null` when none fits its subscriber's pin.
     #[schema(required = true)]
@@ -305,8 +298,7 @@ pub struct DeadLetter {
     pub dead_at: String,
     #[schema(required = true)]
     pub error: Option<String>,
-    #[schema(schema_with = schema::waiting_on_or_null)]
-    #[schema(required = true)]
+    #[schema(schema_with = schema::waiting_on_or_null, required = true)]
     pub waiting_on: Option<&'static str>,
     #[schema(required = true)]
     pub policy: Option<String>,
@@ -433,8 +425,7 @@ pub fn page<T, V: ToSchema>(p: &store::Page<T>, view: impl Fn(&T) -> V) -> Page<
 pub struct Policy {
     #[serde(flatten)]
     pub policy: crate::policies::SpelledPolicy,
-    #[schema(format = DateTime)]
-    #[schema(required = true)]
+    #[schema(format = DateTime, required = true)]
     pub created_at: Option<String>,
     #[schema(required = true)]
     pub created_by: Option<String>,
@@ -484,8 +475,7 @@ pub struct Rollout {
     pub reason: Option<String>,
     #[schema(format = DateTime)]
     pub started_at: String,
-    #[schema(format = DateTime)]
-    #[schema(required = true)]
+    #[schema(format = DateTime, required = true)]
     pub ended_at: Option<String>,
     #[schema(required = true)]
     pub created_by: Option<String>,
