@@ -234,6 +234,12 @@ pub(crate) fn scan_bound(limit: usize) -> usize {
 /// Scans one claim makes at most: the first, and those after subscribers it used up.
 const MAX_SCANS: usize = 4;
 
+/// Due rows in a row a scan passes over (their subscribers used up by this claim) before it
+/// stops and scans again without those subscribers. One subscriber's deep backlog takes its
+/// slots in the first few rows and then fills the rest of the scan: reading all of them to
+/// [`scan_bound`] cost a claim of 16 deliveries a thousand rows.
+const PASSED_OVER_IN_A_ROW: usize = 64;
+
 /// One due row as a claim sees it.
 pub(crate) struct Candidate<'a> {
     pub key: i64,
@@ -260,6 +266,8 @@ pub(crate) struct ClaimPlan<T> {
     pub seen: Vec<i64>,
     limit: usize,
     looked_at: usize,
+    /// Rows passed over since the last one this claim did something with.
+    passed_over: usize,
     scans: usize,
 }
 
@@ -273,17 +281,18 @@ impl<T> ClaimPlan<T> {
             seen: Vec::new(),
             limit,
             looked_at: 0,
+            passed_over: 0,
             scans: 1,
         }
     }
 
-    /// After a scan: whether to scan again. A scan that stopped at its bound with room left
-    /// may have passed over a wall of rows of subscribers it used up (one with a deep backlog
-    /// takes its slots, then its other rows fill the scan): they join `excluded`, and the
-    /// next scan looks past them, leaving out the rows already seen.
+    /// After a scan: whether to scan again. A scan that stopped at its bound, or at a wall of
+    /// [`PASSED_OVER_IN_A_ROW`] rows, with room left may have run into the rows of subscribers
+    /// it used up (one with a deep backlog takes its slots, then its other rows fill the scan):
+    /// they join `excluded`, and the next scan looks past them, leaving out the rows already
+    /// seen.
     pub fn widen(&mut self, budget: &ClaimBudget, excluded: &mut Vec<String>) -> bool {
-        let stopped_short =
-            self.take.len() < self.limit && self.looked_at >= scan_bound(self.limit);
+        let stopped_short = self.take.len() < self.limit && self.reached_a_bound();
         if !stopped_short || self.scans >= MAX_SCANS {
             return false;
         }
@@ -296,24 +305,31 @@ impl<T> ClaimPlan<T> {
         }
         self.scans += 1;
         self.looked_at = 0;
+        self.passed_over = 0;
         true
     }
 
+    fn reached_a_bound(&self) -> bool {
+        self.looked_at >= scan_bound(self.limit) || self.passed_over >= PASSED_OVER_IN_A_ROW
+    }
+
     /// Decides one due row (`row`: what the backend keeps of it to lease it). False once the
-    /// claim is full or has looked at [`scan_bound`] rows: the backend stops reading.
+    /// claim is full, has looked at [`scan_bound`] rows or passed over
+    /// [`PASSED_OVER_IN_A_ROW`] in a row: the backend stops reading.
     pub fn consider(&mut self, budget: &mut ClaimBudget, c: Candidate<'_>, row: T) -> bool {
         self.looked_at += 1;
+        let passed_over = std::mem::take(&mut self.passed_over);
         self.seen.push(c.key);
         match c.status {
             SubscriberStatus::Paused => self.hold.push(c.key),
             SubscriberStatus::Revoked => self.revoked.push(c.key),
             SubscriberStatus::Active => match budget.admit(&c.limits, c.in_flight, c.attempts) {
                 Admission::Take => self.take.push(row),
-                Admission::Skip => {}
+                Admission::Skip => self.passed_over = passed_over + 1,
                 Admission::Defer(until) => self.defer.push((c.key, until)),
             },
         }
-        self.take.len() < self.limit && self.looked_at < scan_bound(self.limit)
+        self.take.len() < self.limit && !self.reached_a_bound()
     }
 }
 
@@ -393,5 +409,38 @@ mod tests {
             })
             .count();
         assert_eq!(looked + 1, scan_bound(2));
+    }
+
+    #[test]
+    fn a_wall_of_one_used_up_subscriber_ends_the_scan_early_and_is_left_out_of_the_next() {
+        // One subscriber with a deep backlog (cap 2) ahead of another's rows.
+        let req = request(100);
+        let mut budget = ClaimBudget::new(&req);
+        let mut plan = ClaimPlan::new(req.limit);
+        let looked = (0..10_000)
+            .take_while(|&k| {
+                plan.consider(
+                    &mut budget,
+                    candidate(k, "deep", SubscriberStatus::Active),
+                    k,
+                )
+            })
+            .count();
+        // Two taken, then the wall: far fewer rows read than the scan bound allows.
+        assert_eq!(plan.take, [0, 1]);
+        assert_eq!(looked + 1, 2 + PASSED_OVER_IN_A_ROW);
+        assert!(looked + 1 < scan_bound(req.limit));
+        let mut excluded = Vec::new();
+        assert!(plan.widen(&budget, &mut excluded));
+        assert_eq!(excluded, ["deep"]);
+        // The next scan reads past it: another subscriber's rows are taken again.
+        assert!(plan.consider(
+            &mut budget,
+            candidate(20_000, "other", SubscriberStatus::Active),
+            20_000
+        ));
+        assert_eq!(plan.take, [0, 1, 20_000]);
+        // A scan that ran out of rows before any bound does not scan again.
+        assert!(!plan.widen(&budget, &mut excluded));
     }
 }

@@ -130,6 +130,14 @@ pub trait Store: Send + Sync + 'static {
         completions: Vec<Completion>,
         now: UnixMs,
     ) -> Result<Vec<CompletionResult>>;
+    /// [`Store::complete`] (at `claim.now`), then [`Store::claim_due`], in one transaction:
+    /// the slots the completions free are claimed again for the price of one commit, so a
+    /// subscriber at its cap turns over as soon as its attempts end. All or nothing.
+    async fn complete_and_claim(
+        &self,
+        completions: Vec<Completion>,
+        claim: ClaimRequest,
+    ) -> Result<(Vec<CompletionResult>, Vec<ClaimedDelivery>)>;
     /// The earliest `run_at` among deliveries waiting to be claimed, the earliest lease expiry
     /// among deliveries in flight, and the earliest end of a waiting delivery's window
     /// (`window_ms` long): when an idle worker next has something to do.

@@ -78,6 +78,7 @@ macro_rules! all_cases {
             publish_fans_out_once,
             claims_only_due_within_caps,
             completion_is_fenced_by_the_lease,
+            completions_and_the_next_claim_commit_together,
             rescue_returns_lost_attempts,
             pause_holds_without_spending_attempts,
             revocation_kills_pending_and_stops_fan_out,
@@ -416,6 +417,54 @@ mod cases {
         let d = store.get_delivery(&first[1].id).await.unwrap();
         assert_eq!(d.state, DeliveryState::InFlight);
         assert_eq!(d.attempts, 1);
+    }
+
+    pub async fn completions_and_the_next_claim_commit_together(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        // A deep backlog for one subscriber, and another's delivery behind all of it.
+        for i in 0..300 {
+            accepted(&*store, event(&format!("e{i:03}"), "t"), T0 + i).await;
+        }
+        store.create_subscriber(sub("b", &[]), T0).await.unwrap();
+        accepted(&*store, event("late", "t"), T0 + 300).await;
+        let now = T0 + 1_000;
+        let first = store.claim_due(claim(now, 100, 2)).await.unwrap();
+        let mut ids: Vec<&str> = first.iter().map(|c| c.id.as_str()).collect();
+        ids.sort();
+        assert_eq!(ids, ["e000:a", "e001:a", "late:b"]);
+        let (a0, a1) = (&first[0], &first[1]);
+        assert_eq!((a0.id.as_str(), a1.id.as_str()), ("e000:a", "e001:a"));
+        // One completion applies, one lost its lease; the slot freed by the first is claimed
+        // again in the same transaction (a is back at its cap of 2: e001 and the new one).
+        let mut forged = completion(a1, Transition::Delivered, now);
+        forged.lease = a1.lease.wrapping_add(1);
+        let (completed, claimed) = store
+            .complete_and_claim(
+                vec![completion(a0, Transition::Delivered, now), forged],
+                claim(now + 1, 100, 2),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            completed,
+            [CompletionResult::Applied, CompletionResult::LeaseLost]
+        );
+        let claimed: Vec<&str> = claimed.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(claimed, ["e002:a"]);
+        let d = store.get_delivery("e000:a").await.unwrap();
+        assert_eq!(d.state, DeliveryState::Delivered);
+        assert_eq!(d.attempt_history.len(), 1);
+        assert_eq!(
+            store.get_delivery("e002:a").await.unwrap().state,
+            DeliveryState::InFlight
+        );
+        // Nothing to complete and no room to claim: nothing changes.
+        let (completed, claimed) = store
+            .complete_and_claim(Vec::new(), claim(now + 2, 0, 2))
+            .await
+            .unwrap();
+        assert!(completed.is_empty() && claimed.is_empty());
     }
 
     pub async fn completion_is_fenced_by_the_lease(h: &impl Harness) {

@@ -244,6 +244,7 @@ async fn throughput(
             for e in (p..events).step_by(16) {
                 api.publish(&format!("tp-{e}")).await;
             }
+            Instant::now()
         });
     }
     // The receipt times of the 50,000th and of the last 50,000 before the end.
@@ -259,7 +260,10 @@ async fn throughput(
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    while publishers.join_next().await.is_some() {}
+    let mut published = started;
+    while let Some(done) = publishers.join_next().await {
+        published = published.max(done.unwrap());
+    }
     let complete = rx.count() >= total;
     let last = rx.tally.lock().unwrap().last.unwrap();
     let elapsed = last - started;
@@ -273,8 +277,10 @@ async fn throughput(
         _ => None,
     };
     println!(
-        "{label}: {got} of {total} deliveries in {:.3} s = {per_second:.0} deliveries/s; missing {}{}{}",
+        "{label}: {got} of {total} deliveries in {:.3} s = {per_second:.0} deliveries/s \
+         (the {events} events published in {:.3} s); missing {}{}{}",
         elapsed.as_secs_f64(),
+        (published - started).as_secs_f64(),
         total - got,
         if complete { "" } else { " (timed out)" },
         first_and_last.map_or(String::new(), |(f, l)| format!(

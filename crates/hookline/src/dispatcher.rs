@@ -5,7 +5,9 @@
 //! most the in-flight slots the store's per-subscriber cap lets it claim, and a restart loses
 //! nothing. An attempt far slower than usual gives its slot back and finishes in the slow lane
 //! (`slots.rs`), so hanging destinations cannot starve the healthy ones of slots. Completions
-//! go to one committer that writes them in batches (group commit).
+//! are written in batches (group commit) in the same transaction as the next claim: what
+//! finished while the previous one was committing goes into the next, and the slots it frees
+//! are claimed again for the price of one commit.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -173,8 +175,8 @@ impl Dispatcher {
 
     async fn run(self, mut stop: watch::Receiver<bool>) {
         let s = &self.shared;
-        let (done_tx, done_rx) = mpsc::unbounded_channel();
-        let committer = tokio::spawn(commit_loop(s.clone(), done_rx));
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+        let mut finished = Vec::new();
         let mut attempts = JoinSet::new();
         let mut next_rescue: UnixMs = 0;
         let mut next_sweep: UnixMs = 0;
@@ -209,7 +211,13 @@ impl Dispatcher {
             }
             let want = free.saturating_sub(batch.len());
             let mut filled = false;
-            if want > 0 {
+            while finished.len() < MAX_COMPLETIONS_PER_COMMIT {
+                match done_rx.try_recv() {
+                    Ok(done) => finished.push(done),
+                    Err(_) => break,
+                }
+            }
+            if want > 0 || !finished.is_empty() {
                 let request = ClaimRequest {
                     now,
                     limit: want,
@@ -219,9 +227,14 @@ impl Dispatcher {
                     exclude_subscribers: s.slowness.lock().unwrap().suspects(Instant::now()),
                     window_ended_for_start: now.saturating_sub(self.window_ms()),
                 };
-                match s.store.claim_due(request).await {
+                let claimed = if finished.is_empty() {
+                    s.store.claim_due(request).await
+                } else {
+                    complete_and_claim(s, std::mem::take(&mut finished), request).await
+                };
+                match claimed {
                     Ok(claimed) => {
-                        filled = claimed.len() == want;
+                        filled = want > 0 && claimed.len() == want;
                         batch.extend(claimed);
                     }
                     Err(e) => {
@@ -267,7 +280,13 @@ impl Dispatcher {
         );
         while attempts.join_next().await.is_some() {}
         drop(done_tx);
-        let _ = committer.await;
+        while done_rx
+            .recv_many(&mut finished, MAX_COMPLETIONS_PER_COMMIT)
+            .await
+            > 0
+        {
+            commit(s, std::mem::take(&mut finished)).await;
+        }
     }
 }
 
@@ -445,39 +464,62 @@ async fn attempt(
     s.wake.notify_one();
 }
 
-/// Writes completions in batches: everything that finished while the previous batch was being
-/// committed goes into the next transaction.
-async fn commit_loop(s: Arc<Shared>, mut done: mpsc::UnboundedReceiver<(String, Completion)>) {
-    let mut batch = Vec::new();
-    while done.recv_many(&mut batch, MAX_COMPLETIONS_PER_COMMIT).await > 0 {
-        let (ids, completions): (Vec<String>, Vec<Completion>) = batch.drain(..).unzip();
-        let mut tries = 0;
-        let results = loop {
-            match s
-                .store
-                .complete(completions.clone(), s.clock.now_ms())
-                .await
-            {
-                Ok(results) => break results,
-                Err(e) if tries < 5 => {
-                    telemetry::store_error("complete");
-                    tries += 1;
-                    tracing::warn!(error = %e, tries, "committing completions failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(200 * tries)).await;
-                }
-                Err(e) => {
-                    // The deliveries stay leased; once the leases run out they are rescued and
-                    // these attempts are recorded as lost. Nothing is dropped.
-                    tracing::error!(error = %e, count = ids.len(), "completions not committed");
-                    break Vec::new();
-                }
+/// Commits what finished and claims, in one transaction. When that fails, the completions are
+/// committed on their own (and retried): a claim that keeps failing cannot hold them back.
+async fn complete_and_claim(
+    s: &Shared,
+    finished: Vec<(String, Completion)>,
+    request: ClaimRequest,
+) -> hookline_store::Result<Vec<ClaimedDelivery>> {
+    let (ids, completions): (Vec<String>, Vec<Completion>) = finished.into_iter().unzip();
+    match s
+        .store
+        .complete_and_claim(completions.clone(), request)
+        .await
+    {
+        Ok((results, claimed)) => {
+            report_lost_leases(&ids, &results);
+            Ok(claimed)
+        }
+        Err(e) => {
+            commit(s, ids.into_iter().zip(completions).collect()).await;
+            Err(e)
+        }
+    }
+}
+
+/// Commits completions on their own, retrying a failed commit a few times.
+async fn commit(s: &Shared, finished: Vec<(String, Completion)>) {
+    let (ids, completions): (Vec<String>, Vec<Completion>) = finished.into_iter().unzip();
+    let mut tries = 0;
+    let results = loop {
+        match s
+            .store
+            .complete(completions.clone(), s.clock.now_ms())
+            .await
+        {
+            Ok(results) => break results,
+            Err(e) if tries < 5 => {
+                telemetry::store_error("complete");
+                tries += 1;
+                tracing::warn!(error = %e, tries, "committing completions failed; retrying");
+                tokio::time::sleep(Duration::from_millis(200 * tries)).await;
             }
-        };
-        for (id, result) in ids.iter().zip(results) {
-            if result == CompletionResult::LeaseLost {
-                tracing::warn!(delivery = %id, "completion ignored: its lease was lost to a rescue");
+            Err(e) => {
+                // The deliveries stay leased; once the leases run out they are rescued and
+                // these attempts are recorded as lost. Nothing is dropped.
+                tracing::error!(error = %e, count = ids.len(), "completions not committed");
+                break Vec::new();
             }
         }
-        s.wake.notify_one();
+    };
+    report_lost_leases(&ids, &results);
+}
+
+fn report_lost_leases(ids: &[String], results: &[CompletionResult]) {
+    for (id, result) in ids.iter().zip(results) {
+        if *result == CompletionResult::LeaseLost {
+            tracing::warn!(delivery = %id, "completion ignored: its lease was lost to a rescue");
+        }
     }
 }

@@ -340,6 +340,27 @@ impl Store for PostgresStore {
         Ok(results)
     }
 
+    async fn complete_and_claim(
+        &self,
+        completions: Vec<Completion>,
+        claim: ClaimRequest,
+    ) -> Result<(Vec<CompletionResult>, Vec<ClaimedDelivery>)> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let completed = if completions.is_empty() {
+            Vec::new()
+        } else {
+            writes::complete(&tx, completions, claim.now).await?
+        };
+        let claimed = if claim.limit == 0 {
+            Vec::new()
+        } else {
+            writes::claim_due(&tx, claim, &self.owner).await?
+        };
+        tx.commit().await?;
+        Ok((completed, claimed))
+    }
+
     async fn next_wakeup(&self, window_ms: i64) -> Result<Option<UnixMs>> {
         reads::next_wakeup(&self.client().await?, window_ms).await
     }

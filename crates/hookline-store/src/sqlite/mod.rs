@@ -258,6 +258,19 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn complete_and_claim(
+        &self,
+        completions: Vec<Completion>,
+        claim: ClaimRequest,
+    ) -> Result<(Vec<CompletionResult>, Vec<ClaimedDelivery>)> {
+        self.writer
+            .write(move |w| {
+                let completed = writes::complete(w, completions, claim.now)?;
+                Ok((completed, writes::claim_due(w, claim)?))
+            })
+            .await
+    }
+
     async fn next_wakeup(&self, window_ms: i64) -> Result<Option<UnixMs>> {
         self.read(move |c| reads::next_wakeup(c, window_ms)).await
     }
