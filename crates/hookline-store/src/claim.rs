@@ -212,8 +212,18 @@ impl ClaimBudget {
     fn used_up(&self) -> impl Iterator<Item = &String> {
         self.subscribers
             .iter()
-            .filter(|(_, (slots, next))| *slots == 0 || next.is_some_and(|n| n > self.now))
+            .filter(|(_, limits)| self.exhausts(limits))
             .map(|(id, _)| id)
+    }
+
+    fn is_used_up(&self, id: &str) -> bool {
+        self.subscribers
+            .get(id)
+            .is_some_and(|limits| self.exhausts(limits))
+    }
+
+    fn exhausts(&self, (slots, next): &(u32, Option<UnixMs>)) -> bool {
+        *slots == 0 || next.is_some_and(|n| n > self.now)
     }
 
     /// New rate-limiter times to persist, per subscriber.
@@ -234,10 +244,10 @@ pub(crate) fn scan_bound(limit: usize) -> usize {
 /// Scans one claim makes at most: the first, and those after subscribers it used up.
 const MAX_SCANS: usize = 4;
 
-/// Due rows in a row a scan passes over (their subscribers used up by this claim) before it
-/// stops and scans again without those subscribers. One subscriber's deep backlog takes its
-/// slots in the first few rows and then fills the rest of the scan: reading all of them to
-/// [`scan_bound`] cost a claim of 16 deliveries a thousand rows.
+/// Due rows in a row a scan that reads row by row passes over (their subscribers used up by
+/// this claim) before it stops and scans again without those subscribers. One subscriber's
+/// deep backlog takes its slots in the first few rows and then fills the rest of the scan:
+/// reading all of them to [`scan_bound`] cost a claim of 16 deliveries a thousand rows.
 const PASSED_OVER_IN_A_ROW: usize = 64;
 
 /// One due row as a claim sees it.
@@ -266,13 +276,29 @@ pub(crate) struct ClaimPlan<T> {
     pub seen: Vec<i64>,
     limit: usize,
     looked_at: usize,
-    /// Rows passed over since the last one this claim did something with.
+    /// Rows of used-up subscribers passed over since the last row this claim did something
+    /// with, and how many of them end a scan.
     passed_over: usize,
+    wall: usize,
+    /// Whether the current scan reads retries (the budget had retry slots when it began).
+    retries_in_scan: bool,
     scans: usize,
 }
 
 impl<T> ClaimPlan<T> {
-    pub fn new(limit: usize) -> Self {
+    /// For a backend that reads a scan's rows one at a time and can stop reading: a scan ends
+    /// at a wall of [`PASSED_OVER_IN_A_ROW`] rows of subscribers this claim used up.
+    pub fn row_by_row(limit: usize, budget: &ClaimBudget) -> Self {
+        Self::with_wall(limit, budget, PASSED_OVER_IN_A_ROW)
+    }
+
+    /// For a backend whose scan fetched (and locked) all its rows in one statement: each of
+    /// them is considered, since stopping early would save nothing.
+    pub fn fetched(limit: usize, budget: &ClaimBudget) -> Self {
+        Self::with_wall(limit, budget, usize::MAX)
+    }
+
+    fn with_wall(limit: usize, budget: &ClaimBudget, wall: usize) -> Self {
         Self {
             take: Vec::with_capacity(limit),
             hold: Vec::new(),
@@ -282,40 +308,45 @@ impl<T> ClaimPlan<T> {
             limit,
             looked_at: 0,
             passed_over: 0,
+            wall,
+            retries_in_scan: budget.takes_retries(),
             scans: 1,
         }
     }
 
-    /// After a scan: whether to scan again. A scan that stopped at its bound, or at a wall of
-    /// [`PASSED_OVER_IN_A_ROW`] rows, with room left may have run into the rows of subscribers
-    /// it used up (one with a deep backlog takes its slots, then its other rows fill the scan):
-    /// they join `excluded`, and the next scan looks past them, leaving out the rows already
-    /// seen.
+    /// After a scan: whether to scan again. A scan that stopped at its bound, or at a wall,
+    /// with room left may have run into the rows of subscribers it used up (one with a deep
+    /// backlog takes its slots, then its other rows fill the scan): they join `excluded`, and
+    /// the next scan looks past them, leaving out the rows already seen. Likewise when the
+    /// retry budget ran out during the scan: the next one leaves retries out.
     pub fn widen(&mut self, budget: &ClaimBudget, excluded: &mut Vec<String>) -> bool {
         let stopped_short = self.take.len() < self.limit && self.reached_a_bound();
         if !stopped_short || self.scans >= MAX_SCANS {
             return false;
         }
+        let retries_ran_out = self.retries_in_scan && !budget.takes_retries();
         let before = excluded.len();
         excluded.extend(budget.used_up().cloned());
         excluded.sort_unstable();
         excluded.dedup();
-        if excluded.len() == before {
+        if excluded.len() == before && !retries_ran_out {
             return false;
         }
         self.scans += 1;
         self.looked_at = 0;
         self.passed_over = 0;
+        self.retries_in_scan = budget.takes_retries();
         true
     }
 
     fn reached_a_bound(&self) -> bool {
-        self.looked_at >= scan_bound(self.limit) || self.passed_over >= PASSED_OVER_IN_A_ROW
+        self.looked_at >= scan_bound(self.limit) || self.passed_over >= self.wall
     }
 
     /// Decides one due row (`row`: what the backend keeps of it to lease it). False once the
-    /// claim is full, has looked at [`scan_bound`] rows or passed over
-    /// [`PASSED_OVER_IN_A_ROW`] in a row: the backend stops reading.
+    /// claim is full, has looked at [`scan_bound`] rows or met its wall: the backend stops
+    /// reading. Only rows of subscribers this claim used up make a wall (a further scan leaves
+    /// them out); a retry passed over for want of retry slots does not.
     pub fn consider(&mut self, budget: &mut ClaimBudget, c: Candidate<'_>, row: T) -> bool {
         self.looked_at += 1;
         let passed_over = std::mem::take(&mut self.passed_over);
@@ -325,7 +356,10 @@ impl<T> ClaimPlan<T> {
             SubscriberStatus::Revoked => self.revoked.push(c.key),
             SubscriberStatus::Active => match budget.admit(&c.limits, c.in_flight, c.attempts) {
                 Admission::Take => self.take.push(row),
-                Admission::Skip => self.passed_over = passed_over + 1,
+                Admission::Skip if budget.is_used_up(c.limits.id) => {
+                    self.passed_over = passed_over + 1
+                }
+                Admission::Skip => self.passed_over = passed_over,
                 Admission::Defer(until) => self.defer.push((c.key, until)),
             },
         }
@@ -363,7 +397,7 @@ mod tests {
     fn a_plan_takes_within_caps_holds_the_paused_and_kills_the_revoked() {
         let req = request(10);
         let mut budget = ClaimBudget::new(&req);
-        let mut plan = ClaimPlan::new(req.limit);
+        let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
         use SubscriberStatus::*;
         for (key, id, status) in [
             (1, "a", Active),
@@ -384,7 +418,7 @@ mod tests {
             },
             ..Limits::in_flight_bound("o", None, None)
         };
-        let mut plan = ClaimPlan::new(10);
+        let mut plan = ClaimPlan::row_by_row(10, &budget);
         let behind_breaker = Candidate {
             limits: open,
             ..candidate(7, "o", Active)
@@ -397,12 +431,12 @@ mod tests {
     fn a_plan_stops_when_full_or_after_its_scan_bound() {
         let req = request(2);
         let mut budget = ClaimBudget::new(&req);
-        let mut plan = ClaimPlan::new(2);
+        let mut plan = ClaimPlan::row_by_row(2, &budget);
         assert!(plan.consider(&mut budget, candidate(1, "a", SubscriberStatus::Active), 1));
         assert!(!plan.consider(&mut budget, candidate(2, "b", SubscriberStatus::Active), 2));
         // Rows it passes over count too: a subscriber at its cap cannot make a claim slow.
         let mut budget = ClaimBudget::new(&req);
-        let mut plan = ClaimPlan::<i64>::new(2);
+        let mut plan = ClaimPlan::<i64>::row_by_row(2, &budget);
         let looked = (0..10_000)
             .take_while(|&k| {
                 plan.consider(&mut budget, candidate(k, "p", SubscriberStatus::Paused), k)
@@ -416,7 +450,7 @@ mod tests {
         // One subscriber with a deep backlog (cap 2) ahead of another's rows.
         let req = request(100);
         let mut budget = ClaimBudget::new(&req);
-        let mut plan = ClaimPlan::new(req.limit);
+        let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
         let looked = (0..10_000)
             .take_while(|&k| {
                 plan.consider(
@@ -442,5 +476,61 @@ mod tests {
         assert_eq!(plan.take, [0, 1, 20_000]);
         // A scan that ran out of rows before any bound does not scan again.
         assert!(!plan.widen(&budget, &mut excluded));
+    }
+
+    #[test]
+    fn retries_passed_over_for_want_of_retry_slots_make_no_wall_and_no_hidden_first_attempt() {
+        // One retry slot; due retries of many subscribers ahead of a first attempt.
+        let req = ClaimRequest {
+            max_retries: 1,
+            ..request(10)
+        };
+        fn retry(key: usize, id: &str) -> Candidate<'_> {
+            Candidate {
+                attempts: 1,
+                ..candidate(key as i64, id, SubscriberStatus::Active)
+            }
+        }
+        let ids: Vec<String> = (0..300).map(|i| format!("r{i}")).collect();
+        let mut budget = ClaimBudget::new(&req);
+        let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
+        for (key, id) in ids.iter().take(100).enumerate() {
+            assert!(plan.consider(&mut budget, retry(key, id), key as i64));
+        }
+        assert!(plan.consider(
+            &mut budget,
+            candidate(100, "first", SubscriberStatus::Active),
+            100
+        ));
+        assert_eq!(plan.take, [0, 100]);
+        // A longer run of them reaches the scan bound: the next scan leaves retries out.
+        let mut budget = ClaimBudget::new(&req);
+        let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
+        let read = ids
+            .iter()
+            .enumerate()
+            .take_while(|(key, id)| plan.consider(&mut budget, retry(*key, id), *key as i64))
+            .count();
+        assert_eq!(read + 1, scan_bound(req.limit));
+        let mut excluded = Vec::new();
+        assert!(plan.widen(&budget, &mut excluded));
+        assert!(!budget.takes_retries());
+    }
+
+    #[test]
+    fn a_backend_that_fetched_its_scan_considers_every_row_of_it() {
+        let req = request(100);
+        let mut budget = ClaimBudget::new(&req);
+        let mut plan = ClaimPlan::fetched(req.limit, &budget);
+        let looked = (0..10_000)
+            .take_while(|&k| {
+                plan.consider(
+                    &mut budget,
+                    candidate(k, "deep", SubscriberStatus::Active),
+                    k,
+                )
+            })
+            .count();
+        assert_eq!(looked + 1, scan_bound(req.limit));
     }
 }

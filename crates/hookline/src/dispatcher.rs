@@ -218,6 +218,8 @@ impl Dispatcher {
                 }
             }
             if want > 0 || !finished.is_empty() {
+                // Completions are stamped with this time: read after the sweep and the rescue.
+                let now = s.clock.now_ms();
                 let request = ClaimRequest {
                     now,
                     limit: want,
@@ -230,7 +232,8 @@ impl Dispatcher {
                 let claimed = if finished.is_empty() {
                     s.store.claim_due(request).await
                 } else {
-                    complete_and_claim(s, std::mem::take(&mut finished), request).await
+                    let finished = std::mem::take(&mut finished);
+                    complete_and_claim(s, finished, request, &mut attempts).await
                 };
                 match claimed {
                     Ok(claimed) => {
@@ -254,7 +257,8 @@ impl Dispatcher {
                 attempts.spawn(attempt(s.clone(), delivery, slot, body, done_tx.clone()));
             }
             while attempts.try_join_next().is_some() {}
-            if filled {
+            // More finished than one batch takes: the wake-ups they sent are used up.
+            if filled || !done_rx.is_empty() {
                 continue;
             }
             let deadline = match s.store.next_wakeup(self.window_ms()).await {
@@ -278,14 +282,23 @@ impl Dispatcher {
             in_flight = s.slots.busy() + s.slots.in_slow_lane(),
             "dispatcher stopping: finishing in-flight attempts"
         );
-        while attempts.join_next().await.is_some() {}
+        // Outcomes are committed as attempts end, not after the last one: a lease must not
+        // run out (and its delivery be rescued and sent again) while others finish.
+        loop {
+            tokio::select! {
+                joined = attempts.join_next() => if joined.is_none() { break },
+                _ = done_rx.recv_many(&mut finished, MAX_COMPLETIONS_PER_COMMIT) => {
+                    commit(s.clone(), std::mem::take(&mut finished)).await;
+                }
+            }
+        }
         drop(done_tx);
         while done_rx
             .recv_many(&mut finished, MAX_COMPLETIONS_PER_COMMIT)
             .await
             > 0
         {
-            commit(s, std::mem::take(&mut finished)).await;
+            commit(s.clone(), std::mem::take(&mut finished)).await;
         }
     }
 }
@@ -455,9 +468,11 @@ async fn attempt(
         revoke_subscriber: policy.classification.revokes_subscription(report.result),
         breaker: policy.breaker,
     };
-    let _ = done.send((d.id, completion));
     let was_slow = slot.is_slow();
+    // The slot is free before the completion is seen: the claim it is committed with can
+    // take the slot again.
     drop(slot);
+    let _ = done.send((d.id, completion));
     if was_slow {
         telemetry::slow_lane(s.slots.in_slow_lane());
     }
@@ -465,11 +480,13 @@ async fn attempt(
 }
 
 /// Commits what finished and claims, in one transaction. When that fails, the completions are
-/// committed on their own (and retried): a claim that keeps failing cannot hold them back.
+/// committed on their own, retried in a task beside the attempts (`tasks`): a claim that keeps
+/// failing cannot hold them back, and their retries do not hold up the loop.
 async fn complete_and_claim(
-    s: &Shared,
+    s: &Arc<Shared>,
     finished: Vec<(String, Completion)>,
     request: ClaimRequest,
+    tasks: &mut JoinSet<()>,
 ) -> hookline_store::Result<Vec<ClaimedDelivery>> {
     let (ids, completions): (Vec<String>, Vec<Completion>) = finished.into_iter().unzip();
     match s
@@ -482,14 +499,18 @@ async fn complete_and_claim(
             Ok(claimed)
         }
         Err(e) => {
-            commit(s, ids.into_iter().zip(completions).collect()).await;
+            tracing::warn!(error = %e, "completing and claiming failed; committing the completions alone");
+            tasks.spawn(commit(
+                s.clone(),
+                ids.into_iter().zip(completions).collect(),
+            ));
             Err(e)
         }
     }
 }
 
 /// Commits completions on their own, retrying a failed commit a few times.
-async fn commit(s: &Shared, finished: Vec<(String, Completion)>) {
+async fn commit(s: Arc<Shared>, finished: Vec<(String, Completion)>) {
     let (ids, completions): (Vec<String>, Vec<Completion>) = finished.into_iter().unzip();
     let mut tries = 0;
     let results = loop {

@@ -347,6 +347,12 @@ impl Store for PostgresStore {
     ) -> Result<(Vec<CompletionResult>, Vec<ClaimedDelivery>)> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
+        // The claim's lock first: completions lock subscriber rows (a breaker, a revocation)
+        // that a claim holding the lock may also update (a rate limiter), and waiting for the
+        // lock while holding them could deadlock with it.
+        if claim.limit > 0 {
+            writes::lock_claims(&tx).await?;
+        }
         let completed = if completions.is_empty() {
             Vec::new()
         } else {

@@ -392,19 +392,25 @@ async fn settle_inactive(c: &impl GenericClient, keys: &[i64], now: UnixMs) -> R
     Ok(())
 }
 
-pub(super) async fn claim_due(
-    c: &impl GenericClient,
-    req: ClaimRequest,
-    owner: &str,
-) -> Result<Vec<ClaimedDelivery>> {
-    // One claimer at a time per schema: the per-subscriber counts below are then exact across
-    // every process. A claim is a few statements, so the queue this forms is short.
+/// One claimer at a time per schema, until the transaction ends: the per-subscriber counts a
+/// claim reads are then exact across every process. A claim is a few statements, so the queue
+/// this forms is short. Taken again in the same transaction, it does not wait.
+pub(super) async fn lock_claims(c: &impl GenericClient) -> Result<()> {
     execute(
         c,
         "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.hookline.claim'))",
         &[],
     )
     .await?;
+    Ok(())
+}
+
+pub(super) async fn claim_due(
+    c: &impl GenericClient,
+    req: ClaimRequest,
+    owner: &str,
+) -> Result<Vec<ClaimedDelivery>> {
+    lock_claims(c).await?;
     // In flight per subscriber across every process (a short list: at most the slots of all
     // workers), and the subscribers whose rate limiter admits nobody yet.
     let busy = query(
@@ -434,7 +440,7 @@ pub(super) async fn claim_due(
     let in_flight: HashMap<&str, i64> = busy.iter().map(|r| (r.get(0), r.get(1))).collect();
     let scan = scan_bound(req.limit) as i64;
     let mut excluded = unclaimable;
-    let mut plan = ClaimPlan::new(req.limit);
+    let mut plan = ClaimPlan::fetched(req.limit, &budget);
     loop {
         let due = query(
             c,

@@ -91,12 +91,14 @@ impl Writer {
 fn in_savepoint<T>(w: &mut Writer, f: impl FnOnce(&mut Writer) -> Result<T>) -> Result<T> {
     w.conn.execute_batch("SAVEPOINT job")?;
     let result = f(w);
-    let end = if result.is_ok() {
-        "RELEASE job"
+    if result.is_ok() {
+        w.conn.execute_batch("RELEASE job")?;
     } else {
-        "ROLLBACK TO job; RELEASE job"
-    };
-    w.conn.execute_batch(end)?;
+        w.conn.execute_batch("ROLLBACK TO job; RELEASE job")?;
+        // The job may have counted slots taken or freed before it failed (a completion, then
+        // a claim that failed): the counts follow the rows, as they are now.
+        w.reload_in_flight()?;
+    }
     result
 }
 

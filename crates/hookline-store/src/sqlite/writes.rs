@@ -339,7 +339,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     );
     let mut excluded = unclaimable;
     let mut lookups = Lookups::new(req.now);
-    let mut plan = ClaimPlan::new(req.limit);
+    let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
     loop {
         let mut stmt = c.prepare_cached(&format!(
             "SELECT {DUE_COLUMNS} FROM deliveries
