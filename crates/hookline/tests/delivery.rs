@@ -867,3 +867,55 @@ async fn a_dry_run_replay_names_what_dlq_list_lists_and_changes_nothing() {
     assert_eq!(replay["delivery_ids"], preview["delivery_ids"]);
     app.stop().await;
 }
+
+/// A clean stop records each attempt's outcome as the attempt ends, not once the last one has:
+/// a delivery answered while another subscriber still hangs is committed before the stop ends
+/// (otherwise its lease could run out meanwhile, and it be sent again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_stop_records_each_outcome_as_its_attempt_ends() {
+    use hookline_store::DeliveryState;
+    let fast = Receiver::start(|_, _| 200).await;
+    let hanging = Receiver::start(|_, _| 200).await;
+    let mut app = TestApp::start("").await;
+    app.subscriber("fast", &fast.url("/")).await;
+    app.subscriber("hanging", &hanging.url("/")).await;
+    let fast_gate = fast.hold().await;
+    let hanging_gate = hanging.hold().await;
+    app.publish("SHP-20418", "shipment.out_for_delivery").await;
+    eventually("both attempts under way", async || {
+        (fast.received().len() == 1 && hanging.received().len() == 1).then_some(())
+    })
+    .await;
+    let healthz = format!("{}/healthz", app.base());
+    let stopping = tokio::spawn(app.app.take().unwrap().shutdown());
+    eventually("the API to stop taking connections", async || {
+        reqwest::Client::new()
+            .get(&healthz)
+            .send()
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    // The dispatcher is told to stop right after the API: give that a moment to arrive, so
+    // the attempt below ends during the stop. (Were it to end first, this test would pass
+    // without testing anything; it cannot fail because of the wait.)
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(fast_gate);
+    let store = hookline_store::open(&app.config.database).await.unwrap();
+    eventually(
+        "the answered delivery committed during the stop",
+        async || {
+            let d = store.get_delivery("SHP-20418:fast").await.ok()?;
+            (d.state == DeliveryState::Delivered).then_some(())
+        },
+    )
+    .await;
+    assert!(!stopping.is_finished());
+    let hung = store.get_delivery("SHP-20418:hanging").await.unwrap();
+    assert_eq!(hung.state, DeliveryState::InFlight);
+    drop(hanging_gate);
+    stopping.await.unwrap();
+    let d = store.get_delivery("SHP-20418:hanging").await.unwrap();
+    assert_eq!(d.state, DeliveryState::Delivered);
+}
