@@ -479,9 +479,10 @@ async fn attempt(
     s.wake.notify_one();
 }
 
-/// Commits what finished and claims, in one transaction. When that fails, the completions are
-/// committed on their own, retried in a task beside the attempts (`tasks`): a claim that keeps
-/// failing cannot hold them back, and their retries do not hold up the loop.
+/// Commits what finished and claims, the claim seeing the completions. When the completions
+/// could not be applied, they are committed on their own, retried in a task beside the
+/// attempts (`tasks`), so their retries do not hold up the loop; a claim that fails does not
+/// undo them.
 async fn complete_and_claim(
     s: &Arc<Shared>,
     finished: Vec<(String, Completion)>,
@@ -496,10 +497,10 @@ async fn complete_and_claim(
     {
         Ok((results, claimed)) => {
             report_lost_leases(&ids, &results);
-            Ok(claimed)
+            claimed
         }
         Err(e) => {
-            tracing::warn!(error = %e, "completing and claiming failed; committing the completions alone");
+            tracing::warn!(error = %e, "completing failed; retrying the completions alone");
             tasks.spawn(commit(
                 s.clone(),
                 ids.into_iter().zip(completions).collect(),

@@ -344,27 +344,14 @@ impl Store for PostgresStore {
         &self,
         completions: Vec<Completion>,
         claim: ClaimRequest,
-    ) -> Result<(Vec<CompletionResult>, Vec<ClaimedDelivery>)> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        // The claim's lock first: completions lock subscriber rows (a breaker, a revocation)
-        // that a claim holding the lock may also update (a rate limiter), and waiting for the
-        // lock while holding them could deadlock with it.
-        if claim.limit > 0 {
-            writes::lock_claims(&tx).await?;
-        }
-        let completed = if completions.is_empty() {
-            Vec::new()
-        } else {
-            writes::complete(&tx, completions, claim.now).await?
-        };
-        let claimed = if claim.limit == 0 {
-            Vec::new()
-        } else {
-            writes::claim_due(&tx, claim, &self.owner).await?
-        };
-        tx.commit().await?;
-        Ok((completed, claimed))
+    ) -> Result<(Vec<CompletionResult>, Result<Vec<ClaimedDelivery>>)> {
+        // Two transactions: completions may lock subscriber rows (a breaker, a revocation)
+        // that a claim holding its lock may update too (a rate limiter), so waiting for that
+        // lock while holding them could deadlock; and taking the lock before completing
+        // serialized every worker's completions behind every claim.
+        let now = claim.now;
+        let completed = self.complete(completions, now).await?;
+        Ok((completed, self.claim_due(claim).await))
     }
 
     async fn next_wakeup(&self, window_ms: i64) -> Result<Option<UnixMs>> {

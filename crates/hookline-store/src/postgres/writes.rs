@@ -392,25 +392,19 @@ async fn settle_inactive(c: &impl GenericClient, keys: &[i64], now: UnixMs) -> R
     Ok(())
 }
 
-/// One claimer at a time per schema, until the transaction ends: the per-subscriber counts a
-/// claim reads are then exact across every process. A claim is a few statements, so the queue
-/// this forms is short. Taken again in the same transaction, it does not wait.
-pub(super) async fn lock_claims(c: &impl GenericClient) -> Result<()> {
+pub(super) async fn claim_due(
+    c: &impl GenericClient,
+    req: ClaimRequest,
+    owner: &str,
+) -> Result<Vec<ClaimedDelivery>> {
+    // One claimer at a time per schema: the per-subscriber counts below are then exact across
+    // every process. A claim is a few statements, so the queue this forms is short.
     execute(
         c,
         "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.hookline.claim'))",
         &[],
     )
     .await?;
-    Ok(())
-}
-
-pub(super) async fn claim_due(
-    c: &impl GenericClient,
-    req: ClaimRequest,
-    owner: &str,
-) -> Result<Vec<ClaimedDelivery>> {
-    lock_claims(c).await?;
     // In flight per subscriber across every process (a short list: at most the slots of all
     // workers), and the subscribers whose rate limiter admits nobody yet.
     let busy = query(

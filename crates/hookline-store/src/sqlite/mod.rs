@@ -262,11 +262,11 @@ impl Store for SqliteStore {
         &self,
         completions: Vec<Completion>,
         claim: ClaimRequest,
-    ) -> Result<(Vec<CompletionResult>, Vec<ClaimedDelivery>)> {
+    ) -> Result<(Vec<CompletionResult>, Result<Vec<ClaimedDelivery>>)> {
         self.writer
             .write(move |w| {
                 let completed = writes::complete(w, completions, claim.now)?;
-                Ok((completed, writes::claim_due(w, claim)?))
+                Ok((completed, w.in_savepoint(|w| writes::claim_due(w, claim))))
             })
             .await
     }

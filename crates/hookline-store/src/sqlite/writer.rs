@@ -55,7 +55,7 @@ impl WriterHandle {
     ) -> Result<T> {
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move |w: Result<&mut Writer>| {
-            let result = w.and_then(|w| in_savepoint(w, f));
+            let result = w.and_then(|w| w.in_savepoint(f));
             Box::new(move |commit: Result<()>| {
                 let _ = tx.send(commit.and(result));
             })
@@ -88,18 +88,22 @@ impl Writer {
     }
 }
 
-fn in_savepoint<T>(w: &mut Writer, f: impl FnOnce(&mut Writer) -> Result<T>) -> Result<T> {
-    w.conn.execute_batch("SAVEPOINT job")?;
-    let result = f(w);
-    if result.is_ok() {
-        w.conn.execute_batch("RELEASE job")?;
-    } else {
-        w.conn.execute_batch("ROLLBACK TO job; RELEASE job")?;
-        // The job may have counted slots taken or freed before it failed (a completion, then
-        // a claim that failed): the counts follow the rows, as they are now.
-        w.reload_in_flight()?;
+impl Writer {
+    /// Runs `f` so that, if it fails, what it changed is undone and the rest of the batch (or
+    /// of the job it is part of: savepoints nest) stands.
+    pub fn in_savepoint<T>(&mut self, f: impl FnOnce(&mut Writer) -> Result<T>) -> Result<T> {
+        self.conn.execute_batch("SAVEPOINT job")?;
+        let result = f(self);
+        if result.is_ok() {
+            self.conn.execute_batch("RELEASE job")?;
+        } else {
+            self.conn.execute_batch("ROLLBACK TO job; RELEASE job")?;
+            // It may have counted slots taken or freed before it failed: the counts follow
+            // the rows, as they are now.
+            self.reload_in_flight()?;
+        }
+        result
     }
-    result
 }
 
 fn run(mut writer: Writer, jobs: mpsc::Receiver<Job>) {
