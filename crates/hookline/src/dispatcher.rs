@@ -209,7 +209,6 @@ impl Dispatcher {
                     }
                 }
             }
-            let want = free.saturating_sub(batch.len());
             let mut filled = false;
             while finished.len() < MAX_COMPLETIONS_PER_COMMIT {
                 match done_rx.try_recv() {
@@ -217,6 +216,8 @@ impl Dispatcher {
                     Err(_) => break,
                 }
             }
+            // Read after the drain: the slots of what finished meanwhile are free to claim.
+            let want = s.slots.free().saturating_sub(batch.len());
             if want > 0 || !finished.is_empty() {
                 // Completions are stamped with this time: read after the sweep and the rescue.
                 let now = s.clock.now_ms();

@@ -876,7 +876,8 @@ async fn a_clean_stop_records_each_outcome_as_its_attempt_ends() {
     use hookline_store::DeliveryState;
     let fast = Receiver::start(|_, _| 200).await;
     let hanging = Receiver::start(|_, _| 200).await;
-    let mut app = TestApp::start("").await;
+    // The held attempt must not time out (real time) before the test releases it.
+    let mut app = TestApp::start("[delivery]\nattempt_timeout = \"60s\"").await;
     app.subscriber("fast", &fast.url("/")).await;
     app.subscriber("hanging", &hanging.url("/")).await;
     let fast_gate = fast.hold().await;
