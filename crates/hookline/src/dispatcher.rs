@@ -5,9 +5,9 @@
 //! most the in-flight slots the store's per-subscriber cap lets it claim, and a restart loses
 //! nothing. An attempt far slower than usual gives its slot back and finishes in the slow lane
 //! (`slots.rs`), so hanging destinations cannot starve the healthy ones of slots. Completions
-//! are written in batches (group commit) in the same transaction as the next claim: what
-//! finished while the previous one was committing goes into the next, and the slots it frees
-//! are claimed again for the price of one commit.
+//! are written in batches (group commit), each followed at once by the claim that takes the
+//! slots it frees (on SQLite in the same commit): what finished while the previous batch was
+//! being written goes into the next.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -470,7 +470,7 @@ async fn attempt(
         breaker: policy.breaker,
     };
     let was_slow = slot.is_slow();
-    // The slot is free before the completion is seen: the claim it is committed with can
+    // The slot is free before the completion is seen: the claim that follows its commit can
     // take the slot again.
     drop(slot);
     let _ = done.send((d.id, completion));
@@ -537,6 +537,8 @@ async fn commit(s: Arc<Shared>, finished: Vec<(String, Completion)>) {
         }
     };
     report_lost_leases(&ids, &results);
+    // Their subscribers' slots are free in the store now: claim again.
+    s.wake.notify_one();
 }
 
 fn report_lost_leases(ids: &[String], results: &[CompletionResult]) {

@@ -86,9 +86,7 @@ impl Writer {
             }
         }
     }
-}
 
-impl Writer {
     /// Runs `f` so that, if it fails, what it changed is undone and the rest of the batch (or
     /// of the job it is part of: savepoints nest) stands.
     pub fn in_savepoint<T>(&mut self, f: impl FnOnce(&mut Writer) -> Result<T>) -> Result<T> {
