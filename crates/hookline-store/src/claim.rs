@@ -393,6 +393,20 @@ mod tests {
         }
     }
 
+    /// Feeds `plan` due rows of one subscriber until it stops reading; answers how many it
+    /// read, the last included.
+    fn read_until_stopped(
+        plan: &mut ClaimPlan<i64>,
+        budget: &mut ClaimBudget,
+        id: &str,
+        status: SubscriberStatus,
+    ) -> usize {
+        let passed = (0..10_000)
+            .take_while(|&k| plan.consider(budget, candidate(k, id, status), k))
+            .count();
+        passed + 1
+    }
+
     #[test]
     fn a_plan_takes_within_caps_holds_the_paused_and_kills_the_revoked() {
         let req = request(10);
@@ -437,12 +451,8 @@ mod tests {
         // Rows it passes over count too: a subscriber at its cap cannot make a claim slow.
         let mut budget = ClaimBudget::new(&req);
         let mut plan = ClaimPlan::<i64>::row_by_row(2, &budget);
-        let looked = (0..10_000)
-            .take_while(|&k| {
-                plan.consider(&mut budget, candidate(k, "p", SubscriberStatus::Paused), k)
-            })
-            .count();
-        assert_eq!(looked + 1, scan_bound(2));
+        let read = read_until_stopped(&mut plan, &mut budget, "p", SubscriberStatus::Paused);
+        assert_eq!(read, scan_bound(2));
     }
 
     #[test]
@@ -451,19 +461,11 @@ mod tests {
         let req = request(100);
         let mut budget = ClaimBudget::new(&req);
         let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
-        let looked = (0..10_000)
-            .take_while(|&k| {
-                plan.consider(
-                    &mut budget,
-                    candidate(k, "deep", SubscriberStatus::Active),
-                    k,
-                )
-            })
-            .count();
+        let read = read_until_stopped(&mut plan, &mut budget, "deep", SubscriberStatus::Active);
         // Two taken, then the wall: far fewer rows read than the scan bound allows.
         assert_eq!(plan.take, [0, 1]);
-        assert_eq!(looked + 1, 2 + PASSED_OVER_IN_A_ROW);
-        assert!(looked + 1 < scan_bound(req.limit));
+        assert_eq!(read, 2 + PASSED_OVER_IN_A_ROW);
+        assert!(read < scan_bound(req.limit));
         let mut excluded = Vec::new();
         assert!(plan.widen(&budget, &mut excluded));
         assert_eq!(excluded, ["deep"]);
@@ -522,15 +524,7 @@ mod tests {
         let req = request(100);
         let mut budget = ClaimBudget::new(&req);
         let mut plan = ClaimPlan::fetched(req.limit, &budget);
-        let looked = (0..10_000)
-            .take_while(|&k| {
-                plan.consider(
-                    &mut budget,
-                    candidate(k, "deep", SubscriberStatus::Active),
-                    k,
-                )
-            })
-            .count();
-        assert_eq!(looked + 1, scan_bound(req.limit));
+        let read = read_until_stopped(&mut plan, &mut budget, "deep", SubscriberStatus::Active);
+        assert_eq!(read, scan_bound(req.limit));
     }
 }
