@@ -436,7 +436,8 @@ mod cases {
         let (a0, a1) = (&first[0], &first[1]);
         assert_eq!((a0.id.as_str(), a1.id.as_str()), ("e000:a", "e001:a"));
         // One completion applies, one lost its lease; the slot freed by the first is claimed
-        // again in the same transaction (a is back at its cap of 2: e001 and the new one).
+        // again by the claim that follows, in the same call (a is back at its cap of 2: e001
+        // and the new one).
         let mut forged = completion(a1, Transition::Delivered, now);
         forged.lease = a1.lease.wrapping_add(1);
         let (completed, claimed) = store
