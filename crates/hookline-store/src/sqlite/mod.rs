@@ -244,7 +244,7 @@ impl Store for SqliteStore {
         lease_ms: i64,
     ) -> Result<Vec<ClaimedDelivery>> {
         self.writer
-            .write(move |w| writes::rescue_expired(&w.conn, now, limit, lease_ms))
+            .write(move |w| writes::rescue_expired(w, now, limit, lease_ms))
             .await
     }
 

@@ -7,7 +7,7 @@ use hookline_policy::{Breaker, DeadReason, UnixMs};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::reads;
-use super::writer::Writer;
+use super::writer::{SubscriberCache, Writer};
 use crate::*;
 
 pub(super) fn create_subscriber(
@@ -231,36 +231,36 @@ fn due_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DueRow> {
 
 /// Subscribers and events met during one claim, loaded once each: a fan-out batch shares one
 /// event body across all its deliveries.
-struct Lookups {
+struct Lookups<'w> {
     /// When the claim happens: decides whether a rotated-out secret still signs.
     now: UnixMs,
-    subscribers: HashMap<String, (Arc<Subscriber>, Arc<Destination>)>,
+    subscribers: &'w mut SubscriberCache,
+    destinations: HashMap<String, Arc<Destination>>,
     /// Per event and payload version (`None`: the latest).
     events: HashMap<(String, Option<i64>), Arc<EventBody>>,
 }
 
-impl Lookups {
-    fn new(now: UnixMs) -> Self {
+impl<'w> Lookups<'w> {
+    fn new(now: UnixMs, subscribers: &'w mut SubscriberCache) -> Self {
         Self {
             now,
-            subscribers: HashMap::new(),
+            subscribers,
+            destinations: HashMap::new(),
             events: HashMap::new(),
         }
     }
 
-    fn subscriber(
-        &mut self,
-        c: &Connection,
-        id: &str,
-    ) -> Result<(Arc<Subscriber>, Arc<Destination>)> {
-        if let Some(found) = self.subscribers.get(id) {
+    fn subscriber(&mut self, c: &Connection, id: &str) -> Result<Arc<Subscriber>> {
+        self.subscribers.get(c, id)
+    }
+
+    fn destination(&mut self, c: &Connection, id: &str) -> Result<Arc<Destination>> {
+        if let Some(found) = self.destinations.get(id) {
             return Ok(found.clone());
         }
-        let s = reads::subscriber(c, id)?;
-        let destination = Arc::new(s.destination(self.now));
-        let found = (Arc::new(s), destination);
-        self.subscribers.insert(id.to_owned(), found.clone());
-        Ok(found)
+        let destination = Arc::new(self.subscriber(c, id)?.destination(self.now));
+        self.destinations.insert(id.to_owned(), destination.clone());
+        Ok(destination)
     }
 
     fn event(&mut self, c: &Connection, id: &str, version: Option<i64>) -> Result<Arc<EventBody>> {
@@ -299,7 +299,7 @@ impl Lookups {
         lease: i64,
         kind: LeaseKind,
     ) -> Result<ClaimedDelivery> {
-        let (_, destination) = self.subscriber(c, &row.subscriber_id)?;
+        let destination = self.destination(c, &row.subscriber_id)?;
         let event = self.event(c, &row.event_id, row.payload_version)?;
         Ok(row.leased(lease, kind, destination, event))
     }
@@ -338,7 +338,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
         rate_limited,
     );
     let mut excluded = unclaimable;
-    let mut lookups = Lookups::new(req.now);
+    let mut lookups = Lookups::new(req.now, &mut w.subscribers);
     let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
     loop {
         let mut stmt = c.prepare_cached(&format!(
@@ -358,7 +358,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
         ])?;
         while let Some(r) = rows.next()? {
             let row = due_row(r)?;
-            let (subscriber, _) = lookups.subscriber(c, &row.subscriber_id)?;
+            let subscriber = lookups.subscriber(c, &row.subscriber_id)?;
             let candidate = Candidate {
                 key: row.key,
                 status: subscriber.status,
@@ -421,11 +421,12 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
 }
 
 pub(super) fn rescue_expired(
-    c: &Connection,
+    w: &mut Writer,
     now: UnixMs,
     limit: usize,
     lease_ms: i64,
 ) -> Result<Vec<ClaimedDelivery>> {
+    let c = &w.conn;
     let rows = c
         .prepare_cached(&format!(
             "SELECT {DUE_COLUMNS} FROM deliveries
@@ -435,7 +436,7 @@ pub(super) fn rescue_expired(
         .query_map(params![now, limit as i64], due_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let lease = new_lease();
-    let mut lookups = Lookups::new(now);
+    let mut lookups = Lookups::new(now, &mut w.subscribers);
     let mut rescued = Vec::with_capacity(rows.len());
     for row in rows {
         c.prepare_cached(
