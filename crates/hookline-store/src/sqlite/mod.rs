@@ -8,6 +8,7 @@ mod capacity;
 mod reads;
 mod rollouts;
 mod schema;
+mod subscriber_cache;
 mod writer;
 mod writes;
 

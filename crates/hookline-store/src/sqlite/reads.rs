@@ -54,12 +54,16 @@ fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
 }
 
 pub(super) fn subscriber(c: &Connection, id: &str) -> Result<Subscriber> {
+    Ok(keyed_subscriber(c, id)?.1)
+}
+
+/// A subscriber and its rowid (`seq`).
+pub(super) fn keyed_subscriber(c: &Connection, id: &str) -> Result<(i64, Subscriber)> {
     c.prepare_cached(&format!(
         "SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE id = ?1"
     ))?
     .query_row([id], subscriber_row)
     .optional()?
-    .map(|(_, s)| s)
     .ok_or_else(|| not_found("subscriber", id))
 }
 

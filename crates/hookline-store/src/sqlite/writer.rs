@@ -5,15 +5,13 @@
 //! No caller hears "done" before the commit that holds its change has succeeded.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 
-use rusqlite::hooks::Action;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use super::reads;
-use crate::{Result, StoreError, Subscriber};
+use super::subscriber_cache::SubscriberCache;
+use crate::{Result, StoreError};
 
 /// State only the writer thread touches.
 pub(super) struct Writer {
@@ -22,55 +20,8 @@ pub(super) struct Writer {
     /// file, so this count is exact; it is rebuilt from the table at start and after a failed
     /// commit, and counts rows leased by a previous process until they are rescued.
     pub in_flight: HashMap<String, u32>,
+    /// The subscriber rows claims read, kept between claims.
     pub subscribers: SubscriberCache,
-}
-
-/// Subscribers as claims last read them. A claim reads the subscriber of every due row it
-/// considers; in a steady run those rows do not change, and reading them again on every claim
-/// was a fifth of the claim's time. Every change to the `subscribers` table through the write
-/// connection (the only writer of the file, as for `in_flight`) is seen by SQLite's update hook
-/// and forgets them all, as does every rollback: a row read between a change and its rollback
-/// would otherwise outlive it.
-pub(super) struct SubscriberCache {
-    changed: Arc<AtomicBool>,
-    rows: HashMap<String, Arc<Subscriber>>,
-}
-
-/// Beyond this many the cache starts over: its memory stays bounded however many subscribers
-/// there are, and a claim costs at worst what it did without it.
-const CACHED_SUBSCRIBERS: usize = 4_096;
-
-impl SubscriberCache {
-    fn watch(conn: &Connection) -> Self {
-        let changed = Arc::new(AtomicBool::new(false));
-        let seen = changed.clone();
-        conn.update_hook(Some(move |_: Action, _: &str, table: &str, _: i64| {
-            if table == "subscribers" {
-                seen.store(true, Ordering::Relaxed);
-            }
-        }));
-        Self {
-            changed,
-            rows: HashMap::new(),
-        }
-    }
-
-    pub fn get(&mut self, c: &Connection, id: &str) -> Result<Arc<Subscriber>> {
-        // The hook runs on this thread, inside the statement that made the change.
-        if self.changed.swap(false, Ordering::Relaxed) || self.rows.len() >= CACHED_SUBSCRIBERS {
-            self.rows.clear();
-        }
-        if let Some(found) = self.rows.get(id) {
-            return Ok(found.clone());
-        }
-        let found = Arc::new(reads::subscriber(c, id)?);
-        self.rows.insert(id.to_owned(), found.clone());
-        Ok(found)
-    }
-
-    fn forget(&mut self) {
-        self.rows.clear();
-    }
 }
 
 type Reply = Box<dyn FnOnce(Result<()>) + Send>;
@@ -107,15 +58,22 @@ impl WriterHandle {
         f: impl FnOnce(&mut Writer) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |w: Result<&mut Writer>| {
-            let result = w.and_then(|w| w.in_savepoint(f));
-            Box::new(move |commit: Result<()>| {
-                let _ = tx.send(commit.and(result));
-            })
-        });
-        self.jobs.send(job).map_err(|_| StoreError::Closed)?;
+        self.jobs.send(job(f, tx)).map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
+}
+
+/// `f` as a job of a batch, whose outcome goes to `tx` once the batch's commit has answered.
+fn job<T: Send + 'static>(
+    f: impl FnOnce(&mut Writer) -> Result<T> + Send + 'static,
+    tx: oneshot::Sender<Result<T>>,
+) -> Job {
+    Box::new(move |w: Result<&mut Writer>| {
+        let result = w.and_then(|w| w.in_savepoint(f));
+        Box::new(move |commit: Result<()>| {
+            let _ = tx.send(commit.and(result));
+        })
+    })
 }
 
 impl Writer {
@@ -154,10 +112,13 @@ impl Writer {
         if result.is_ok() {
             self.conn.execute_batch("RELEASE job")?;
         } else {
-            self.conn.execute_batch("ROLLBACK TO job; RELEASE job")?;
+            let rolled_back = self.conn.execute_batch("ROLLBACK TO job; RELEASE job");
             // It may have counted slots taken or freed, or read subscribers it changed, before
-            // it failed.
-            self.reload_after_rollback()?;
+            // it failed; so also when the rollback itself failed (an I/O error may already have
+            // ended the whole transaction).
+            let reloaded = self.reload_after_rollback();
+            rolled_back?;
+            reloaded?;
         }
         result
     }
@@ -190,7 +151,21 @@ fn run_batch(writer: &mut Writer, batch: Vec<Job>) -> Result<()> {
         }
         return Err(e);
     }
-    let replies: Vec<Reply> = batch.into_iter().map(|job| job(Ok(writer))).collect();
+    let replies: Vec<Reply> = batch
+        .into_iter()
+        .map(|job| {
+            if writer.conn.is_autocommit() {
+                // An earlier job's error (a full disk, an I/O error) ended the whole
+                // transaction: the jobs left must not run outside it, each committing alone
+                // while its caller is told the batch failed.
+                job(Err(StoreError::Backend(
+                    "an earlier error in this batch rolled back its transaction".into(),
+                )))
+            } else {
+                job(Ok(writer))
+            }
+        })
+        .collect();
     let commit = writer
         .conn
         .execute_batch("COMMIT")
@@ -211,17 +186,20 @@ mod tests {
     fn writer() -> Writer {
         let mut conn = Connection::open_in_memory().unwrap();
         super::super::schema::migrate(&mut conn).unwrap();
-        conn.execute(
-            "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at)
-             VALUES ('a', 'https://one.example/hook', '[]', 'whsec_c2VjcmV0', 'active', 0, 0)",
-            [],
-        )
-        .unwrap();
+        add_subscriber(&conn, "a").unwrap();
         Writer {
             subscribers: SubscriberCache::watch(&conn),
             conn,
             in_flight: HashMap::new(),
         }
+    }
+
+    fn add_subscriber(c: &Connection, id: &str) -> rusqlite::Result<usize> {
+        c.execute(
+            "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at)
+             VALUES (?1, 'https://one.example/hook', '[]', 'whsec_c2VjcmV0', 'active', 0, 0)",
+            [id],
+        )
     }
 
     fn url(w: &mut Writer) -> String {
@@ -250,11 +228,34 @@ mod tests {
         });
         assert!(failed.is_err());
         assert_eq!(url(&mut w), "https://two.example/hook");
+    }
 
-        // An unknown subscriber is an error, not a cached absence.
-        assert!(matches!(
-            w.subscribers.get(&w.conn, "b"),
-            Err(StoreError::NotFound(_))
-        ));
+    #[test]
+    fn jobs_after_an_error_that_ended_the_transaction_do_not_run() {
+        let mut w = writer();
+        let (first_tx, mut first) = oneshot::channel();
+        let (second_tx, mut second) = oneshot::channel();
+        let batch = vec![
+            // Stands in for a full disk or an I/O error, after which SQLite has rolled back
+            // the whole transaction.
+            job(
+                |w: &mut Writer| Ok(w.conn.execute_batch("ROLLBACK")?),
+                first_tx,
+            ),
+            job(
+                |w: &mut Writer| Ok(add_subscriber(&w.conn, "b")?),
+                second_tx,
+            ),
+        ];
+        assert!(run_batch(&mut w, batch).is_err());
+        assert!(first.try_recv().unwrap().is_err());
+        assert!(second.try_recv().unwrap().is_err());
+        let b: i64 = w
+            .conn
+            .query_row("SELECT count(*) FROM subscribers WHERE id = 'b'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(b, 0, "the job after the error committed on its own");
     }
 }

@@ -7,7 +7,8 @@ use hookline_policy::{Breaker, DeadReason, UnixMs};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::reads;
-use super::writer::{SubscriberCache, Writer};
+use super::subscriber_cache::SubscriberCache;
+use super::writer::Writer;
 use crate::*;
 
 pub(super) fn create_subscriber(

@@ -1,0 +1,171 @@
+//! Subscribers as claims last read them. A claim reads the subscriber of every due row it
+//! considers; in a steady run those rows do not change, and reading them again on every claim
+//! was a fifth of the claim's time. The write connection is the only writer of the file (as
+//! for the writer's in-flight counts), and SQLite's update hook on it reports every row it
+//! changes in `subscribers`: that row is forgotten the moment it changes. A rollback forgets
+//! them all: a row read between a change and its rollback would otherwise outlive it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::hooks::Action;
+use rusqlite::Connection;
+
+use super::reads;
+use crate::{Result, Subscriber};
+
+/// What the cache may hold, in (approximate) bytes: a fleet whose rows exceed it is read as
+/// before, no worse, and the memory stays bounded whatever outsiders store in a row.
+const BUDGET_BYTES: usize = 16 << 20;
+
+pub(super) struct SubscriberCache {
+    /// Shared with the update hook, which runs on the writer thread inside the statement that
+    /// changed the row.
+    rows: Arc<Mutex<Rows>>,
+    budget: usize,
+}
+
+#[derive(Default)]
+struct Rows {
+    by_id: HashMap<String, Arc<Subscriber>>,
+    /// Each cached row's id by its rowid (`seq`), which is what the hook reports.
+    ids: HashMap<i64, String>,
+    bytes: usize,
+}
+
+impl Rows {
+    fn forget_row(&mut self, key: i64) {
+        if let Some(id) = self.ids.remove(&key) {
+            if let Some(gone) = self.by_id.remove(&id) {
+                self.bytes -= footprint(&gone);
+            }
+        }
+    }
+}
+
+impl SubscriberCache {
+    pub fn watch(conn: &Connection) -> Self {
+        Self::with_budget(conn, BUDGET_BYTES)
+    }
+
+    fn with_budget(conn: &Connection, budget: usize) -> Self {
+        let rows: Arc<Mutex<Rows>> = Default::default();
+        let seen = rows.clone();
+        conn.update_hook(Some(move |_: Action, _: &str, table: &str, key: i64| {
+            if table == "subscribers" {
+                seen.lock().unwrap().forget_row(key);
+            }
+        }));
+        Self { rows, budget }
+    }
+
+    pub fn get(&mut self, c: &Connection, id: &str) -> Result<Arc<Subscriber>> {
+        if let Some(found) = self.rows.lock().unwrap().by_id.get(id) {
+            return Ok(found.clone());
+        }
+        // Read without holding the lock: the hook takes it.
+        let (key, subscriber) = reads::keyed_subscriber(c, id)?;
+        let found = Arc::new(subscriber);
+        let size = footprint(&found);
+        let mut rows = self.rows.lock().unwrap();
+        if rows.bytes + size > self.budget {
+            *rows = Rows::default();
+        }
+        if size <= self.budget {
+            rows.bytes += size;
+            rows.ids.insert(key, id.to_owned());
+            rows.by_id.insert(id.to_owned(), found.clone());
+        }
+        Ok(found)
+    }
+
+    pub fn forget(&mut self) {
+        *self.rows.lock().unwrap() = Rows::default();
+    }
+}
+
+/// About what a cached row holds, its strings included.
+fn footprint(s: &Subscriber) -> usize {
+    let strings = s.id.len()
+        + s.url.len()
+        + s.secret.len()
+        + s.previous_secret.as_ref().map_or(0, String::len)
+        + s.event_types.iter().map(String::len).sum::<usize>()
+        + s.headers
+            .0
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>();
+    // The row, its id twice more (as a key of both maps), and a margin per string's allocation.
+    std::mem::size_of::<Subscriber>() + strings + 2 * s.id.len() + 64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subscriber(c: &Connection, id: &str) {
+        c.execute(
+            "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at)
+             VALUES (?1, 'https://one.example/hook', '[]', 'whsec_c2VjcmV0', 'active', 0, 0)",
+            [id],
+        )
+        .unwrap();
+    }
+
+    fn set_url(c: &Connection, id: &str, url: &str) {
+        c.execute("UPDATE subscribers SET url = ?2 WHERE id = ?1", [id, url])
+            .unwrap();
+    }
+
+    /// A store on a file, so that a second connection can change a row without the hook
+    /// seeing it: what the cache then answers shows whether it kept the row.
+    fn store() -> (tempfile::TempDir, Connection, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let mut writer = Connection::open(&path).unwrap();
+        super::super::schema::migrate(&mut writer).unwrap();
+        let other = Connection::open(&path).unwrap();
+        (dir, writer, other)
+    }
+
+    #[test]
+    fn a_change_forgets_that_row_and_only_that_row() {
+        let (_dir, c, other) = store();
+        for id in ["a", "b"] {
+            subscriber(&c, id);
+        }
+        let mut cache = SubscriberCache::watch(&c);
+        for id in ["a", "b"] {
+            assert_eq!(cache.get(&c, id).unwrap().url, "https://one.example/hook");
+        }
+        set_url(&c, "a", "https://two.example/hook");
+        // Behind the hook's back: the cache still answers its copy of b.
+        set_url(&other, "b", "https://elsewhere.example/hook");
+        assert_eq!(cache.get(&c, "a").unwrap().url, "https://two.example/hook");
+        assert_eq!(cache.get(&c, "b").unwrap().url, "https://one.example/hook");
+
+        // An unknown subscriber is an error, not a cached absence.
+        assert!(matches!(
+            cache.get(&c, "nobody"),
+            Err(crate::StoreError::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn the_cache_stays_within_its_budget() {
+        let (_dir, c, _) = store();
+        let ids: Vec<String> = (0..10).map(|i| format!("sub-{i}")).collect();
+        for id in &ids {
+            subscriber(&c, id);
+        }
+        let one = footprint(&reads::keyed_subscriber(&c, "sub-0").unwrap().1);
+        let mut cache = SubscriberCache::with_budget(&c, 3 * one);
+        for id in &ids {
+            cache.get(&c, id).unwrap();
+            let rows = cache.rows.lock().unwrap();
+            assert!(rows.bytes <= 3 * one && rows.by_id.len() <= 3);
+            assert_eq!(rows.by_id.len(), rows.ids.len());
+        }
+    }
+}
