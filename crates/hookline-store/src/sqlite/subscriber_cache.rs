@@ -6,7 +6,7 @@
 //! them all: a row read between a change and its rollback would otherwise outlive it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rusqlite::hooks::Action;
 use rusqlite::Connection;
@@ -53,25 +53,25 @@ impl SubscriberCache {
         let seen = rows.clone();
         conn.update_hook(Some(move |_: Action, _: &str, table: &str, key: i64| {
             if table == "subscribers" {
-                seen.lock().unwrap().forget_row(key);
+                locked(&seen).forget_row(key);
             }
         }));
         Self { rows, budget }
     }
 
     pub fn get(&mut self, c: &Connection, id: &str) -> Result<Arc<Subscriber>> {
-        if let Some(found) = self.rows.lock().unwrap().by_id.get(id) {
+        if let Some(found) = locked(&self.rows).by_id.get(id) {
             return Ok(found.clone());
         }
         // Read without holding the lock: the hook takes it.
         let (key, subscriber) = reads::keyed_subscriber(c, id)?;
         let found = Arc::new(subscriber);
         let size = footprint(&found);
-        let mut rows = self.rows.lock().unwrap();
-        if rows.bytes + size > self.budget {
-            *rows = Rows::default();
-        }
         if size <= self.budget {
+            let mut rows = locked(&self.rows);
+            if rows.bytes + size > self.budget {
+                *rows = Rows::default();
+            }
             rows.bytes += size;
             rows.ids.insert(key, id.to_owned());
             rows.by_id.insert(id.to_owned(), found.clone());
@@ -80,24 +80,31 @@ impl SubscriberCache {
     }
 
     pub fn forget(&mut self) {
-        *self.rows.lock().unwrap() = Rows::default();
+        *locked(&self.rows) = Rows::default();
     }
 }
 
-/// About what a cached row holds, its strings included.
+/// The rows, even after a panic elsewhere held the lock: the maps are never left half-changed,
+/// and a hook that stopped forgetting rows would leave stale ones.
+fn locked(rows: &Mutex<Rows>) -> MutexGuard<'_, Rows> {
+    rows.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// About what a cached row holds: the row, and each string's bytes and header (the id three
+/// times: in the row and as a key of both maps).
 fn footprint(s: &Subscriber) -> usize {
-    let strings = s.id.len()
+    let string = |s: &String| std::mem::size_of::<String>() + s.len();
+    std::mem::size_of::<Subscriber>()
+        + 3 * string(&s.id)
         + s.url.len()
         + s.secret.len()
-        + s.previous_secret.as_ref().map_or(0, String::len)
-        + s.event_types.iter().map(String::len).sum::<usize>()
+        + s.previous_secret.as_ref().map_or(0, string)
+        + s.event_types.iter().map(string).sum::<usize>()
         + s.headers
             .0
             .iter()
-            .map(|(k, v)| k.len() + v.len())
-            .sum::<usize>();
-    // The row, its id twice more (as a key of both maps), and a margin per string's allocation.
-    std::mem::size_of::<Subscriber>() + strings + 2 * s.id.len() + 64
+            .map(|(k, v)| string(k) + string(v))
+            .sum::<usize>()
 }
 
 #[cfg(test)]
@@ -164,8 +171,22 @@ mod tests {
         for id in &ids {
             cache.get(&c, id).unwrap();
             let rows = cache.rows.lock().unwrap();
+            assert!(rows.by_id.contains_key(id), "{id} is kept");
             assert!(rows.bytes <= 3 * one && rows.by_id.len() <= 3);
             assert_eq!(rows.by_id.len(), rows.ids.len());
+            assert_eq!(
+                rows.bytes,
+                rows.by_id.values().map(|s| footprint(s)).sum::<usize>()
+            );
         }
+        // A changed row leaves, and its bytes with it.
+        let kept = cache.rows.lock().unwrap().by_id.len();
+        set_url(&c, "sub-9", "https://two.example/hook");
+        let rows = cache.rows.lock().unwrap();
+        assert_eq!(rows.by_id.len(), kept - 1);
+        assert_eq!(
+            rows.bytes,
+            rows.by_id.values().map(|s| footprint(s)).sum::<usize>()
+        );
     }
 }

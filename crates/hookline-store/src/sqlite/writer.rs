@@ -70,8 +70,9 @@ fn job<T: Send + 'static>(
 ) -> Job {
     Box::new(move |w: Result<&mut Writer>| {
         let result = w.and_then(|w| w.in_savepoint(f));
+        // A job that failed says why; one that ran says whether its batch committed.
         Box::new(move |commit: Result<()>| {
-            let _ = tx.send(commit.and(result));
+            let _ = tx.send(result.and_then(|done| commit.map(|()| done)));
         })
     })
 }
@@ -105,20 +106,29 @@ impl Writer {
     }
 
     /// Runs `f` so that, if it fails, what it changed is undone and the rest of the batch (or
-    /// of the job it is part of: savepoints nest) stands.
+    /// of the job it is part of: savepoints nest) stands. Only inside the batch's transaction:
+    /// once an error has ended it (a full disk, an I/O error), a savepoint would begin a
+    /// transaction of its own and commit outside the batch, so nothing runs.
     pub fn in_savepoint<T>(&mut self, f: impl FnOnce(&mut Writer) -> Result<T>) -> Result<T> {
+        if self.conn.is_autocommit() {
+            return Err(StoreError::Backend(
+                "an earlier error ended this batch's transaction".into(),
+            ));
+        }
         self.conn.execute_batch("SAVEPOINT job")?;
         let result = f(self);
         if result.is_ok() {
             self.conn.execute_batch("RELEASE job")?;
         } else {
-            let rolled_back = self.conn.execute_batch("ROLLBACK TO job; RELEASE job");
-            // It may have counted slots taken or freed, or read subscribers it changed, before
-            // it failed; so also when the rollback itself failed (an I/O error may already have
-            // ended the whole transaction).
-            let reloaded = self.reload_after_rollback();
-            rolled_back?;
-            reloaded?;
+            // When the error ended the whole transaction the savepoint went with it; the
+            // job's own error says what happened.
+            if let Err(e) = self.conn.execute_batch("ROLLBACK TO job; RELEASE job") {
+                tracing::warn!(error = %e, "rolling back a failed job");
+            }
+            // It may have counted slots taken or freed, or read subscribers it changed.
+            if let Err(e) = self.reload_after_rollback() {
+                tracing::error!(error = %e, "cannot rebuild in-flight counts after a failed job");
+            }
         }
         result
     }
@@ -151,26 +161,19 @@ fn run_batch(writer: &mut Writer, batch: Vec<Job>) -> Result<()> {
         }
         return Err(e);
     }
-    let replies: Vec<Reply> = batch
-        .into_iter()
-        .map(|job| {
-            if writer.conn.is_autocommit() {
-                // An earlier job's error (a full disk, an I/O error) ended the whole
-                // transaction: the jobs left must not run outside it, each committing alone
-                // while its caller is told the batch failed.
-                job(Err(StoreError::Backend(
-                    "an earlier error in this batch rolled back its transaction".into(),
-                )))
-            } else {
-                job(Ok(writer))
-            }
-        })
-        .collect();
-    let commit = writer
-        .conn
-        .execute_batch("COMMIT")
-        .map_err(StoreError::from);
-    if commit.is_err() {
+    let replies: Vec<Reply> = batch.into_iter().map(|job| job(Ok(writer))).collect();
+    let commit = if writer.conn.is_autocommit() {
+        tracing::error!("an error ended a write batch's transaction: nothing in it was committed");
+        Err(StoreError::Backend(
+            "an error ended this batch's transaction: nothing in it was committed".into(),
+        ))
+    } else {
+        writer
+            .conn
+            .execute_batch("COMMIT")
+            .map_err(StoreError::from)
+    };
+    if commit.is_err() && !writer.conn.is_autocommit() {
         let _ = writer.conn.execute_batch("ROLLBACK");
     }
     for reply in replies {
@@ -215,6 +218,7 @@ mod tests {
     #[test]
     fn a_cached_subscriber_follows_every_change_and_every_rollback() {
         let mut w = writer();
+        w.conn.execute_batch("BEGIN").unwrap();
         assert_eq!(url(&mut w), "https://one.example/hook");
         set_url(&w, "https://two.example/hook");
         assert_eq!(url(&mut w), "https://two.example/hook", "a change is seen");
@@ -228,6 +232,19 @@ mod tests {
         });
         assert!(failed.is_err());
         assert_eq!(url(&mut w), "https://two.example/hook");
+
+        // The same when the error ended the whole transaction, and the rollback of the
+        // savepoint fails too: the job's own error comes back.
+        w.in_flight.insert("a".into(), 7);
+        let failed = w.in_savepoint(|w| {
+            set_url(w, "https://four.example/hook");
+            assert_eq!(url(w), "https://four.example/hook");
+            w.conn.execute_batch("ROLLBACK").unwrap();
+            Err::<(), _>(StoreError::Invalid("the disk is full".into()))
+        });
+        assert!(matches!(failed, Err(StoreError::Invalid(m)) if m == "the disk is full"));
+        assert_eq!(url(&mut w), "https://one.example/hook", "as committed");
+        assert!(w.in_flight.is_empty(), "counted from the rows again");
     }
 
     #[test]
@@ -249,7 +266,10 @@ mod tests {
         ];
         assert!(run_batch(&mut w, batch).is_err());
         assert!(first.try_recv().unwrap().is_err());
-        assert!(second.try_recv().unwrap().is_err());
+        assert!(matches!(
+            second.try_recv().unwrap(),
+            Err(StoreError::Backend(m)) if m.contains("ended this batch's transaction")
+        ));
         let b: i64 = w
             .conn
             .query_row("SELECT count(*) FROM subscribers WHERE id = 'b'", [], |r| {
