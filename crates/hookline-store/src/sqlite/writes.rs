@@ -230,8 +230,9 @@ fn due_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DueRow> {
     })
 }
 
-/// Subscribers and events met during one claim, loaded once each: a fan-out batch shares one
-/// event body across all its deliveries.
+/// Destinations and events met during one claim, built once each: a fan-out batch shares one
+/// event body across all its deliveries. Subscriber rows come from the writer's cache, kept
+/// between claims; a destination is built per claim, with its time.
 struct Lookups<'w> {
     /// When the claim happens: decides whether a rotated-out secret still signs.
     now: UnixMs,
