@@ -247,11 +247,8 @@ const MAX_SCANS: usize = 4;
 /// Due rows in a row a scan that reads row by row passes over (their subscribers used up by
 /// this claim) before it stops and scans again without those subscribers. One subscriber's
 /// deep backlog takes its slots in the first few rows and then fills the rest of the scan:
-/// reading all of them to [`scan_bound`] cost a claim of 16 deliveries a thousand rows. At 64
-/// that scan was still 15% of a one-subscriber run's samples; at 16 that run delivered 10 to
-/// 14% more (docs/SCALING.md), and a fan-out's rows, which alternate subscribers, seldom make
-/// a wall at all.
-const PASSED_OVER_IN_A_ROW: usize = 16;
+/// reading all of them to [`scan_bound`] cost a claim of 16 deliveries a thousand rows.
+const PASSED_OVER_IN_A_ROW: usize = 64;
 
 /// One due row as a claim sees it.
 pub(crate) struct Candidate<'a> {
