@@ -22,9 +22,11 @@
 //!   and then 2 worker processes delivering.
 //! - pg-sustained: the sustained workload on PostgreSQL, one api and one worker process; the
 //!   first and the last 50,000 deliveries' rates.
-//!
-//! At the end it prints each target of issue 16 with its figure and PASS or FAIL.
 //! - pg-backlog: PostgreSQL claim latency with 1,000,000 delayed deliveries versus none.
+//!
+//! Each delivery workload also prints how many deliveries hookline's processes made per
+//! CPU-second (their user and system time, from `/proc`). At the end it prints each target of
+//! issue 16 with its figure and PASS or FAIL.
 //!
 //! The PostgreSQL workloads use a schema of their own in `HOOKLINE_TEST_POSTGRES` (required:
 //! the tests' throwaway server runs without fsync, which would flatter the figures) and drop it
