@@ -116,11 +116,6 @@ impl SqliteStore {
         // The writer touches the due index, the lease index and the rows it updates on every
         // batch; 32 MiB of page cache keeps a million-row table from paging through the OS.
         conn.pragma_update(None, "cache_size", -32_768)?;
-        // Every write job runs in a savepoint, and SQLite keeps the pages a savepoint changes
-        // in a statement journal; past 64 KiB in a transaction it spills that journal to a
-        // temporary file: about two thirds of the writer's write calls in a delivery profile
-        // (issue 16). In memory it costs no system call; it lives until the batch commits.
-        conn.pragma_update(None, "temp_store", "MEMORY")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         schema::migrate(&mut conn)?;
@@ -441,56 +436,5 @@ impl Store for SqliteStore {
         self.writer
             .write(move |w| writes::prune_delivered(&w.conn, before, batch))
             .await
-    }
-}
-
-#[cfg(all(test, target_os = "linux"))]
-mod tests {
-    use super::*;
-
-    /// SQLite's temporary files are unlinked as soon as they are opened: the open ones are
-    /// the descriptors that point at a deleted `etilqs_` file.
-    fn temporary_files_open() -> usize {
-        std::fs::read_dir("/proc/self/fd")
-            .unwrap()
-            .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
-            .filter(|target| target.to_string_lossy().contains("etilqs_"))
-            .count()
-    }
-
-    #[tokio::test]
-    async fn savepoints_of_a_write_batch_are_journalled_in_memory() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("hookline.db");
-        let store = SqliteStore::open(path.to_str().unwrap()).await.unwrap();
-        // ~100 pages of rows, committed, so that changing them journals their old contents.
-        store
-            .writer
-            .write(|w| {
-                w.conn.execute_batch(
-                    "CREATE TABLE ballast (b BLOB);
-                     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100)
-                     INSERT INTO ballast SELECT zeroblob(3000) FROM n;",
-                )?;
-                Ok(())
-            })
-            .await
-            .unwrap();
-        let open = store
-            .writer
-            .write(|w| {
-                // Two jobs' worth of savepoints, ~800 KiB of journalled pages in all.
-                for _ in 0..2 {
-                    w.in_savepoint(|w| {
-                        w.conn
-                            .execute("UPDATE ballast SET b = zeroblob(3001)", [])?;
-                        Ok(())
-                    })?;
-                }
-                Ok(temporary_files_open())
-            })
-            .await
-            .unwrap();
-        assert_eq!(open, 0, "the statement journal spilled to a temporary file");
     }
 }
