@@ -7,11 +7,15 @@ use crate::*;
 /// Meters older than this are forgotten.
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
+/// The backlog's counts in SQLite's terms.
+pub(super) fn backlog_counts() -> String {
+    sql::backlog("held = 0")
+}
+
 pub(super) fn backlog(c: &Connection, now: UnixMs) -> Result<Backlog> {
-    Ok(c.prepare_cached(&sql::backlog("held = 0"))?
-        .query_row([now], |r| {
-            Ok(backlog_of(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })?)
+    Ok(c.prepare_cached(&backlog_counts())?.query_row([now], |r| {
+        Ok(backlog_of(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    })?)
 }
 
 pub(super) fn record_meter(c: &Connection, owner: &str, at: UnixMs, m: MeterReading) -> Result<()> {

@@ -85,9 +85,7 @@ impl Writer {
     }
 
     fn reload_in_flight(&mut self) -> Result<()> {
-        let mut stmt = self.conn.prepare(
-            "SELECT subscriber_id, count(*) FROM deliveries WHERE state = 'in_flight' GROUP BY 1",
-        )?;
+        let mut stmt = self.conn.prepare(super::reads::IN_FLIGHT_PER_SUBSCRIBER)?;
         let counts = stmt
             .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?
             .collect::<rusqlite::Result<HashMap<_, _>>>()?;
