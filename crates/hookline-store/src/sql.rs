@@ -63,18 +63,26 @@ pub(crate) fn subscriber_page(columns: &str) -> String {
 }
 
 /// Dead letters by reason and subscriber since `$1`, largest groups first, at most `$2` groups
-/// (parameters in both backends' `$N`).
+/// (parameters in both backends' `$N`; through [`recent_dead`]).
 pub(crate) const DEAD_LETTER_GROUPS: &str =
     "SELECT dead_reason, subscriber_id, count(*), min(dead_at), max(dead_at)
-     FROM deliveries WHERE state = 'dead' AND dead_at >= $1
+     FROM deliveries RECENT_DEAD WHERE state = 'dead' AND dead_at >= $1
      GROUP BY dead_reason, subscriber_id
      ORDER BY count(*) DESC, dead_reason, subscriber_id LIMIT $2";
 
 /// Dead letters by reason that died since `$1` (and are still dead), through the index on
-/// `dead_at`: the recent inflow, cheap enough to read per request.
+/// `dead_at`: the recent inflow, cheap enough to read per request (through [`recent_dead`]).
 pub(crate) const DEAD_LETTERS_BY_REASON: &str = "SELECT dead_reason, count(*)
-     FROM deliveries WHERE state = 'dead' AND dead_at >= $1
+     FROM deliveries RECENT_DEAD WHERE state = 'dead' AND dead_at >= $1
      GROUP BY dead_reason ORDER BY dead_reason";
+
+/// One of the queries of recent dead letters above, reading `deliveries` with `index_hint`:
+/// empty on PostgreSQL, whose planner has statistics; SQLite has none, and left to itself walks
+/// `deliveries_dead` (every dead letter kept, already grouped by reason) rather than the range
+/// of `deliveries_dead_at`, so it names that index.
+pub(crate) fn recent_dead(query: &str, index_hint: &str) -> String {
+    query.replace("RECENT_DEAD", index_hint)
+}
 
 /// For reads: the payload version delivery `d` sends (or sent). Rows written before payload
 /// versions (NULL) send the event's latest; a delivery that died for want of a version has none.

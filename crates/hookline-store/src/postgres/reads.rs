@@ -204,7 +204,12 @@ pub(super) async fn dead_letter_groups(
     since: UnixMs,
     limit: u32,
 ) -> Result<Vec<DeadLetterGroup>> {
-    let rows = query(c, sql::DEAD_LETTER_GROUPS, &[&since, &i64::from(limit)]).await?;
+    let rows = query(
+        c,
+        &sql::recent_dead(sql::DEAD_LETTER_GROUPS, ""),
+        &[&since, &i64::from(limit)],
+    )
+    .await?;
     rows.iter()
         .map(|r| {
             Ok(DeadLetterGroup {
@@ -222,7 +227,12 @@ pub(super) async fn dead_letters_by_reason(
     c: &impl GenericClient,
     since: UnixMs,
 ) -> Result<Vec<(DeadReason, u64)>> {
-    let rows = query(c, sql::DEAD_LETTERS_BY_REASON, &[&since]).await?;
+    let rows = query(
+        c,
+        &sql::recent_dead(sql::DEAD_LETTERS_BY_REASON, ""),
+        &[&since],
+    )
+    .await?;
     rows.iter()
         .map(|r| {
             let reason = dead_reason(r.get(0))?.ok_or_else(|| corrupt("dead_reason", ""))?;
