@@ -610,7 +610,7 @@ mod tests {
     /// `deliveries_subscriber`. With 1,000,000 delayed deliveries in the store, that walk cost
     /// more than a CPU-second per gauge refresh.
     #[test]
-    fn queue_counts_read_partial_indexes_only() {
+    fn periodic_reads_use_the_index_meant_for_them() {
         let mut c = Connection::open_in_memory().unwrap();
         super::super::schema::migrate(&mut c).unwrap();
         // Each statement, and the access every one of its reads of `deliveries` must use (a
