@@ -271,6 +271,19 @@ pub(crate) const LATER: &[Migration] = &[
                  WHERE state = 'dead'",
         )),
     },
+    Migration {
+        number: 19,
+        min_binary: BASELINE,
+        description: "dead letters of one reason in the order they died, for its pages and replays",
+        sqlite: "CREATE INDEX deliveries_dead_reason_at ON deliveries (dead_reason, dead_at)
+                     WHERE state = 'dead';",
+        postgres: "",
+        postgres_index: Some((
+            "deliveries_dead_reason_at",
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_dead_reason_at
+                 ON deliveries (dead_reason, dead_at, seq) WHERE state = 'dead'",
+        )),
+    },
 ];
 
 /// A migration as the database records it.

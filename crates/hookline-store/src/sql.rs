@@ -38,10 +38,11 @@ const FAN_OUT: &str = "
 /// reason, 2 the subscriber or NULL, 3 the limit): `seq, id`, the subscriber's pin and the
 /// version the replay would send ([`REPLAY_VERSION`]). Oldest dead first, then by key: the
 /// order `list_dead_letters` pages in, so listing N and replaying N selects the same N.
-pub(crate) fn replay_selection(placeholder: char) -> String {
+/// `index_hint` is how `deliveries` is read (empty on PostgreSQL, whose planner has statistics).
+pub(crate) fn replay_selection(placeholder: char, index_hint: &str) -> String {
     format!(
         "SELECT d.seq, d.id, s.payload_version, {REPLAY_VERSION}
-         FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+         FROM deliveries d {index_hint} JOIN subscribers s ON s.id = d.subscriber_id
          WHERE d.state = 'dead' AND d.dead_reason = ?1
            AND (CAST(?2 AS TEXT) IS NULL OR d.subscriber_id = ?2)
            AND s.status != 'revoked'
@@ -125,12 +126,13 @@ pub(crate) const POLICY_COLUMNS: &str = "seq, name, definition, created_at, crea
 pub(crate) const INSERT_POLICY: &str =
     "INSERT INTO policies (name, definition, created_at, created_by) VALUES ($1, $2, $3, $4)";
 
-/// The columns of a dead-letter list, before its filter and [`DEATH_ORDER`].
-pub(crate) fn dead_letters_select() -> String {
+/// The columns of a dead-letter list, before its filter and [`DEATH_ORDER`], reading
+/// `deliveries` with `index_hint` (empty on PostgreSQL, whose planner has statistics).
+pub(crate) fn dead_letters_select(index_hint: &str) -> String {
     format!(
         "SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id, {SENT_VERSION},
                 d.dead_reason, d.dead_at, d.dead_error, d.waiting_on
-         FROM deliveries d JOIN events e ON e.id = d.event_id"
+         FROM deliveries d {index_hint} JOIN events e ON e.id = d.event_id"
     )
 }
 

@@ -395,7 +395,7 @@ pub(super) async fn dead_letters(
     let rows = cond
         .query(
             c,
-            &dead_letters_select(),
+            &dead_letters_select(""),
             (DEATH_ORDER, &[after.0, after.1], ListOrder::OldestFirst),
             limit,
         )
