@@ -373,7 +373,7 @@ fn dead_letters_index(filter: &DeadLetterFilter) -> &'static str {
 }
 
 /// What a replay of `req` selects, read as its page of the dead-letter queue is.
-pub(super) fn replay_selection(req: &ReplayRequest) -> String {
+pub(super) fn replay_selection_sql(req: &ReplayRequest) -> String {
     let filter = DeadLetterFilter {
         reason: Some(req.reason),
         subscriber_id: req.subscriber_id.clone(),
@@ -715,11 +715,11 @@ mod tests {
                 vec!["SEARCH d USING INDEX deliveries_dead (dead_reason=? AND subscriber_id=?)"],
             ),
             (
-                replay_selection(&replay(None)),
+                replay_selection_sql(&replay(None)),
                 vec!["SEARCH d USING INDEX deliveries_dead_reason_at (dead_reason=?"],
             ),
             (
-                replay_selection(&replay(Some("a"))),
+                replay_selection_sql(&replay(Some("a"))),
                 vec!["SEARCH d USING INDEX deliveries_dead (dead_reason=?"],
             ),
             (

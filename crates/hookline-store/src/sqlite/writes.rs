@@ -550,7 +550,7 @@ type Selected = (i64, String, Option<i64>, Option<i64>);
 
 pub(super) fn replay_selection(c: &Connection, req: &ReplayRequest) -> Result<Vec<Selected>> {
     validate_replay(req)?;
-    Ok(c.prepare_cached(&super::reads::replay_selection(req))?
+    Ok(c.prepare_cached(&super::reads::replay_selection_sql(req))?
         .query_map(
             params![req.reason.as_str(), req.subscriber_id, selection_limit(req)],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
