@@ -39,12 +39,21 @@ const FAN_OUT: &str = "
 /// version the replay would send ([`REPLAY_VERSION`]). Oldest dead first, then by key: the
 /// order `list_dead_letters` pages in, so listing N and replaying N selects the same N.
 /// `index_hint` is how `deliveries` is read (empty on PostgreSQL, whose planner has statistics).
-pub(crate) fn replay_selection(placeholder: char, index_hint: &str) -> String {
+/// The subscriber is compared only when `req` names one (parameter 2 is NULL otherwise): an
+/// `OR` of the two cases would keep SQLite from seeking on the subscriber column.
+pub(crate) fn replay_selection(
+    placeholder: char,
+    index_hint: &str,
+    req: &crate::ReplayRequest,
+) -> String {
+    let subscriber = match req.subscriber_id {
+        Some(_) => "d.subscriber_id = ?2",
+        None => "CAST(?2 AS TEXT) IS NULL",
+    };
     format!(
         "SELECT d.seq, d.id, s.payload_version, {REPLAY_VERSION}
          FROM deliveries d {index_hint} JOIN subscribers s ON s.id = d.subscriber_id
-         WHERE d.state = 'dead' AND d.dead_reason = ?1
-           AND (CAST(?2 AS TEXT) IS NULL OR d.subscriber_id = ?2)
+         WHERE d.state = 'dead' AND d.dead_reason = ?1 AND {subscriber}
            AND s.status != 'revoked'
          ORDER BY d.dead_at, d.seq LIMIT ?3"
     )

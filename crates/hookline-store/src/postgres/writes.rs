@@ -824,7 +824,7 @@ pub(super) async fn replay_selection(
     validate_replay(req)?;
     query(
         c,
-        &format!("{}{lock}", crate::replay_selection('$', "")),
+        &format!("{}{lock}", crate::replay_selection('$', "", req)),
         &[
             &req.reason.as_str(),
             &req.subscriber_id,

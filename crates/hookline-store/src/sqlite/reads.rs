@@ -378,7 +378,7 @@ pub(super) fn replay_selection_sql(req: &ReplayRequest) -> String {
         reason: Some(req.reason),
         subscriber_id: req.subscriber_id.clone(),
     };
-    sql::replay_selection('?', dead_letters_index(&filter))
+    sql::replay_selection('?', dead_letters_index(&filter), req)
 }
 
 pub(super) fn dead_letters(
@@ -720,7 +720,7 @@ mod tests {
             ),
             (
                 replay_selection_sql(&replay(Some("a"))),
-                vec!["SEARCH d USING INDEX deliveries_dead (dead_reason=?"],
+                vec!["SEARCH d USING INDEX deliveries_dead (dead_reason=? AND subscriber_id=?)"],
             ),
             (
                 recent_dead(sql::DEAD_LETTERS_BY_REASON),
