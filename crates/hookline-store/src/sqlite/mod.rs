@@ -7,6 +7,7 @@ mod backup;
 mod capacity;
 mod reads;
 mod rollouts;
+mod scheduled;
 mod schema;
 mod subscriber_cache;
 mod writer;
@@ -215,7 +216,7 @@ impl Store for SqliteStore {
         let id = id.to_owned();
         self.writer
             .write(move |w| {
-                writes::revoke_subscriber(&w.conn, &id, now)?;
+                writes::revoke_subscriber(&w.conn, &mut w.scheduled, &id, now)?;
                 reads::subscriber(&w.conn, &id)
             })
             .await
@@ -223,7 +224,7 @@ impl Store for SqliteStore {
 
     async fn publish(&self, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
         self.writer
-            .write(move |w| writes::publish(&w.conn, event, now))
+            .write(move |w| writes::publish(w, event, now))
             .await
     }
 
@@ -330,7 +331,7 @@ impl Store for SqliteStore {
     async fn replay(&self, request: ReplayRequest, now: UnixMs) -> Result<Replay> {
         self.writer
             .write(move |w| {
-                let id = writes::replay(&w.conn, request, now)?;
+                let id = writes::replay(w, request, now)?;
                 reads::replay(&w.conn, &id)
             })
             .await

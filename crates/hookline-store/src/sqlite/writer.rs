@@ -10,6 +10,7 @@ use std::sync::mpsc;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use super::scheduled::ScheduledCounts;
 use super::subscriber_cache::SubscriberCache;
 use crate::{Result, StoreError};
 
@@ -22,6 +23,9 @@ pub(super) struct Writer {
     pub in_flight: HashMap<String, u32>,
     /// The subscriber rows claims read, kept between claims.
     pub subscribers: SubscriberCache,
+    /// Deliveries waiting per subscriber, so that a claim can tell when its scan would find
+    /// nothing.
+    pub scheduled: ScheduledCounts,
 }
 
 type Reply = Box<dyn FnOnce(Result<()>) + Send>;
@@ -40,6 +44,7 @@ impl WriterHandle {
     pub fn spawn(conn: Connection) -> Result<Self> {
         let mut writer = Writer {
             subscribers: SubscriberCache::watch(&conn),
+            scheduled: ScheduledCounts::load(&conn)?,
             conn,
             in_flight: HashMap::new(),
         };
@@ -114,6 +119,7 @@ impl Writer {
             ));
         }
         self.conn.execute_batch("SAVEPOINT job")?;
+        let mark = self.scheduled.mark();
         let result = f(self);
         if result.is_ok() {
             self.conn.execute_batch("RELEASE job")?;
@@ -123,6 +129,7 @@ impl Writer {
             if let Err(e) = self.conn.execute_batch("ROLLBACK TO job; RELEASE job") {
                 tracing::warn!(error = %e, "rolling back a failed job");
             }
+            self.scheduled.roll_back_to(mark);
             // It may have counted slots taken or freed, or read subscribers it changed.
             if let Err(e) = self.reload_after_rollback() {
                 tracing::error!(error = %e, "cannot rebuild in-flight counts after a failed job");
@@ -174,6 +181,11 @@ fn run_batch(writer: &mut Writer, batch: Vec<Job>) -> Result<()> {
     if commit.is_err() && !writer.conn.is_autocommit() {
         let _ = writer.conn.execute_batch("ROLLBACK");
     }
+    if commit.is_ok() {
+        writer.scheduled.committed();
+    } else {
+        writer.scheduled.rolled_back();
+    }
     for reply in replies {
         reply(commit.clone());
     }
@@ -190,6 +202,7 @@ mod tests {
         add_subscriber(&conn, "a").unwrap();
         Writer {
             subscribers: SubscriberCache::watch(&conn),
+            scheduled: ScheduledCounts::load(&conn).unwrap(),
             conn,
             in_flight: HashMap::new(),
         }

@@ -7,6 +7,7 @@ use hookline_policy::{Breaker, DeadReason, UnixMs};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::reads;
+use super::scheduled::ScheduledCounts;
 use super::subscriber_cache::SubscriberCache;
 use super::writer::Writer;
 use crate::*;
@@ -101,7 +102,12 @@ pub(super) fn rotate_secret(
     reads::subscriber(c, id)
 }
 
-pub(super) fn revoke_subscriber(c: &Connection, id: &str, now: UnixMs) -> Result<()> {
+pub(super) fn revoke_subscriber(
+    c: &Connection,
+    scheduled: &mut ScheduledCounts,
+    id: &str,
+    now: UnixMs,
+) -> Result<()> {
     let updated = c
         .prepare_cached(
             "UPDATE subscribers SET status = 'revoked', updated_at = ?2 WHERE id = ?1 AND status != 'revoked'",
@@ -119,10 +125,12 @@ pub(super) fn revoke_subscriber(c: &Connection, id: &str, now: UnixMs) -> Result
         )?
         .execute(params![id, DeadReason::SubscriptionRevoked.as_str(), now])?;
     count_dead(DeadReason::SubscriptionRevoked, None, killed as u64);
+    scheduled.remove(id, u32::try_from(killed).unwrap_or(u32::MAX));
     Ok(())
 }
 
-pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
+pub(super) fn publish(w: &mut Writer, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
+    let (c, scheduled) = (&w.conn, &mut w.scheduled);
     let existing = c
         .prepare_cached(
             "SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0)
@@ -154,9 +162,9 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
     // One statement fans the event out to every matching subscriber that is not revoked, each
     // with the highest version at or below its pin (the latest when unpinned); one pinned below
     // every version gets a delivery that is dead at once, with the reason.
-    let states = c
-        .prepare_cached(&format!(
-            "INSERT INTO deliveries
+    let (mut deliveries, mut unversioned) = (0u64, 0u64);
+    let mut stmt = c.prepare_cached(&format!(
+        "INSERT INTO deliveries
                  (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at,
                   updated_at, payload_version, dead_reason, dead_at, dead_error)
              SELECT ?1 || ':' || s.id, ?1, s.id, {}
@@ -165,25 +173,29 @@ pub(super) fn publish(c: &Connection, event: NewEvent, now: UnixMs) -> Result<Pu
                AND (s.event_types = '[]'
                     OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))
              ORDER BY s.seq
-             RETURNING state = 'dead'",
-            fan_out('?', "(SELECT value AS v FROM json_each(?5))")
-        ))?
-        .query_map(
-            params![
-                event.id,
-                event.event_type,
-                now,
-                event.payload_version,
-                versions,
-                oldest,
-                DeadReason::PermanentFailure.as_str(),
-                UNVERSIONED_ERROR
-            ],
-            |r| r.get::<_, bool>(0),
-        )?
-        .collect::<rusqlite::Result<Vec<bool>>>()?;
-    let deliveries = states.len() as u64;
-    let unversioned = states.iter().filter(|dead| **dead).count() as u64;
+             RETURNING subscriber_id, state = 'dead'",
+        fan_out('?', "(SELECT value AS v FROM json_each(?5))")
+    ))?;
+    let mut rows = stmt.query(params![
+        event.id,
+        event.event_type,
+        now,
+        event.payload_version,
+        versions,
+        oldest,
+        DeadReason::PermanentFailure.as_str(),
+        UNVERSIONED_ERROR
+    ])?;
+    while let Some(r) = rows.next()? {
+        deliveries += 1;
+        if r.get::<_, bool>(1)? {
+            unversioned += 1;
+        } else {
+            scheduled.add(&r.get::<_, String>(0)?, 1);
+        }
+    }
+    drop(rows);
+    drop(stmt);
     admitted(&event, deliveries - unversioned)?;
     count_dead(DeadReason::PermanentFailure, None, unversioned);
     c.prepare_cached(
@@ -317,7 +329,9 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     }
     let c = &w.conn;
     // Subscribers none of whose due rows this claim can take are left out of the scan inside
-    // SQLite (see `ClaimBudget::unclaimable`): a wall of their due rows costs the scan nothing.
+    // SQLite (see `ClaimBudget::unclaimable`): a wall of their due rows cannot fill the scan,
+    // though SQLite still walks it (the due index holds only `run_at`), so when they are all
+    // that waits there is no scan at all (`ScheduledCounts`).
     let mut budget = ClaimBudget::new(&req);
     let in_flight_json = serde_json::to_string(&w.in_flight).expect("subscriber counts serialize");
     let busy = c
@@ -343,6 +357,11 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     let mut lookups = Lookups::new(req.now, &mut w.subscribers);
     let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
     loop {
+        if w.scheduled.all_among(&excluded) {
+            // Every waiting row is a left-out subscriber's: the scan would walk them all to
+            // find nothing.
+            break;
+        }
         let mut stmt = c.prepare_cached(&format!(
             "SELECT {DUE_COLUMNS} FROM deliveries
              WHERE state = 'scheduled' AND held = 0 AND run_at <= ?1
@@ -382,15 +401,17 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
             .execute([key])?;
     }
     for key in &plan.revoked {
-        c.prepare_cached(
-            "UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, updated_at = ?3
-             WHERE seq = ?1",
-        )?
-        .execute(params![
-            key,
-            DeadReason::SubscriptionRevoked.as_str(),
-            req.now
-        ])?;
+        let subscriber_id: String = c
+            .prepare_cached(
+                "UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, updated_at = ?3
+                 WHERE seq = ?1
+                 RETURNING subscriber_id",
+            )?
+            .query_row(
+                params![key, DeadReason::SubscriptionRevoked.as_str(), req.now],
+                |r| r.get(0),
+            )?;
+        w.scheduled.remove(&subscriber_id, 1);
     }
     count_dead(
         DeadReason::SubscriptionRevoked,
@@ -417,6 +438,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
         )?
         .execute(params![row.key, lease, expires, req.now])?;
         *w.in_flight.entry(row.subscriber_id.clone()).or_default() += 1;
+        w.scheduled.remove(&row.subscriber_id, 1);
         claimed.push(lookups.claimed(c, row, lease, LeaseKind::Claim)?);
     }
     Ok(claimed)
@@ -522,8 +544,11 @@ pub(super) fn complete(
             lost,
             a.policy
         ])?;
+        if end.state == DeliveryState::Scheduled {
+            w.scheduled.add(&subscriber_id, 1);
+        }
         if done.revoke_subscriber {
-            revoke_subscriber(c, &subscriber_id, now)?;
+            revoke_subscriber(c, &mut w.scheduled, &subscriber_id, now)?;
         }
         let next = breaker.after(&done.breaker, a.outcome, now);
         if next != breaker {
@@ -558,7 +583,8 @@ pub(super) fn replay_selection(c: &Connection, req: &ReplayRequest) -> Result<Ve
         .collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
-pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<String> {
+pub(super) fn replay(w: &mut Writer, req: ReplayRequest, now: UnixMs) -> Result<String> {
+    let c = &w.conn;
     let selected = replay_selection(c, &req)?;
     selection_as_previewed(&req, selected.iter().map(|(_, id, _, _)| id.as_str()))?;
     let id = format!("rpl_{:016x}", rand::random::<u64>());
@@ -596,13 +622,16 @@ pub(super) fn replay(c: &Connection, req: ReplayRequest, now: UnixMs) -> Result<
         } else {
             // Pacing is persisted as each delivery's run_at, so a restart keeps it.
             let release = release_at(now, i, req.per_second);
-            c.prepare_cached(
-                "UPDATE deliveries SET state = 'scheduled', held = 0, attempts = 0,
-                     window_start = ?2, run_at = ?2, dead_reason = NULL, dead_at = NULL,
-                     dead_error = NULL, waiting_on = NULL, payload_version = ?4, updated_at = ?3
-                 WHERE seq = ?1",
-            )?
-            .execute(params![key, release, now, version])?;
+            let subscriber_id: String = c
+                .prepare_cached(
+                    "UPDATE deliveries SET state = 'scheduled', held = 0, attempts = 0,
+                         window_start = ?2, run_at = ?2, dead_reason = NULL, dead_at = NULL,
+                         dead_error = NULL, waiting_on = NULL, payload_version = ?4, updated_at = ?3
+                     WHERE seq = ?1
+                     RETURNING subscriber_id",
+                )?
+                .query_row(params![key, release, now, version], |r| r.get(0))?;
+            w.scheduled.add(&subscriber_id, 1);
         }
         c.prepare_cached("INSERT INTO replay_items (replay_seq, delivery_seq) VALUES (?1, ?2)")?
             .execute(params![replay_seq, key])?;
@@ -632,10 +661,10 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
                     .get::<_, Option<u32>>(6)?
                     .unwrap_or(sweep.max_in_flight_per_subscriber),
             };
-            Ok((r.get::<_, i64>(0)?, state.waiting_on(sweep.now)))
+            Ok((r.get::<_, i64>(0)?, state.waiting_on(sweep.now), subscriber))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    for (key, waiting_on) in &expiring {
+    for (key, waiting_on, subscriber_id) in &expiring {
         c.prepare_cached(
             "UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, updated_at = ?3,
                  held = 0, run_at = NULL, waiting_on = ?4
@@ -647,6 +676,7 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
             sweep.now,
             waiting_on.map(WaitingOn::as_str)
         ])?;
+        w.scheduled.remove(subscriber_id, 1);
     }
     count_dead(DeadReason::WindowExpired, None, expiring.len() as u64);
     Ok(expiring.len() as u64)
