@@ -216,7 +216,7 @@ impl ClaimBudget {
             .map(|(id, _)| id)
     }
 
-    fn is_used_up(&self, id: &str) -> bool {
+    pub fn is_used_up(&self, id: &str) -> bool {
         self.subscribers
             .get(id)
             .is_some_and(|limits| self.exhausts(limits))

@@ -357,7 +357,9 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     let mut lookups = Lookups::new(req.now, &mut w.subscribers);
     let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
     loop {
-        if w.scheduled.all_among(&excluded) {
+        if w.scheduled
+            .all_left_out(|id| excluded.binary_search_by(|e| e.as_str().cmp(id)).is_ok())
+        {
             // Every waiting row is a left-out subscriber's: the scan would walk them all to
             // find nothing.
             break;
@@ -387,7 +389,19 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
                 in_flight: w.in_flight.get(&row.subscriber_id).copied().unwrap_or(0),
                 attempts: row.attempts,
             };
+            let taken = plan.take.len();
             if !plan.consider(&mut budget, candidate, row) {
+                break;
+            }
+            // When the row taken used up the last subscriber with waiting rows outside the
+            // scan's, the rest of the scan is theirs: stop rather than read on to the wall.
+            if plan.take.len() > taken
+                && budget.is_used_up(&subscriber.id)
+                && w.scheduled.all_left_out(|id| {
+                    budget.is_used_up(id)
+                        || excluded.binary_search_by(|e| e.as_str().cmp(id)).is_ok()
+                })
+            {
                 break;
             }
         }
