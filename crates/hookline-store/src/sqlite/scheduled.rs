@@ -21,24 +21,48 @@ pub(super) struct ScheduledCounts {
     changes: Vec<(String, i64)>,
 }
 
+/// The page cache the count at start reads through, in pages.
+const LOAD_CACHE_PAGES: i64 = 64;
+
 /// Where the changes of a job begin, to undo them if it fails.
 #[derive(Clone, Copy)]
 pub(super) struct Mark(usize);
 
 impl ScheduledCounts {
-    /// Counts the waiting rows (through the window index, which holds exactly them).
+    /// Counts the waiting rows (through the window index, which holds exactly them), here rather
+    /// than with a `GROUP BY`, whose sort of every row would hold its memory. It reads the table
+    /// page of each row: through a small page cache, or the connection would fill and keep its
+    /// whole cache with them (32 MiB with a large backlog).
     pub fn load(conn: &Connection) -> Result<Self> {
-        let mut stmt = conn.prepare(
-            "SELECT subscriber_id, count(*) FROM deliveries INDEXED BY deliveries_window
-             WHERE state = 'scheduled' GROUP BY subscriber_id",
-        )?;
-        let counts = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?
-            .collect::<rusqlite::Result<HashMap<_, _>>>()?;
+        let cache_size: i64 = conn.pragma_query_value(None, "cache_size", |r| r.get(0))?;
+        conn.pragma_update(None, "cache_size", LOAD_CACHE_PAGES)?;
+        let counted = Self::count(conn);
+        conn.pragma_update(None, "cache_size", cache_size)?;
         Ok(Self {
-            counts,
+            counts: counted?,
             changes: Vec::new(),
         })
+    }
+
+    fn count(conn: &Connection) -> Result<HashMap<String, u32>> {
+        let mut counts: HashMap<String, u32> = HashMap::new();
+        let mut stmt = conn.prepare(
+            "SELECT subscriber_id FROM deliveries INDEXED BY deliveries_window
+             WHERE state = 'scheduled'",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let id = row.get_ref(0)?.as_str().map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into())
+            })?;
+            match counts.get_mut(id) {
+                Some(n) => *n += 1,
+                None => {
+                    counts.insert(id.to_owned(), 1);
+                }
+            }
+        }
+        Ok(counts)
     }
 
     /// `n` more of `subscriber_id`'s deliveries wait.
