@@ -4,21 +4,33 @@
 //! and thousands of its deliveries due, every claim walked them all to find nothing. When every
 //! subscriber with waiting deliveries is left out, the claim knows that without the walk.
 //!
-//! The write connection is the only writer of the file, so the counts are exact from the rows
-//! counted at start on. A job or a batch that is rolled back takes its changes to the counts
-//! with it (`mark`, `roll_back_to`): a count left too low would skip a scan that had rows to
-//! find, one left too high only a saving.
+//! The serving process's write connection is meant to be the only writer of the file, so the
+//! counts are exact from the rows counted at start on: nothing else may move a delivery into
+//! or out of `scheduled` while it serves. A job or a batch that is rolled back takes its
+//! changes to the counts with it (`mark`, `roll_back_to`): a count left too low would skip a
+//! scan that had rows to find, one left too high only loses a saving. In case a count is too
+//! low all the same (another process writing the file, a write path that forgot them), claims
+//! trust the counts only for a second after a claim that read every scan in full.
 
 use std::collections::HashMap;
 
 use rusqlite::Connection;
 
+use hookline_policy::UnixMs;
+
 use crate::Result;
+
+/// How long after a claim that read every scan in full later claims may skip on the counts.
+const TRUSTED_FOR_MS: i64 = 1_000;
+/// Changes kept allocated between batches: a batch of large fan-outs logs one per delivery.
+const KEPT_CHANGES: usize = 4_096;
 
 pub(super) struct ScheduledCounts {
     counts: HashMap<String, u32>,
     /// Each change since the last commit, as applied: undone in reverse on a rollback.
     changes: Vec<(String, i64)>,
+    /// When a claim last read every scan in full (`claimed_in_full`).
+    full_claim_at: Option<UnixMs>,
 }
 
 /// The page cache the count at start reads through, in pages.
@@ -41,6 +53,7 @@ impl ScheduledCounts {
         Ok(Self {
             counts: counted?,
             changes: Vec::new(),
+            full_claim_at: None,
         })
     }
 
@@ -52,11 +65,9 @@ impl ScheduledCounts {
         )?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
-            let id = row.get_ref(0)?.as_str().map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into())
-            })?;
+            let id = row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
             match counts.get_mut(id) {
-                Some(n) => *n += 1,
+                Some(n) => *n = n.saturating_add(1),
                 None => {
                     counts.insert(id.to_owned(), 1);
                 }
@@ -91,7 +102,8 @@ impl ScheduledCounts {
             Some(count) => count,
             None => self.counts.entry(subscriber_id.to_owned()).or_default(),
         };
-        *count = u32::try_from(i64::from(*count) + delta).unwrap_or(0);
+        // Saturating at the top: a count wrapped to zero would be too low.
+        *count = (i64::from(*count) + delta).clamp(0, i64::from(u32::MAX)) as u32;
         if *count == 0 {
             self.counts.remove(subscriber_id);
         }
@@ -112,11 +124,23 @@ impl ScheduledCounts {
     /// The batch's transaction committed: its changes stand.
     pub fn committed(&mut self) {
         self.changes.clear();
+        self.changes.shrink_to(KEPT_CHANGES);
     }
 
     /// The batch's transaction was rolled back: so are its changes.
     pub fn rolled_back(&mut self) {
         self.roll_back_to(Mark(0));
+    }
+
+    /// Whether a claim at `now` may skip or cut short a scan on the counts' word: within
+    /// [`TRUSTED_FOR_MS`] of the last claim that read every scan in full.
+    pub fn trusted(&self, now: UnixMs) -> bool {
+        self.full_claim_at
+            .is_some_and(|at| (at..at.saturating_add(TRUSTED_FOR_MS)).contains(&now))
+    }
+
+    pub fn claimed_in_full(&mut self, now: UnixMs) {
+        self.full_claim_at = Some(now);
     }
 
     /// Whether every subscriber with deliveries waiting is `left_out` of a scan: then the scan
@@ -317,6 +341,10 @@ mod tests {
         super::super::schema::migrate(&mut conn).unwrap();
         let mut counts = ScheduledCounts::load(&conn).unwrap();
         assert!(counts.all_left_out(among(&[])), "nothing waits");
+        assert!(!counts.trusted(0), "not before a claim read in full");
+        counts.claimed_in_full(1_000);
+        assert!(counts.trusted(1_000) && counts.trusted(1_999));
+        assert!(!counts.trusted(2_000) && !counts.trusted(999));
 
         counts.add("a", 2);
         counts.committed();

@@ -128,6 +128,10 @@ impl Writer {
             // job's own error says what happened.
             if let Err(e) = self.conn.execute_batch("ROLLBACK TO job; RELEASE job") {
                 tracing::warn!(error = %e, "rolling back a failed job");
+                // Its changes would otherwise commit with the batch: end the batch instead.
+                if !self.conn.is_autocommit() {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                }
             }
             self.scheduled.roll_back_to(mark);
             // It may have counted slots taken or freed, or read subscribers it changed.

@@ -356,12 +356,15 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     let mut excluded = unclaimable;
     let mut lookups = Lookups::new(req.now, &mut w.subscribers);
     let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
+    let trusted = w.scheduled.trusted(req.now);
+    let mut cut_short = false;
+    let excludes =
+        |excluded: &[String], id: &str| excluded.binary_search_by(|e| e.as_str().cmp(id)).is_ok();
     loop {
-        if w.scheduled
-            .all_left_out(|id| excluded.binary_search_by(|e| e.as_str().cmp(id)).is_ok())
-        {
+        if trusted && w.scheduled.all_left_out(|id| excludes(&excluded, id)) {
             // Every waiting row is a left-out subscriber's: the scan would walk them all to
             // find nothing.
+            cut_short = true;
             break;
         }
         let mut stmt = c.prepare_cached(&format!(
@@ -393,15 +396,16 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
             if !plan.consider(&mut budget, candidate, row) {
                 break;
             }
-            // When the row taken used up the last subscriber with waiting rows outside the
-            // scan's, the rest of the scan is theirs: stop rather than read on to the wall.
-            if plan.take.len() > taken
+            // When the row taken used up the last subscriber with waiting rows that this scan
+            // does not leave out, the rest of the scan is left-out subscribers' rows: stop
+            // rather than read on to the wall.
+            if trusted
+                && plan.take.len() > taken
                 && budget.is_used_up(&subscriber.id)
-                && w.scheduled.all_left_out(|id| {
-                    budget.is_used_up(id)
-                        || excluded.binary_search_by(|e| e.as_str().cmp(id)).is_ok()
-                })
+                && w.scheduled
+                    .all_left_out(|id| budget.is_used_up(id) || excludes(&excluded, id))
             {
+                cut_short = true;
                 break;
             }
         }
@@ -409,6 +413,9 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
         if !plan.widen(&budget, &mut excluded) {
             break;
         }
+    }
+    if !cut_short {
+        w.scheduled.claimed_in_full(req.now);
     }
     for key in plan.hold {
         c.prepare_cached("UPDATE deliveries SET held = 1 WHERE seq = ?1")?
