@@ -24,6 +24,8 @@ use crate::Result;
 const TRUSTED_FOR_MS: i64 = 1_000;
 /// Changes kept allocated between batches: a batch of large fan-outs logs one per delivery.
 const KEPT_CHANGES: usize = 4_096;
+/// The page cache the count at start reads through, in pages.
+const LOAD_CACHE_PAGES: i64 = 64;
 
 pub(super) struct ScheduledCounts {
     counts: HashMap<String, u32>,
@@ -32,9 +34,6 @@ pub(super) struct ScheduledCounts {
     /// When a claim last read every scan in full (`claimed_in_full`).
     full_claim_at: Option<UnixMs>,
 }
-
-/// The page cache the count at start reads through, in pages.
-const LOAD_CACHE_PAGES: i64 = 64;
 
 /// Where the changes of a job begin, to undo them if it fails.
 #[derive(Clone, Copy)]

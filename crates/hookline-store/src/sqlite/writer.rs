@@ -83,7 +83,9 @@ fn job<T: Send + 'static>(
 }
 
 impl Writer {
-    /// After a rollback: what the writer keeps in memory follows the rows as they are now.
+    /// After a rollback: what the writer keeps in memory follows the rows as they are now
+    /// (the waiting counts are undone from their own log instead: recounting reads every
+    /// waiting row).
     fn reload_after_rollback(&mut self) -> Result<()> {
         self.subscribers.forget();
         self.reload_in_flight()
