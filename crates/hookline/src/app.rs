@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::dispatcher::{Dispatcher, DispatcherHandle, DispatcherParts};
 use crate::policies::Policy;
 use crate::rollouts::Policies;
+use crate::serve_lock::ServeLock;
 
 /// Which parts of hookline this process runs. Several processes on one PostgreSQL split the work:
 /// `api` processes accept and serve reads but never claim; `worker` processes claim and deliver
@@ -39,6 +40,8 @@ pub enum StartError {
          (hookline token new --name NAME --scope admin) or listen on a loopback address"
     )]
     OpenApiOnNetwork(SocketAddr),
+    #[error(transparent)]
+    ServeLock(#[from] crate::serve_lock::ServeLockError),
     #[error("{0}")]
     Store(#[from] StoreError),
     #[error("cannot listen on {addr}: {source}")]
@@ -60,6 +63,8 @@ pub struct RunningApp {
     measuring: JoinHandle<()>,
     /// Stops the gauges and the policies' refresh.
     stop_gauges: tokio::sync::watch::Sender<bool>,
+    /// Held until this app is shut down or dropped (SQLite only).
+    _serve_lock: Option<ServeLock>,
 }
 
 pub async fn start(
@@ -74,6 +79,7 @@ pub async fn start(
         return Err(StartError::OpenApiOnNetwork(config.listen));
     }
     crate::telemetry::handle();
+    let serve_lock = ServeLock::take(&config.database)?;
     let store = hookline_store::open_with(&config.database, &config.store_options()).await?;
     let listener = TcpListener::bind(config.listen)
         .await
@@ -175,6 +181,7 @@ pub async fn start(
         policies_kept,
         measuring,
         stop_gauges,
+        _serve_lock: serve_lock,
     })
 }
 

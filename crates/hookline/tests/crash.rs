@@ -1,6 +1,7 @@
 //! Nothing accepted is lost: the real binary is killed with SIGKILL in the middle of a
 //! 2,000-subscriber fan-out, started again on the same database, and every delivery of every
 //! event it had answered 2xx for reaches the subscriber. Then SIGTERM stops it cleanly (exit 0).
+//! And one process serves a SQLite file: a second `serve` on it is refused while the first runs.
 
 mod common;
 
@@ -148,4 +149,58 @@ async fn kill_9_during_a_2000_subscriber_fan_out_loses_nothing() {
     // SIGTERM: a clean stop.
     let status = hookline.terminate().await.unwrap();
     assert!(status.success(), "SIGTERM exit: {status}");
+}
+
+/// A second `serve` on a SQLite file another process serves exits at once, naming that process;
+/// once it has stopped, the file can be served again (and after a SIGKILL too: the test above
+/// starts again on the same file).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_process_serving_the_same_sqlite_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "database = \"sqlite://{}\"\n",
+        dir.path().join("hookline.db").display()
+    );
+    let first = Process::spawn(dir.path(), "first", &config, "all").await;
+    let second_config = dir.path().join("second.toml");
+    let port = hookline_testkit::free_port().unwrap();
+    std::fs::write(
+        &second_config,
+        format!("listen = \"127.0.0.1:{port}\"\n{config}"),
+    )
+    .unwrap();
+    let mut second = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+        .args(["serve", "--config", &second_config.display().to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Refused at start, or (if the lock is missing) serving: killed after 20 s and failed.
+    let mut exited = None;
+    for _ in 0..400 {
+        exited = second.try_wait().unwrap();
+        if exited.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    if exited.is_none() {
+        let _ = second.kill();
+    }
+    let refused = second.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        exited.is_some_and(|status| !status.success()),
+        "a second process served the same file: {stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "another hookline process (pid {}) serves the SQLite database",
+            first.pid()
+        )),
+        "{stderr}"
+    );
+    assert!(first.terminate().await.unwrap().success());
+    let again = Process::spawn(dir.path(), "second", &config, "all").await;
+    assert!(again.terminate().await.unwrap().success());
 }
