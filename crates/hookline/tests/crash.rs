@@ -195,7 +195,7 @@ async fn a_second_process_serving_the_same_sqlite_file_is_refused() {
     );
     assert!(
         stderr.contains(&format!(
-            "another hookline process (pid {}) serves the SQLite database",
+            "another hookline process (pid {}, as recorded in",
             first.pid()
         )),
         "{stderr}"

@@ -5,13 +5,13 @@
 //! subscriber with waiting deliveries is left out, the claim knows that without the walk.
 //!
 //! The serving process's write connection is the only writer of the file that moves rows (a
-//! second `serve` is refused by hookline's serve lock), so the counts are exact from the rows
-//! counted at start on: nothing else may move a delivery into or out of `scheduled` while it
-//! serves. A job or a batch that is rolled back takes its
-//! changes to the counts with it (`mark`, `roll_back_to`): a count left too low would skip a
-//! scan that had rows to find, one left too high only loses a saving. In case a count is too
-//! low all the same (another process writing the file, a write path that forgot them), claims
-//! trust the counts only for a second after a claim that read every scan in full.
+//! second `serve` is refused by hookline's serve lock; `migrate`, `prune` and `backup` move
+//! none into or out of `scheduled`), so the counts are exact from the rows counted at start
+//! on. A job or a batch that is rolled back takes its changes to the counts with it (`mark`,
+//! `roll_back_to`): a count left too low would skip a scan that had rows to find, one left too
+//! high only loses a saving. In case a count is too low all the same (a write path that forgot
+//! them, an older release serving the file beside this one), claims trust the counts only for
+//! a second after a claim that read every scan in full.
 
 use std::collections::HashMap;
 
