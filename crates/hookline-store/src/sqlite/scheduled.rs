@@ -316,9 +316,36 @@ mod tests {
         store.replay(replay, T0 + 20).await.unwrap();
         assert_counts(&store, "a replay", &[("a", 2), ("b", 2), ("paused", 2)]).await;
 
-        // A revocation kills what waits for the subscriber.
-        store.revoke_subscriber("b", T0 + 20).await.unwrap();
-        assert_counts(&store, "a revocation", &[("a", 2), ("paused", 2)]).await;
+        // An answer that revokes the subscription kills what waits for it.
+        let one_each = ClaimRequest {
+            max_in_flight_per_subscriber: 1,
+            ..claim(T0 + 20)
+        };
+        let claimed = store.claim_due(one_each).await.unwrap();
+        assert_eq!(claimed.len(), 2);
+        assert_counts(
+            &store,
+            "a claim of one each",
+            &[("a", 1), ("b", 1), ("paused", 2)],
+        )
+        .await;
+        let done = claimed
+            .iter()
+            .map(|c| {
+                let mut done = completion(c, Transition::Delivered, T0 + 20);
+                if c.destination.subscriber_id == "b" {
+                    done.transition = Transition::Dead(DeadReason::SubscriptionRevoked);
+                    done.revoke_subscriber = true;
+                }
+                done
+            })
+            .collect();
+        store.complete(done, T0 + 20).await.unwrap();
+        assert_counts(&store, "a revoking answer", &[("a", 1), ("paused", 2)]).await;
+
+        // So does a revocation through the API, held rows too.
+        store.revoke_subscriber("paused", T0 + 20).await.unwrap();
+        assert_counts(&store, "a revocation", &[("a", 1)]).await;
 
         // So does the end of a window.
         let sweep = WindowSweep {
