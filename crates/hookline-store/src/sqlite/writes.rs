@@ -191,7 +191,8 @@ pub(super) fn publish(w: &mut Writer, event: NewEvent, now: UnixMs) -> Result<Pu
         if r.get::<_, bool>(1)? {
             unversioned += 1;
         } else {
-            scheduled.add(&r.get::<_, String>(0)?, 1);
+            // Borrowed from the row: the change log already copies each id once.
+            scheduled.add(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?, 1);
         }
     }
     drop(rows);
