@@ -5,6 +5,7 @@
 
 mod backup;
 mod capacity;
+mod dead_tally;
 mod reads;
 mod rollouts;
 mod scheduled;
@@ -167,7 +168,7 @@ impl Store for SqliteStore {
 
     async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber> {
         self.writer
-            .write(move |w| writes::create_subscriber(&w.conn, new, now))
+            .write(move |w| writes::create_subscriber(&w.conn, new.clone(), now))
             .await
     }
 
@@ -195,7 +196,7 @@ impl Store for SqliteStore {
     ) -> Result<Subscriber> {
         let id = id.to_owned();
         self.writer
-            .write(move |w| writes::update_subscriber(&w.conn, &id, patch, now))
+            .write(move |w| writes::update_subscriber(&w.conn, &id, patch.clone(), now))
             .await
     }
 
@@ -208,7 +209,7 @@ impl Store for SqliteStore {
     ) -> Result<Subscriber> {
         let id = id.to_owned();
         self.writer
-            .write(move |w| writes::rotate_secret(&w.conn, &id, secret, grace_until, now))
+            .write(move |w| writes::rotate_secret(&w.conn, &id, secret.clone(), grace_until, now))
             .await
     }
 
@@ -216,7 +217,7 @@ impl Store for SqliteStore {
         let id = id.to_owned();
         self.writer
             .write(move |w| {
-                writes::revoke_subscriber(&w.conn, &mut w.scheduled, &id, now)?;
+                writes::revoke_subscriber(w, &id, now)?;
                 reads::subscriber(&w.conn, &id)
             })
             .await
@@ -224,7 +225,7 @@ impl Store for SqliteStore {
 
     async fn publish(&self, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
         self.writer
-            .write(move |w| writes::publish(w, event, now))
+            .write(move |w| writes::publish(w, &event, now))
             .await
     }
 
@@ -235,7 +236,7 @@ impl Store for SqliteStore {
 
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
         self.writer
-            .write(move |w| writes::claim_due(w, request))
+            .write(move |w| writes::claim_due(w, &request))
             .await
     }
 
@@ -256,7 +257,7 @@ impl Store for SqliteStore {
         now: UnixMs,
     ) -> Result<Vec<CompletionResult>> {
         self.writer
-            .write(move |w| writes::complete(w, completions, now))
+            .write(move |w| writes::complete(w, &completions, now))
             .await
     }
 
@@ -267,8 +268,8 @@ impl Store for SqliteStore {
     ) -> Result<(Vec<CompletionResult>, Result<Vec<ClaimedDelivery>>)> {
         self.writer
             .write(move |w| {
-                let completed = writes::complete(w, completions, claim.now)?;
-                Ok((completed, w.in_savepoint(|w| writes::claim_due(w, claim))))
+                let completed = writes::complete(w, &completions, claim.now)?;
+                Ok((completed, w.undoable(|w| writes::claim_due(w, &claim))))
             })
             .await
     }
@@ -331,7 +332,7 @@ impl Store for SqliteStore {
     async fn replay(&self, request: ReplayRequest, now: UnixMs) -> Result<Replay> {
         self.writer
             .write(move |w| {
-                let id = writes::replay(w, request, now)?;
+                let id = writes::replay(w, &request, now)?;
                 reads::replay(&w.conn, &id)
             })
             .await
@@ -363,7 +364,7 @@ impl Store for SqliteStore {
 
     async fn create_policy(&self, policy: StoredPolicy) -> Result<StoredPolicy> {
         self.writer
-            .write(move |w| writes::create_policy(&w.conn, policy))
+            .write(move |w| writes::create_policy(&w.conn, policy.clone()))
             .await
     }
 
@@ -383,7 +384,7 @@ impl Store for SqliteStore {
 
     async fn start_rollout(&self, rollout: Rollout) -> Result<Rollout> {
         self.writer
-            .write(move |w| rollouts::start(&w.conn, rollout))
+            .write(move |w| rollouts::start(&w.conn, rollout.clone()))
             .await
     }
 
@@ -406,7 +407,7 @@ impl Store for SqliteStore {
     ) -> Result<Rollout> {
         let id = id.to_owned();
         self.writer
-            .write(move |w| rollouts::change(&w.conn, &id, change, now))
+            .write(move |w| rollouts::change(&w.conn, &id, change.clone(), now))
             .await
     }
 

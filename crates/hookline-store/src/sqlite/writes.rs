@@ -7,7 +7,6 @@ use hookline_policy::{Breaker, DeadReason, UnixMs};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::reads;
-use super::scheduled::ScheduledCounts;
 use super::subscriber_cache::SubscriberCache;
 use super::writer::Writer;
 use crate::*;
@@ -102,12 +101,8 @@ pub(super) fn rotate_secret(
     reads::subscriber(c, id)
 }
 
-pub(super) fn revoke_subscriber(
-    c: &Connection,
-    scheduled: &mut ScheduledCounts,
-    id: &str,
-    now: UnixMs,
-) -> Result<()> {
+pub(super) fn revoke_subscriber(w: &mut Writer, id: &str, now: UnixMs) -> Result<()> {
+    let c = &w.conn;
     let updated = c
         .prepare_cached(
             "UPDATE subscribers SET status = 'revoked', updated_at = ?2 WHERE id = ?1 AND status != 'revoked'",
@@ -124,12 +119,14 @@ pub(super) fn revoke_subscriber(
              WHERE subscriber_id = ?1 AND state = 'scheduled'",
         )?
         .execute(params![id, DeadReason::SubscriptionRevoked.as_str(), now])?;
-    count_dead(DeadReason::SubscriptionRevoked, None, killed as u64);
-    scheduled.remove(id, u32::try_from(killed).unwrap_or(u32::MAX));
+    w.dead
+        .add(DeadReason::SubscriptionRevoked, None, killed as u64);
+    w.scheduled
+        .remove(id, u32::try_from(killed).unwrap_or(u32::MAX));
     Ok(())
 }
 
-pub(super) fn publish(w: &mut Writer, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
+pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<PublishOutcome> {
     let (c, scheduled) = (&w.conn, &mut w.scheduled);
     let existing = c
         .prepare_cached(
@@ -154,7 +151,13 @@ pub(super) fn publish(w: &mut Writer, event: NewEvent, now: UnixMs) -> Result<Pu
             unversioned,
         };
         let earlier = reads::earlier_payloads(c, &event.id)?;
-        return Ok(republished(event, receipt, &payload, version, &earlier));
+        return Ok(republished(
+            event.clone(),
+            receipt,
+            &payload,
+            version,
+            &earlier,
+        ));
     }
     let versions = event.versions();
     let oldest = versions[0];
@@ -197,8 +200,8 @@ pub(super) fn publish(w: &mut Writer, event: NewEvent, now: UnixMs) -> Result<Pu
     }
     drop(rows);
     drop(stmt);
-    admitted(&event, deliveries - unversioned)?;
-    count_dead(DeadReason::PermanentFailure, None, unversioned);
+    admitted(event, deliveries - unversioned)?;
+    w.dead.add(DeadReason::PermanentFailure, None, unversioned);
     c.prepare_cached(
         "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries,
                              published_by, unversioned)
@@ -221,8 +224,8 @@ pub(super) fn publish(w: &mut Writer, event: NewEvent, now: UnixMs) -> Result<Pu
         .execute(params![event.id, version, payload])?;
     }
     Ok(PublishOutcome::Accepted(EventReceipt {
-        id: event.id,
-        event_type: event.event_type,
+        id: event.id.clone(),
+        event_type: event.event_type.clone(),
         deliveries,
         unversioned,
     }))
@@ -324,7 +327,7 @@ fn new_lease() -> i64 {
     rand::random::<i64>()
 }
 
-pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
+pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
     if req.limit == 0 {
         return Ok(Vec::new());
     }
@@ -333,7 +336,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
     // SQLite (see `ClaimBudget::unclaimable`): a wall of their due rows cannot fill the scan,
     // though SQLite still walks it (the due index holds only `run_at`), so when they are all
     // that waits there is no scan at all (`ScheduledCounts`).
-    let mut budget = ClaimBudget::new(&req);
+    let mut budget = ClaimBudget::new(req);
     let in_flight_json = serde_json::to_string(&w.in_flight).expect("subscriber counts serialize");
     let busy = c
         .prepare_cached(
@@ -435,7 +438,7 @@ pub(super) fn claim_due(w: &mut Writer, req: ClaimRequest) -> Result<Vec<Claimed
             )?;
         w.scheduled.remove(&subscriber_id, 1);
     }
-    count_dead(
+    w.dead.add(
         DeadReason::SubscriptionRevoked,
         None,
         plan.revoked.len() as u64,
@@ -496,7 +499,7 @@ pub(super) fn rescue_expired(
 
 pub(super) fn complete(
     w: &mut Writer,
-    completions: Vec<Completion>,
+    completions: &[Completion],
     now: UnixMs,
 ) -> Result<Vec<CompletionResult>> {
     let mut results = Vec::with_capacity(completions.len());
@@ -531,7 +534,7 @@ pub(super) fn complete(
             .ok_or_else(|| StoreError::Backend(format!("unexpected status {status:?}")))?;
         let end = Ending::of(done.transition, status);
         if let Some(reason) = end.dead_reason {
-            count_dead(reason, done.record.policy.as_deref(), 1);
+            w.dead.add(reason, done.record.policy.as_deref(), 1);
         }
         c.prepare_cached(
             "UPDATE deliveries SET state = ?2, run_at = ?3, dead_reason = ?4,
@@ -570,8 +573,9 @@ pub(super) fn complete(
             w.scheduled.add(&subscriber_id, 1);
         }
         if done.revoke_subscriber {
-            revoke_subscriber(c, &mut w.scheduled, &subscriber_id, now)?;
+            revoke_subscriber(w, &subscriber_id, now)?;
         }
+        let c = &w.conn;
         let next = breaker.after(&done.breaker, a.outcome, now);
         if next != breaker {
             c.prepare_cached(
@@ -605,10 +609,10 @@ pub(super) fn replay_selection(c: &Connection, req: &ReplayRequest) -> Result<Ve
         .collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
-pub(super) fn replay(w: &mut Writer, req: ReplayRequest, now: UnixMs) -> Result<String> {
+pub(super) fn replay(w: &mut Writer, req: &ReplayRequest, now: UnixMs) -> Result<String> {
     let c = &w.conn;
-    let selected = replay_selection(c, &req)?;
-    selection_as_previewed(&req, selected.iter().map(|(_, id, _, _)| id.as_str()))?;
+    let selected = replay_selection(c, req)?;
+    selection_as_previewed(req, selected.iter().map(|(_, id, _, _)| id.as_str()))?;
     let id = format!("rpl_{:016x}", rand::random::<u64>());
     c.prepare_cached(
         "INSERT INTO replays (id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected)
@@ -640,7 +644,7 @@ pub(super) fn replay(w: &mut Writer, req: ReplayRequest, now: UnixMs) -> Result<
                 UNVERSIONED_ERROR,
                 pin
             ])?;
-            count_dead(DeadReason::PermanentFailure, None, 1);
+            w.dead.add(DeadReason::PermanentFailure, None, 1);
         } else {
             // Pacing is persisted as each delivery's run_at, so a restart keeps it.
             let release = release_at(now, i, req.per_second);
@@ -700,7 +704,8 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
         ])?;
         w.scheduled.remove(subscriber_id, 1);
     }
-    count_dead(DeadReason::WindowExpired, None, expiring.len() as u64);
+    w.dead
+        .add(DeadReason::WindowExpired, None, expiring.len() as u64);
     Ok(expiring.len() as u64)
 }
 
