@@ -133,7 +133,8 @@ impl WriterHandle {
 
     /// Runs `write` in the next group transaction and answers once that transaction is
     /// committed. `write` may run twice (see the module's comment): it must leave its
-    /// captures as it found them, which `Fn` ensures.
+    /// captures as it found them (`Fn` keeps it from changing them, short of interior
+    /// mutability).
     pub async fn write<T: Send + 'static>(
         &self,
         write: impl Fn(&mut Writer) -> Result<T> + Send + 'static,
@@ -218,10 +219,12 @@ impl Writer {
             return result;
         }
         self.conn.execute_batch("SAVEPOINT job")?;
-        let result = f(self);
-        if result.is_ok() {
+        // A release that fails leaves the savepoint open: undone like a failed job's.
+        let result = f(self).and_then(|done| {
             self.conn.execute_batch("RELEASE job")?;
-        } else {
+            Ok(done)
+        });
+        if result.is_err() {
             // When the error ended the whole transaction the savepoint went with it; the
             // job's own error says what happened.
             if let Err(e) = self.conn.execute_batch("ROLLBACK TO job; RELEASE job") {
@@ -291,6 +294,10 @@ enum Ran {
 fn run_all(writer: &mut Writer, batch: &mut [Box<dyn Job>], undo: Undo) -> Ran {
     writer.undo = undo;
     if let Err(e) = writer.conn.execute_batch("BEGIN IMMEDIATE") {
+        // Left open by a rollback that failed, a transaction would refuse every later batch.
+        if !writer.conn.is_autocommit() {
+            let _ = writer.conn.execute_batch("ROLLBACK");
+        }
         let e = StoreError::from(e);
         for job in batch.iter_mut() {
             job.run(Err(e.clone()));
@@ -539,6 +546,85 @@ mod tests {
         assert!(second_answer.try_recv().unwrap().is_err());
         assert_eq!(subscribers(&w), ["a", "b", "d", "e"]);
         assert_eq!(dead.counted(), 6);
+    }
+
+    #[test]
+    fn a_job_that_fails_before_writing_takes_back_what_it_counted() {
+        let mut w = writer();
+        let (reply, mut answer) = oneshot::channel();
+        let batch = vec![job(
+            |w: &mut Writer| {
+                w.scheduled.add("a", 2);
+                w.dead
+                    .add(hookline_policy::DeadReason::WindowExpired, None, 4);
+                failing("refused before writing")
+            },
+            reply,
+        )];
+        let dead = DeadLetters::default();
+        metrics::with_local_recorder(&dead, || run_batch(&mut w, batch));
+        assert!(answer.try_recv().unwrap().is_err());
+        assert!(w.scheduled.all_left_out(|_| false), "no count left behind");
+        assert_eq!(dead.counted(), 0);
+    }
+
+    #[test]
+    fn a_publish_that_does_not_fit_is_refused_before_writing() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        use std::sync::Arc;
+
+        let mut w = writer();
+        // Pinned below every version the events have: its deliveries die at once, taking no
+        // room.
+        w.conn
+            .execute(
+                "INSERT INTO subscribers (id, url, event_types, secret, status, created_at,
+                                          updated_at, payload_version)
+                 VALUES ('pinned', 'https://pinned.example/hook', '[]', 'whsec_c2VjcmV0',
+                         'active', 0, 0, 1)",
+                [],
+            )
+            .unwrap();
+        let publishing = |id: &str, room: u64| {
+            let mut event = crate::NewEvent::single(id, "shipment.out_for_delivery", "{}", 2);
+            event.admit_at_most = Some(room);
+            move |w: &mut Writer| super::super::writes::publish(w, &event, 0)
+        };
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = runs.clone();
+        let (first, mut first_answer) = oneshot::channel();
+        let (refused, mut refused_answer) = oneshot::channel();
+        let (fits, mut fits_answer) = oneshot::channel();
+        let batch = vec![
+            job(
+                move |_: &mut Writer| {
+                    counted.fetch_add(1, SeqCst);
+                    Ok(())
+                },
+                first,
+            ),
+            job(publishing("evt-refused", 0), refused),
+            job(publishing("evt-fits", 1), fits),
+        ];
+        run_batch(&mut w, batch);
+        assert_eq!(runs.load(SeqCst), 1, "the batch ran once");
+        assert!(first_answer.try_recv().unwrap().is_ok());
+        assert!(matches!(
+            refused_answer.try_recv().unwrap(),
+            Err(StoreError::OverCapacity {
+                deliveries: 1,
+                room: 0
+            })
+        ));
+        assert!(
+            fits_answer.try_recv().unwrap().is_ok(),
+            "the pinned one takes no room"
+        );
+        let events: i64 = w
+            .conn
+            .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(events, 1);
     }
 
     #[test]

@@ -162,6 +162,7 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     let versions = event.versions();
     let oldest = versions[0];
     let versions = serde_json::to_string(&versions).expect("integers serialize");
+    refuse_before_writing(c, event, oldest)?;
     // One statement fans the event out to every matching subscriber that is not revoked, each
     // with the highest version at or below its pin (the latest when unpinned); one pinned below
     // every version gets a delivery that is dead at once, with the reason.
@@ -171,10 +172,7 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
                  (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at,
                   updated_at, payload_version, dead_reason, dead_at, dead_error)
              SELECT ?1 || ':' || s.id, ?1, s.id, {}
-             FROM subscribers s
-             WHERE s.status != 'revoked'
-               AND (s.event_types = '[]'
-                    OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))
+             {FANNED_OUT_TO}
              ORDER BY s.seq
              RETURNING subscriber_id, state = 'dead'",
         fan_out('?', "(SELECT value AS v FROM json_each(?5))")
@@ -200,6 +198,7 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     }
     drop(rows);
     drop(stmt);
+    // The exact check (the count above is made only when the fan-out might not fit).
     admitted(event, deliveries - unversioned)?;
     w.dead.add(DeadReason::PermanentFailure, None, unversioned);
     c.prepare_cached(
@@ -229,6 +228,38 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
         deliveries,
         unversioned,
     }))
+}
+
+/// The subscribers an event of type `?2` fans out to (a delivery each, dead at once for those
+/// pinned below every version the event has).
+const FANNED_OUT_TO: &str = "FROM subscribers s
+             WHERE s.status != 'revoked'
+               AND (s.event_types = '[]'
+                    OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))";
+
+/// Refuses, before anything is written, a fan-out that does not fit the room the event may
+/// take: a refusal after writing would make the writer run its whole batch again
+/// (`writer.rs`), and refusals come in numbers when the writer is busiest. Counted only when the
+/// fan-out might not fit: more subscribers have ever been made (the largest `seq`, a lookup)
+/// than there is room.
+fn refuse_before_writing(c: &Connection, event: &NewEvent, oldest: i64) -> Result<()> {
+    let Some(room) = event.admit_at_most else {
+        return Ok(());
+    };
+    let subscribers_at_most: u64 = c
+        .prepare_cached("SELECT coalesce(max(seq), 0) FROM subscribers")?
+        .query_row([], |r| r.get(0))?;
+    if subscribers_at_most <= room {
+        return Ok(());
+    }
+    // Those pinned below every version get a delivery dead at once, which takes no room.
+    let fan_out: u64 = c
+        .prepare_cached(&format!(
+            "SELECT count(*) {FANNED_OUT_TO}
+               AND (s.payload_version IS NULL OR s.payload_version >= ?1)"
+        ))?
+        .query_row(params![oldest, event.event_type], |r| r.get(0))?;
+    admitted(event, fan_out)
 }
 
 fn due_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DueRow> {
