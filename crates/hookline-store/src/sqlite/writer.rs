@@ -291,14 +291,22 @@ enum Ran {
     Spoiled,
 }
 
+fn begin(writer: &mut Writer) -> Result<()> {
+    let began = writer.conn.execute_batch("BEGIN IMMEDIATE");
+    if began.is_err() && !writer.conn.is_autocommit() {
+        // A transaction left open by a rollback that failed would refuse every later batch:
+        // end it, let what the writer keeps in memory follow the rows again, and begin anew.
+        writer.conn.execute_batch("ROLLBACK")?;
+        writer.rolled_back();
+        writer.conn.execute_batch("BEGIN IMMEDIATE")?;
+        return Ok(());
+    }
+    Ok(began?)
+}
+
 fn run_all(writer: &mut Writer, batch: &mut [Box<dyn Job>], undo: Undo) -> Ran {
     writer.undo = undo;
-    if let Err(e) = writer.conn.execute_batch("BEGIN IMMEDIATE") {
-        // Left open by a rollback that failed, a transaction would refuse every later batch.
-        if !writer.conn.is_autocommit() {
-            let _ = writer.conn.execute_batch("ROLLBACK");
-        }
-        let e = StoreError::from(e);
+    if let Err(e) = begin(writer) {
         for job in batch.iter_mut() {
             job.run(Err(e.clone()));
         }
@@ -494,7 +502,7 @@ mod tests {
         let mut replies = replies.into_iter();
         let batch = vec![
             job(counting("b"), replies.next().unwrap()),
-            // Refused after writing (as a publish refused for want of room is).
+            // Fails after writing (as a claim that fails in a complete-and-claim can).
             job(
                 |w: &mut Writer| {
                     add_subscriber(&w.conn, "c")?;
@@ -574,15 +582,18 @@ mod tests {
         use std::sync::Arc;
 
         let mut w = writer();
-        // Pinned below every version the events have: its deliveries die at once, taking no
-        // room.
+        // Pinned below every version the events have (its deliveries die at once, taking no
+        // room), pinned to a version they have, and not subscribed to their type.
         w.conn
-            .execute(
+            .execute_batch(
                 "INSERT INTO subscribers (id, url, event_types, secret, status, created_at,
                                           updated_at, payload_version)
-                 VALUES ('pinned', 'https://pinned.example/hook', '[]', 'whsec_c2VjcmV0',
-                         'active', 0, 0, 1)",
-                [],
+                 VALUES ('pinned-below', 'https://one.example/hook', '[]', 'whsec_c2VjcmV0',
+                         'active', 0, 0, 1),
+                        ('pinned', 'https://two.example/hook', '[]', 'whsec_c2VjcmV0',
+                         'active', 0, 0, 2),
+                        ('elsewhere', 'https://three.example/hook', '[\"invoice.paid\"]',
+                         'whsec_c2VjcmV0', 'active', 0, 0, NULL);",
             )
             .unwrap();
         let publishing = |id: &str, room: u64| {
@@ -603,8 +614,8 @@ mod tests {
                 },
                 first,
             ),
-            job(publishing("evt-refused", 0), refused),
-            job(publishing("evt-fits", 1), fits),
+            job(publishing("evt-refused", 1), refused),
+            job(publishing("evt-fits", 2), fits),
         ];
         run_batch(&mut w, batch);
         assert_eq!(runs.load(SeqCst), 1, "the batch ran once");
@@ -612,19 +623,43 @@ mod tests {
         assert!(matches!(
             refused_answer.try_recv().unwrap(),
             Err(StoreError::OverCapacity {
-                deliveries: 1,
-                room: 0
+                deliveries: 2,
+                room: 1
             })
         ));
         assert!(
             fits_answer.try_recv().unwrap().is_ok(),
-            "the pinned one takes no room"
+            "the one pinned below takes no room, the other type's subscriber none"
         );
         let events: i64 = w
             .conn
             .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
             .unwrap();
         assert_eq!(events, 1);
+    }
+
+    #[test]
+    fn a_transaction_left_open_by_a_failed_rollback_does_not_refuse_the_next_batch() {
+        let mut w = writer();
+        // As a rollback that failed leaves it: open, with a row and counts of its own.
+        w.conn.execute_batch("BEGIN").unwrap();
+        add_subscriber(&w.conn, "left-open").unwrap();
+        w.in_flight.insert("a".into(), 3);
+        let (reply, mut answer) = oneshot::channel();
+        run_batch(
+            &mut w,
+            vec![job(
+                |w: &mut Writer| Ok(add_subscriber(&w.conn, "b").map(drop)?),
+                reply,
+            )],
+        );
+        assert!(answer.try_recv().unwrap().is_ok());
+        assert_eq!(
+            subscribers(&w),
+            ["a", "b"],
+            "the open transaction was rolled back"
+        );
+        assert!(w.in_flight.is_empty(), "counted from the rows again");
     }
 
     #[test]
