@@ -42,9 +42,11 @@ pub(super) struct Writer {
 /// How the changes of a job that fails are undone.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Undo {
-    /// They are not: a job that fails after writing spoils the batch, which is rolled back
-    /// and run again with `Savepoints`. A job that fails before writing spoils nothing.
-    RunAgain { spoiled: bool },
+    /// They are not: a job that fails after writing spoils the batch (`Spoiled`). A job that
+    /// fails before writing spoils nothing.
+    RunAgain,
+    /// A first run that a job spoiled: it is rolled back, to run again with `Savepoints`.
+    Spoiled,
     /// Each job (and each part of one run by `undoable`) in a savepoint of its own.
     Savepoints,
 }
@@ -204,7 +206,7 @@ impl Writer {
             ));
         }
         let mark = self.mark();
-        if let Undo::RunAgain { .. } = self.undo {
+        if self.undo != Undo::Savepoints {
             let changes = self.conn.total_changes();
             let result = f(self);
             if result.is_err() {
@@ -213,7 +215,7 @@ impl Writer {
                 if self.conn.total_changes() == changes {
                     self.undo_since(mark);
                 } else {
-                    self.undo = Undo::RunAgain { spoiled: true };
+                    self.undo = Undo::Spoiled;
                 }
             }
             return result;
@@ -271,7 +273,7 @@ fn run(mut writer: Writer, jobs: mpsc::Receiver<Box<dyn Job>>) {
 /// Runs `batch` in one transaction, without savepoints unless a job spoils that, and answers
 /// each job once the commit has answered.
 fn run_batch(writer: &mut Writer, mut batch: Vec<Box<dyn Job>>) {
-    let commit = match run_all(writer, &mut batch, Undo::RunAgain { spoiled: false }) {
+    let commit = match run_all(writer, &mut batch, Undo::RunAgain) {
         Ran::Ended(commit) => commit,
         Ran::Spoiled => match run_all(writer, &mut batch, Undo::Savepoints) {
             Ran::Ended(commit) => commit,
@@ -314,7 +316,7 @@ fn run_all(writer: &mut Writer, batch: &mut [Box<dyn Job>], undo: Undo) -> Ran {
     }
     for job in batch.iter_mut() {
         job.run(Ok(writer));
-        if writer.undo == (Undo::RunAgain { spoiled: true }) {
+        if writer.undo == Undo::Spoiled {
             if !writer.conn.is_autocommit() {
                 let _ = writer.conn.execute_batch("ROLLBACK");
             }
