@@ -23,6 +23,19 @@ pub async fn open(url: &str) -> Result<std::sync::Arc<dyn Store>> {
     open_with(url, &OpenOptions::default()).await
 }
 
+/// Installs hookline's wrapper around SQLite's page cache, as opening a SQLite store does
+/// (before SQLite is first used in the process, or not at all).
+pub fn install_sqlite_page_cache() {
+    crate::sqlite::page_cache::install();
+}
+
+pub use crate::sqlite::page_cache::PageCacheCounts;
+
+/// What the page cache wrapper has seen in this process so far.
+pub fn sqlite_page_cache_counts() -> PageCacheCounts {
+    crate::sqlite::page_cache::counts()
+}
+
 /// The PostgreSQL tests use: `HOOKLINE_TEST_POSTGRES`; else a throwaway server this process
 /// starts from the installed PostgreSQL (a Unix socket in a temporary directory, stopped and
 /// removed when the process exits); else none, and the tests that need one skip, saying so in

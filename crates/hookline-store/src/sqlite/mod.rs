@@ -6,6 +6,7 @@
 mod backup;
 mod capacity;
 mod dead_tally;
+pub(crate) mod page_cache;
 mod reads;
 mod rollouts;
 mod scheduled;
@@ -101,6 +102,7 @@ impl ReaderPool {
 
 impl SqliteStore {
     pub async fn open(path: &str) -> Result<Self> {
+        page_cache::install();
         let path = path.to_owned();
         tokio::task::spawn_blocking(move || Self::open_blocking(path))
             .await
