@@ -6,6 +6,7 @@
 mod backup;
 mod capacity;
 mod dead_tally;
+mod fan_outs;
 pub(crate) mod page_cache;
 mod reads;
 mod rollouts;
@@ -35,6 +36,7 @@ impl From<rusqlite::Error> for StoreError {
 
 pub struct SqliteStore {
     writer: WriterHandle,
+    fan_outs: fan_outs::FanOuts,
     readers: Arc<ReaderPool>,
     /// Dropping it (with the store) stops the checkpointer thread.
     _stop_checkpointer: std::sync::mpsc::Sender<()>,
@@ -133,6 +135,7 @@ impl SqliteStore {
         Ok(Self {
             _stop_checkpointer: checkpointer,
             writer: WriterHandle::spawn(conn)?,
+            fan_outs: Default::default(),
             readers: Arc::new(ReaderPool {
                 path,
                 idle: Mutex::new(Vec::new()),
@@ -226,9 +229,16 @@ impl Store for SqliteStore {
     }
 
     async fn publish(&self, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
-        self.writer
-            .write(move |w| writes::publish(w, &event, now))
-            .await
+        let turn = self.fan_outs.turn(&event.event_type);
+        let outcome = self
+            .writer
+            .write_in(turn, move |w| writes::publish(w, &event, now))
+            .await?;
+        if let PublishOutcome::Accepted(receipt) = &outcome {
+            self.fan_outs
+                .accepted(&receipt.event_type, receipt.deliveries);
+        }
+        Ok(outcome)
     }
 
     async fn get_event(&self, id: &str) -> Result<Event> {

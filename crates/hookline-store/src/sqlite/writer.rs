@@ -1,6 +1,8 @@
 //! Group commit. SQLite allows one writer at a time, so one thread owns the write connection and
 //! runs every write job that is waiting in one transaction: a burst of publishes, claims and
-//! completions costs one commit (one fsync) instead of one each. A job that fails (a publish
+//! completions costs one commit (one fsync) instead of one each; a job that asks to go
+//! [`Turn::Ahead`] (a large publish) gets a commit of its own before the others waiting with
+//! it, so that its caller does not also wait for theirs. A job that fails (a publish
 //! refused for want of room, say) leaves the others in the batch intact, and no caller hears
 //! "done" before the commit that holds its change has succeeded.
 //!
@@ -109,9 +111,25 @@ fn job<T: Send + 'static>(
 /// Largest batch of jobs per transaction: bounds how long one commit holds the first caller.
 const MAX_JOBS_PER_COMMIT: usize = 512;
 
+/// When a job's changes are committed, relative to the other jobs waiting with it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Turn {
+    /// With the others, in the order they came.
+    InOrder,
+    /// In a commit of its own before the others (with any other job waiting `Ahead`): a
+    /// publish so large that sharing its commit with the dispatcher's claims and completions
+    /// would keep its caller waiting for them too.
+    Ahead,
+}
+
+struct Queued {
+    turn: Turn,
+    job: Box<dyn Job>,
+}
+
 #[derive(Clone)]
 pub(super) struct WriterHandle {
-    jobs: mpsc::Sender<Box<dyn Job>>,
+    jobs: mpsc::Sender<Queued>,
 }
 
 impl WriterHandle {
@@ -125,7 +143,7 @@ impl WriterHandle {
             undo: Undo::Savepoints,
         };
         writer.reload_in_flight()?;
-        let (jobs, rx) = mpsc::channel::<Box<dyn Job>>();
+        let (jobs, rx) = mpsc::channel::<Queued>();
         std::thread::Builder::new()
             .name("hookline-sqlite-writer".into())
             .spawn(move || run(writer, rx))
@@ -141,9 +159,21 @@ impl WriterHandle {
         &self,
         write: impl Fn(&mut Writer) -> Result<T> + Send + 'static,
     ) -> Result<T> {
+        self.write_in(Turn::InOrder, write).await
+    }
+
+    /// [`write`](Self::write), committed in `turn`.
+    pub async fn write_in<T: Send + 'static>(
+        &self,
+        turn: Turn,
+        write: impl Fn(&mut Writer) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         let (tx, rx) = oneshot::channel();
         self.jobs
-            .send(job(write, tx))
+            .send(Queued {
+                turn,
+                job: job(write, tx),
+            })
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
@@ -257,16 +287,22 @@ impl Writer {
     }
 }
 
-fn run(mut writer: Writer, jobs: mpsc::Receiver<Box<dyn Job>>) {
+fn run(mut writer: Writer, jobs: mpsc::Receiver<Queued>) {
     while let Ok(first) = jobs.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_JOBS_PER_COMMIT {
+        let mut waiting = vec![first];
+        while waiting.len() < MAX_JOBS_PER_COMMIT {
             match jobs.try_recv() {
-                Ok(job) => batch.push(job),
+                Ok(job) => waiting.push(job),
                 Err(_) => break,
             }
         }
-        run_batch(&mut writer, batch);
+        let (ahead, in_order): (Vec<_>, Vec<_>) =
+            waiting.into_iter().partition(|q| q.turn == Turn::Ahead);
+        for batch in [ahead, in_order] {
+            if !batch.is_empty() {
+                run_batch(&mut writer, batch.into_iter().map(|q| q.job).collect());
+            }
+        }
     }
 }
 
@@ -694,5 +730,72 @@ mod tests {
             })
             .unwrap();
         assert_eq!(b, 0, "the job after the error committed on its own");
+    }
+
+    /// A job queued `Ahead` is committed and answered before the jobs that were waiting with
+    /// it, even those queued before it, run at all.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_ahead_is_answered_before_the_jobs_waiting_with_it_run() {
+        use std::future::Future;
+        use std::sync::mpsc::channel;
+        use std::time::Duration;
+
+        let mut conn = Connection::open_in_memory().unwrap();
+        super::super::schema::migrate(&mut conn).unwrap();
+        let handle = WriterHandle::spawn(conn).unwrap();
+        let bound = Duration::from_secs(10);
+        // Polled once, a write has sent its job; it is awaited later.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut queue = |f: std::pin::Pin<Box<dyn Future<Output = Result<()>> + Send>>| {
+            let mut f = f;
+            assert!(f.as_mut().poll(&mut cx).is_pending());
+            f
+        };
+
+        // A first job holds the writer until the others are queued behind it.
+        let (started, first_started) = channel();
+        let (release_first, first_released) = channel::<()>();
+        let first = queue(Box::pin(handle.write(move |_| {
+            let _ = started.send(());
+            first_released
+                .recv_timeout(Duration::from_secs(10))
+                .map_err(|_| StoreError::Backend("never released".into()))
+        })));
+        first_started.recv_timeout(bound).unwrap();
+
+        let (ahead_answered, heard) = channel::<()>();
+        let in_order = queue(Box::pin(handle.write(move |w| {
+            w.conn
+                .execute_batch("CREATE TABLE IF NOT EXISTS turns (job TEXT)")?;
+            w.conn
+                .execute("INSERT INTO turns VALUES ('in order')", [])?;
+            heard
+                .recv_timeout(Duration::from_secs(10))
+                .map_err(|_| StoreError::Backend("ran before the job ahead was answered".into()))
+        })));
+        let ahead = queue(Box::pin(handle.write_in(Turn::Ahead, |w| {
+            w.conn
+                .execute_batch("CREATE TABLE IF NOT EXISTS turns (job TEXT)")?;
+            w.conn.execute("INSERT INTO turns VALUES ('ahead')", [])?;
+            Ok(())
+        })));
+        release_first.send(()).unwrap();
+        first.await.unwrap();
+
+        tokio::time::timeout(bound, ahead)
+            .await
+            .expect("the job ahead was answered while the job before it waited")
+            .unwrap();
+        ahead_answered.send(()).unwrap();
+        in_order.await.unwrap();
+        let order = handle
+            .write(|w| {
+                let mut stmt = w.conn.prepare("SELECT job FROM turns ORDER BY rowid")?;
+                let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+                Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            })
+            .await
+            .unwrap();
+        assert_eq!(order, ["ahead", "in order"]);
     }
 }
