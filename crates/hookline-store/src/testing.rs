@@ -23,12 +23,6 @@ pub async fn open(url: &str) -> Result<std::sync::Arc<dyn Store>> {
     open_with(url, &OpenOptions::default()).await
 }
 
-/// Installs hookline's wrapper around SQLite's page cache, as opening a SQLite store does
-/// (before SQLite is first used in the process, or not at all).
-pub fn install_sqlite_page_cache() {
-    crate::sqlite::page_cache::install();
-}
-
 pub use crate::sqlite::page_cache::PageCacheCounts;
 
 /// What the page cache wrapper has seen in this process so far.

@@ -1,7 +1,8 @@
 //! The page cache wrapper on a real SQLite file (its own test binary: the wrapper is installed
-//! once per process, before SQLite is first used, so no other test may open SQLite first).
+//! once per process, before SQLite is first used, with no other thread near SQLite).
 
-use hookline_store::testing::{install_sqlite_page_cache, sqlite_page_cache_counts};
+use hookline_store::install_sqlite_page_cache;
+use hookline_store::testing::sqlite_page_cache_counts;
 use rusqlite::{params, Connection};
 
 fn value(k: i64) -> String {
@@ -34,7 +35,8 @@ fn round(conn: &mut Connection, round: i64) {
 /// drops the pages it added.
 #[test]
 fn commits_skip_the_walk_and_a_rolled_back_growth_is_still_dropped() {
-    install_sqlite_page_cache();
+    // SAFETY: the only test of this binary, before it opens SQLite.
+    unsafe { install_sqlite_page_cache() };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cache.db");
     let mut conn = Connection::open(&path).unwrap();

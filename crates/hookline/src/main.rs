@@ -17,5 +17,8 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // SAFETY: nothing has touched SQLite yet, and no other thread runs hookline's code before
+    // this returns.
+    unsafe { hookline_store::install_sqlite_page_cache() };
     hookline::cli::run(hookline::cli::Cli::parse()).await
 }

@@ -1,8 +1,8 @@
-//! How many deliveries the last event of each type fanned out to: a publish learns before it
-//! runs whether it will be large, and so whether to ask the writer for a commit of its own
-//! ([`Turn::Ahead`]). A type's subscribers change rarely, so its last fan-out predicts the next.
+//! Which event types fanned out large the last time: a publish learns before it runs whether it
+//! will be large, and so whether to ask the writer for a commit of its own ([`Turn::Ahead`]). A
+//! type's subscribers change rarely, so its last fan-out predicts the next.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::Mutex;
 
 use super::writer::Turn;
@@ -12,17 +12,17 @@ use super::writer::Turn;
 /// otherwise share a commit with.
 pub(super) const LARGE_FAN_OUT: u64 = 500;
 
-/// Event types remembered at most (types are the publishers' strings); past it, forgotten all
-/// at once, and the next publish of each type goes in order until it is seen again.
+/// Large types remembered at most (types are the publishers' strings); past it, forgotten all
+/// at once, and the next publish of each goes in order until it is seen again.
 const TYPES_KEPT: usize = 4096;
 
+/// The event types whose last accepted event fanned out to [`LARGE_FAN_OUT`] or more.
 #[derive(Default)]
-pub(super) struct FanOuts(Mutex<HashMap<String, u64>>);
+pub(super) struct FanOuts(Mutex<HashSet<String>>);
 
 impl FanOuts {
     pub fn turn(&self, event_type: &str) -> Turn {
-        let last = self.lock().get(event_type).copied().unwrap_or(0);
-        if last >= LARGE_FAN_OUT {
+        if self.lock().contains(event_type) {
             Turn::Ahead
         } else {
             Turn::InOrder
@@ -31,19 +31,22 @@ impl FanOuts {
 
     /// An event of `event_type` was accepted with `deliveries`.
     pub fn accepted(&self, event_type: &str, deliveries: u64) {
-        let mut kept = self.lock();
-        if let Some(last) = kept.get_mut(event_type) {
-            *last = deliveries;
+        let mut large = self.lock();
+        if deliveries < LARGE_FAN_OUT {
+            large.remove(event_type);
             return;
         }
-        if kept.len() >= TYPES_KEPT {
-            kept.clear();
+        if large.contains(event_type) {
+            return;
         }
-        kept.insert(event_type.to_owned(), deliveries);
+        if large.len() >= TYPES_KEPT {
+            large.clear();
+        }
+        large.insert(event_type.to_owned());
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
-        // A panic while holding it cannot leave the map half-changed.
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        // A panic while holding it cannot leave the set half-changed.
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -78,5 +81,59 @@ mod tests {
         }
         assert!(f.lock().len() <= TYPES_KEPT);
         assert_eq!(f.turn(&format!("type.{}", TYPES_KEPT + 9)), Turn::Ahead);
+    }
+
+    /// The store's publish keeps what it learns: a large fan-out sends the type's next
+    /// publish ahead, a small one sends it back in order.
+    #[tokio::test]
+    async fn a_publish_learns_whether_its_type_goes_ahead() {
+        use crate::sqlite::SqliteStore;
+        use crate::*;
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hookline.db");
+        let store = std::sync::Arc::new(SqliteStore::open(path.to_str().unwrap()).await.unwrap());
+        let subscriber = |id: String, types: Vec<String>| NewSubscriber {
+            url: format!("http://127.0.0.1:9/{id}"),
+            id,
+            event_types: types,
+            secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0".into(),
+            max_in_flight: None,
+            rate_limit_per_second: None,
+            payload_version: None,
+            headers: SubscriberHeaders::default(),
+        };
+        let mut creating = tokio::task::JoinSet::new();
+        for i in 0..LARGE_FAN_OUT {
+            let (store, wide) = (
+                store.clone(),
+                subscriber(format!("s{i}"), vec!["wide".into()]),
+            );
+            creating.spawn(async move { store.create_subscriber(wide, 0).await });
+        }
+        while let Some(created) = creating.join_next().await {
+            created.unwrap().unwrap();
+        }
+        assert_eq!(store.fan_outs.turn("wide"), Turn::InOrder, "not seen yet");
+        store
+            .publish(NewEvent::single("e1", "wide", "{}", 1), 0)
+            .await
+            .unwrap();
+        assert_eq!(store.fan_outs.turn("wide"), Turn::Ahead);
+
+        // Most of its subscribers are gone: the next fan-out is small.
+        let mut revoking = tokio::task::JoinSet::new();
+        for i in 1..LARGE_FAN_OUT {
+            let store = store.clone();
+            revoking.spawn(async move { store.revoke_subscriber(&format!("s{i}"), 1).await });
+        }
+        while let Some(revoked) = revoking.join_next().await {
+            revoked.unwrap().unwrap();
+        }
+        store
+            .publish(NewEvent::single("e2", "wide", "{}", 1), 2)
+            .await
+            .unwrap();
+        assert_eq!(store.fan_outs.turn("wide"), Turn::InOrder);
     }
 }

@@ -104,7 +104,6 @@ impl ReaderPool {
 
 impl SqliteStore {
     pub async fn open(path: &str) -> Result<Self> {
-        page_cache::install();
         let path = path.to_owned();
         tokio::task::spawn_blocking(move || Self::open_blocking(path))
             .await

@@ -3,18 +3,22 @@
 //! When a b-tree page splits, SQLite (`balance_nonroot`) puts the new pages in ascending order
 //! by swapping their numbers through a spare one: the locking page, just past 1 GiB of the file
 //! (page 262,145 with 4 KiB pages). Its default page cache (`pcache1`) remembers the largest page
-//! number it has ever held; at the end of every transaction the pager asks it to drop the pages
-//! past the end of the file, and because that largest number is now far past the end, it walks
-//! its whole hash table (8,192 buckets and ~6,500 pages on the writer's 32 MiB cache) to find
-//! none. The SQLite writer commits thousands of times a second, so the walk took 6 to 7% of its
-//! thread (a `perf` profile of the bench's `sustained` workload; a uprobe on the walk showed the
-//! largest number at 262,145 on every commit).
+//! number it has held since its last truncation; at the end of every transaction the pager asks
+//! it to drop the pages past the end of the file, and after such a swap that largest number is far
+//! past the end, so it walks its whole hash table (8,192 buckets and ~6,500 pages on the writer's
+//! 32 MiB cache) to find none. Under load nearly every batch splits a page somewhere, and the
+//! writer commits thousands of times a second: the walk took 6 to 7% of its thread (a `perf`
+//! profile of the bench's `sustained` workload; a uprobe on the walk showed the largest number
+//! at 262,145 on every commit).
 //!
 //! This module installs SQLite's default page cache wrapped in a thin layer that keeps its own
 //! bound on the page numbers held, not counting the locking page while a page only passes
 //! through it, and passes a truncation on only when a page at or past the limit may be held.
 //! Everything else goes straight to SQLite's cache, which still holds and evicts every page. The
 //! bound is kept by [`KeyBound`], a plain value with property tests; the rest is forwarding.
+//! (SQLite's cache, whose truncations are now mostly skipped, keeps its own largest number high:
+//! a truncation that is passed on, after a rollback that grew the file, walks the whole table
+//! as every commit did before.)
 
 use std::ffi::{c_int, c_uint};
 #[cfg(any(test, feature = "testing"))]
@@ -37,8 +41,12 @@ pub(crate) struct KeyBound {
 
 impl KeyBound {
     pub(crate) fn new(page_size: c_uint) -> Self {
+        Self::around((PENDING_BYTE / page_size.max(1)).saturating_add(1))
+    }
+
+    fn around(locking_page: c_uint) -> Self {
         KeyBound {
-            locking_page: (PENDING_BYTE / page_size.max(1)).saturating_add(1),
+            locking_page,
             max_key: 0,
             on_locking_page: false,
         }
@@ -147,18 +155,24 @@ pub struct PageCacheCounts {
     pub through_locking_page: u64,
 }
 
-/// Installs the wrapper, once per process, before SQLite is first used. If SQLite was already
-/// initialised (by another library in the same process), the default cache stays: that costs
-/// only the walk.
-pub(crate) fn install() {
+/// Installs the wrapper for the rest of the process (once; later calls do nothing). If SQLite
+/// is already initialised, it refuses and the default cache stays, which costs only the walk.
+///
+/// # Safety
+/// No other thread may be using SQLite, or starting to, while this runs: it changes a
+/// process-wide setting that SQLite reads when it initialises, and SQLite's configuration
+/// calls are not thread-safe (a cache created by the default methods and then handed to the
+/// wrapper's would be undefined behaviour). hookline's `main` calls it first.
+pub unsafe fn install() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        // SAFETY: sqlite3_config is called before any connection is opened by this crate; when
-        // SQLite is already initialised it refuses (SQLITE_MISUSE) and changes nothing. The
-        // default methods are copied out before ours are installed, and SQLite copies ours in.
+        // SAFETY: the caller keeps every other thread away from SQLite; an initialised SQLite
+        // refuses both calls (SQLITE_MISUSE) and changes nothing. The default methods are
+        // copied out before ours are installed, and SQLite copies ours in.
         unsafe {
             let mut default: ffi::sqlite3_pcache_methods2 = std::mem::zeroed();
             if ffi::sqlite3_config(ffi::SQLITE_CONFIG_GETPCACHE2, &mut default) != ffi::SQLITE_OK {
+                tracing::warn!("SQLite was initialised before hookline could wrap its page cache");
                 return;
             }
             let Some(methods) = Defaults::of(&default) else {
@@ -181,7 +195,7 @@ pub(crate) fn install() {
                 xShrink: Some(shrink),
             };
             if ffi::sqlite3_config(ffi::SQLITE_CONFIG_PCACHE2, &wrapper) != ffi::SQLITE_OK {
-                tracing::debug!("SQLite was initialised before hookline: default page cache");
+                tracing::warn!("SQLite refused hookline's page cache wrapper");
             }
         }
     });
@@ -205,8 +219,11 @@ fn default() -> &'static Defaults {
 /// # Safety
 /// `p` is a cache this module created and SQLite has not destroyed.
 unsafe fn wrapped<'a>(p: *mut ffi::sqlite3_pcache) -> &'a mut Wrapped {
-    // SAFETY: SQLite hands back the pointer `create` returned, and calls one cache's methods
-    // from one thread at a time (under its connection's mutex).
+    // SAFETY: SQLite hands back the pointer `create` returned. A cache belongs to one pager,
+    // of one connection (no shared cache here), and a rusqlite `Connection` is used by one
+    // thread at a time (it is not `Sync`), so one cache's methods never run concurrently.
+    // pcache1 lends pages between caches under its own mutex and never calls back into these
+    // methods, so nothing else reaches a `Wrapped`.
     unsafe { &mut *(p as *mut Wrapped) }
 }
 
@@ -312,8 +329,12 @@ mod tests {
         Truncate(c_uint),
     }
 
+    /// The locking page of the model: small, so that keys and limits fall on both sides of it
+    /// (a file past 1 GiB has pages beyond the real one).
+    const LOCKING: c_uint = 40;
+
     fn key() -> impl Strategy<Value = c_uint> {
-        prop_oneof![1..64u32, Just(262_145u32), 262_140..262_150u32]
+        prop_oneof![1..80u32, Just(LOCKING)]
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -322,7 +343,7 @@ mod tests {
             (any::<usize>(), key()).prop_map(|(i, k)| Op::Rekey(i, k)),
             (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Op::Swap(a, b)),
             any::<usize>().prop_map(Op::Evict),
-            (1..70u32).prop_map(Op::Truncate),
+            (1..90u32).prop_map(Op::Truncate),
         ]
     }
 
@@ -334,8 +355,8 @@ mod tests {
         fn a_truncation_is_skipped_only_when_it_would_drop_nothing(
             ops in proptest::collection::vec(op(), 1..80)
         ) {
-            let mut bound = KeyBound::new(4096);
-            let locking = bound.locking_page;
+            let mut bound = KeyBound::around(LOCKING);
+            let locking = LOCKING;
             let mut held: BTreeSet<c_uint> = BTreeSet::new();
             let nth = |held: &BTreeSet<c_uint>, i: usize| {
                 (!held.is_empty()).then(|| *held.iter().nth(i % held.len()).unwrap())
@@ -385,6 +406,7 @@ mod tests {
     #[test]
     fn a_swap_through_the_locking_page_leaves_commits_with_nothing_to_walk() {
         let mut bound = KeyBound::new(4096);
+        assert_eq!(bound.locking_page, 262_145);
         for k in 1..=500 {
             bound.fetched(k);
         }

@@ -108,7 +108,8 @@ fn job<T: Send + 'static>(
     })
 }
 
-/// Largest batch of jobs per transaction: bounds how long one commit holds the first caller.
+/// Most jobs taken from the queue at once (those ahead and the rest, each in its own commit):
+/// bounds how long the first caller waits.
 const MAX_JOBS_PER_COMMIT: usize = 512;
 
 /// When a job's changes are committed, relative to the other jobs waiting with it.
