@@ -595,6 +595,70 @@ mod tests {
         assert_eq!(dead.counted(), 6);
     }
 
+    /// A fan-out that fails halfway keeps the rows it inserted (`OR FAIL`, no statement
+    /// journal): they count as changes, so the batch runs again with savepoints and the
+    /// publish is undone alone.
+    #[test]
+    fn a_fan_out_that_fails_halfway_is_undone_by_running_its_batch_again() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        use std::sync::Arc;
+
+        let mut w = writer();
+        for id in ["b", "c"] {
+            add_subscriber(&w.conn, id).unwrap();
+        }
+        // The id the fan-out gives "e1"'s delivery to "b" is taken: its insert conflicts after
+        // the one to "a" has been made.
+        w.conn
+            .execute(
+                "INSERT INTO deliveries (id, event_id, subscriber_id, state, first_seen,
+                                         window_start, updated_at)
+                 VALUES ('e1:b', 'other', 'b', 'delivered', 0, 0, 0)",
+                [],
+            )
+            .unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (published, mut publish_answer) = oneshot::channel();
+        let (added, mut add_answer) = oneshot::channel();
+        let batch = vec![
+            job(
+                {
+                    let runs = runs.clone();
+                    move |w: &mut Writer| {
+                        runs.fetch_add(1, SeqCst);
+                        Ok(add_subscriber(&w.conn, "d").map(drop)?)
+                    }
+                },
+                added,
+            ),
+            job(
+                |w: &mut Writer| {
+                    let event = crate::NewEvent::single("e1", "t", "{}", 1);
+                    super::super::writes::publish(w, &event, 0).map(drop)
+                },
+                published,
+            ),
+        ];
+        run_batch(&mut w, batch);
+        assert!(matches!(
+            publish_answer.try_recv().unwrap(),
+            Err(StoreError::Backend(m)) if m.contains("UNIQUE constraint failed: deliveries.id")
+        ));
+        assert!(add_answer.try_recv().unwrap().is_ok());
+        assert_eq!(runs.load(SeqCst), 2, "the rows kept spoiled the first run");
+        let count = |sql: &str| -> i64 { w.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(
+            count("SELECT count(*) FROM deliveries WHERE event_id = 'e1'"),
+            0
+        );
+        assert_eq!(count("SELECT count(*) FROM events WHERE id = 'e1'"), 0);
+        assert_eq!(subscribers(&w), ["a", "b", "c", "d"]);
+        assert!(
+            w.scheduled.all_left_out(|_| false),
+            "nothing is counted waiting for the undone event"
+        );
+    }
+
     #[test]
     fn a_job_that_fails_before_writing_takes_back_what_it_counted() {
         let mut w = writer();
