@@ -272,6 +272,15 @@ impl Writer {
         result
     }
 
+    /// The job failing now may have left rows that SQLite did not count as changes (a
+    /// statement without a statement journal, stopped by an error other than a conflict):
+    /// in a first run, its batch is run again with savepoints, as after any write.
+    pub fn failed_after_writing(&mut self) {
+        if self.undo == Undo::RunAgain {
+            self.undo = Undo::Spoiled;
+        }
+    }
+
     /// The batch's transaction committed: what its jobs counted stands.
     fn committed(&mut self) {
         self.scheduled.committed();
@@ -657,6 +666,35 @@ mod tests {
             w.scheduled.all_left_out(|_| false),
             "nothing is counted waiting for the undone event"
         );
+
+        // A failure that may have left rows SQLite did not count runs the batch again too.
+        runs.store(0, SeqCst);
+        let (added, mut add_answer) = oneshot::channel();
+        let (failed, mut fail_answer) = oneshot::channel();
+        let batch = vec![
+            job(
+                {
+                    let runs = runs.clone();
+                    move |w: &mut Writer| {
+                        runs.fetch_add(1, SeqCst);
+                        Ok(add_subscriber(&w.conn, "e").map(drop)?)
+                    }
+                },
+                added,
+            ),
+            job(
+                |w: &mut Writer| {
+                    w.failed_after_writing();
+                    failing("stopped halfway, uncounted")
+                },
+                failed,
+            ),
+        ];
+        run_batch(&mut w, batch);
+        assert_eq!(runs.load(SeqCst), 2);
+        assert!(add_answer.try_recv().unwrap().is_ok());
+        assert!(fail_answer.try_recv().unwrap().is_err());
+        assert_eq!(subscribers(&w), ["a", "b", "c", "d", "e"]);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use hookline_policy::{Breaker, DeadReason, UnixMs};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::reads;
+use super::scheduled::ScheduledCounts;
 use super::subscriber_cache::SubscriberCache;
 use super::writer::Writer;
 use crate::*;
@@ -163,47 +164,16 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     let oldest = versions[0];
     let versions = serde_json::to_string(&versions).expect("integers serialize");
     refuse_before_writing(c, event, oldest)?;
-    // One statement fans the event out to every matching subscriber that is not revoked, each
-    // with the highest version at or below its pin (the latest when unpinned); one pinned below
-    // every version gets a delivery that is dead at once, with the reason.
-    //
-    // `OR FAIL`: a conflict stops the statement and keeps the rows it inserted, so SQLite needs
-    // no statement journal to undo it, which for a large fan-out copied most pages of the
-    // subscriber index into a temporary file first (half the time of a 2,000-row fan-out).
-    // The rows kept count as changes, so the job's failure spoils its batch, which runs again
-    // with a savepoint per job (`writer.rs`) and so undoes them.
-    let (mut deliveries, mut unversioned) = (0u64, 0u64);
-    let mut stmt = c.prepare_cached(&format!(
-        "INSERT OR FAIL INTO deliveries
-                 (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at,
-                  updated_at, payload_version, dead_reason, dead_at, dead_error)
-             SELECT ?1 || ':' || s.id, ?1, s.id, {}
-             {FANNED_OUT_TO}
-             ORDER BY s.seq
-             RETURNING subscriber_id, state = 'dead'",
-        fan_out('?', "(SELECT value AS v FROM json_each(?5))")
-    ))?;
-    let mut rows = stmt.query(params![
-        event.id,
-        event.event_type,
-        now,
-        event.payload_version,
-        versions,
-        oldest,
-        DeadReason::PermanentFailure.as_str(),
-        UNVERSIONED_ERROR
-    ])?;
-    while let Some(r) = rows.next()? {
-        deliveries += 1;
-        if r.get::<_, bool>(1)? {
-            unversioned += 1;
-        } else {
-            // Borrowed from the row: the change log already copies each id once.
-            scheduled.add(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?, 1);
+    let (deliveries, unversioned) = match fan_out_rows(c, scheduled, event, now, &versions, oldest)
+    {
+        Ok(counted) => counted,
+        Err(e) => {
+            // Stopped by an error other than a conflict, the statement may have kept rows
+            // without counting them as changes: the batch must run again all the same.
+            w.failed_after_writing();
+            return Err(e);
         }
-    }
-    drop(rows);
-    drop(stmt);
+    };
     // The exact check (the count above is made only when the fan-out might not fit).
     admitted(event, deliveries - unversioned)?;
     w.dead.add(DeadReason::PermanentFailure, None, unversioned);
@@ -234,6 +204,58 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
         deliveries,
         unversioned,
     }))
+}
+
+/// Inserts the event's deliveries and counts the waiting ones: (deliveries, dead at once).
+fn fan_out_rows(
+    c: &Connection,
+    scheduled: &mut ScheduledCounts,
+    event: &NewEvent,
+    now: UnixMs,
+    versions: &str,
+    oldest: i64,
+) -> Result<(u64, u64)> {
+    // One statement fans the event out to every matching subscriber that is not revoked, each
+    // with the highest version at or below its pin (the latest when unpinned); one pinned below
+    // every version gets a delivery that is dead at once, with the reason.
+    //
+    // `OR FAIL`: a conflict stops the statement and keeps the rows it inserted, so SQLite needs
+    // no statement journal to undo it, which for a large fan-out copied most pages of the
+    // subscriber index into a temporary file first (half the time of a 2,000-row fan-out).
+    // The rows kept count as changes, so the job's failure spoils its batch, which runs again
+    // with a savepoint per job (`writer.rs`) and so undoes them; the caller makes sure of that
+    // for every other error too.
+    let (mut deliveries, mut unversioned) = (0u64, 0u64);
+    let mut stmt = c.prepare_cached(&format!(
+        "INSERT OR FAIL INTO deliveries
+                 (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at,
+                  updated_at, payload_version, dead_reason, dead_at, dead_error)
+             SELECT ?1 || ':' || s.id, ?1, s.id, {}
+             {FANNED_OUT_TO}
+             ORDER BY s.seq
+             RETURNING subscriber_id, state = 'dead'",
+        fan_out('?', "(SELECT value AS v FROM json_each(?5))")
+    ))?;
+    let mut rows = stmt.query(params![
+        event.id,
+        event.event_type,
+        now,
+        event.payload_version,
+        versions,
+        oldest,
+        DeadReason::PermanentFailure.as_str(),
+        UNVERSIONED_ERROR
+    ])?;
+    while let Some(r) = rows.next()? {
+        deliveries += 1;
+        if r.get::<_, bool>(1)? {
+            unversioned += 1;
+        } else {
+            // Borrowed from the row: the change log already copies each id once.
+            scheduled.add(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?, 1);
+        }
+    }
+    Ok((deliveries, unversioned))
 }
 
 /// The subscribers an event of type `?2` fans out to (a delivery each, dead at once for those
