@@ -241,8 +241,9 @@ impl Writer {
             let changes = self.conn.total_changes();
             let result = f(self);
             if result.is_err() {
-                // A statement that fails undoes itself and counts no change: when none
-                // counted, the rows are as before and only memory needs undoing.
+                // A statement that fails undoes itself and counts no change (one without a
+                // statement journal may not: its job says so, `failed_after_writing`): when
+                // none counted, the rows are as before and only memory needs undoing.
                 if self.conn.total_changes() == changes {
                     self.undo_since(mark);
                 } else {
@@ -605,19 +606,58 @@ mod tests {
     }
 
     /// A fan-out that fails halfway keeps the rows it inserted (`OR FAIL`, no statement
-    /// journal): they count as changes, so the batch runs again with savepoints and the
-    /// publish is undone alone.
+    /// journal): after a conflict, and after an error that SQLite does not count as a change
+    /// (here malformed JSON in the subscriber row after the first), the batch runs again with
+    /// savepoints and the publish is undone alone.
     #[test]
     fn a_fan_out_that_fails_halfway_is_undone_by_running_its_batch_again() {
         use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
         use std::sync::Arc;
 
+        let runs = Arc::new(AtomicUsize::new(0));
+        let publish_after_a_write = |w: &mut Writer, added: &str| {
+            let (added_reply, mut add_answer) = oneshot::channel();
+            let (published, mut publish_answer) = oneshot::channel();
+            let batch = vec![
+                job(
+                    {
+                        let (runs, added) = (runs.clone(), added.to_owned());
+                        move |w: &mut Writer| {
+                            runs.fetch_add(1, SeqCst);
+                            Ok(add_subscriber(&w.conn, &added).map(drop)?)
+                        }
+                    },
+                    added_reply,
+                ),
+                job(
+                    |w: &mut Writer| {
+                        let event = crate::NewEvent::single("e1", "t", "{}", 1);
+                        super::super::writes::publish(w, &event, 0).map(drop)
+                    },
+                    published,
+                ),
+            ];
+            runs.store(0, SeqCst);
+            run_batch(w, batch);
+            assert!(add_answer.try_recv().unwrap().is_ok());
+            let refused = publish_answer.try_recv().unwrap();
+            assert_eq!(runs.load(SeqCst), 2, "the first run was spoiled");
+            let count = |sql: &str| -> i64 { w.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+            assert_eq!(
+                count("SELECT count(*) FROM deliveries WHERE event_id = 'e1'"),
+                0
+            );
+            assert_eq!(count("SELECT count(*) FROM events WHERE id = 'e1'"), 0);
+            assert!(
+                w.scheduled.all_left_out(|_| false),
+                "nothing is counted waiting for the undone event"
+            );
+            refused
+        };
+
+        // "a" comes first; the id of "e1"'s delivery to "b" is taken.
         let mut w = writer();
-        for id in ["b", "c"] {
-            add_subscriber(&w.conn, id).unwrap();
-        }
-        // The id the fan-out gives "e1"'s delivery to "b" is taken: its insert conflicts after
-        // the one to "a" has been made.
+        add_subscriber(&w.conn, "b").unwrap();
         w.conn
             .execute(
                 "INSERT INTO deliveries (id, event_id, subscriber_id, state, first_seen,
@@ -626,75 +666,54 @@ mod tests {
                 [],
             )
             .unwrap();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let (published, mut publish_answer) = oneshot::channel();
-        let (added, mut add_answer) = oneshot::channel();
-        let batch = vec![
-            job(
-                {
-                    let runs = runs.clone();
-                    move |w: &mut Writer| {
-                        runs.fetch_add(1, SeqCst);
-                        Ok(add_subscriber(&w.conn, "d").map(drop)?)
-                    }
-                },
-                added,
-            ),
-            job(
-                |w: &mut Writer| {
-                    let event = crate::NewEvent::single("e1", "t", "{}", 1);
-                    super::super::writes::publish(w, &event, 0).map(drop)
-                },
-                published,
-            ),
-        ];
-        run_batch(&mut w, batch);
-        assert!(matches!(
-            publish_answer.try_recv().unwrap(),
-            Err(StoreError::Backend(m)) if m.contains("UNIQUE constraint failed: deliveries.id")
-        ));
-        assert!(add_answer.try_recv().unwrap().is_ok());
-        assert_eq!(runs.load(SeqCst), 2, "the rows kept spoiled the first run");
-        let count = |sql: &str| -> i64 { w.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
-        assert_eq!(
-            count("SELECT count(*) FROM deliveries WHERE event_id = 'e1'"),
-            0
-        );
-        assert_eq!(count("SELECT count(*) FROM events WHERE id = 'e1'"), 0);
-        assert_eq!(subscribers(&w), ["a", "b", "c", "d"]);
+        let refused = publish_after_a_write(&mut w, "c");
         assert!(
-            w.scheduled.all_left_out(|_| false),
-            "nothing is counted waiting for the undone event"
+            matches!(&refused, Err(StoreError::Backend(m)) if m.contains("UNIQUE constraint failed: deliveries.id")),
+            "{refused:?}"
         );
+        assert_eq!(subscribers(&w), ["a", "b", "c"]);
 
-        // A failure that may have left rows SQLite did not count runs the batch again too.
-        runs.store(0, SeqCst);
-        let (added, mut add_answer) = oneshot::channel();
-        let (failed, mut fail_answer) = oneshot::channel();
-        let batch = vec![
-            job(
-                {
-                    let runs = runs.clone();
-                    move |w: &mut Writer| {
-                        runs.fetch_add(1, SeqCst);
-                        Ok(add_subscriber(&w.conn, "e").map(drop)?)
-                    }
-                },
-                added,
-            ),
-            job(
-                |w: &mut Writer| {
-                    w.failed_after_writing();
-                    failing("stopped halfway, uncounted")
-                },
-                failed,
-            ),
-        ];
-        run_batch(&mut w, batch);
-        assert_eq!(runs.load(SeqCst), 2);
-        assert!(add_answer.try_recv().unwrap().is_ok());
-        assert!(fail_answer.try_recv().unwrap().is_err());
-        assert_eq!(subscribers(&w), ["a", "b", "c", "d", "e"]);
+        // "b" now has event types SQLite cannot read: the statement aborts at its row.
+        w.conn
+            .execute_batch(
+                "DELETE FROM deliveries; UPDATE subscribers SET event_types = '{' WHERE id = 'b'",
+            )
+            .unwrap();
+        let refused = publish_after_a_write(&mut w, "d");
+        assert!(
+            matches!(&refused, Err(StoreError::Backend(m)) if m.contains("malformed JSON")),
+            "{refused:?}"
+        );
+        assert_eq!(subscribers(&w), ["a", "b", "c", "d"]);
+    }
+
+    /// The fan-out stays without a statement journal: nothing in it may abort the statement
+    /// (a constraint checked with `ABORT`), call a function, or check a foreign key, each of
+    /// which makes SQLite keep one.
+    #[test]
+    fn the_fan_out_statement_needs_no_statement_journal() {
+        let w = writer();
+        let sql = format!("EXPLAIN {}", super::super::writes::fan_out_statement());
+        let mut stmt = w.conn.prepare(&sql).unwrap();
+        // EXPLAIN lists the program; its parameters stay unbound.
+        let mut rows = stmt.raw_query();
+        let mut ops: Vec<(String, i64)> = Vec::new();
+        while let Some(r) = rows.next().unwrap() {
+            ops.push((r.get(1).unwrap(), r.get(3).unwrap()));
+        }
+        assert!(ops.iter().any(|(op, _)| op == "Insert"), "{ops:?}");
+        const OE_ABORT: i64 = 2;
+        for (op, p2) in &ops {
+            let aborts = matches!(op.as_str(), "Halt" | "HaltIfNull") && *p2 == OE_ABORT;
+            let journals = matches!(
+                op.as_str(),
+                "Function" | "PureFunc" | "FkCounter" | "FkIfZero"
+            );
+            assert!(
+                !aborts && !journals,
+                "{op} (p2 {p2}) brings back a statement journal"
+            );
+        }
     }
 
     #[test]

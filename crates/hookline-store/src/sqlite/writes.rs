@@ -219,23 +219,8 @@ fn fan_out_rows(
     // with the highest version at or below its pin (the latest when unpinned); one pinned below
     // every version gets a delivery that is dead at once, with the reason.
     //
-    // `OR FAIL`: a conflict stops the statement and keeps the rows it inserted, so SQLite needs
-    // no statement journal to undo it, which for a large fan-out copied most pages of the
-    // subscriber index into a temporary file first (half the time of a 2,000-row fan-out).
-    // The rows kept count as changes, so the job's failure spoils its batch, which runs again
-    // with a savepoint per job (`writer.rs`) and so undoes them; the caller makes sure of that
-    // for every other error too.
     let (mut deliveries, mut unversioned) = (0u64, 0u64);
-    let mut stmt = c.prepare_cached(&format!(
-        "INSERT OR FAIL INTO deliveries
-                 (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at,
-                  updated_at, payload_version, dead_reason, dead_at, dead_error)
-             SELECT ?1 || ':' || s.id, ?1, s.id, {}
-             {FANNED_OUT_TO}
-             ORDER BY s.seq
-             RETURNING subscriber_id, state = 'dead'",
-        fan_out('?', "(SELECT value AS v FROM json_each(?5))")
-    ))?;
+    let mut stmt = c.prepare_cached(&fan_out_statement())?;
     let mut rows = stmt.query(params![
         event.id,
         event.event_type,
@@ -260,6 +245,30 @@ fn fan_out_rows(
 
 /// The subscribers an event of type `?2` fans out to (a delivery each, dead at once for those
 /// pinned below every version the event has).
+/// The fan-out's `INSERT ... SELECT`.
+///
+/// `OR FAIL`, so that SQLite keeps no statement journal for it: a statement that writes many
+/// rows and may abort halfway (a `NOT NULL` or unique constraint under the default `ABORT`, a
+/// function call) has SQLite copy the original of every page it changes that existed before it,
+/// which for a large fan-out meant most pages of `deliveries_subscriber`, into a temporary file
+/// first (half the time of a 2,000-row fan-out). Without it, a statement stopped halfway keeps
+/// the rows it made, counted as changes after a conflict, not always after another error; the
+/// caller spoils the batch on any error (`Writer::failed_after_writing`), which then runs again
+/// with a savepoint per job and undoes them. A test keeps the statement free of what would
+/// bring the journal back.
+pub(super) fn fan_out_statement() -> String {
+    format!(
+        "INSERT OR FAIL INTO deliveries
+                 (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at,
+                  updated_at, payload_version, dead_reason, dead_at, dead_error)
+             SELECT ?1 || ':' || s.id, ?1, s.id, {}
+             {FANNED_OUT_TO}
+             ORDER BY s.seq
+             RETURNING subscriber_id, state = 'dead'",
+        fan_out('?', "(SELECT value AS v FROM json_each(?5))")
+    )
+}
+
 const FANNED_OUT_TO: &str = "FROM subscribers s
              WHERE s.status != 'revoked'
                AND (s.event_types = '[]'
