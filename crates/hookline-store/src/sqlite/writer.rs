@@ -8,7 +8,8 @@
 //!
 //! A batch first runs without savepoints: a savepoint makes SQLite copy every page a job
 //! touches into the statement journal (a temporary file past 64 KiB), for every job, though
-//! jobs almost never fail after writing. When one does, the batch is rolled back and run
+//! jobs almost never fail after writing (SQLite's change count moved, or the job says so:
+//! `failed_after_writing`). When one does, the batch is rolled back and run
 //! again from the start, each job in a savepoint of its own (`Undo`): so every job must be
 //! able to run twice (`Fn`), and what jobs do besides writing rows (the counts kept in
 //! memory, the dead-letter metric) is undone with them or waits for the commit.
