@@ -168,8 +168,8 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     {
         Ok(counted) => counted,
         Err(e) => {
-            // Stopped by an error other than a conflict, the statement may have kept rows
-            // without counting them as changes: the batch must run again all the same.
+            // Stopped halfway, the statement kept the rows it made, counted as changes only
+            // after a conflict (`fan_out_statement`): the batch runs again all the same.
             w.failed_after_writing();
             return Err(e);
         }
@@ -218,7 +218,6 @@ fn fan_out_rows(
     // One statement fans the event out to every matching subscriber that is not revoked, each
     // with the highest version at or below its pin (the latest when unpinned); one pinned below
     // every version gets a delivery that is dead at once, with the reason.
-    //
     let (mut deliveries, mut unversioned) = (0u64, 0u64);
     let mut stmt = c.prepare_cached(&fan_out_statement())?;
     let mut rows = stmt.query(params![
@@ -243,8 +242,6 @@ fn fan_out_rows(
     Ok((deliveries, unversioned))
 }
 
-/// The subscribers an event of type `?2` fans out to (a delivery each, dead at once for those
-/// pinned below every version the event has).
 /// The fan-out's `INSERT ... SELECT`.
 ///
 /// `OR FAIL`, so that SQLite keeps no statement journal for it: a statement that writes many
@@ -269,6 +266,8 @@ pub(super) fn fan_out_statement() -> String {
     )
 }
 
+/// The subscribers an event of type `?2` fans out to (a delivery each, dead at once for those
+/// pinned below every version the event has).
 const FANNED_OUT_TO: &str = "FROM subscribers s
              WHERE s.status != 'revoked'
                AND (s.event_types = '[]'
