@@ -32,7 +32,7 @@ const PENDING_BYTE: c_uint = 0x4000_0000;
 
 /// What a cache may hold past a limit: an upper bound on its page numbers, and whether a page
 /// sits on the locking page (kept apart, so that passing through it does not raise the bound).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) struct KeyBound {
     locking_page: c_uint,
     max_key: c_uint,

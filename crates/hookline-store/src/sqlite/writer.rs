@@ -245,7 +245,7 @@ impl Writer {
                 // A statement that fails undoes itself and counts no change (one without a
                 // statement journal may not: its job says so, `failed_after_writing`): when
                 // none counted, the rows are as before and only memory needs undoing.
-                if self.conn.total_changes() == changes {
+                if self.undo == Undo::RunAgain && self.conn.total_changes() == changes {
                     self.undo_since(mark);
                 } else {
                     self.undo = Undo::Spoiled;
