@@ -91,6 +91,7 @@ macro_rules! all_cases {
             queue_stats_show_depths_and_oldest_waits,
             the_breaker_opens_defers_probes_and_closes,
             subscriber_caps_rate_limits_and_the_retry_budget,
+            a_cap_above_the_default_is_claimed_up_to,
             a_wall_of_unclaimable_rows_hides_nobody,
             a_subscriber_used_up_mid_claim_hides_nobody,
             payload_versions_follow_each_subscribers_pin,
@@ -1567,6 +1568,24 @@ mod cases {
             mixed.iter().any(|c| c.id == "fresh:wide"),
             "first attempts still go"
         );
+    }
+
+    /// A subscriber whose own cap is above the default, with more than the default in flight,
+    /// still gets claims up to its own cap: a backend that left it out of the scan as full by
+    /// the default would stall it below what it may have.
+    pub async fn a_cap_above_the_default_is_claimed_up_to(h: &impl Harness) {
+        let store = h.open().await;
+        let mut roomy = sub("roomy", &[]);
+        roomy.max_in_flight = Some(4);
+        store.create_subscriber(roomy, T0).await.unwrap();
+        for i in 0..6 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        // The default cap is 2; three are taken (a claim's limit), one more than the default.
+        assert_eq!(store.claim_due(claim(T0, 3, 2)).await.unwrap().len(), 3);
+        let next = store.claim_due(claim(T0, 100, 2)).await.unwrap();
+        assert_eq!(next.len(), 1, "up to its own cap of 4");
+        assert!(store.claim_due(claim(T0, 100, 2)).await.unwrap().is_empty());
     }
 
     /// Thousands of due rows that cannot be taken now (their subscribers at their cap, excluded

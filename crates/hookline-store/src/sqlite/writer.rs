@@ -200,15 +200,6 @@ impl Writer {
         Ok(())
     }
 
-    pub fn release_slot(&mut self, subscriber_id: &str) {
-        if let Some(n) = self.in_flight.get_mut(subscriber_id) {
-            *n -= 1;
-            if *n == 0 {
-                self.in_flight.remove(subscriber_id);
-            }
-        }
-    }
-
     fn mark(&self) -> Mark {
         Mark {
             scheduled: self.scheduled.mark(),
