@@ -5,12 +5,15 @@
 //! `allow_private_destinations = true` turns the guard off (local testing), `https_only = true`
 //! refuses plain http.
 
+use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
+use hyper_util::client::legacy::connect::dns::Name;
 use ipnet::IpNet;
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use reqwest::Url;
+use url::Url;
 
 pub const MAX_URL_LEN: usize = 2048;
 
@@ -134,29 +137,35 @@ pub struct Refused {
     pub addr: IpAddr,
 }
 
-/// The SSRF guard at connect time, as reqwest's resolver: it resolves each host once, refuses
-/// the connection if any address is internal, and hands reqwest exactly the addresses it
-/// vetted, so a DNS answer that changes between the check and the connection (rebinding) is
-/// never used. A subscriber URL that was public when it was created is checked again on every
-/// new connection.
+/// The SSRF guard at connect time, as the HTTP client's resolver: it resolves each host once,
+/// refuses the connection if any address is internal, and hands the connection exactly the
+/// addresses it vetted, so a DNS answer that changes between the check and the connection
+/// (rebinding) is never used. A subscriber URL that was public when it was created is checked
+/// again on every new connection. (A host that is an IP address is never resolved: the sender
+/// checks it before sending, `Guard::check_before_send`.)
+#[derive(Clone)]
 pub struct GuardedResolver {
     guard: Arc<Guard>,
     lookup: Lookup,
 }
 
+/// A name's addresses, as the system resolver (or a test's) answers.
+pub type Resolving = Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send>>;
+
 /// How names are resolved: the system resolver, or (in tests) anything else.
 pub type Lookup = Arc<dyn Fn(String) -> Resolving + Send + Sync>;
+
+/// Why a name yields no address to connect to: it did not resolve, or the guard refused it.
+pub type ResolveError = Box<dyn std::error::Error + Send + Sync>;
 
 impl GuardedResolver {
     pub fn new(guard: Arc<Guard>) -> Self {
         Self::with_lookup(
             guard,
             Arc::new(|host: String| {
-                Box::pin(async move {
-                    let addrs: Vec<SocketAddr> =
-                        tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-                    Ok(Box::new(addrs.into_iter()) as Addrs)
-                })
+                Box::pin(
+                    async move { Ok(tokio::net::lookup_host((host.as_str(), 0)).await?.collect()) },
+                )
             }),
         )
     }
@@ -164,23 +173,40 @@ impl GuardedResolver {
     pub fn with_lookup(guard: Arc<Guard>, lookup: Lookup) -> Self {
         Self { guard, lookup }
     }
-}
 
-impl Resolve for GuardedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let host = name.as_str().to_owned();
+    pub fn resolve(
+        &self,
+        host: &str,
+    ) -> impl Future<Output = Result<Vec<SocketAddr>, ResolveError>> + Send + 'static {
+        let host = host.to_owned();
         let guard = self.guard.clone();
         let answer = (self.lookup)(host.clone());
-        Box::pin(async move {
-            let addrs: Vec<SocketAddr> = answer.await?.collect();
+        async move {
+            let addrs = answer.await?;
             if let Some(bad) = addrs.iter().find(|a| !guard.permits(a.ip())) {
                 return Err(Box::new(Refused {
                     host,
                     addr: bad.ip(),
                 }) as _);
             }
-            Ok(Box::new(addrs.into_iter()) as Addrs)
-        })
+            Ok(addrs)
+        }
+    }
+}
+
+/// The resolver hyper's connector calls.
+impl tower_service::Service<Name> for GuardedResolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = ResolveError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, ResolveError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), ResolveError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
+        let resolving = self.resolve(name.as_str());
+        Box::pin(async move { Ok(resolving.await?.into_iter()) })
     }
 }
 
@@ -315,7 +341,7 @@ mod tests {
     async fn the_connect_time_guard_refuses_internal_answers() {
         let resolver = GuardedResolver::new(Arc::new(on()));
         let refused = resolver
-            .resolve("localhost".parse().unwrap())
+            .resolve("localhost")
             .await
             .err()
             .expect("localhost is internal");
@@ -353,16 +379,16 @@ mod tests {
         ]));
         let lookup: Lookup = Arc::new(move |_host| {
             let next: SocketAddr = answers.lock().unwrap().pop().unwrap().parse().unwrap();
-            Box::pin(async move { Ok(Box::new(std::iter::once(next)) as Addrs) })
+            Box::pin(async move { Ok(vec![next]) })
         });
         let resolver = GuardedResolver::with_lookup(Arc::new(on()), lookup);
-        let first = resolver.resolve("rebind.example".parse().unwrap()).await;
+        let first = resolver.resolve("rebind.example").await;
         let vetted: Vec<SocketAddr> = match first {
-            Ok(addrs) => addrs.collect(),
+            Ok(addrs) => addrs,
             Err(e) => panic!("public at first: {e}"),
         };
         assert_eq!(vetted, ["93.184.216.34:0".parse().unwrap()]);
-        let second = resolver.resolve("rebind.example".parse().unwrap()).await;
+        let second = resolver.resolve("rebind.example").await;
         let refused = second.err().expect("internal on the second answer");
         assert!(refused.to_string().contains("127.0.0.1"), "{refused}");
     }
