@@ -343,8 +343,7 @@ mod tests {
         let refused = resolver
             .resolve("localhost")
             .await
-            .err()
-            .expect("localhost is internal");
+            .expect_err("localhost is internal");
         assert!(refused.downcast_ref::<Refused>().is_some(), "{refused}");
         for url in [
             "http://127.0.0.1:9/x",
@@ -389,7 +388,7 @@ mod tests {
         };
         assert_eq!(vetted, ["93.184.216.34:0".parse().unwrap()]);
         let second = resolver.resolve("rebind.example").await;
-        let refused = second.err().expect("internal on the second answer");
+        let refused = second.expect_err("internal on the second answer");
         assert!(refused.to_string().contains("127.0.0.1"), "{refused}");
     }
 

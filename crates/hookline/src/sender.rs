@@ -10,16 +10,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine as _;
+
 use axum::body::Bytes;
 use hookline_policy::{parse_retry_after, AttemptResult, UnixMs};
 use hookline_store::{ClaimedDelivery, EventBody};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
+use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
 use hyper::{Request, Response, Uri};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::time::{timeout_at, Instant};
 use url::Url;
 
 use crate::clock::rfc3339;
@@ -59,7 +62,11 @@ pub struct Sender {
 #[derive(Clone, Debug, PartialEq)]
 struct Target {
     url: Url,
+    /// Without the credentials, which go in `authorization`.
     uri: Uri,
+    /// Basic credentials from a URL's `user:password@`, sent as the HTTP client before did.
+    /// New subscribers cannot have them (refused when created); ones stored before that can.
+    authorization: Option<HeaderValue>,
 }
 
 /// URLs kept parsed at most; the cache starts over when full (a fleet larger than this parses
@@ -68,6 +75,10 @@ const PARSED_URLS: usize = 10_000;
 
 /// How long an idle connection to a subscriber is kept for its next attempt.
 const IDLE_CONNECTION: Duration = Duration::from_secs(30);
+/// TCP keepalive on each connection (as the HTTP client before had it): a peer that vanished
+/// is found out while the connection idles in the pool.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+const KEEPALIVE_RETRIES: u32 = 3;
 
 impl Sender {
     pub fn new(attempt_timeout: Duration, guard: Arc<Guard>) -> Self {
@@ -85,6 +96,12 @@ impl Sender {
         http.enforce_http(false);
         // A request goes out in one write; waiting to coalesce it only adds latency.
         http.set_nodelay(true);
+        // Split across a name's addresses, so that one that does not answer leaves time for
+        // the next; and it ends a connect that lost its race to a pooled connection.
+        http.set_connect_timeout(Some(attempt_timeout));
+        http.set_keepalive(Some(KEEPALIVE));
+        http.set_keepalive_interval(Some(KEEPALIVE));
+        http.set_keepalive_retries(Some(KEEPALIVE_RETRIES));
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_webpki_roots()
             .https_or_http()
@@ -128,13 +145,20 @@ impl Sender {
         }
         let signature = signatures.join(" ");
         let mut request = Request::post(target.uri);
-        for (name, value) in &delivery.destination.headers.0 {
+        let own = &delivery.destination.headers.0;
+        for (name, value) in own {
             request = request.header(name, value);
+        }
+        // Stored names are lower case. The subscriber's own header wins over these.
+        if !own.contains_key("accept") {
+            request = request.header(ACCEPT, HeaderValue::from_static("*/*"));
+        }
+        if let (Some(basic), false) = (target.authorization, own.contains_key("authorization")) {
+            request = request.header(AUTHORIZATION, basic);
         }
         let request = request
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE))
-            .header(ACCEPT, HeaderValue::from_static("*/*"))
             .header("webhook-id", &delivery.id)
             .header("webhook-timestamp", timestamp.to_string())
             .header("webhook-signature", signature)
@@ -144,14 +168,12 @@ impl Sender {
             Ok(request) => request,
             Err(e) => return refused(format!("cannot build the request: {e}")),
         };
-        let exchange = async {
-            match self.client.request(request).await {
-                Ok(response) => answered(response, now).await,
-                Err(e) => transport_failure(&e),
-            }
-        };
-        match tokio::time::timeout(self.attempt_timeout, exchange).await {
-            Ok(report) => report,
+        // One deadline for the whole attempt. An answer whose body is still arriving at the
+        // deadline is the answer it is: its status stands, with the part of the body read.
+        let deadline = Instant::now() + self.attempt_timeout;
+        match timeout_at(deadline, self.client.request(request)).await {
+            Ok(Ok(response)) => answered(response, now, deadline).await,
+            Ok(Err(e)) => transport_failure(&e),
             Err(_) => AttemptReport {
                 result: AttemptResult::Timeout,
                 error: Some(format!(
@@ -171,8 +193,17 @@ impl Sender {
             return Ok(target.clone());
         }
         let url = Url::parse(raw).map_err(|e| e.to_string())?;
-        let uri = url.as_str().parse::<Uri>().map_err(|e| e.to_string())?;
-        let target = Target { url, uri };
+        let authorization = basic_credentials(&url);
+        let mut bare = url.clone();
+        // Only a URL with a host can hold credentials, and every URL sent to has one.
+        let _ = bare.set_username("");
+        let _ = bare.set_password(None);
+        let uri = bare.as_str().parse::<Uri>().map_err(|e| e.to_string())?;
+        let target = Target {
+            url,
+            uri,
+            authorization,
+        };
         let mut parsed = self.parsed.lock().unwrap();
         if parsed.len() >= PARSED_URLS {
             parsed.clear();
@@ -182,8 +213,30 @@ impl Sender {
     }
 }
 
-/// What an answer says: its status, the wait it asks for, the start of its body.
-async fn answered(response: Response<Incoming>, now: UnixMs) -> AttemptReport {
+/// `Basic` credentials from a URL's `user:password@`, percent-decoded.
+fn basic_credentials(url: &Url) -> Option<HeaderValue> {
+    if url.username().is_empty() && url.password().is_none() {
+        return None;
+    }
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let pair = format!(
+        "{}:{}",
+        decode(url.username()),
+        decode(url.password().unwrap_or(""))
+    );
+    let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+    let mut value = HeaderValue::from_str(&format!("Basic {encoded}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
+
+/// What an answer says: its status, the wait it asks for, the start of its body (what arrives
+/// of it before `deadline`).
+async fn answered(response: Response<Incoming>, now: UnixMs, deadline: Instant) -> AttemptReport {
     let status = response.status().as_u16();
     let retry_after = match status {
         429 | 503 => response
@@ -197,7 +250,7 @@ async fn answered(response: Response<Incoming>, now: UnixMs) -> AttemptReport {
         result: AttemptResult::Status(status),
         error: None,
         retry_after,
-        response_body: read_start(response.into_body()).await,
+        response_body: read_start(response.into_body(), deadline).await,
     }
 }
 
@@ -223,11 +276,11 @@ pub const KEPT_RESPONSE_BYTES: usize = 4 * 1024;
 const MAX_DRAIN_BYTES: usize = 64 * 1024;
 
 /// Keeps the first `KEPT_RESPONSE_BYTES` of the body (as text; invalid UTF-8 is replaced) and
-/// drains a bounded amount of the rest.
-async fn read_start(mut body: Incoming) -> Option<String> {
+/// drains a bounded amount of the rest, until `deadline`.
+async fn read_start(mut body: Incoming, deadline: Instant) -> Option<String> {
     let mut kept = Vec::new();
     let mut seen = 0;
-    while let Some(Ok(frame)) = body.frame().await {
+    while let Ok(Some(Ok(frame))) = timeout_at(deadline, body.frame()).await {
         // Trailers carry nothing kept.
         let Ok(chunk) = frame.into_data() else {
             continue;
@@ -416,6 +469,12 @@ mod tests {
         assert_eq!(report.response_body.as_deref(), Some("busy"));
         let headers = seen.lock().unwrap().take().expect("the request arrived");
         let header = |name: &str| headers.get(name).unwrap().to_str().unwrap().to_owned();
+        assert_eq!(header("host"), addr.to_string());
+        assert_eq!(header("accept"), "*/*");
+        assert_eq!(
+            header("content-length"),
+            render_body(&d.event).len().to_string()
+        );
         assert_eq!(header("webhook-id"), "e:s");
         assert_eq!(header("webhook-timestamp"), "1000");
         assert_eq!(header("webhook-attempt"), "1");
@@ -424,34 +483,120 @@ mod tests {
         assert!(header("webhook-signature").starts_with("v1,"));
     }
 
-    #[tokio::test]
-    async fn no_answer_within_the_attempt_timeout_is_a_timeout() {
-        // Takes the connection and never answers.
+    /// A server on loopback that reads a request's head and answers it with `answer`, then
+    /// holds the connection open.
+    async fn raw_server(
+        answer: &'static [u8],
+    ) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let silent = tokio::spawn(async move {
-            let _connection = listener.accept().await.unwrap();
+        let held = tokio::spawn(async move {
+            let (mut connection, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && connection.read(&mut byte).await.unwrap() == 1 {
+                head.push(byte[0]);
+            }
+            connection.write_all(answer).await.unwrap();
             std::future::pending::<()>().await
         });
+        (addr, held)
+    }
+
+    /// Bounds a send that should end by itself well before this.
+    async fn bounded(sender: &Sender, d: &ClaimedDelivery) -> AttemptReport {
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            sender.send(d, render_body(&d.event), 0),
+        )
+        .await
+        .expect("the attempt ended")
+    }
+
+    #[tokio::test]
+    async fn no_answer_within_the_attempt_timeout_is_a_timeout() {
+        // Takes the request and never answers.
+        let (addr, silent) = raw_server(b"").await;
         let sender = Sender::new(Duration::from_millis(200), Arc::new(Guard::default()));
-        let d = delivery(format!("http://{addr}/hook"));
-        let report = sender.send(&d, render_body(&d.event), 0).await;
+        let report = bounded(&sender, &delivery(format!("http://{addr}/hook"))).await;
         assert_eq!(report.result, AttemptResult::Timeout, "{report:?}");
         assert!(report.error.unwrap().contains("200ms"));
         silent.abort();
     }
 
+    /// The answer is the answer: a body still arriving at the attempt's deadline keeps its
+    /// status (a delivered webhook is not sent again for a slow body), with what arrived of it.
+    #[tokio::test]
+    async fn a_body_still_arriving_at_the_deadline_keeps_its_status() {
+        let (addr, held) =
+            raw_server(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n0123456789").await;
+        let sender = Sender::new(Duration::from_millis(300), Arc::new(Guard::default()));
+        let report = bounded(&sender, &delivery(format!("http://{addr}/hook"))).await;
+        assert_eq!(report.result, AttemptResult::Status(200), "{report:?}");
+        assert_eq!(report.response_body.as_deref(), Some("0123456789"));
+        held.abort();
+    }
+
+    #[tokio::test]
+    async fn the_start_of_a_long_answer_is_kept() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = axum::Router::new().fallback(|| async { "x".repeat(10 * 1024) });
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
+        let report = bounded(&sender, &delivery(format!("http://{addr}/hook"))).await;
+        assert_eq!(report.result, AttemptResult::Status(200));
+        assert_eq!(report.response_body.unwrap().len(), KEPT_RESPONSE_BYTES);
+    }
+
+    /// A subscriber's own `accept` replaces hookline's; credentials stored in an older
+    /// subscriber's URL go as Basic auth, not in the request's target.
+    #[tokio::test]
+    async fn a_subscribers_own_headers_and_stored_credentials_are_sent() {
+        let seen = Arc::new(std::sync::Mutex::new(None));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let headers = seen.clone();
+        let app = axum::Router::new().fallback(move |h: axum::http::HeaderMap| {
+            *headers.lock().unwrap() = Some(h);
+            async { "ok" }
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
+        let mut d = delivery(format!("http://user:p%40ss@{addr}/hook"));
+        let mut destination = (*d.destination).clone();
+        destination
+            .headers
+            .0
+            .insert("accept".into(), "application/json".into());
+        d.destination = Arc::new(destination);
+        let report = bounded(&sender, &d).await;
+        assert_eq!(report.result, AttemptResult::Status(200), "{report:?}");
+        let headers = seen.lock().unwrap().take().expect("the request arrived");
+        let all = |name: &str| -> Vec<String> {
+            headers
+                .get_all(name)
+                .iter()
+                .map(|v| v.to_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(all("accept"), ["application/json"]);
+        // base64("user:p@ss")
+        assert_eq!(all("authorization"), ["Basic dXNlcjpwQHNz"]);
+        assert_eq!(all("host"), [addr.to_string()]);
+    }
+
     #[tokio::test]
     async fn a_closed_port_is_a_failed_connection() {
-        let addr = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        // The listener is dropped: nothing listens there now.
+        // Bound and never listening: the port stays this test's, and connecting is refused.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = socket.local_addr().unwrap();
         let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
-        let d = delivery(format!("http://{addr}/hook"));
-        let report = sender.send(&d, render_body(&d.event), 0).await;
+        let report = bounded(&sender, &delivery(format!("http://{addr}/hook"))).await;
         assert_eq!(report.result, AttemptResult::ConnectionFailed, "{report:?}");
+        drop(socket);
         let error = report.error.unwrap();
         assert!(error.contains("tcp connect error"), "{error}");
         assert!(
