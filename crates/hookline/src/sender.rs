@@ -42,8 +42,55 @@ pub struct AttemptReport {
     pub response_body: Option<String>,
 }
 
-/// Connections through the guard's resolver, TLS (rustls, the webpki roots) or plain.
-type Connector = hyper_rustls::HttpsConnector<HttpConnector<GuardedResolver>>;
+/// Connections through the guard's resolver, TLS (rustls, the webpki roots) or plain, each
+/// given up after the attempt timeout.
+type Connector = WithinTimeout<hyper_rustls::HttpsConnector<HttpConnector<GuardedResolver>>>;
+
+/// Bounds a whole connect (lookup, TCP and TLS). The attempt's deadline bounds the connect it
+/// waits for, but a connect that lost its race to a pooled connection goes on in the
+/// background, and a server that accepts TCP and never finishes TLS would hold it open.
+#[derive(Clone)]
+struct WithinTimeout<C> {
+    connect: C,
+    timeout: Duration,
+}
+
+/// A connect that did not finish within the attempt timeout.
+#[derive(Debug, thiserror::Error)]
+#[error("connect did not finish within {}", humantime::format_duration(*.0))]
+struct ConnectTimedOut(Duration);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<C> tower_service::Service<Uri> for WithinTimeout<C>
+where
+    C: tower_service::Service<Uri>,
+    C::Error: Into<BoxError>,
+    C::Future: Send + 'static,
+{
+    type Response = C::Response;
+    type Error = BoxError;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<C::Response, BoxError>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), BoxError>> {
+        self.connect.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let connecting = self.connect.call(uri);
+        let timeout = self.timeout;
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, connecting).await {
+                Ok(connected) => connected.map_err(Into::into),
+                Err(_) => Err(ConnectTimedOut(timeout).into()),
+            }
+        })
+    }
+}
 
 #[derive(Clone)]
 pub struct Sender {
@@ -91,28 +138,8 @@ impl Sender {
         guard: Arc<Guard>,
         resolver: GuardedResolver,
     ) -> Self {
-        let mut http = HttpConnector::new_with_resolver(resolver);
-        // The TLS layer above it takes https URLs too.
-        http.enforce_http(false);
-        // A request goes out in one write; waiting to coalesce it only adds latency.
-        http.set_nodelay(true);
-        // Split across a name's addresses, so that one that does not answer leaves time for
-        // the next; and it ends a connect that lost its race to a pooled connection.
-        http.set_connect_timeout(Some(attempt_timeout));
-        http.set_keepalive(Some(KEEPALIVE));
-        http.set_keepalive_interval(Some(KEEPALIVE));
-        http.set_keepalive_retries(Some(KEEPALIVE_RETRIES));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_webpki_roots()
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(IDLE_CONNECTION)
-            .pool_timer(TokioTimer::new())
-            .build(connector);
         Self {
-            client,
+            client: client(resolver, attempt_timeout),
             attempt_timeout,
             guard,
             parsed: Default::default(),
@@ -173,16 +200,26 @@ impl Sender {
         let deadline = Instant::now() + self.attempt_timeout;
         match timeout_at(deadline, self.client.request(request)).await {
             Ok(Ok(response)) => answered(response, now, deadline).await,
+            // A connect's own timeout ends at the attempt's deadline too, and may fire first.
+            Ok(Err(e)) if timed_out(&e) => self.timed_out(Some(error_chain(&e))),
             Ok(Err(e)) => transport_failure(&e),
-            Err(_) => AttemptReport {
-                result: AttemptResult::Timeout,
-                error: Some(format!(
-                    "no answer within the attempt timeout ({})",
-                    humantime::format_duration(self.attempt_timeout)
-                )),
-                retry_after: None,
-                response_body: None,
-            },
+            Err(_) => self.timed_out(None),
+        }
+    }
+
+    fn timed_out(&self, detail: Option<String>) -> AttemptReport {
+        let mut error = format!(
+            "no answer within the attempt timeout ({})",
+            humantime::format_duration(self.attempt_timeout)
+        );
+        if let Some(detail) = detail {
+            error = format!("{error}: {detail}");
+        }
+        AttemptReport {
+            result: AttemptResult::Timeout,
+            error: Some(error),
+            retry_after: None,
+            response_body: None,
         }
     }
 }
@@ -213,21 +250,45 @@ impl Sender {
     }
 }
 
+/// The HTTP client, whose connects each end within `connect_timeout`.
+fn client(resolver: GuardedResolver, connect_timeout: Duration) -> Client<Connector, Full<Bytes>> {
+    let mut http = HttpConnector::new_with_resolver(resolver);
+    // The TLS layer above it takes https URLs too.
+    http.enforce_http(false);
+    // A request goes out in one write; waiting to coalesce it only adds latency.
+    http.set_nodelay(true);
+    // Split across a name's addresses, so that one that does not answer leaves time for the
+    // next.
+    http.set_connect_timeout(Some(connect_timeout));
+    http.set_keepalive(Some(KEEPALIVE));
+    http.set_keepalive_interval(Some(KEEPALIVE));
+    http.set_keepalive_retries(Some(KEEPALIVE_RETRIES));
+    let tls = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_webpki_roots()
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    let connector = WithinTimeout {
+        connect: tls,
+        timeout: connect_timeout,
+    };
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(IDLE_CONNECTION)
+        .pool_timer(TokioTimer::new())
+        .build(connector)
+}
+
 /// `Basic` credentials from a URL's `user:password@`, percent-decoded.
 fn basic_credentials(url: &Url) -> Option<HeaderValue> {
     if url.username().is_empty() && url.password().is_none() {
         return None;
     }
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(s)
-            .decode_utf8_lossy()
-            .into_owned()
-    };
-    let pair = format!(
-        "{}:{}",
-        decode(url.username()),
-        decode(url.password().unwrap_or(""))
-    );
+    // The bytes as they were written, UTF-8 or not.
+    let mut pair: Vec<u8> = percent_encoding::percent_decode_str(url.username()).collect();
+    pair.push(b':');
+    pair.extend(percent_encoding::percent_decode_str(
+        url.password().unwrap_or(""),
+    ));
     let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
     let mut value = HeaderValue::from_str(&format!("Basic {encoded}")).ok()?;
     value.set_sensitive(true);
@@ -325,6 +386,14 @@ fn transport_failure(e: &hyper_util::client::legacy::Error) -> AttemptReport {
     }
 }
 
+/// Whether the connect gave up for time: the whole connect's bound, or the TCP connect's
+/// (an `io::Error` of kind `TimedOut`).
+fn timed_out(e: &hyper_util::client::legacy::Error) -> bool {
+    find_source::<ConnectTimedOut>(e).is_some()
+        || find_source::<std::io::Error>(e)
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+}
+
 fn find_source<'e, T: std::error::Error + 'static>(
     e: &'e (dyn std::error::Error + 'static),
 ) -> Option<&'e T> {
@@ -362,12 +431,19 @@ mod tests {
         assert_eq!(first.url.as_str(), "http://example.com/hook");
         assert_eq!(first.uri, "http://example.com/hook");
         assert_eq!(sender.target("http://Example.COM:80/hook").unwrap(), first);
+        assert_eq!(first.authorization, None);
         assert!(sender.target("http://exa mple.com/").is_err());
         assert_eq!(
             sender.parsed.lock().unwrap().len(),
             1,
             "failures are not kept"
         );
+        let with_credentials = sender.target("http://u:p@example.com/x").unwrap();
+        assert_eq!(
+            with_credentials.uri, "http://example.com/x",
+            "no userinfo in the target"
+        );
+        assert!(with_credentials.authorization.is_some());
         for i in 0..PARSED_URLS + 5 {
             sender.target(&format!("http://127.0.0.1:9/{i}")).unwrap();
         }
@@ -446,21 +522,12 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_is_read_with_its_wait_and_the_start_of_its_body() {
-        let seen = Arc::new(std::sync::Mutex::new(None));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let headers = seen.clone();
-        let app = axum::Router::new().fallback(move |h: axum::http::HeaderMap| {
-            *headers.lock().unwrap() = Some(h);
-            async {
-                (
-                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                    [("retry-after", "7")],
-                    "busy",
-                )
-            }
-        });
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let (addr, seen) = recording_server((
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            [("retry-after", "7")],
+            "busy",
+        ))
+        .await;
         let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
         let d = delivery(format!("http://{addr}/hook"));
         let report = sender.send(&d, render_body(&d.event), 1_000_000).await;
@@ -502,6 +569,30 @@ mod tests {
             std::future::pending::<()>().await
         });
         (addr, held)
+    }
+
+    /// A server on loopback answering every request with `answer`; keeps the last request's
+    /// headers.
+    async fn recording_server<A>(
+        answer: A,
+    ) -> (
+        std::net::SocketAddr,
+        Arc<std::sync::Mutex<Option<axum::http::HeaderMap>>>,
+    )
+    where
+        A: axum::response::IntoResponse + Clone + Send + Sync + 'static,
+    {
+        let seen = Arc::new(std::sync::Mutex::new(None));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let headers = seen.clone();
+        let app = axum::Router::new().fallback(move |h: axum::http::HeaderMap| {
+            *headers.lock().unwrap() = Some(h);
+            let answer = answer.clone();
+            async move { answer }
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (addr, seen)
     }
 
     /// Bounds a send that should end by itself well before this.
@@ -554,37 +645,68 @@ mod tests {
     /// subscriber's URL go as Basic auth, not in the request's target.
     #[tokio::test]
     async fn a_subscribers_own_headers_and_stored_credentials_are_sent() {
-        let seen = Arc::new(std::sync::Mutex::new(None));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let headers = seen.clone();
-        let app = axum::Router::new().fallback(move |h: axum::http::HeaderMap| {
-            *headers.lock().unwrap() = Some(h);
-            async { "ok" }
-        });
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let (addr, seen) = recording_server("ok").await;
         let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
-        let mut d = delivery(format!("http://user:p%40ss@{addr}/hook"));
-        let mut destination = (*d.destination).clone();
-        destination
-            .headers
-            .0
-            .insert("accept".into(), "application/json".into());
-        d.destination = Arc::new(destination);
-        let report = bounded(&sender, &d).await;
-        assert_eq!(report.result, AttemptResult::Status(200), "{report:?}");
-        let headers = seen.lock().unwrap().take().expect("the request arrived");
-        let all = |name: &str| -> Vec<String> {
-            headers
-                .get_all(name)
-                .iter()
-                .map(|v| v.to_str().unwrap().to_owned())
-                .collect()
+        let url = format!("http://user:p%40ss@{addr}/hook");
+        let sent = |own: &[(&str, &str)]| {
+            let mut d = delivery(url.clone());
+            let mut destination = (*d.destination).clone();
+            for (name, value) in own {
+                destination
+                    .headers
+                    .0
+                    .insert((*name).into(), (*value).into());
+            }
+            d.destination = Arc::new(destination);
+            let (sender, seen) = (&sender, &seen);
+            async move {
+                let report = bounded(sender, &d).await;
+                assert_eq!(report.result, AttemptResult::Status(200), "{report:?}");
+                let headers = seen.lock().unwrap().take().expect("the request arrived");
+                move |name: &str| -> Vec<String> {
+                    headers
+                        .get_all(name)
+                        .iter()
+                        .map(|v| v.to_str().unwrap().to_owned())
+                        .collect()
+                }
+            }
         };
+        let all = sent(&[("accept", "application/json")]).await;
         assert_eq!(all("accept"), ["application/json"]);
         // base64("user:p@ss")
         assert_eq!(all("authorization"), ["Basic dXNlcjpwQHNz"]);
         assert_eq!(all("host"), [addr.to_string()]);
+        // The subscriber's own credentials are the ones sent.
+        let all = sent(&[("authorization", "Bearer own")]).await;
+        assert_eq!(all("authorization"), ["Bearer own"]);
+        assert_eq!(all("accept"), ["*/*"]);
+    }
+
+    /// A connect that does not finish in time (here a server that takes the connection and
+    /// never answers TLS) is given up by the connector itself, not only by the attempt's
+    /// deadline, and counts as a timeout.
+    #[tokio::test]
+    async fn a_connect_that_does_not_finish_in_time_is_a_timeout() {
+        let (addr, silent) = raw_server(b"").await;
+        let guard = Arc::new(Guard::default());
+        let sender = Sender {
+            client: client(
+                GuardedResolver::new(guard.clone()),
+                Duration::from_millis(200),
+            ),
+            attempt_timeout: Duration::from_secs(20),
+            guard,
+            parsed: Default::default(),
+        };
+        let report = bounded(&sender, &delivery(format!("https://{addr}/hook"))).await;
+        assert_eq!(report.result, AttemptResult::Timeout, "{report:?}");
+        let error = report.error.unwrap();
+        assert!(
+            error.contains("connect did not finish within 200ms"),
+            "{error}"
+        );
+        silent.abort();
     }
 
     #[tokio::test]
