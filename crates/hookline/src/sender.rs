@@ -102,7 +102,8 @@ pub struct Sender {
     /// Subscriber URLs as parsed: parsing one (IDNA included) cost about 5% of the process's
     /// instructions per attempt (callgrind, `throughput`); a subscriber's URL rarely changes,
     /// and a changed one is another key.
-    parsed: Arc<std::sync::Mutex<HashMap<String, Target>>>,
+    /// Shared, so that an attempt copies none of it.
+    parsed: Arc<std::sync::Mutex<HashMap<String, Arc<Target>>>>,
 }
 
 /// A subscriber URL as the guard reads it, and as the request's target.
@@ -171,7 +172,7 @@ impl Sender {
             }
         }
         let signature = signatures.join(" ");
-        let mut request = Request::post(target.uri);
+        let mut request = Request::post(target.uri.clone());
         let own = &delivery.destination.headers.0;
         for (name, value) in own {
             request = request.header(name, value);
@@ -180,8 +181,8 @@ impl Sender {
         if !own.contains_key("accept") {
             request = request.header(ACCEPT, HeaderValue::from_static("*/*"));
         }
-        if let (Some(basic), false) = (target.authorization, own.contains_key("authorization")) {
-            request = request.header(AUTHORIZATION, basic);
+        if let (Some(basic), false) = (&target.authorization, own.contains_key("authorization")) {
+            request = request.header(AUTHORIZATION, basic.clone());
         }
         let request = request
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
@@ -200,32 +201,14 @@ impl Sender {
         let deadline = Instant::now() + self.attempt_timeout;
         match timeout_at(deadline, self.client.request(request)).await {
             Ok(Ok(response)) => answered(response, now, deadline).await,
-            // A connect's own timeout ends at the attempt's deadline too, and may fire first.
-            Ok(Err(e)) if timed_out(&e) => self.timed_out(Some(error_chain(&e))),
-            Ok(Err(e)) => transport_failure(&e),
-            Err(_) => self.timed_out(None),
-        }
-    }
-
-    fn timed_out(&self, detail: Option<String>) -> AttemptReport {
-        let mut error = format!(
-            "no answer within the attempt timeout ({})",
-            humantime::format_duration(self.attempt_timeout)
-        );
-        if let Some(detail) = detail {
-            error = format!("{error}: {detail}");
-        }
-        AttemptReport {
-            result: AttemptResult::Timeout,
-            error: Some(error),
-            retry_after: None,
-            response_body: None,
+            Ok(Err(e)) => transport_failure(&e, self.attempt_timeout),
+            Err(_) => timed_out(self.attempt_timeout, None),
         }
     }
 }
 
 impl Sender {
-    fn target(&self, raw: &str) -> Result<Target, String> {
+    fn target(&self, raw: &str) -> Result<Arc<Target>, String> {
         if let Some(target) = self.parsed.lock().unwrap().get(raw) {
             return Ok(target.clone());
         }
@@ -236,11 +219,11 @@ impl Sender {
         let _ = bare.set_username("");
         let _ = bare.set_password(None);
         let uri = bare.as_str().parse::<Uri>().map_err(|e| e.to_string())?;
-        let target = Target {
+        let target = Arc::new(Target {
             url,
             uri,
             authorization,
-        };
+        });
         let mut parsed = self.parsed.lock().unwrap();
         if parsed.len() >= PARSED_URLS {
             parsed.clear();
@@ -365,14 +348,21 @@ fn refused(error: String) -> AttemptReport {
     }
 }
 
-/// No answer: refused by the guard, a name that does not resolve, or a connection that failed
-/// (refused, reset, closed early, TLS). hyper's errors carry no URL, which may hold credentials
-/// and is never echoed into the history.
-fn transport_failure(e: &hyper_util::client::legacy::Error) -> AttemptReport {
+/// No answer: refused by the guard, a connect given up for time, a name that does not resolve,
+/// or a connection that failed (refused, reset, closed early, TLS). hyper's errors carry no
+/// URL, which may hold credentials and is never echoed into the history.
+fn transport_failure(
+    e: &hyper_util::client::legacy::Error,
+    attempt_timeout: Duration,
+) -> AttemptReport {
     if let Some(guard) = find_source::<Refused>(e) {
         return refused(guard.to_string());
     }
     let detail = error_chain(e);
+    // A connect's own timeout ends at the attempt's deadline too, and may fire first.
+    if gave_up_for_time(e) {
+        return timed_out(attempt_timeout, Some(detail));
+    }
     let result = if detail.contains("dns error") || detail.contains("failed to lookup address") {
         AttemptResult::DnsFailed
     } else {
@@ -386,9 +376,26 @@ fn transport_failure(e: &hyper_util::client::legacy::Error) -> AttemptReport {
     }
 }
 
+/// No answer within the attempt timeout; `detail`, what the connect said when it gave up.
+fn timed_out(attempt_timeout: Duration, detail: Option<String>) -> AttemptReport {
+    let mut error = format!(
+        "no answer within the attempt timeout ({})",
+        humantime::format_duration(attempt_timeout)
+    );
+    if let Some(detail) = detail {
+        error = format!("{error}: {detail}");
+    }
+    AttemptReport {
+        result: AttemptResult::Timeout,
+        error: Some(error),
+        retry_after: None,
+        response_body: None,
+    }
+}
+
 /// Whether the connect gave up for time: the whole connect's bound, or the TCP connect's
 /// (an `io::Error` of kind `TimedOut`).
-fn timed_out(e: &hyper_util::client::legacy::Error) -> bool {
+fn gave_up_for_time(e: &hyper_util::client::legacy::Error) -> bool {
     find_source::<ConnectTimedOut>(e).is_some()
         || find_source::<std::io::Error>(e)
             .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
