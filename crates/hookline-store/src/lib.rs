@@ -249,8 +249,14 @@ enum Backend<'a> {
     Postgres(&'a str),
 }
 
+/// Whether a database URL names the PostgreSQL backend: what it opens, and what the settings
+/// whose defaults depend on the backend follow.
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
 fn backend(url: &str) -> Result<Backend<'_>> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+    if is_postgres_url(url) {
         return Ok(Backend::Postgres(url));
     }
     if let Some(path) = url.strip_prefix("sqlite://") {

@@ -1,0 +1,158 @@
+//! The process's open-file limit against what its settings may hold open at once. Every API
+//! connection, every attempt in flight (in a delivery slot or in the slow lane) and every
+//! database connection is a file descriptor. Service managers often start a process with a soft
+//! limit of 1,024 (systemd's default), below what the delivery slots alone may open by default;
+//! past it, accepting a connection and connecting to a subscriber fail with "too many open
+//! files". So `serve` raises its soft limit to what its settings need, never past the hard
+//! limit (as Go's runtime and nginx's `worker_rlimit_nofile` do), and warns, naming the
+//! settings, when even the hard limit is short.
+
+use crate::app::Role;
+use crate::config::Config;
+
+/// A process's open-file limit: the soft one is enforced, and may be raised up to the hard one
+/// without privileges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// Descriptors besides the connections: the listener, the store's files (SQLite's database,
+/// its WAL and shared memory, a backup being taken), the runtime's epoll and event fds.
+const BESIDES_CONNECTIONS: u64 = 64;
+
+/// What this process may hold open at once with `config` in `role`.
+pub fn needed(config: &Config, role: Role) -> u64 {
+    // Workers serve `/healthz`, so every role accepts connections.
+    let api = config.http.max_connections as u64;
+    let delivery = match role {
+        Role::Api => 0,
+        Role::All | Role::Worker => {
+            (config.delivery.concurrency + config.delivery.slow_lane) as u64
+        }
+    };
+    // The pool, and PostgreSQL's LISTEN connection.
+    let store = config.database_pool_size as u64 + 1;
+    api.saturating_add(delivery)
+        .saturating_add(store)
+        .saturating_add(BESIDES_CONNECTIONS)
+}
+
+/// What to do about a limit, for a process that needs `needed` descriptors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    Enough,
+    /// Raise the soft limit to this (at most the hard limit).
+    RaiseTo(u64),
+}
+
+pub fn plan(limit: Limit, needed: u64) -> Plan {
+    if limit.soft >= needed {
+        Plan::Enough
+    } else {
+        Plan::RaiseTo(needed.min(limit.hard))
+    }
+}
+
+/// The limit now, raised to `needed` when it was lower and the hard limit allows.
+// `rlim_t` is `u64` here, not on every target.
+#[allow(clippy::unnecessary_cast)]
+pub fn ensure(needed: u64) -> std::io::Result<(Limit, Limit)> {
+    let before = read()?;
+    match plan(before, needed) {
+        Plan::Enough => Ok((before, before)),
+        Plan::RaiseTo(soft) if soft <= before.soft => Ok((before, before)),
+        Plan::RaiseTo(soft) => {
+            let raised = libc::rlimit {
+                rlim_cur: soft as libc::rlim_t,
+                rlim_max: before.hard as libc::rlim_t,
+            };
+            // SAFETY: setrlimit reads the struct it is given and nothing else.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok((before, read()?))
+        }
+    }
+}
+
+#[allow(clippy::unnecessary_cast)]
+fn read() -> std::io::Result<Limit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given and nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(Limit {
+        soft: limit.rlim_cur as u64,
+        hard: limit.rlim_max as u64,
+    })
+}
+
+/// Raises the limit for `config` in `role` at start-up and says what it did; a limit still
+/// short is a warning, not a refusal: a process that never opens that many works all the same.
+pub fn check(config: &Config, role: Role) {
+    let needed = needed(config, role);
+    match ensure(needed) {
+        Ok((before, after)) if after.soft >= needed => {
+            if after.soft > before.soft {
+                tracing::info!(
+                    from = before.soft,
+                    to = after.soft,
+                    needed,
+                    "open-file limit raised"
+                );
+            }
+        }
+        Ok((_, after)) => tracing::warn!(
+            limit = after.soft,
+            hard_limit = after.hard,
+            needed,
+            "the open-file limit is below what http.max_connections, delivery.concurrency, \
+             delivery.slow_lane and database_pool_size may open at once: past it, connections \
+             fail with \"too many open files\"; raise the hard limit (ulimit -Hn, systemd \
+             LimitNOFILE=) or lower those settings"
+        ),
+        Err(e) => tracing::warn!(error = %e, needed, "cannot read or raise the open-file limit"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_soft_limit_is_raised_to_what_is_needed_never_past_the_hard_one() {
+        let limit = |soft, hard| Limit { soft, hard };
+        assert_eq!(plan(limit(4096, 8192), 2000), Plan::Enough);
+        assert_eq!(plan(limit(2000, 8192), 2000), Plan::Enough);
+        assert_eq!(plan(limit(1024, 524_288), 2000), Plan::RaiseTo(2000));
+        assert_eq!(plan(limit(1024, 1500), 2000), Plan::RaiseTo(1500));
+    }
+
+    #[test]
+    fn what_a_process_needs_follows_its_settings_and_role() {
+        let config = Config::from_toml(
+            "database_pool_size = 16\n[delivery]\nconcurrency = 100\nslow_lane = 50\n\
+             [http]\nmax_connections = 300",
+        )
+        .unwrap();
+        assert_eq!(needed(&config, Role::All), 300 + 150 + 17 + 64);
+        assert_eq!(needed(&config, Role::Worker), 300 + 150 + 17 + 64);
+        assert_eq!(needed(&config, Role::Api), 300 + 17 + 64);
+    }
+
+    /// With the defaults on either backend, a process needs more than systemd's default soft
+    /// limit: the raise is what keeps a default install from running out.
+    #[test]
+    fn the_defaults_need_more_than_a_common_soft_limit() {
+        let sqlite = Config::from_toml("").unwrap();
+        let postgres = Config::from_toml("database = \"postgres://app@db/h\"").unwrap();
+        assert!(needed(&sqlite, Role::All) > 1024);
+        assert!(needed(&postgres, Role::Worker) > needed(&sqlite, Role::Worker));
+    }
+}
