@@ -72,7 +72,7 @@ pub async fn start(
     clock: Arc<dyn Clock>,
     role: Role,
 ) -> Result<RunningApp, StartError> {
-    if role != Role::All && config.database.starts_with("sqlite:") {
+    if role != Role::All && !hookline_store::is_postgres_url(&config.database) {
         return Err(StartError::RoleNeedsPostgres(role));
     }
     if config.api_tokens.is_empty() && !config.listen.ip().is_loopback() {

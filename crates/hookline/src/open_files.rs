@@ -1,10 +1,12 @@
-//! The process's open-file limit against what its settings may hold open at once. Every API
-//! connection, every attempt in flight (in a delivery slot or in the slow lane) and every
-//! database connection is a file descriptor. Service managers often start a process with a soft
-//! limit of 1,024 (systemd's default), below what the delivery slots alone may open by default;
-//! past it, accepting a connection and connecting to a subscriber fail with "too many open
-//! files". So `serve` raises its soft limit to what its settings need, never past the hard
-//! limit (as Go's runtime and nginx's `worker_rlimit_nofile` do), and warns, naming the
+//! The process's open-file limit against what its settings let it hold open at once. Every API
+//! connection, every attempt in flight (in a delivery slot or in the slow lane), every idle
+//! subscriber connection kept for reuse and every database connection is a file descriptor.
+//! Service managers often start a process with a soft limit of 1,024 (systemd's default), below
+//! what the defaults may use (512 API connections, then 512 or 1,024 slots and as many places in
+//! the slow lane); past it, accepting a connection and connecting to a subscriber fail with "too
+//! many open files". So `serve` (and the drill and `capacity --measure`, which receive
+//! deliveries in process) raise the soft limit to an estimate of what they need, never past the
+//! hard limit (as Go's runtime and nginx's `worker_rlimit_nofile` do), and warn, naming the
 //! settings, when even the hard limit is short.
 
 use crate::app::Role;
@@ -20,33 +22,43 @@ pub struct Limit {
 
 /// Descriptors besides the connections: the listener, the store's files (SQLite's database,
 /// its WAL and shared memory, a backup being taken), the runtime's epoll and event fds.
-const BESIDES_CONNECTIONS: u64 = 64;
+pub const BESIDES_CONNECTIONS: u64 = 64;
 
-/// What this process may hold open at once with `config` in `role`.
+/// What a `serve` process with `config` in `role` may hold open at once, estimated: idle
+/// subscriber connections are kept for reuse for a while, uncapped (`sender.rs`), and are
+/// counted as many as the attempts in flight; a process that talks to many hosts in turn can
+/// keep more.
 pub fn needed(config: &Config, role: Role) -> u64 {
-    // Workers serve `/healthz`, so every role accepts connections.
+    // Workers serve `/healthz` and `/metrics`, so every role accepts connections.
     let api = config.http.max_connections as u64;
     let delivery = match role {
         Role::Api => 0,
-        Role::All | Role::Worker => {
-            (config.delivery.concurrency + config.delivery.slow_lane) as u64
-        }
+        Role::All | Role::Worker => receiving(config).saturating_mul(2),
     };
-    // The pool, and PostgreSQL's LISTEN connection.
-    let store = config.database_pool_size as u64 + 1;
+    // PostgreSQL's pool and its LISTEN connection; on SQLite the same count, with the margin,
+    // covers the writer's, the checkpointer's and the readers' files.
+    let store = (config.database_pool_size as u64).saturating_add(1);
     api.saturating_add(delivery)
         .saturating_add(store)
         .saturating_add(BESIDES_CONNECTIONS)
 }
 
+/// The attempts a process with `config` may have in flight, each one connection at the
+/// receiving end too: what the drill's and `capacity --measure`'s in-process sink may hold.
+pub fn receiving(config: &Config) -> u64 {
+    (config.delivery.concurrency as u64).saturating_add(config.delivery.slow_lane as u64)
+}
+
 /// What to do about a limit, for a process that needs `needed` descriptors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Plan {
+    /// The soft limit covers it: left as it is (never lowered).
     Enough,
     /// Raise the soft limit to this (at most the hard limit).
     RaiseTo(u64),
 }
 
+/// The raise `needed` calls for: to `needed`, or as far as the hard limit lets.
 pub fn plan(limit: Limit, needed: u64) -> Plan {
     if limit.soft >= needed {
         Plan::Enough
@@ -59,7 +71,7 @@ pub fn plan(limit: Limit, needed: u64) -> Plan {
 // `rlim_t` is `u64` here, not on every target.
 #[allow(clippy::unnecessary_cast)]
 pub fn ensure(needed: u64) -> std::io::Result<(Limit, Limit)> {
-    let before = read()?;
+    let before = current()?;
     match plan(before, needed) {
         Plan::Enough => Ok((before, before)),
         Plan::RaiseTo(soft) if soft <= before.soft => Ok((before, before)),
@@ -72,13 +84,14 @@ pub fn ensure(needed: u64) -> std::io::Result<(Limit, Limit)> {
             if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            Ok((before, read()?))
+            Ok((before, current()?))
         }
     }
 }
 
+/// The limit as it is.
 #[allow(clippy::unnecessary_cast)]
-fn read() -> std::io::Result<Limit> {
+pub fn current() -> std::io::Result<Limit> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -93,10 +106,9 @@ fn read() -> std::io::Result<Limit> {
     })
 }
 
-/// Raises the limit for `config` in `role` at start-up and says what it did; a limit still
-/// short is a warning, not a refusal: a process that never opens that many works all the same.
-pub fn check(config: &Config, role: Role) {
-    let needed = needed(config, role);
+/// Raises the limit to `needed` at start-up and says what it did; a limit still short is a
+/// warning, not a refusal: a process that never opens that many works all the same.
+pub fn check(needed: u64) {
     match ensure(needed) {
         Ok((before, after)) if after.soft >= needed => {
             if after.soft > before.soft {
@@ -141,9 +153,23 @@ mod tests {
              [http]\nmax_connections = 300",
         )
         .unwrap();
-        assert_eq!(needed(&config, Role::All), 300 + 150 + 17 + 64);
-        assert_eq!(needed(&config, Role::Worker), 300 + 150 + 17 + 64);
+        // Attempts in flight, and as many idle connections kept for reuse.
+        assert_eq!(needed(&config, Role::All), 300 + 2 * 150 + 17 + 64);
+        assert_eq!(needed(&config, Role::Worker), 300 + 2 * 150 + 17 + 64);
         assert_eq!(needed(&config, Role::Api), 300 + 17 + 64);
+        assert_eq!(receiving(&config), 150);
+    }
+
+    /// Settings at their largest add up without wrapping to a small number.
+    #[test]
+    fn the_largest_settings_saturate() {
+        let config = Config::from_toml(&format!(
+            "database_pool_size = {max}\n[delivery]\nconcurrency = {max}\nslow_lane = {max}",
+            max = i64::MAX
+        ))
+        .unwrap();
+        assert_eq!(needed(&config, Role::All), u64::MAX);
+        assert_eq!(receiving(&config), 2 * i64::MAX as u64);
     }
 
     /// With the defaults on either backend, a process needs more than systemd's default soft

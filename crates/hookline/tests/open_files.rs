@@ -1,5 +1,6 @@
 //! `serve` raises a soft open-file limit that is below what its settings may hold open at once
-//! (systemd starts services at 1,024, below the default delivery slots and slow lane).
+//! (systemd starts services at 1,024, below what the defaults may use).
+#![cfg(target_os = "linux")]
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -9,13 +10,18 @@ use hookline_testkit::process::Process;
 
 #[tokio::test]
 async fn serve_raises_a_soft_open_file_limit_below_what_its_settings_need() {
+    let hard = hookline::open_files::current().unwrap().hard;
+    if hard <= 200 {
+        eprintln!("skipped: this machine's hard open-file limit ({hard}) leaves nothing to raise");
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     // Starts hookline as a service manager would, with a low soft limit.
     let low = dir.path().join("low-limit");
     std::fs::write(
         &low,
         format!(
-            "#!/bin/sh\nulimit -Sn 200 || exit 1\nexec {} \"$@\"\n",
+            "#!/bin/sh\nunset HOOKLINE_DATABASE\nulimit -Sn 200 || exit 1\nexec {} \"$@\"\n",
             env!("CARGO_BIN_EXE_hookline")
         ),
     )
@@ -36,12 +42,6 @@ async fn serve_raises_a_soft_open_file_limit_below_what_its_settings_need() {
         .find(|l| l.starts_with("Max open files"))
         .unwrap();
     // "Max open files  SOFT  HARD  files"
-    let fields: Vec<&str> = line.split_whitespace().collect();
-    let soft: u64 = fields[3].parse().unwrap();
-    let hard: u64 = fields[4].parse().unwrap_or(u64::MAX);
-    assert!(
-        hard > 200,
-        "this machine's hard limit leaves nothing to raise: {line}"
-    );
+    let soft: u64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
     assert_eq!(soft, needed.min(hard), "{line}");
 }

@@ -59,9 +59,22 @@ impl Available {
     }
 }
 
+/// The configuration `serve` would run with: the file, and the database `HOOKLINE_DATABASE`
+/// names (which decides the default delivery slots).
+fn load(config: Option<&Path>) -> Result<Config, String> {
+    let database = std::env::var("HOOKLINE_DATABASE").ok();
+    Config::load(
+        config,
+        Overrides {
+            database,
+            ..Overrides::default()
+        },
+    )
+    .map_err(|e| e.to_string())
+}
+
 pub async fn run(args: CapacityArgs) -> Result<(), String> {
-    let config =
-        Config::load(args.config.as_deref(), Overrides::default()).map_err(|e| e.to_string())?;
+    let config = load(args.config.as_deref())?;
     for (name, v) in [
         ("--events-per-second", args.events_per_second),
         ("--fanout", args.fanout),
@@ -281,7 +294,7 @@ async fn measure(config: Option<&Path>) -> Result<Measurement, String> {
     const LIMIT: Duration = Duration::from_secs(120);
     let sink = hookline_testkit::sink::spawn_on_loopback().await?;
     let dir = hookline_testkit::ScratchDir::new("hookline-capacity").map_err(|e| e.to_string())?;
-    let mut config = Config::load(config, Overrides::default()).map_err(|e| e.to_string())?;
+    let mut config = load(config)?;
     // Its own port, database and loopback sink; everything else as configured.
     config.listen = "127.0.0.1:0".parse().expect("a loopback address");
     config.database = format!("sqlite://{}", dir.path().join("capacity.db").display());
@@ -290,6 +303,11 @@ async fn measure(config: Option<&Path>) -> Result<Measurement, String> {
     config.admission.max_backlog = u64::MAX;
     config.admission.max_projected_drain = Some(Duration::MAX);
     config.guard = std::sync::Arc::new(crate::destination::Guard::default());
+    // Both ends of every attempt are in this process: hookline's and the sink's.
+    crate::open_files::check(
+        crate::open_files::needed(&config, crate::app::Role::All)
+            .saturating_add(crate::open_files::receiving(&config)),
+    );
     let app = crate::app::start(
         &config,
         std::sync::Arc::new(crate::clock::SystemClock),

@@ -20,7 +20,7 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    crate::open_files::check(&config, args.role);
+    crate::open_files::check(crate::open_files::needed(&config, args.role));
     let running = app::start(&config, Arc::new(SystemClock), args.role)
         .await
         .map_err(|e| e.to_string())?;

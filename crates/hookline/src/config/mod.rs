@@ -480,9 +480,9 @@ fn given<T>(key: &'static str, value: Option<T>) -> Result<T, ConfigError> {
 /// Delivery slots when the file sets none, by the store the URL names (`defaults.toml` says
 /// which). A slot freed by an attempt stays idle until the next claim answers; on PostgreSQL
 /// that claim is network round trips and a commit per statement, several times a SQLite
-/// writer job, so the same rate needs more slots (`pg-sustained`, 2026-12-02: 256 slots about
-/// 9,900 deliveries/s, 1,024 about 12,100/s; SQLite's `sustained`: 512 slots 12 to 20% above
-/// 256 in each of four pairs, at 130 to 142 MiB of RSS; 1,024 passed 150 MiB).
+/// writer job, so the same rate needs more slots. Measured in docs/SCALING.md ("Delivery slots
+/// by database"): on SQLite 1,024 slots passed the 150 MB RSS target; on PostgreSQL 2,048 made
+/// claims too large while publishes ran.
 fn default_concurrency(database: &str) -> u64 {
     if hookline_store::is_postgres_url(database) {
         1024
@@ -551,14 +551,26 @@ mod tests {
             .unwrap()
             .delivery
         };
-        let sqlite = on("sqlite:///var/lib/hookline/hookline.db", "");
-        let postgres = on("postgres://app@db/hookline", "");
-        assert_eq!((sqlite.concurrency, sqlite.slow_lane), (512, 512));
-        assert_eq!((postgres.concurrency, postgres.slow_lane), (1024, 1024));
-        assert_eq!(on("postgresql://app@db/hookline", "").concurrency, 1024);
+        let (sqlite_url, postgres_url) = ("sqlite:///var/lib/h.db", "postgres://app@db/h");
+        let (sqlite, postgres) = (on(sqlite_url, ""), on(postgres_url, ""));
+        let (on_sqlite, on_postgres) = (
+            default_concurrency(sqlite_url) as usize,
+            default_concurrency(postgres_url) as usize,
+        );
+        assert!(on_postgres > on_sqlite);
+        assert_eq!(
+            (sqlite.concurrency, sqlite.slow_lane),
+            (on_sqlite, on_sqlite)
+        );
+        assert_eq!(
+            (postgres.concurrency, postgres.slow_lane),
+            (on_postgres, on_postgres)
+        );
+        assert_eq!(on("postgresql://app@db/h", "").concurrency, on_postgres);
         assert!(
-            DEFAULTS.contains("default 512\n")
-                && DEFAULTS.contains("on SQLite, 1024 on PostgreSQL")
+            DEFAULTS.contains(&format!("default {on_sqlite}\n"))
+                && DEFAULTS.contains(&format!("on SQLite, {on_postgres} on PostgreSQL")),
+            "defaults.toml names the numbers default_concurrency uses"
         );
         for database in ["sqlite://h.db", "postgres://app@db/h"] {
             assert_eq!(on(database, "concurrency = 300").concurrency, 300);

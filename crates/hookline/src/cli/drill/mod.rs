@@ -209,6 +209,11 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
         }
         None => start_embedded(&args).await?,
     };
+    // The sink in this process receives every attempt the hookline under test has in flight.
+    crate::open_files::check(
+        crate::open_files::receiving(&policy)
+            .saturating_add(crate::open_files::BESIDES_CONNECTIONS),
+    );
     let drill = Drill {
         api,
         sink,
