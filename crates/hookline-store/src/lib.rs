@@ -131,13 +131,15 @@ pub trait Store: Send + Sync + 'static {
         completions: Vec<Completion>,
         now: UnixMs,
     ) -> Result<Vec<CompletionResult>>;
-    /// [`Store::complete`] (at `claim.now`), then [`Store::claim_due`], the claim seeing the
+    /// [`Store::complete`] (at `claim.now`) and [`Store::claim_due`], the claim seeing the
     /// completions: the slots they free are claimed again at once, so a subscriber at its cap
     /// turns over as soon as its attempts end. The outer error means the completions were not
-    /// applied; a claim that fails after them does not undo them (the inner result). SQLite
-    /// commits both at once (one writer job: one commit, not two); PostgreSQL in two
-    /// transactions, so that completions never hold subscriber rows while waiting for the
-    /// claim's lock (holding the lock through the completions cost two workers 10-20%).
+    /// applied; a claim that fails does not undo them (the inner result). SQLite commits both
+    /// at once (one writer job: one commit, not two). PostgreSQL runs the claim beside the
+    /// completions, in transactions of their own (completions never hold subscriber rows
+    /// while waiting for the claim's lock: holding it through them cost two workers 10-20%),
+    /// and, when that claim left room and a completion applied, claims again once they have
+    /// committed, for the slots they freed.
     async fn complete_and_claim(
         &self,
         completions: Vec<Completion>,

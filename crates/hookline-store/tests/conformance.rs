@@ -79,6 +79,7 @@ macro_rules! all_cases {
             claims_only_due_within_caps,
             completion_is_fenced_by_the_lease,
             completions_free_slots_for_the_claim_that_follows,
+            a_claim_with_completions_fills_its_limit_from_the_slots_they_free,
             rescue_returns_lost_attempts,
             pause_holds_without_spending_attempts,
             revocation_kills_pending_and_stops_fan_out,
@@ -468,6 +469,46 @@ mod cases {
             .await
             .unwrap();
         assert!(completed.is_empty() && claimed.unwrap().is_empty());
+    }
+
+    /// With room left after what is due elsewhere, the claim that follows completions takes
+    /// the slots they free at a subscriber's cap (PostgreSQL claims beside the completions,
+    /// then again after them), and never more than its limit or any subscriber's cap.
+    pub async fn a_claim_with_completions_fills_its_limit_from_the_slots_they_free(
+        h: &impl Harness,
+    ) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        for i in 0..6 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0 + i).await;
+        }
+        store.create_subscriber(sub("b", &[]), T0).await.unwrap();
+        for i in 0..2 {
+            accepted(&*store, event(&format!("f{i}"), "t"), T0 + 10 + i).await;
+        }
+        let now = T0 + 1_000;
+        let first = store.claim_due(claim(now, 2, 2)).await.unwrap();
+        let ids: Vec<&str> = first.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["e0:a", "e1:a"], "a at its cap of 2");
+        let done = first
+            .iter()
+            .map(|c| completion(c, Transition::Delivered, now))
+            .collect();
+        let (completed, claimed) = store
+            .complete_and_claim(done, claim(now + 1, 3, 2))
+            .await
+            .unwrap();
+        assert_eq!(completed, [CompletionResult::Applied; 2]);
+        let claimed = claimed.unwrap();
+        let per = |id: &str| {
+            claimed
+                .iter()
+                .filter(|c| c.destination.subscriber_id == id)
+                .count()
+        };
+        assert_eq!(claimed.len(), 3, "the limit, filled");
+        assert!(per("a") >= 1, "a's freed slots are claimed again");
+        assert!(per("a") <= 2 && per("b") <= 2, "within each cap");
     }
 
     pub async fn completion_is_fenced_by_the_lease(h: &impl Harness) {

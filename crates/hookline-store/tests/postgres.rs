@@ -123,6 +123,116 @@ async fn concurrent_claims_never_lease_a_delivery_twice() {
     schema.drop_schema().await;
 }
 
+/// A worker's claim runs beside its completions (two connections): what they free at a
+/// subscriber's cap is taken by a second claim once they have committed. Made certain here
+/// by holding a row the completions must update, so the claim beside them answers first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_beside_completions_is_followed_by_one_that_sees_them() {
+    let Some((store, other, schema)) = two_stores().await else {
+        return;
+    };
+    store.create_subscriber(subscriber("a"), T0).await.unwrap();
+    for i in 0..6 {
+        store
+            .publish(event(&format!("e{i}")), T0 + i)
+            .await
+            .unwrap();
+    }
+    store.create_subscriber(subscriber("b"), T0).await.unwrap();
+    for i in 0..2 {
+        store
+            .publish(event(&format!("f{i}")), T0 + 10 + i)
+            .await
+            .unwrap();
+    }
+    let request = |now, limit| ClaimRequest {
+        now,
+        limit,
+        lease_ms: 60_000,
+        max_in_flight_per_subscriber: 2,
+        max_retries: usize::MAX,
+        exclude_subscribers: Vec::new(),
+        window_ended_for_start: i64::MIN,
+    };
+    let now = T0 + 1_000;
+    let first = store.claim_due(request(now, 2)).await.unwrap();
+    let ids: Vec<&str> = first.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["e0:a", "e1:a"], "a at its cap");
+    let done: Vec<Completion> = first
+        .iter()
+        .map(|c| Completion {
+            key: c.key,
+            lease: c.lease,
+            record: AttemptRecord {
+                ordinal: c.attempt,
+                started_at: now,
+                duration_ms: 3,
+                outcome: hookline_policy::Outcome::Success,
+                status: Some(200),
+                error: None,
+                response_body: None,
+                policy: None,
+            },
+            transition: Transition::Delivered,
+            revoke_subscriber: false,
+            breaker: hookline_policy::BreakerConfig {
+                failures: 5,
+                cool_down: Duration::from_secs(30),
+                max_cool_down: Duration::from_secs(300),
+            },
+        })
+        .collect();
+
+    let (holder, connection) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    holder
+        .batch_execute(
+            "BEGIN; SELECT 1 FROM deliveries WHERE event_id = 'e0' AND subscriber_id = 'a' FOR UPDATE",
+        )
+        .await
+        .unwrap();
+    let completing = {
+        let store = store.clone();
+        tokio::spawn(async move { store.complete_and_claim(done, request(now + 1, 3)).await })
+    };
+    // The claim beside the held completions answers: a still at its cap, so b's two.
+    for tries in 0.. {
+        let leased = other.get_delivery("f1:b").await.unwrap();
+        if leased.state == DeliveryState::InFlight {
+            break;
+        }
+        assert!(tries < 500, "the claim waited for the held completions");
+        assert!(
+            !completing.is_finished(),
+            "answered while its completions were held"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        other.get_delivery("e0:a").await.unwrap().state,
+        DeliveryState::InFlight,
+        "the completions still wait"
+    );
+    holder.batch_execute("COMMIT").await.unwrap();
+    let (completed, claimed) = tokio::time::timeout(Duration::from_secs(30), completing)
+        .await
+        .expect("the completions go on once the row is free")
+        .unwrap()
+        .unwrap();
+    assert_eq!(completed, [CompletionResult::Applied; 2]);
+    let mut ids: Vec<String> = claimed.unwrap().into_iter().map(|c| c.id).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        ["e2:a", "f0:b", "f1:b"],
+        "the slot a's completions freed, claimed after them"
+    );
+    drop((store, other));
+    schema.drop_schema().await;
+}
+
 /// A schema a newer release contracted (recorded as needing 99.0.0) is refused with both
 /// versions named, and the number hookline 0.1.0 reads was raised so that it refuses too.
 #[tokio::test]

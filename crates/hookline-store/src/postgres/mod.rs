@@ -349,9 +349,42 @@ impl Store for PostgresStore {
         // that a claim holding its lock may update too (a rate limiter), so waiting for that
         // lock while holding them could deadlock; and taking the lock before completing
         // serialized every worker's completions behind every claim.
+        //
+        // The claim runs beside the completions, on a connection of its own: each is a network
+        // round trip and a commit or more, and the worker's freed slots stand idle until the
+        // claim answers (one after the other, 4,000 to 5,000 deliveries/s less: SCALING,
+        // "Completions beside the claim"). Another worker's completions and claims already
+        // interleave with these the same way. What that claim cannot see, the slots the
+        // completions free at a subscriber's cap, a second claim takes once they have
+        // committed, when the first left room.
         let now = claim.now;
-        let completed = self.complete(completions, now).await?;
-        Ok((completed, self.claim_due(claim).await))
+        let (completed, claimed) = tokio::join!(
+            self.complete(completions, now),
+            self.claim_due(claim.clone())
+        );
+        let completed = completed?;
+        let mut claimed = match claimed {
+            Ok(claimed) => claimed,
+            Err(e) => return Ok((completed, Err(e))),
+        };
+        let freed = completed.contains(&CompletionResult::Applied);
+        if freed && claimed.len() < claim.limit {
+            let retries = claimed.iter().filter(|c| c.attempt > 1).count();
+            let rest = ClaimRequest {
+                limit: claim.limit - claimed.len(),
+                max_retries: claim.max_retries.saturating_sub(retries),
+                ..claim
+            };
+            match self.claim_due(rest).await {
+                Ok(more) => claimed.extend(more),
+                // The first claim's deliveries are leased: they must go out all the same.
+                Err(e) if !claimed.is_empty() => {
+                    tracing::warn!(error = %e, "the claim after completions failed")
+                }
+                Err(e) => return Ok((completed, Err(e))),
+            }
+        }
+        Ok((completed, Ok(claimed)))
     }
 
     async fn next_wakeup(&self, window_ms: i64) -> Result<Option<UnixMs>> {
