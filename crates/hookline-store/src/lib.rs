@@ -133,9 +133,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<CompletionResult>>;
     /// [`Store::complete`] (at `claim.now`) and [`Store::claim_due`], the claim seeing the
     /// completions: the slots they free are claimed again at once, so a subscriber at its cap
-    /// turns over as soon as its attempts end. The outer error means the completions were not
-    /// applied; a claim that fails does not undo them (the inner result). SQLite commits both
-    /// at once (one writer job: one commit, not two). PostgreSQL runs the claim beside the
+    /// turns over as soon as its attempts end. Each result stands on its own: completions that
+    /// failed are the caller's to retry, and what the claim leased is the caller's to send
+    /// whatever became of them (a claim that fails does not undo the completions). SQLite
+    /// commits both at once (one writer job: one commit, not two; nothing is claimed when it
+    /// fails). PostgreSQL runs the claim beside the
     /// completions, in transactions of their own (completions never hold subscriber rows
     /// while waiting for the claim's lock: holding it through them cost two workers 10-20%),
     /// and, when that claim left room and a completion applied, claims again once they have
@@ -144,7 +146,7 @@ pub trait Store: Send + Sync + 'static {
         &self,
         completions: Vec<Completion>,
         claim: ClaimRequest,
-    ) -> Result<(Vec<CompletionResult>, Result<Vec<ClaimedDelivery>>)>;
+    ) -> (Result<Vec<CompletionResult>>, Result<Vec<ClaimedDelivery>>);
     /// The earliest `run_at` among deliveries waiting to be claimed, the earliest lease expiry
     /// among deliveries in flight, and the earliest end of a waiting delivery's window
     /// (`window_ms` long): when an idle worker next has something to do.

@@ -80,6 +80,7 @@ macro_rules! all_cases {
             completion_is_fenced_by_the_lease,
             completions_free_slots_for_the_claim_that_follows,
             a_claim_with_completions_fills_its_limit_from_the_slots_they_free,
+            a_nul_byte_in_an_id_is_the_callers_error_never_the_stores,
             rescue_returns_lost_attempts,
             pause_holds_without_spending_attempts,
             revocation_kills_pending_and_stops_fan_out,
@@ -447,10 +448,9 @@ mod cases {
                 vec![completion(a0, Transition::Delivered, now), forged],
                 claim(now + 1, 100, 2),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(
-            completed,
+            completed.unwrap(),
             [CompletionResult::Applied, CompletionResult::LeaseLost]
         );
         let claimed = claimed.unwrap();
@@ -466,9 +466,8 @@ mod cases {
         // Nothing to complete and no room to claim: nothing changes.
         let (completed, claimed) = store
             .complete_and_claim(Vec::new(), claim(now + 2, 0, 2))
-            .await
-            .unwrap();
-        assert!(completed.is_empty() && claimed.unwrap().is_empty());
+            .await;
+        assert!(completed.unwrap().is_empty() && claimed.unwrap().is_empty());
     }
 
     /// With room left after what is due elsewhere, the claim that follows completions takes
@@ -494,11 +493,8 @@ mod cases {
             .iter()
             .map(|c| completion(c, Transition::Delivered, now))
             .collect();
-        let (completed, claimed) = store
-            .complete_and_claim(done, claim(now + 1, 3, 2))
-            .await
-            .unwrap();
-        assert_eq!(completed, [CompletionResult::Applied; 2]);
+        let (completed, claimed) = store.complete_and_claim(done, claim(now + 1, 3, 2)).await;
+        assert_eq!(completed.unwrap(), [CompletionResult::Applied; 2]);
         let claimed = claimed.unwrap();
         let per = |id: &str| {
             claimed
@@ -509,6 +505,28 @@ mod cases {
         assert_eq!(claimed.len(), 3, "the limit, filled");
         assert!(per("a") >= 1, "a's freed slots are claimed again");
         assert!(per("a") <= 2 && per("b") <= 2, "within each cap");
+    }
+
+    /// An id or a filter with a NUL byte (an outsider's `%00`) finds nothing or is refused as
+    /// the caller's input; it is never a store failure (a 500, and the store-error alert).
+    pub async fn a_nul_byte_in_an_id_is_the_callers_error_never_the_stores(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        accepted(&*store, event("e", "t"), T0).await;
+        let callers = |r: std::result::Result<(), StoreError>| match r {
+            Ok(()) | Err(StoreError::NotFound(_)) | Err(StoreError::Invalid(_)) => {}
+            Err(other) => panic!("a NUL byte failed the store: {other:?}"),
+        };
+        callers(store.get_subscriber("a\0b").await.map(|_| ()));
+        callers(store.get_event("e\0").await.map(|_| ()));
+        callers(store.get_delivery("e:a\0").await.map(|_| ()));
+        let filter = DeliveryFilter {
+            subscriber_id: Some("a\0".into()),
+            ..Default::default()
+        };
+        callers(store.list_deliveries(filter, 10, None).await.map(|_| ()));
+        // And nothing changed.
+        assert_eq!(store.get_subscriber("a").await.unwrap().id, "a");
     }
 
     pub async fn completion_is_fenced_by_the_lease(h: &impl Harness) {

@@ -219,9 +219,8 @@ async fn a_claim_beside_completions_is_followed_by_one_that_sees_them() {
     let (completed, claimed) = tokio::time::timeout(Duration::from_secs(30), completing)
         .await
         .expect("the completions go on once the row is free")
-        .unwrap()
         .unwrap();
-    assert_eq!(completed, [CompletionResult::Applied; 2]);
+    assert_eq!(completed.unwrap(), [CompletionResult::Applied; 2]);
     let mut ids: Vec<String> = claimed.unwrap().into_iter().map(|c| c.id).collect();
     ids.sort();
     assert_eq!(
@@ -230,6 +229,68 @@ async fn a_claim_beside_completions_is_followed_by_one_that_sees_them() {
         "the slot a's completions freed, claimed after them"
     );
     drop((store, other));
+    schema.drop_schema().await;
+}
+
+/// Completions that fail (here PostgreSQL refuses a NUL byte in text) do not take the claim
+/// beside them down: what it leased comes back to be sent, and the completions to be retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_completions_leave_the_claim_beside_them_standing() {
+    let Some((store, _other, schema)) = two_stores().await else {
+        return;
+    };
+    store.create_subscriber(subscriber("a"), T0).await.unwrap();
+    for i in 0..4 {
+        store
+            .publish(event(&format!("e{i}")), T0 + i)
+            .await
+            .unwrap();
+    }
+    let request = |now, limit| ClaimRequest {
+        now,
+        limit,
+        lease_ms: 60_000,
+        max_in_flight_per_subscriber: 16,
+        max_retries: usize::MAX,
+        exclude_subscribers: Vec::new(),
+        window_ended_for_start: i64::MIN,
+    };
+    let now = T0 + 1_000;
+    let first = store.claim_due(request(now, 1)).await.unwrap();
+    let refused = Completion {
+        key: first[0].key,
+        lease: first[0].lease,
+        record: AttemptRecord {
+            ordinal: first[0].attempt,
+            started_at: now,
+            duration_ms: 3,
+            outcome: hookline_policy::Outcome::Success,
+            status: Some(200),
+            error: None,
+            response_body: Some("a\0b".into()),
+            policy: None,
+        },
+        transition: Transition::Delivered,
+        revoke_subscriber: false,
+        breaker: hookline_policy::BreakerConfig {
+            failures: 5,
+            cool_down: Duration::from_secs(30),
+            max_cool_down: Duration::from_secs(300),
+        },
+    };
+    let (completed, claimed) = store
+        .complete_and_claim(vec![refused], request(now + 1, 10))
+        .await;
+    assert!(completed.is_err(), "the completion is refused");
+    let mut ids: Vec<String> = claimed.unwrap().into_iter().map(|c| c.id).collect();
+    ids.sort();
+    assert_eq!(ids, ["e1:a", "e2:a", "e3:a"], "leased, and handed back");
+    assert_eq!(
+        store.get_delivery("e0:a").await.unwrap().state,
+        DeliveryState::InFlight,
+        "not completed"
+    );
+    drop(store);
     schema.drop_schema().await;
 }
 

@@ -482,8 +482,8 @@ async fn attempt(
 
 /// Commits what finished and claims, the claim seeing the completions. When the completions
 /// could not be applied, they are committed on their own, retried in a task beside the
-/// attempts (`tasks`), so their retries do not hold up the loop; a claim that fails does not
-/// undo them.
+/// attempts (`tasks`), so their retries do not hold up the loop; what the claim leased goes out
+/// all the same, and a claim that fails does not undo the completions.
 async fn complete_and_claim(
     s: &Arc<Shared>,
     finished: Vec<(String, Completion)>,
@@ -491,24 +491,21 @@ async fn complete_and_claim(
     tasks: &mut JoinSet<()>,
 ) -> hookline_store::Result<Vec<ClaimedDelivery>> {
     let (ids, completions): (Vec<String>, Vec<Completion>) = finished.into_iter().unzip();
-    match s
+    let (completed, claimed) = s
         .store
         .complete_and_claim(completions.clone(), request)
-        .await
-    {
-        Ok((results, claimed)) => {
-            report_lost_leases(&ids, &results);
-            claimed
-        }
+        .await;
+    match completed {
+        Ok(results) => report_lost_leases(&ids, &results),
         Err(e) => {
             tracing::warn!(error = %e, "completing failed; retrying the completions alone");
             tasks.spawn(commit(
                 s.clone(),
                 ids.into_iter().zip(completions).collect(),
             ));
-            Err(e)
         }
     }
+    claimed
 }
 
 /// Commits completions on their own, retrying a failed commit a few times.

@@ -319,8 +319,10 @@ pub const KEPT_RESPONSE_BYTES: usize = 4 * 1024;
 /// closes the connection instead.
 const MAX_DRAIN_BYTES: usize = 64 * 1024;
 
-/// Keeps the first `KEPT_RESPONSE_BYTES` of the body (as text; invalid UTF-8 is replaced) and
-/// drains a bounded amount of the rest, until `deadline`.
+/// Keeps the first `KEPT_RESPONSE_BYTES` of the body and drains a bounded amount of the rest,
+/// until `deadline`. Kept as text that every store can hold: invalid UTF-8 and NUL bytes are
+/// replaced (PostgreSQL refuses NUL in text, and one subscriber's binary answer would fail the
+/// whole batch of completions it was committed with).
 async fn read_start(mut body: Incoming, deadline: Instant) -> Option<String> {
     let mut kept = Vec::new();
     let mut seen = 0;
@@ -336,7 +338,7 @@ async fn read_start(mut body: Incoming, deadline: Instant) -> Option<String> {
             break;
         }
     }
-    (!kept.is_empty()).then(|| String::from_utf8_lossy(&kept).into_owned())
+    (!kept.is_empty()).then(|| String::from_utf8_lossy(&kept).replace('\0', "\u{FFFD}"))
 }
 
 fn refused(error: String) -> AttemptReport {
@@ -633,6 +635,21 @@ mod tests {
         let report = bounded(&sender, &delivery(format!("http://{addr}/hook"))).await;
         assert_eq!(report.result, AttemptResult::Status(200), "{report:?}");
         assert_eq!(report.response_body.as_deref(), Some("0123456789"));
+        held.abort();
+    }
+
+    /// A binary answer is kept as text any store takes: no NUL, no invalid UTF-8.
+    #[tokio::test]
+    async fn a_binary_answer_is_kept_as_text_without_nul() {
+        let (addr, held) =
+            raw_server(b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nok\0\xff\0!").await;
+        let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
+        let report = bounded(&sender, &delivery(format!("http://{addr}/hook"))).await;
+        assert_eq!(report.result, AttemptResult::Status(200), "{report:?}");
+        assert_eq!(
+            report.response_body.as_deref(),
+            Some("ok\u{FFFD}\u{FFFD}\u{FFFD}!")
+        );
         held.abort();
     }
 

@@ -488,11 +488,22 @@ pub(super) async fn claim_due(
             break;
         }
     }
-    let (rate_ids, rate_next): (Vec<&str>, Vec<i64>) = budget
+    let mut rate: Vec<(&str, i64)> = budget
         .rate_updates()
         .map(|(id, next)| (id.as_str(), next))
-        .unzip();
+        .collect();
+    // Locked in id order, as completions lock the subscribers whose breakers they change: a
+    // claim and completions beside it (another worker's, or this one's: `complete_and_claim`)
+    // never wait on each other's subscriber rows in a cycle.
+    rate.sort_unstable();
+    let (rate_ids, rate_next): (Vec<&str>, Vec<i64>) = rate.into_iter().unzip();
     if !rate_ids.is_empty() {
+        execute(
+            c,
+            "SELECT 1 FROM subscribers WHERE id = ANY ($1) ORDER BY id FOR UPDATE",
+            &[&rate_ids],
+        )
+        .await?;
         execute(
             c,
             "UPDATE subscribers s SET rate_next_at = x.next

@@ -276,13 +276,19 @@ impl Store for SqliteStore {
         &self,
         completions: Vec<Completion>,
         claim: ClaimRequest,
-    ) -> Result<(Vec<CompletionResult>, Result<Vec<ClaimedDelivery>>)> {
-        self.writer
+    ) -> (Result<Vec<CompletionResult>>, Result<Vec<ClaimedDelivery>>) {
+        let job = self
+            .writer
             .write(move |w| {
                 let completed = writes::complete(w, &completions, claim.now)?;
                 Ok((completed, w.undoable(|w| writes::claim_due(w, &claim))))
             })
-            .await
+            .await;
+        match job {
+            Ok((completed, claimed)) => (Ok(completed), claimed),
+            // The job did not commit: nothing it claimed is leased.
+            Err(e) => (Err(e), Ok(Vec::new())),
+        }
     }
 
     async fn next_wakeup(&self, window_ms: i64) -> Result<Option<UnixMs>> {
