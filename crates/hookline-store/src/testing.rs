@@ -23,6 +23,58 @@ pub async fn open(url: &str) -> Result<std::sync::Arc<dyn Store>> {
     open_with(url, &OpenOptions::default()).await
 }
 
+/// The breaker every test decides by: hookline's default.
+pub const BREAKER: hookline_policy::BreakerConfig = hookline_policy::BreakerConfig {
+    failures: 5,
+    cool_down: std::time::Duration::from_secs(30),
+    max_cool_down: std::time::Duration::from_secs(300),
+};
+
+/// The record of `c`'s attempt, ended at `now` with `outcome` (200 for a success, 503
+/// otherwise) and a short answer.
+pub fn attempt(
+    c: &crate::ClaimedDelivery,
+    outcome: hookline_policy::Outcome,
+    now: i64,
+) -> crate::AttemptRecord {
+    crate::AttemptRecord {
+        ordinal: c.attempt,
+        started_at: now,
+        duration_ms: 3,
+        outcome,
+        status: Some(if outcome == hookline_policy::Outcome::Success {
+            200
+        } else {
+            503
+        }),
+        error: None,
+        response_body: Some(format!("answer to attempt {}", c.attempt)),
+        policy: Some("default".into()),
+    }
+}
+
+/// `c` completed at `now` into `transition`, by an attempt whose outcome led there.
+pub fn completion(
+    c: &crate::ClaimedDelivery,
+    transition: crate::Transition,
+    now: i64,
+) -> crate::Completion {
+    use hookline_policy::Outcome;
+    let outcome = match transition {
+        crate::Transition::Delivered => Outcome::Success,
+        crate::Transition::Reschedule { .. } => Outcome::Retryable,
+        crate::Transition::Dead(_) => Outcome::Permanent,
+    };
+    crate::Completion {
+        key: c.key,
+        lease: c.lease,
+        record: attempt(c, outcome, now),
+        transition,
+        revoke_subscriber: false,
+        breaker: BREAKER,
+    }
+}
+
 pub use crate::sqlite::page_cache::PageCacheCounts;
 
 /// What the page cache wrapper has seen in this process so far.

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use hookline_policy::{DeadReason, Outcome};
+use hookline_store::testing::completion;
 use hookline_store::*;
 
 /// How a backend gives each test a fresh, isolated database, and reopens it like a restart.
@@ -142,46 +143,6 @@ fn claim(now: i64, limit: usize, cap: u32) -> ClaimRequest {
         max_retries: usize::MAX,
         exclude_subscribers: Vec::new(),
         window_ended_for_start: i64::MIN,
-    }
-}
-
-fn attempt(c: &ClaimedDelivery, outcome: Outcome, now: i64) -> AttemptRecord {
-    AttemptRecord {
-        ordinal: c.attempt,
-        started_at: now,
-        duration_ms: 3,
-        outcome,
-        status: Some(if outcome == Outcome::Success {
-            200
-        } else {
-            503
-        }),
-        error: None,
-        response_body: Some(format!("answer to attempt {}", c.attempt)),
-        policy: Some("default".into()),
-    }
-}
-
-/// The breaker every case decides by: hookline's default.
-const BREAKER: hookline_policy::BreakerConfig = hookline_policy::BreakerConfig {
-    failures: 5,
-    cool_down: std::time::Duration::from_secs(30),
-    max_cool_down: std::time::Duration::from_secs(300),
-};
-
-fn completion(c: &ClaimedDelivery, transition: Transition, now: i64) -> Completion {
-    let outcome = match transition {
-        Transition::Delivered => Outcome::Success,
-        Transition::Reschedule { .. } => Outcome::Retryable,
-        Transition::Dead(_) => Outcome::Permanent,
-    };
-    Completion {
-        key: c.key,
-        lease: c.lease,
-        record: attempt(c, outcome, now),
-        transition,
-        revoke_subscriber: false,
-        breaker: BREAKER,
     }
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use hookline_store::testing::PgSchema;
+use hookline_store::testing::{self, PgSchema};
 use hookline_store::*;
 
 /// Two stores ("processes") on a fresh schema; `None` without a PostgreSQL to test (skip).
@@ -36,6 +36,19 @@ fn event(id: &str) -> NewEvent {
     NewEvent::single(id, "t", "{}", 1)
 }
 
+/// A claim at `now` of at most `limit`, each subscriber capped at `cap`.
+fn claim(now: i64, limit: usize, cap: u32) -> ClaimRequest {
+    ClaimRequest {
+        now,
+        limit,
+        lease_ms: 60_000,
+        max_in_flight_per_subscriber: cap,
+        max_retries: usize::MAX,
+        exclude_subscribers: Vec::new(),
+        window_ended_for_start: i64::MIN,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publish_in_one_process_wakes_the_others() {
     let Some((a, b, schema)) = two_stores().await else {
@@ -62,15 +75,7 @@ async fn the_in_flight_cap_holds_across_processes() {
     for i in 0..50 {
         a.publish(event(&format!("e{i}")), T0).await.unwrap();
     }
-    let request = || ClaimRequest {
-        now: T0,
-        limit: 10,
-        lease_ms: 60_000,
-        max_in_flight_per_subscriber: 3,
-        max_retries: usize::MAX,
-        exclude_subscribers: Vec::new(),
-        window_ended_for_start: i64::MIN,
-    };
+    let request = || claim(T0, 10, 3);
     // Both claim at the same moment, many times over.
     let mut claimed = 0;
     for _ in 0..5 {
@@ -98,15 +103,7 @@ async fn concurrent_claims_never_lease_a_delivery_twice() {
     for i in 0..50 {
         a.publish(event(&format!("e{i}")), T0).await.unwrap();
     }
-    let request = || ClaimRequest {
-        now: T0,
-        limit: 64,
-        lease_ms: 60_000,
-        max_in_flight_per_subscriber: 1000,
-        max_retries: usize::MAX,
-        exclude_subscribers: Vec::new(),
-        window_ended_for_start: i64::MIN,
-    };
+    let request = || claim(T0, 64, 1000);
     let mut seen = std::collections::HashSet::new();
     loop {
         let (x, y) = tokio::join!(a.claim_due(request()), b.claim_due(request()));
@@ -145,42 +142,14 @@ async fn a_claim_beside_completions_is_followed_by_one_that_sees_them() {
             .await
             .unwrap();
     }
-    let request = |now, limit| ClaimRequest {
-        now,
-        limit,
-        lease_ms: 60_000,
-        max_in_flight_per_subscriber: 2,
-        max_retries: usize::MAX,
-        exclude_subscribers: Vec::new(),
-        window_ended_for_start: i64::MIN,
-    };
+    let request = |now, limit| claim(now, limit, 2);
     let now = T0 + 1_000;
     let first = store.claim_due(request(now, 2)).await.unwrap();
     let ids: Vec<&str> = first.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["e0:a", "e1:a"], "a at its cap");
     let done: Vec<Completion> = first
         .iter()
-        .map(|c| Completion {
-            key: c.key,
-            lease: c.lease,
-            record: AttemptRecord {
-                ordinal: c.attempt,
-                started_at: now,
-                duration_ms: 3,
-                outcome: hookline_policy::Outcome::Success,
-                status: Some(200),
-                error: None,
-                response_body: None,
-                policy: None,
-            },
-            transition: Transition::Delivered,
-            revoke_subscriber: false,
-            breaker: hookline_policy::BreakerConfig {
-                failures: 5,
-                cool_down: Duration::from_secs(30),
-                max_cool_down: Duration::from_secs(300),
-            },
-        })
+        .map(|c| testing::completion(c, Transition::Delivered, now))
         .collect();
 
     let (holder, connection) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
@@ -246,38 +215,11 @@ async fn failed_completions_leave_the_claim_beside_them_standing() {
             .await
             .unwrap();
     }
-    let request = |now, limit| ClaimRequest {
-        now,
-        limit,
-        lease_ms: 60_000,
-        max_in_flight_per_subscriber: 16,
-        max_retries: usize::MAX,
-        exclude_subscribers: Vec::new(),
-        window_ended_for_start: i64::MIN,
-    };
+    let request = |now, limit| claim(now, limit, 16);
     let now = T0 + 1_000;
     let first = store.claim_due(request(now, 1)).await.unwrap();
-    let refused = Completion {
-        key: first[0].key,
-        lease: first[0].lease,
-        record: AttemptRecord {
-            ordinal: first[0].attempt,
-            started_at: now,
-            duration_ms: 3,
-            outcome: hookline_policy::Outcome::Success,
-            status: Some(200),
-            error: None,
-            response_body: Some("a\0b".into()),
-            policy: None,
-        },
-        transition: Transition::Delivered,
-        revoke_subscriber: false,
-        breaker: hookline_policy::BreakerConfig {
-            failures: 5,
-            cool_down: Duration::from_secs(30),
-            max_cool_down: Duration::from_secs(300),
-        },
-    };
+    let mut refused = testing::completion(&first[0], Transition::Delivered, now);
+    refused.record.response_body = Some("a\0b".into());
     let (completed, claimed) = store
         .complete_and_claim(vec![refused], request(now + 1, 10))
         .await;
