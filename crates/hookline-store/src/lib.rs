@@ -137,11 +137,10 @@ pub trait Store: Send + Sync + 'static {
     /// failed are the caller's to retry, and what the claim leased is the caller's to send
     /// whatever became of them (a claim that fails does not undo the completions). SQLite
     /// commits both at once (one writer job: one commit, not two; nothing is claimed when it
-    /// fails). PostgreSQL runs the claim beside the
-    /// completions, in transactions of their own (completions never hold subscriber rows
-    /// while waiting for the claim's lock: holding it through them cost two workers 10-20%),
-    /// and, when that claim left room and a completion applied, claims again once they have
-    /// committed, for the slots they freed.
+    /// fails). PostgreSQL runs the claim beside the completions, in transactions of their own
+    /// (completions never hold subscriber rows while waiting for the claim's lock: holding it
+    /// through them cost two workers 10-20%), and, when that claim left room and a completion
+    /// applied, claims again once they have committed, for the slots they freed.
     async fn complete_and_claim(
         &self,
         completions: Vec<Completion>,

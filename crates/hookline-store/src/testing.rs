@@ -24,7 +24,7 @@ pub async fn open(url: &str) -> Result<std::sync::Arc<dyn Store>> {
 }
 
 /// The breaker every test decides by: hookline's default.
-pub const BREAKER: hookline_policy::BreakerConfig = hookline_policy::BreakerConfig {
+const BREAKER: hookline_policy::BreakerConfig = hookline_policy::BreakerConfig {
     failures: 5,
     cool_down: std::time::Duration::from_secs(30),
     max_cool_down: std::time::Duration::from_secs(300),
@@ -32,7 +32,7 @@ pub const BREAKER: hookline_policy::BreakerConfig = hookline_policy::BreakerConf
 
 /// The record of `c`'s attempt, ended at `now` with `outcome` (200 for a success, 503
 /// otherwise) and a short answer.
-pub fn attempt(
+fn attempt(
     c: &crate::ClaimedDelivery,
     outcome: hookline_policy::Outcome,
     now: i64,

@@ -36,6 +36,16 @@ fn event(id: &str) -> NewEvent {
     NewEvent::single(id, "t", "{}", 1)
 }
 
+/// Publishes `{prefix}0` .. `{prefix}{n-1}`, the i-th at `from + i`.
+async fn publish_each(store: &dyn Store, prefix: &str, n: i64, from: i64) {
+    for i in 0..n {
+        store
+            .publish(event(&format!("{prefix}{i}")), from + i)
+            .await
+            .unwrap();
+    }
+}
+
 /// A claim at `now` of at most `limit`, each subscriber capped at `cap`.
 fn claim(now: i64, limit: usize, cap: u32) -> ClaimRequest {
     ClaimRequest {
@@ -129,19 +139,9 @@ async fn a_claim_beside_completions_is_followed_by_one_that_sees_them() {
         return;
     };
     store.create_subscriber(subscriber("a"), T0).await.unwrap();
-    for i in 0..6 {
-        store
-            .publish(event(&format!("e{i}")), T0 + i)
-            .await
-            .unwrap();
-    }
+    publish_each(&*store, "e", 6, T0).await;
     store.create_subscriber(subscriber("b"), T0).await.unwrap();
-    for i in 0..2 {
-        store
-            .publish(event(&format!("f{i}")), T0 + 10 + i)
-            .await
-            .unwrap();
-    }
+    publish_each(&*store, "f", 2, T0 + 10).await;
     let request = |now, limit| claim(now, limit, 2);
     let now = T0 + 1_000;
     let first = store.claim_due(request(now, 2)).await.unwrap();
@@ -209,12 +209,7 @@ async fn failed_completions_leave_the_claim_beside_them_standing() {
         return;
     };
     store.create_subscriber(subscriber("a"), T0).await.unwrap();
-    for i in 0..4 {
-        store
-            .publish(event(&format!("e{i}")), T0 + i)
-            .await
-            .unwrap();
-    }
+    publish_each(&*store, "e", 4, T0).await;
     let request = |now, limit| claim(now, limit, 16);
     let now = T0 + 1_000;
     let first = store.claim_due(request(now, 1)).await.unwrap();

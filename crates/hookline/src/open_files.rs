@@ -52,18 +52,19 @@ pub fn receiving(config: &Config) -> u64 {
 /// What to do about a limit, for a process that needs `needed` descriptors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Plan {
-    /// The soft limit covers it: left as it is (never lowered).
-    Enough,
+    /// Leave it (never lowered): the soft limit covers it, or is at the hard one already.
+    Keep,
     /// Raise the soft limit to this (at most the hard limit).
     RaiseTo(u64),
 }
 
 /// The raise `needed` calls for: to `needed`, or as far as the hard limit lets.
 pub fn plan(limit: Limit, needed: u64) -> Plan {
-    if limit.soft >= needed {
-        Plan::Enough
+    let reachable = needed.min(limit.hard);
+    if limit.soft >= reachable {
+        Plan::Keep
     } else {
-        Plan::RaiseTo(needed.min(limit.hard))
+        Plan::RaiseTo(reachable)
     }
 }
 
@@ -73,8 +74,7 @@ pub fn plan(limit: Limit, needed: u64) -> Plan {
 pub fn ensure(needed: u64) -> std::io::Result<(Limit, Limit)> {
     let before = current()?;
     match plan(before, needed) {
-        Plan::Enough => Ok((before, before)),
-        Plan::RaiseTo(soft) if soft <= before.soft => Ok((before, before)),
+        Plan::Keep => Ok((before, before)),
         Plan::RaiseTo(soft) => {
             let raised = libc::rlimit {
                 rlim_cur: soft as libc::rlim_t,
@@ -140,10 +140,15 @@ mod tests {
     #[test]
     fn the_soft_limit_is_raised_to_what_is_needed_never_past_the_hard_one() {
         let limit = |soft, hard| Limit { soft, hard };
-        assert_eq!(plan(limit(4096, 8192), 2000), Plan::Enough);
-        assert_eq!(plan(limit(2000, 8192), 2000), Plan::Enough);
+        assert_eq!(plan(limit(4096, 8192), 2000), Plan::Keep);
+        assert_eq!(plan(limit(2000, 8192), 2000), Plan::Keep);
         assert_eq!(plan(limit(1024, 524_288), 2000), Plan::RaiseTo(2000));
         assert_eq!(plan(limit(1024, 1500), 2000), Plan::RaiseTo(1500));
+        assert_eq!(
+            plan(limit(1024, 1024), 2000),
+            Plan::Keep,
+            "nothing to raise"
+        );
     }
 
     #[test]
