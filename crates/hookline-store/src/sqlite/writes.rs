@@ -232,6 +232,7 @@ fn count_fan_out(
     let mut fanned_out = c.prepare_cached(&format!(
         "SELECT s.id, coalesce(s.payload_version < ?3, FALSE) {FANNED_OUT_TO}"
     ))?;
+    // Numbered as in the insert (the selection reads the event type as ?2): ?1 goes unread.
     let mut rows = fanned_out.query(params![event.id, event.event_type, oldest])?;
     while let Some(r) = rows.next()? {
         deliveries += 1;
