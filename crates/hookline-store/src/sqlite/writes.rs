@@ -178,9 +178,11 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     // its whole batch again (`writer.rs`), and refusals come in numbers when the writer is
     // busiest. Those dead at once take no room.
     admitted(event, deliveries - unversioned)?;
-    if let Err(e) = fan_out_rows(c, event, now, &versions, oldest) {
+    if let Err(e) = fan_out_rows(c, event, now, &versions, oldest, deliveries) {
         // Stopped halfway, the statement kept the rows it made, counted as changes only
-        // after a conflict (`fan_out_statement`): the batch runs again all the same.
+        // after a conflict (`fan_out_statement`): the batch runs again all the same. With the
+        // subscribers read by the count, what is left to stop it without a conflict is the
+        // file (an I/O error, a full disk) or a count the insert does not match.
         w.failed_after_writing();
         return Err(e);
     }
@@ -230,10 +232,9 @@ fn count_fan_out(
 ) -> Result<(u64, u64)> {
     let (mut deliveries, mut unversioned) = (0u64, 0u64);
     let mut fanned_out = c.prepare_cached(&format!(
-        "SELECT s.id, coalesce(s.payload_version < ?3, FALSE) {FANNED_OUT_TO}"
+        "SELECT s.id, coalesce(s.payload_version < ?1, FALSE) {FANNED_OUT_TO}"
     ))?;
-    // Numbered as in the insert (the selection reads the event type as ?2): ?1 goes unread.
-    let mut rows = fanned_out.query(params![event.id, event.event_type, oldest])?;
+    let mut rows = fanned_out.query(params![oldest, event.event_type])?;
     while let Some(r) = rows.next()? {
         deliveries += 1;
         if r.get::<_, bool>(1)? {
@@ -246,18 +247,20 @@ fn count_fan_out(
     Ok((deliveries, unversioned))
 }
 
-/// Inserts the event's deliveries: one statement fans the event out to every matching
-/// subscriber that is not revoked, each with the highest version at or below its pin (the
-/// latest when unpinned); one pinned below every version gets a delivery that is dead at once,
-/// with the reason.
+/// Inserts the event's `counted` deliveries: one statement fans the event out to every
+/// matching subscriber that is not revoked, each with the highest version at or below its pin
+/// (the latest when unpinned); one pinned below every version gets a delivery that is dead at
+/// once, with the reason. An insert that writes other than what was counted is refused: the
+/// waiting counts claims trust would be wrong.
 fn fan_out_rows(
     c: &Connection,
     event: &NewEvent,
     now: UnixMs,
     versions: &str,
     oldest: i64,
+    counted: u64,
 ) -> Result<()> {
-    c.prepare_cached(&fan_out_statement())?.execute(params![
+    let inserted = c.prepare_cached(&fan_out_statement())?.execute(params![
         event.id,
         event.event_type,
         now,
@@ -267,6 +270,12 @@ fn fan_out_rows(
         DeadReason::PermanentFailure.as_str(),
         UNVERSIONED_ERROR
     ])?;
+    if inserted as u64 != counted {
+        return Err(StoreError::Backend(format!(
+            "the fan-out of event {} wrote {inserted} deliveries, counted {counted}",
+            event.id
+        )));
+    }
     Ok(())
 }
 
