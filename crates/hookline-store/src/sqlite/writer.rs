@@ -643,51 +643,38 @@ mod tests {
     }
 
     /// A fan-out that fails halfway keeps the rows it inserted (`OR FAIL`, no statement
-    /// journal): after a conflict the batch runs again with savepoints and the publish is
-    /// undone alone.
+    /// journal): after a conflict, and after an error SQLite may not count as a change (a
+    /// trigger's failing function stands in for the file failing: without the publish's
+    /// `failed_after_writing` that case runs once), the batch runs again with savepoints and
+    /// the publish is undone alone.
     #[test]
     fn a_fan_out_that_fails_halfway_is_undone_by_running_its_batch_again() {
-        // "a" comes first; the id of "e1"'s delivery to "b" is taken.
-        let mut w = writer();
-        add_subscriber(&w.conn, "b").unwrap();
-        w.conn
-            .execute(
+        let cases = [
+            // "a" comes first; the id of "e1"'s delivery to "b" is taken.
+            (
                 "INSERT INTO deliveries (id, event_id, subscriber_id, state, first_seen,
                                          window_start, updated_at)
                  VALUES ('e1:b', 'other', 'b', 'delivered', 0, 0, 0)",
-                [],
-            )
-            .unwrap();
-        let (refused, runs) = publish_after_a_write(&mut w, "c");
-        assert!(
-            matches!(&refused, Err(StoreError::Backend(m)) if m.contains("UNIQUE constraint failed: deliveries.id")),
-            "{refused:?}"
-        );
-        assert_eq!(runs, 2, "the first run was spoiled");
-        assert_eq!(subscribers(&w), ["a", "b", "c"]);
-    }
-
-    /// An insert stopped halfway by an error that is not a conflict may keep the rows it made
-    /// without counting them as changes: the publish says it failed after writing, and the
-    /// batch runs again with savepoints. (A trigger's failing function stands in for the file
-    /// failing: without the publish's `failed_after_writing` the batch would run once.)
-    #[test]
-    fn a_fan_out_stopped_halfway_without_a_conflict_runs_its_batch_again() {
-        let mut w = writer();
-        add_subscriber(&w.conn, "b").unwrap();
-        w.conn
-            .execute_batch(
+                "UNIQUE constraint failed: deliveries.id",
+            ),
+            (
                 "CREATE TEMP TRIGGER stop_at_b AFTER INSERT ON deliveries
                  WHEN NEW.subscriber_id = 'b' BEGIN SELECT json('stopped at b'); END",
-            )
-            .unwrap();
-        let (refused, runs) = publish_after_a_write(&mut w, "c");
-        assert!(
-            matches!(&refused, Err(StoreError::Backend(m)) if m.contains("malformed JSON")),
-            "{refused:?}"
-        );
-        assert_eq!(runs, 2, "the first run was spoiled");
-        assert_eq!(subscribers(&w), ["a", "b", "c"]);
+                "malformed JSON",
+            ),
+        ];
+        for (stop_at_b, message) in cases {
+            let mut w = writer();
+            add_subscriber(&w.conn, "b").unwrap();
+            w.conn.execute_batch(stop_at_b).unwrap();
+            let (refused, runs) = publish_after_a_write(&mut w, "c");
+            assert!(
+                matches!(&refused, Err(StoreError::Backend(m)) if m.contains(message)),
+                "{refused:?}"
+            );
+            assert_eq!(runs, 2, "the first run was spoiled: {message}");
+            assert_eq!(subscribers(&w), ["a", "b", "c"]);
+        }
     }
 
     /// A subscriber row SQLite cannot read (event types that are not JSON, after a readable

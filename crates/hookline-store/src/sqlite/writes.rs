@@ -171,14 +171,12 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
         ));
     }
     let versions = event.versions();
-    let oldest = versions[0];
-    let versions = serde_json::to_string(&versions).expect("integers serialize");
-    let (deliveries, unversioned) = count_fan_out(c, scheduled, event, oldest)?;
+    let (deliveries, unversioned) = count_fan_out(c, scheduled, event, versions[0])?;
     // Refused before anything is written: a refusal after writing would make the writer run
     // its whole batch again (`writer.rs`), and refusals come in numbers when the writer is
     // busiest. Those dead at once take no room.
     admitted(event, deliveries - unversioned)?;
-    if let Err(e) = fan_out_rows(c, event, now, &versions, oldest, deliveries) {
+    if let Err(e) = fan_out_rows(c, event, now, &versions, deliveries) {
         // Stopped halfway, the statement kept the rows it made, counted as changes only
         // after a conflict (`fan_out_statement`): the batch runs again all the same. With the
         // subscribers read by the count, what is left to stop it without a conflict is the
@@ -249,15 +247,14 @@ fn count_fan_out(
 
 /// Inserts the event's `counted` deliveries: one statement fans the event out to every
 /// matching subscriber that is not revoked, each with the highest version at or below its pin
-/// (the latest when unpinned); one pinned below every version gets a delivery that is dead at
-/// once, with the reason. An insert that writes other than what was counted is refused: the
+/// (the latest when unpinned, of `versions`, oldest first); one pinned below every version gets
+/// a delivery that is dead at once, with the reason. An insert that writes other than what was counted is refused: the
 /// waiting counts claims trust would be wrong.
 fn fan_out_rows(
     c: &Connection,
     event: &NewEvent,
     now: UnixMs,
-    versions: &str,
-    oldest: i64,
+    versions: &[i64],
     counted: u64,
 ) -> Result<()> {
     let inserted = c.prepare_cached(&fan_out_statement())?.execute(params![
@@ -265,8 +262,8 @@ fn fan_out_rows(
         event.event_type,
         now,
         event.payload_version,
-        versions,
-        oldest,
+        serde_json::to_string(versions).expect("integers serialize"),
+        versions[0],
         DeadReason::PermanentFailure.as_str(),
         UNVERSIONED_ERROR
     ])?;
