@@ -85,6 +85,7 @@ macro_rules! all_cases {
             rescue_returns_lost_attempts,
             pause_holds_without_spending_attempts,
             revocation_kills_pending_and_stops_fan_out,
+            a_410_revokes_for_the_completions_after_it_in_its_batch,
             dead_letters_filter_and_page,
             dead_letters_group_by_reason_and_subscriber,
             replay_is_bounded_paced_and_audited,
@@ -732,6 +733,47 @@ mod cases {
                 "{id}"
             );
         }
+        assert!(store
+            .claim_due(claim(T0 + 100, 10, 10))
+            .await
+            .unwrap()
+            .is_empty());
+    }
+
+    /// After a 410 revokes a subscriber, a retryable failure of its next attempt in the same
+    /// batch of completions dies revoked, rather than waiting for a retry that can never be
+    /// sent. (SQLite completes row by row and reads the subscriber as the completion before
+    /// left it; PostgreSQL ends the batch's rows in one statement, then revokes.)
+    pub async fn a_410_revokes_for_the_completions_after_it_in_its_batch(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("b", &[]), T0).await.unwrap();
+        accepted(&*store, event("e1", "t"), T0).await;
+        accepted(&*store, event("e2", "t"), T0).await;
+        // The claim reads the subscriber as active.
+        let inflight = store.claim_due(claim(T0, 10, 10)).await.unwrap();
+        assert_eq!(inflight.len(), 2);
+        let of = |id: &str| inflight.iter().find(|c| c.id == id).unwrap();
+        let mut gone = completion(
+            of("e1:b"),
+            Transition::Dead(DeadReason::PermanentFailure),
+            T0 + 1,
+        );
+        gone.record.status = Some(410);
+        gone.revoke_subscriber = true;
+        let failed = completion(
+            of("e2:b"),
+            Transition::Reschedule { run_at: T0 + 10 },
+            T0 + 1,
+        );
+        assert_eq!(
+            store.complete(vec![gone, failed], T0 + 1).await.unwrap(),
+            [CompletionResult::Applied, CompletionResult::Applied]
+        );
+        let after = store.get_delivery("e2:b").await.unwrap();
+        assert_eq!(
+            (after.state, after.dead_reason),
+            (DeliveryState::Dead, Some(DeadReason::SubscriptionRevoked))
+        );
         assert!(store
             .claim_due(claim(T0 + 100, 10, 10))
             .await
