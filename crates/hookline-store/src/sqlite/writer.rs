@@ -643,10 +643,11 @@ mod tests {
     }
 
     /// A fan-out that fails halfway keeps the rows it inserted (`OR FAIL`, no statement
-    /// journal): after a conflict, and after an error SQLite may not count as a change (a
+    /// journal): after a conflict, after an error SQLite may not count as a change (a
     /// trigger's failing function stands in for the file failing: without the publish's
-    /// `failed_after_writing` that case runs once), the batch runs again with savepoints and
-    /// the publish is undone alone.
+    /// `failed_after_writing` that case runs once), and after an insert that wrote fewer rows
+    /// than the count before it, the batch runs again with savepoints and the publish is
+    /// undone alone.
     #[test]
     fn a_fan_out_that_fails_halfway_is_undone_by_running_its_batch_again() {
         let cases = [
@@ -661,6 +662,13 @@ mod tests {
                 "CREATE TEMP TRIGGER stop_at_b AFTER INSERT ON deliveries
                  WHEN NEW.subscriber_id = 'b' BEGIN SELECT json('stopped at b'); END",
                 "malformed JSON",
+            ),
+            // A row the count saw and the insert skipped: the counts claims trust would be
+            // wrong, so the insert is refused.
+            (
+                "CREATE TEMP TRIGGER skip_b BEFORE INSERT ON deliveries
+                 WHEN NEW.subscriber_id = 'b' BEGIN SELECT RAISE(IGNORE); END",
+                "wrote 2 deliveries, counted 3",
             ),
         ];
         for (stop_at_b, message) in cases {

@@ -248,8 +248,8 @@ fn count_fan_out(
 /// Inserts the event's `counted` deliveries: one statement fans the event out to every
 /// matching subscriber that is not revoked, each with the highest version at or below its pin
 /// (the latest when unpinned, of `versions`, oldest first); one pinned below every version gets
-/// a delivery that is dead at once, with the reason. An insert that writes other than what was counted is refused: the
-/// waiting counts claims trust would be wrong.
+/// a delivery that is dead at once, with the reason. An insert that writes other than what was
+/// counted is refused: the waiting counts claims trust would be wrong.
 fn fan_out_rows(
     c: &Connection,
     event: &NewEvent,
