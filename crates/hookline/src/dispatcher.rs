@@ -28,7 +28,7 @@ use crate::config::DeliveryConfig;
 use crate::destination::Guard;
 use crate::rollouts::Policies;
 use crate::sender::{render_body, AttemptReport, Sender};
-use crate::slots::{AttemptKind, Slot, Slots};
+use crate::slots::{AttemptKind, Slot, Slots, SlotsConfig, Standing};
 use crate::slowness::{Ended, Slowness};
 use crate::telemetry::{self, AttemptSeen};
 
@@ -134,11 +134,12 @@ impl Dispatcher {
         } = parts;
         let wake = Arc::new(Notify::new());
         let lease_ms = (delivery.attempt_timeout + LEASE_MARGIN).as_millis() as i64;
-        let slots = Slots::new(
-            delivery.concurrency,
-            delivery.retry_slots(),
-            delivery.slow_lane,
-        );
+        let slots = Slots::new(SlotsConfig {
+            concurrency: delivery.concurrency,
+            retry_slots: delivery.retry_slots(),
+            probation: delivery.probation_slots(),
+            slow_lane: delivery.slow_lane,
+        });
         let dispatcher = Dispatcher {
             shared: Arc::new(Shared {
                 store,
@@ -249,15 +250,28 @@ impl Dispatcher {
             }
             // Keyed by the shared event's address: a claim batch shares one Arc per event.
             let mut bodies: HashMap<usize, Bytes> = HashMap::new();
-            for delivery in batch {
-                let body = bodies
-                    .entry(Arc::as_ptr(&delivery.event) as usize)
-                    .or_insert_with(|| render_body(&delivery.event))
-                    .clone();
-                let slot = s.slots.take(kind(&delivery));
-                attempts.spawn(attempt(s.clone(), delivery, slot, body, done_tx.clone()));
+            // In a block of its own: the guard must not live across the awaits below.
+            {
+                let slowness = s.slowness.lock().unwrap();
+                for delivery in batch {
+                    let body = bodies
+                        .entry(Arc::as_ptr(&delivery.event) as usize)
+                        .or_insert_with(|| render_body(&delivery.event))
+                        .clone();
+                    let subscriber = &delivery.destination.subscriber_id;
+                    // A rescue sends nothing: it records the lost attempt at once.
+                    let standing = match delivery.lost_attempt_started_at {
+                        Some(_) => Standing::Answering,
+                        None => slowness.standing(subscriber),
+                    };
+                    let slot =
+                        s.slots
+                            .take(kind(&delivery), standing, slowness.patience(subscriber));
+                    attempts.spawn(attempt(s.clone(), delivery, slot, body, done_tx.clone()));
+                }
             }
             while attempts.try_join_next().is_some() {}
+            telemetry::in_flight(&s.slots);
             // More finished than one batch takes: the wake-ups they sent are used up.
             if filled || !done_rx.is_empty() {
                 continue;
@@ -352,6 +366,21 @@ fn kind(d: &ClaimedDelivery) -> AttemptKind {
     }
 }
 
+/// What an attempt shed from a full slow lane ends as: a timeout (retryable, as the attempt
+/// timeout would have made it), saying why it ended early.
+fn shed(after: Duration) -> AttemptReport {
+    AttemptReport {
+        result: AttemptResult::Timeout,
+        error: Some(format!(
+            "shed after {} ms without an answer: the slow lane was full and this attempt was \
+             the furthest past its subscriber's usual answer time",
+            after.as_millis()
+        )),
+        retry_after: None,
+        response_body: None,
+    }
+}
+
 /// Message for a rescued delivery's lost attempt.
 const LOST_ATTEMPT: &str =
     "attempt lost: the worker stopped before recording an outcome (lease expired)";
@@ -377,22 +406,33 @@ async fn attempt(
         }
     } else {
         let subscriber = &d.destination.subscriber_id;
-        let patience = {
+        let (patience, slot_patience) = {
             let mut slowness = s.slowness.lock().unwrap();
             slowness.started(subscriber, timer);
-            slowness.patience(subscriber)
+            (
+                slowness.patience(subscriber),
+                slowness.slot_patience(subscriber),
+            )
         };
         let send = s.sender.send(&d, body, started_at);
         tokio::pin!(send);
-        let report = tokio::select! {
-            report = &mut send => report,
-            _ = tokio::time::sleep(patience) => {
-                if slot.move_to_slow_lane() {
-                    telemetry::slow_lane(s.slots.in_slow_lane());
-                    tracing::debug!(delivery = %d.id, %subscriber, "attempt moved to the slow lane");
-                    s.wake.notify_one();
+        let to_lane = tokio::time::Instant::from_std(timer + slot_patience);
+        let mut lane_tried = slot.is_slow();
+        let report = loop {
+            tokio::select! {
+                report = &mut send => break report,
+                _ = tokio::time::sleep_until(to_lane), if !lane_tried => {
+                    lane_tried = true;
+                    if slot.move_to_slow_lane(timer, patience) {
+                        telemetry::slow_lane(s.slots.in_slow_lane());
+                        tracing::debug!(delivery = %d.id, %subscriber, "attempt moved to the slow lane");
+                        s.wake.notify_one();
+                    }
                 }
-                send.await
+                _ = slot.shed() => {
+                    tracing::debug!(delivery = %d.id, %subscriber, "attempt shed from a full slow lane");
+                    break shed(timer.elapsed());
+                }
             }
         };
         let ended = match report.result {
@@ -445,6 +485,7 @@ async fn attempt(
             window_start: d.window_start,
             started_at,
             finished_at: now,
+            duration: Duration::from_millis(duration_ms),
             first_ever: d.attempt == 1
                 && d.lost_attempt_started_at.is_none()
                 && d.window_start == d.first_seen,

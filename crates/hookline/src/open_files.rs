@@ -49,6 +49,17 @@ pub fn receiving(config: &Config) -> u64 {
     (config.delivery.concurrency as u64).saturating_add(config.delivery.slow_lane as u64)
 }
 
+/// The slow lane as large as a soft open-file limit of `soft` leaves room for. Each attempt
+/// waiting there holds a socket (and is counted, like every attempt, with one idle connection
+/// after it); past the limit a connect fails with "too many open files" for every subscriber,
+/// healthy ones too, so the lane shrinks instead, and a full lane sheds (`slots.rs`).
+pub fn slow_lane_within(config: &Config, role: Role, soft: u64) -> usize {
+    let lane = config.delivery.slow_lane as u64;
+    let besides_lane = needed(config, role).saturating_sub(lane.saturating_mul(2));
+    let room = soft.saturating_sub(besides_lane) / 2;
+    usize::try_from(lane.min(room)).unwrap_or(usize::MAX)
+}
+
 /// What to do about a limit, for a process that needs `needed` descriptors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Plan {
@@ -107,9 +118,11 @@ pub fn current() -> std::io::Result<Limit> {
 }
 
 /// Raises the limit to `needed` at start-up and says what it did; a limit still short is a
-/// warning, not a refusal: a process that never opens that many works all the same.
-pub fn check(needed: u64) {
-    match ensure(needed) {
+/// warning, not a refusal: a process that never opens that many works all the same. Answers
+/// the limit as it is after, when it could be read.
+pub fn check(needed: u64) -> Option<Limit> {
+    let result = ensure(needed);
+    match result {
         Ok((before, after)) if after.soft >= needed => {
             if after.soft > before.soft {
                 tracing::info!(
@@ -129,8 +142,11 @@ pub fn check(needed: u64) {
              fail with \"too many open files\"; raise the hard limit (ulimit -Hn, systemd \
              LimitNOFILE=) or lower those settings"
         ),
-        Err(e) => tracing::warn!(error = %e, needed, "cannot read or raise the open-file limit"),
+        Err(ref e) => {
+            tracing::warn!(error = %e, needed, "cannot read or raise the open-file limit")
+        }
     }
+    result.ok().map(|(_, after)| after)
 }
 
 #[cfg(test)]
@@ -175,6 +191,24 @@ mod tests {
         .unwrap();
         assert_eq!(needed(&config, Role::All), u64::MAX);
         assert_eq!(receiving(&config), 2 * i64::MAX as u64);
+    }
+
+    /// The lane shrinks to what the limit leaves once everything else is counted, and never
+    /// grows past its setting.
+    #[test]
+    fn the_slow_lane_fits_the_open_file_limit() {
+        let config = Config::from_toml(
+            "database_pool_size = 16\n[delivery]\nconcurrency = 100\nslow_lane = 5000\n\
+             [http]\nmax_connections = 300",
+        )
+        .unwrap();
+        let besides_lane = 300 + 2 * 100 + 17 + 64;
+        assert_eq!(slow_lane_within(&config, Role::All, 1_000_000), 5000);
+        assert_eq!(
+            slow_lane_within(&config, Role::All, besides_lane + 2 * 700),
+            700
+        );
+        assert_eq!(slow_lane_within(&config, Role::All, 100), 0);
     }
 
     /// With the defaults on either backend, a process needs more than systemd's default soft

@@ -21,10 +21,17 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::slots::Standing;
+
 /// How much a new answer time moves a subscriber's usual answer time.
 const SMOOTHING: f64 = 0.2;
 /// "Far longer than usual".
 const SLOW_FACTOR: f64 = 4.0;
+/// An attempt of a subscriber that answers gives its slot back after four times its usual time,
+/// or this long if that is shorter: moving to the slow lane costs nothing to the attempt, and a
+/// slot held for `slow_after` by each of thousands of destinations that all stopped answering
+/// at once would keep healthy subscribers' first attempts waiting.
+const LANE_FLOOR: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Default)]
 struct Watch {
@@ -110,6 +117,30 @@ impl Slowness {
             .map_or(self.slow_after, |w| self.threshold(w))
     }
 
+    /// Whether the subscriber has shown how fast it answers: one that has not (never answered
+    /// here, or no answer to its last attempt) holds only a small share of the slots.
+    pub fn standing(&self, subscriber: &str) -> Standing {
+        match self.subscribers.get(subscriber) {
+            Some(w) if w.usual_ms.is_some() && !w.unanswered => Standing::Answering,
+            _ => Standing::Unproven,
+        }
+    }
+
+    /// How long an attempt to this subscriber holds its slot before it moves to the slow lane:
+    /// four times its usual time (at least [`LANE_FLOOR`]), never past its patience.
+    pub fn slot_patience(&self, subscriber: &str) -> Duration {
+        let Some(watch) = self.subscribers.get(subscriber) else {
+            return self.slow_after;
+        };
+        let threshold = self.threshold(watch);
+        match watch.usual_ms {
+            Some(ms) if !watch.unanswered => Duration::from_secs_f64(SLOW_FACTOR * ms / 1000.0)
+                .max(LANE_FLOOR)
+                .min(threshold),
+            _ => threshold,
+        }
+    }
+
     /// Subscribers that get no new slot now: one of their attempts is far slower than usual.
     pub fn suspects(&self, now: Instant) -> Vec<String> {
         self.subscribers
@@ -158,6 +189,28 @@ mod tests {
             s.finished("steady", t0, Ended::Answered(Duration::from_secs(4)));
         }
         assert_eq!(s.patience("steady"), Duration::from_secs(15));
+    }
+
+    /// An attempt holds its slot four times its subscriber's usual time, at least 50 ms and at
+    /// most its patience; a subscriber that has not answered is on probation.
+    #[test]
+    fn an_attempt_holds_its_slot_for_about_its_usual_time() {
+        let t0 = Instant::now();
+        let mut s = Slowness::new(Duration::from_secs(1), Duration::from_secs(10));
+        assert_eq!(s.standing("new"), Standing::Unproven);
+        assert_eq!(s.slot_patience("new"), Duration::from_secs(1));
+        for (id, usual) in [("fast", 5), ("steady", 40), ("slow", 2_000)] {
+            s.started(id, t0);
+            s.finished(id, t0, Ended::Answered(Duration::from_millis(usual)));
+            assert_eq!(s.standing(id), Standing::Answering);
+        }
+        assert_eq!(s.slot_patience("fast"), Duration::from_millis(50));
+        assert_eq!(s.slot_patience("steady"), Duration::from_millis(160));
+        assert_eq!(s.slot_patience("slow"), s.patience("slow"));
+        s.started("fast", t0);
+        s.finished("fast", t0, Ended::NoAnswer);
+        assert_eq!(s.standing("fast"), Standing::Unproven);
+        assert_eq!(s.slot_patience("fast"), Duration::ZERO);
     }
 
     /// A subscriber that answered fast, then hangs through timeout after timeout: its usual

@@ -22,10 +22,18 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0,
 ];
 
+/// Seconds an attempt takes: from a fast local receiver to the longest attempt timeout.
+const ATTEMPT_DURATION_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
 /// Every metric hookline exports, each name written once: registration, recording and the
 /// check of the alert rules and dashboard all use these.
 pub mod names {
     pub const ATTEMPTS_TOTAL: &str = "hookline_attempts_total";
+    pub const ATTEMPT_DURATION_SECONDS: &str = "hookline_attempt_duration_seconds";
+    pub const ATTEMPTS_IN_FLIGHT: &str = "hookline_attempts_in_flight";
+    pub const ATTEMPTS_SHED_TOTAL: &str = "hookline_attempts_shed_total";
     pub const ADMISSION_REFUSED_TOTAL: &str = "hookline_admission_refused_total";
     pub const BREAKER_OPEN: &str = "hookline_breaker_open";
     pub const CAPACITY_DELIVERY_WINDOW_SECONDS: &str = "hookline_capacity_delivery_window_seconds";
@@ -55,6 +63,11 @@ pub fn handle() -> &'static PrometheusHandle {
     HANDLE.get_or_init(|| {
         let handle = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("latency_seconds".into()), LATENCY_BUCKETS)
+            .expect("buckets are not empty")
+            .set_buckets_for_metric(
+                Matcher::Full(names::ATTEMPT_DURATION_SECONDS.into()),
+                ATTEMPT_DURATION_BUCKETS,
+            )
             .expect("buckets are not empty")
             .install_recorder()
             .expect("the metrics recorder is installed once, here");
@@ -100,6 +113,18 @@ fn describe() {
     describe_counter!(
         names::ATTEMPTS_TOTAL,
         "Delivery attempts by ordinal (1 = first attempt), outcome (success, retryable, permanent) and the policy that decided."
+    );
+    describe_histogram!(
+        names::ATTEMPT_DURATION_SECONDS,
+        "How long attempts took, from sending to an answer or giving up, by outcome (and by subscriber unless switched off)."
+    );
+    describe_gauge!(
+        names::ATTEMPTS_IN_FLIGHT,
+        "Attempts in flight in this process, by class: first (a first attempt in a slot), retry (a later attempt in a slot), slow_lane (waiting out of the slots)."
+    );
+    describe_counter!(
+        names::ATTEMPTS_SHED_TOTAL,
+        "Attempts ended early as timeouts to make room in a full slow lane: each was the furthest past its subscriber's usual answer time."
     );
     describe_counter!(
         names::DEAD_LETTERS_TOTAL,
@@ -172,6 +197,22 @@ pub fn slow_lane(attempts: usize) {
     gauge!(names::SLOW_LANE_ATTEMPTS).set(attempts as f64);
 }
 
+pub fn attempt_shed() {
+    counter!(names::ATTEMPTS_SHED_TOTAL).increment(1);
+}
+
+/// The attempts in flight by class, read from the slots.
+pub fn in_flight(slots: &crate::slots::Slots) {
+    let (first, retries) = slots.busy_by_kind();
+    for (class, n) in [
+        ("first", first),
+        ("retry", retries),
+        ("slow_lane", slots.in_slow_lane()),
+    ] {
+        gauge!(names::ATTEMPTS_IN_FLIGHT, "class" => class).set(n as f64);
+    }
+}
+
 /// A publish refused by admission.
 pub fn admission_refused(reason: &'static str) {
     counter!(names::ADMISSION_REFUSED_TOTAL, "reason" => reason).increment(1);
@@ -203,6 +244,8 @@ pub struct AttemptSeen<'a> {
     pub window_start: UnixMs,
     pub started_at: UnixMs,
     pub finished_at: UnixMs,
+    /// How long it took (for a lost attempt, from its claim to its rescue).
+    pub duration: std::time::Duration,
     /// A first attempt of the delivery's life (not of a replay's fresh budget).
     pub first_ever: bool,
     /// The policy that decided what followed.
@@ -225,6 +268,13 @@ pub fn attempt(a: &AttemptSeen<'_>, labels: LatencyLabels) {
         "policy" => a.policy.to_owned(),
     )
     .increment(1);
+    let took = a.duration.as_secs_f64();
+    if labels == LatencyLabels::PerSubscriber {
+        histogram!(names::ATTEMPT_DURATION_SECONDS, "outcome" => a.outcome.as_str(), "subscriber" => a.subscriber_id.to_owned())
+            .record(took);
+    } else {
+        histogram!(names::ATTEMPT_DURATION_SECONDS, "outcome" => a.outcome.as_str()).record(took);
+    }
     if a.first_ever {
         histogram!(names::FIRST_ATTEMPT_LATENCY_SECONDS)
             .record(seconds(a.started_at - a.accepted_at));
@@ -324,6 +374,9 @@ pub const METRIC_NAMES: &[&str] = &[
     names::DELAYED_OLDEST_AGE_SECONDS,
     names::DELIVERIES,
     names::ATTEMPTS_TOTAL,
+    names::ATTEMPT_DURATION_SECONDS,
+    names::ATTEMPTS_IN_FLIGHT,
+    names::ATTEMPTS_SHED_TOTAL,
     names::DEAD_LETTERS_TOTAL,
     names::REPLAYED_TOTAL,
     names::FIRST_ATTEMPT_LATENCY_SECONDS,

@@ -198,7 +198,10 @@ async fn metrics_move_as_deliveries_happen() {
     app.publish("e3", "t").await;
     eventually("two attempts in the slow lane", async || {
         let text = scrape(&app).await;
-        (sample(&text, "hookline_slow_lane_attempts", &[]) == Some(2.0)).then_some(())
+        let in_lane = [("class", "slow_lane")];
+        (sample(&text, "hookline_slow_lane_attempts", &[]) == Some(2.0)
+            && sample(&text, "hookline_attempts_in_flight", &in_lane) == Some(2.0))
+        .then_some(())
     })
     .await;
     drop(gate);
@@ -207,6 +210,14 @@ async fn metrics_move_as_deliveries_happen() {
         (sample(&text, "hookline_slow_lane_attempts", &[]) == Some(0.0)).then_some(())
     })
     .await;
+    // Every attempt's duration, by outcome (and subscriber); none was shed.
+    let text = scrape(&app).await;
+    let count = |outcome| {
+        let labels = [("outcome", outcome), ("subscriber", "flaky")];
+        sample(&text, "hookline_attempt_duration_seconds_count", &labels)
+    };
+    assert_eq!((count("retryable"), count("success")), (Some(1.0), Some(3.0)));
+    assert_eq!(sample(&text, "hookline_attempts_shed_total", &[]), None);
     app.stop().await;
 }
 

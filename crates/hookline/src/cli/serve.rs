@@ -10,7 +10,7 @@ use crate::clock::SystemClock;
 use crate::config::{Config, Overrides};
 
 pub async fn run(args: ServeArgs) -> Result<(), String> {
-    let config = Config::load(
+    let mut config = Config::load(
         args.store.config.config.as_deref(),
         Overrides {
             listen: args.listen,
@@ -20,7 +20,18 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    crate::open_files::check(crate::open_files::needed(&config, args.role));
+    if let Some(limit) = crate::open_files::check(crate::open_files::needed(&config, args.role)) {
+        let lane = crate::open_files::slow_lane_within(&config, args.role, limit.soft);
+        if lane < config.delivery.slow_lane {
+            tracing::warn!(
+                slow_lane = lane,
+                configured = config.delivery.slow_lane,
+                limit = limit.soft,
+                "delivery.slow_lane lowered to fit the open-file limit"
+            );
+            config.delivery.slow_lane = lane;
+        }
+    }
     let running = app::start(&config, Arc::new(SystemClock), args.role)
         .await
         .map_err(|e| e.to_string())?;

@@ -182,6 +182,13 @@ impl DeliveryConfig {
     pub fn retry_slots(&self) -> usize {
         (((1.0 - self.first_attempt_share) * self.concurrency as f64).floor() as usize).max(1)
     }
+
+    /// How many slots attempts of subscribers that have not answered yet may hold (at least
+    /// one): an eighth, so that any number of new destinations that hang leave the rest to
+    /// subscribers that answer. See `slots.rs`.
+    pub fn probation_slots(&self) -> usize {
+        (self.concurrency / 8).max(1)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -310,12 +317,8 @@ impl Config {
         };
         let delivery = DeliveryConfig {
             concurrency: concurrency as usize,
-            slow_lane: match d.slow_lane {
-                None => concurrency as usize,
-                Some(n) => {
-                    usize::try_from(n).map_err(|_| invalid("delivery.slow_lane", "is too large"))?
-                }
-            },
+            slow_lane: usize::try_from(d.slow_lane.unwrap_or_default())
+                .map_err(|_| invalid("delivery.slow_lane", "is too large"))?,
             attempt_timeout: duration("delivery.attempt_timeout", d.attempt_timeout)?,
             max_in_flight_per_subscriber: u32::try_from(positive(
                 "delivery.max_in_flight_per_subscriber",
@@ -535,7 +538,7 @@ mod tests {
             c.delivery.concurrency, 512,
             "on SQLite, the default database"
         );
-        assert_eq!(c.delivery.slow_lane, 512, "follows concurrency");
+        assert_eq!(c.delivery.slow_lane, 8192);
         assert_eq!(c.retry.max_delay(), Duration::from_secs(300));
         assert_eq!(c.http.idle_timeout, Duration::from_secs(75));
     }
@@ -558,14 +561,8 @@ mod tests {
             default_concurrency(postgres_url) as usize,
         );
         assert!(on_postgres > on_sqlite);
-        assert_eq!(
-            (sqlite.concurrency, sqlite.slow_lane),
-            (on_sqlite, on_sqlite)
-        );
-        assert_eq!(
-            (postgres.concurrency, postgres.slow_lane),
-            (on_postgres, on_postgres)
-        );
+        assert_eq!(sqlite.concurrency, on_sqlite);
+        assert_eq!(postgres.concurrency, on_postgres);
         assert_eq!(on("postgresql://app@db/h", "").concurrency, on_postgres);
         assert!(
             DEFAULTS.contains(&format!("default {on_sqlite}\n"))
@@ -621,8 +618,8 @@ mod tests {
             Config::from_toml("[delivery]\nconcurrency = 10\nfirst_attempt_share = 0.7").unwrap();
         assert_eq!(c.delivery.retry_slots(), 3);
         assert_eq!(Config::from_toml("").unwrap().delivery.retry_slots(), 256);
-        // The slow lane follows concurrency unless set; 0 switches it off.
-        assert_eq!(c.delivery.slow_lane, 10);
+        // The slow lane does not follow concurrency; 0 switches it off.
+        assert_eq!(c.delivery.slow_lane, 8192);
         let off = Config::from_toml("[delivery]\nslow_lane = 0").unwrap();
         assert_eq!(off.delivery.slow_lane, 0);
         assert!(refused("[delivery]\nslow_lane = -1").contains("slow_lane"));
