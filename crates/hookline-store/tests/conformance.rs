@@ -94,6 +94,7 @@ macro_rules! all_cases {
             rotation_keeps_the_previous_secret_for_its_grace,
             queue_stats_show_depths_and_oldest_waits,
             the_breaker_opens_defers_probes_and_closes,
+            breakers_that_open_together_half_open_apart,
             subscriber_caps_rate_limits_and_the_retry_budget,
             a_cap_above_the_default_is_claimed_up_to,
             a_wall_of_unclaimable_rows_hides_nobody,
@@ -1509,9 +1510,11 @@ mod cases {
             .map(|c| completion(c, Transition::Reschedule { run_at: T0 + 10 }, T0 + 1))
             .collect();
         store.complete(failed, T0 + 1).await.unwrap();
-        let open_until = T0 + 1 + 30_000;
         let s = store.get_subscriber("a").await.unwrap();
         assert_eq!(s.breaker.consecutive_failures, 5);
+        // 30 s, jittered within a fifth.
+        let open_until = s.breaker.open_until.unwrap();
+        assert!((T0 + 1 + 24_000..=T0 + 1 + 36_000).contains(&open_until));
         assert_eq!(
             s.breaker.state(T0 + 2),
             hookline_policy::BreakerState::Open { until: open_until }
@@ -1562,6 +1565,53 @@ mod cases {
                 .len(),
             7
         );
+    }
+
+    /// 50 subscribers behind one host fail at the same instant: each breaker opens for its own
+    /// jittered period (within a fifth of the cool-down), so their deferred deliveries come due,
+    /// and their probes go out, spread over the period instead of at one instant.
+    pub async fn breakers_that_open_together_half_open_apart(h: &impl Harness) {
+        let store = h.open().await;
+        for i in 0..50 {
+            let id = format!("s{i}");
+            store
+                .create_subscriber(sub_on("https://gateway.example", &id, &["t"]), T0)
+                .await
+                .unwrap();
+        }
+        for i in 0..6 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        let batch = store.claim_due(claim(T0, 1_000, 5)).await.unwrap();
+        assert_eq!(batch.len(), 250);
+        let failed = batch
+            .iter()
+            .map(|c| completion(c, Transition::Reschedule { run_at: T0 + 10 }, T0 + 1))
+            .collect();
+        store.complete(failed, T0 + 1).await.unwrap();
+        // The sixth event of each is due, behind its open breaker: deferred to its own time.
+        assert!(store
+            .claim_due(claim(T0 + 2, 1_000, 5))
+            .await
+            .unwrap()
+            .is_empty());
+        let mut until = Vec::new();
+        for i in 0..50 {
+            let s = store.get_subscriber(&format!("s{i}")).await.unwrap();
+            let open_until = s.breaker.open_until.expect("open");
+            assert!((T0 + 1 + 24_000..=T0 + 1 + 36_000).contains(&open_until));
+            let waiting = store.get_delivery(&format!("e5:s{i}")).await.unwrap();
+            assert_eq!(waiting.next_attempt_at, Some(open_until));
+            until.push(open_until);
+        }
+        until.sort_unstable();
+        until.dedup();
+        assert!(
+            until.len() >= 45,
+            "only {} distinct half-open times",
+            until.len()
+        );
+        assert!(until[until.len() - 1] - until[0] >= 6_000, "{until:?}");
     }
 
     pub async fn subscriber_caps_rate_limits_and_the_retry_budget(h: &impl Harness) {

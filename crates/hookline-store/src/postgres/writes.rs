@@ -738,8 +738,11 @@ async fn update_breakers(
     })
     .collect();
     for done in completions {
-        if let Some((_, next)) = applied.get(&done.key.0).and_then(|s| breakers.get_mut(s)) {
-            *next = next.after(&done.breaker, done.record.outcome, now);
+        let Some(id) = applied.get(&done.key.0) else {
+            continue;
+        };
+        if let Some((_, next)) = breakers.get_mut(id) {
+            *next = next.after(&done.breaker, id, done.record.outcome, now);
         }
     }
     let changed: Vec<(&String, &Breaker)> = breakers

@@ -679,7 +679,7 @@ pub(super) fn complete(
         if done.revoke_subscriber {
             revoke(c, &mut w.dead, &mut w.scheduled, &subscriber_id, now)?;
         }
-        let next = breaker.after(&done.breaker, a.outcome, now);
+        let next = breaker.after(&done.breaker, &subscriber_id, a.outcome, now);
         if next != breaker {
             c.prepare_cached(
                 "UPDATE subscribers SET breaker_failures = ?2, breaker_open_until = ?3,
