@@ -2,10 +2,14 @@
 //! retryable failures a subscriber is open for a cool-down (doubling while it keeps failing,
 //! capped); while open its deliveries wait without spending attempts; once the cool-down is
 //! over one probe attempt decides between closed and open again.
+//!
+//! Each open period is jittered by a hash of the subscriber and the time it opened: subscribers
+//! behind one host fail together, and without jitter they would half-open together and probe
+//! (then flood) it at one instant when it comes back.
 
 use std::time::Duration;
 
-use crate::retry::duration_ms;
+use crate::retry::{duration_ms, fnv1a64};
 use crate::{Outcome, UnixMs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,10 +64,17 @@ impl Breaker {
         }
     }
 
-    /// The breaker after an attempt ended with `outcome` at `now`. Any answer that is not a
-    /// retryable failure (a success, or a permanent 4xx) shows the subscriber is up: closed.
-    /// A lost attempt (the worker crashed) says nothing about the subscriber: no change.
-    pub fn after(self, config: &BreakerConfig, outcome: Outcome, now: UnixMs) -> Breaker {
+    /// The breaker of `subscriber` after an attempt ended with `outcome` at `now`. Any answer
+    /// that is not a retryable failure (a success, or a permanent 4xx) shows the subscriber is
+    /// up: closed. A lost attempt (the worker crashed) says nothing about the subscriber: no
+    /// change. An open period is [`jittered`] (the nominal cool-down is what doubles).
+    pub fn after(
+        self,
+        config: &BreakerConfig,
+        subscriber: &str,
+        outcome: Outcome,
+        now: UnixMs,
+    ) -> Breaker {
         if outcome == Outcome::Lost {
             return self;
         }
@@ -88,10 +99,22 @@ impl Breaker {
         };
         Breaker {
             consecutive_failures: failures,
-            open_until: Some(now.saturating_add(cool_down)),
+            open_until: Some(now.saturating_add(jittered(cool_down, max, subscriber, now))),
             cool_down_ms: cool_down,
         }
     }
+}
+
+/// The open period for a nominal `cool_down`: spread over 0.8 to 1.2 times it (never past
+/// `max`, so at the cap 0.8 to 1.0 times it) by a hash of the subscriber and the time it
+/// opened. Deterministic, so a re-computation agrees; different for subscribers that open at
+/// the same instant, so they do not half-open at the same instant.
+fn jittered(cool_down: i64, max: i64, subscriber: &str, opened_at: UnixMs) -> i64 {
+    let fifth = cool_down / 5;
+    let high = cool_down.saturating_add(fifth).min(max.max(cool_down));
+    let low = cool_down.saturating_sub(fifth).min(high);
+    let span = (high - low) as u64;
+    low + (fnv1a64(subscriber.as_bytes(), opened_at) % (span + 1)) as i64
 }
 
 #[cfg(test)]
@@ -99,45 +122,91 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    const S: &str = "subscriber-7";
+
     const CONFIG: BreakerConfig = BreakerConfig {
         failures: 3,
         cool_down: Duration::from_secs(30),
         max_cool_down: Duration::from_secs(100),
     };
 
+    /// The open period it was given at `now`, checked to lie within 20% of `nominal` (and the
+    /// cap).
+    fn open_for(b: &Breaker, now: UnixMs, nominal: i64) -> i64 {
+        let BreakerState::Open { until } = b.state(now) else {
+            panic!("not open: {b:?}");
+        };
+        let period = until - now;
+        let cap = CONFIG.max_cool_down.as_millis() as i64;
+        assert!(
+            period >= nominal * 4 / 5 && period <= (nominal * 6 / 5).min(cap),
+            "{period} ms for a {nominal} ms cool-down"
+        );
+        assert_eq!(
+            b.cool_down_ms, nominal,
+            "the nominal cool-down is what doubles"
+        );
+        period
+    }
+
     #[test]
     fn opens_probes_doubles_and_closes() {
         let t = 1_000_000;
         let mut b = Breaker::default();
         for i in 1..3 {
-            b = b.after(&CONFIG, Outcome::Retryable, t);
+            b = b.after(&CONFIG, S, Outcome::Retryable, t);
             assert_eq!(
                 (b.consecutive_failures, b.state(t)),
                 (i, BreakerState::Closed)
             );
         }
-        b = b.after(&CONFIG, Outcome::Retryable, t);
-        assert_eq!(b.state(t), BreakerState::Open { until: t + 30_000 });
+        b = b.after(&CONFIG, S, Outcome::Retryable, t);
+        let open = open_for(&b, t, 30_000);
         assert_eq!(
-            b.state(t + 29_999),
-            BreakerState::Open { until: t + 30_000 }
+            b.state(t + open - 1),
+            BreakerState::Open { until: t + open }
         );
-        assert_eq!(b.state(t + 30_000), BreakerState::HalfOpen);
-        // The probe fails: open again for 60 s, then 100 s (capped), ...
-        b = b.after(&CONFIG, Outcome::Retryable, t + 30_000);
-        assert_eq!(
-            b.state(t + 30_000),
-            BreakerState::Open { until: t + 90_000 }
-        );
-        b = b.after(&CONFIG, Outcome::Retryable, t + 90_000);
-        assert_eq!(
-            b.state(t + 90_000),
-            BreakerState::Open { until: t + 190_000 }
-        );
+        assert_eq!(b.state(t + open), BreakerState::HalfOpen);
+        // The probe fails: open again for about 60 s, then about 100 s (the cap), ...
+        let t = t + open;
+        b = b.after(&CONFIG, S, Outcome::Retryable, t);
+        let open = open_for(&b, t, 60_000);
+        let t = t + open;
+        b = b.after(&CONFIG, S, Outcome::Retryable, t);
+        let open = open_for(&b, t, 100_000);
         // ... until a probe succeeds.
-        b = b.after(&CONFIG, Outcome::Success, t + 190_000);
+        b = b.after(&CONFIG, S, Outcome::Success, t + open);
         assert_eq!(b, Breaker::default());
-        assert_eq!(b.state(t + 190_000), BreakerState::Closed);
+        assert_eq!(b.state(t + open), BreakerState::Closed);
+    }
+
+    /// 200 subscribers behind one host open at the same instant: their half-open times spread
+    /// over the whole +-20%, not one instant.
+    #[test]
+    fn subscribers_that_open_together_half_open_apart() {
+        let t = 1_000_000;
+        let until: Vec<i64> = (0..200)
+            .map(|i| {
+                let id = format!("sub-{i}");
+                let mut b = Breaker::default();
+                for _ in 0..3 {
+                    b = b.after(&CONFIG, &id, Outcome::Retryable, t);
+                }
+                b.open_until.unwrap() - t
+            })
+            .collect();
+        let (min, max) = (until.iter().min().unwrap(), until.iter().max().unwrap());
+        assert!(*min < 25_000 && *max > 35_000, "{min}..{max}");
+        let mut distinct = until.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > 190, "{} distinct times", distinct.len());
+        // The same subscriber opening at the same time gets the same period: reproducible.
+        let again = Breaker::default()
+            .after(&CONFIG, "sub-0", Outcome::Retryable, t)
+            .after(&CONFIG, "sub-0", Outcome::Retryable, t)
+            .after(&CONFIG, "sub-0", Outcome::Retryable, t);
+        assert_eq!(again.open_until, Some(t + until[0]));
     }
 
     #[test]
@@ -146,7 +215,10 @@ mod tests {
             consecutive_failures: 2,
             ..Breaker::default()
         };
-        assert_eq!(b.after(&CONFIG, Outcome::Permanent, 0), Breaker::default());
+        assert_eq!(
+            b.after(&CONFIG, S, Outcome::Permanent, 0),
+            Breaker::default()
+        );
     }
 
     /// Five attempts in flight when a worker crashed are no sign the subscriber is down, nor up.
@@ -157,24 +229,24 @@ mod tests {
             ..Breaker::default()
         };
         for _ in 0..5 {
-            b = b.after(&CONFIG, Outcome::Lost, 0);
+            b = b.after(&CONFIG, S, Outcome::Lost, 0);
         }
         assert_eq!(b.consecutive_failures, 2);
         assert_eq!(b.state(0), BreakerState::Closed);
         let open = Breaker::default()
-            .after(&CONFIG, Outcome::Retryable, 0)
-            .after(&CONFIG, Outcome::Retryable, 0)
-            .after(&CONFIG, Outcome::Retryable, 0);
-        assert_eq!(open.after(&CONFIG, Outcome::Lost, 40_000), open);
+            .after(&CONFIG, S, Outcome::Retryable, 0)
+            .after(&CONFIG, S, Outcome::Retryable, 0)
+            .after(&CONFIG, S, Outcome::Retryable, 0);
+        assert_eq!(open.after(&CONFIG, S, Outcome::Lost, 40_000), open);
     }
 
     #[test]
     fn late_failures_while_open_do_not_extend_it() {
         let open = Breaker::default()
-            .after(&CONFIG, Outcome::Retryable, 0)
-            .after(&CONFIG, Outcome::Retryable, 0)
-            .after(&CONFIG, Outcome::Retryable, 0);
-        let late = open.after(&CONFIG, Outcome::Retryable, 1_000);
+            .after(&CONFIG, S, Outcome::Retryable, 0)
+            .after(&CONFIG, S, Outcome::Retryable, 0)
+            .after(&CONFIG, S, Outcome::Retryable, 0);
+        let late = open.after(&CONFIG, S, Outcome::Retryable, 1_000);
         assert_eq!(late.open_until, open.open_until);
         assert_eq!(late.consecutive_failures, 4);
     }
@@ -186,12 +258,30 @@ mod tests {
             let mut now = 0;
             for o in outcomes {
                 let outcome = [Outcome::Success, Outcome::Retryable, Outcome::Permanent, Outcome::Lost][o as usize];
-                b = b.after(&CONFIG, outcome, now);
+                let before = b;
+                b = b.after(&CONFIG, S, outcome, now);
                 if let Some(until) = b.open_until {
                     prop_assert!(until - now <= 100_000);
+                    if b.open_until != before.open_until {
+                        // Just opened: within a fifth of the nominal cool-down.
+                        prop_assert!(until - now >= b.cool_down_ms * 4 / 5);
+                        prop_assert!(until - now <= b.cool_down_ms * 6 / 5);
+                    }
                 }
                 now += step;
             }
+        }
+
+        /// Any subscriber, any time, any cool-down: the open period lies in 0.8 to 1.2 times
+        /// the nominal cool-down, never past the cap, and is the same when computed again.
+        #[test]
+        fn the_jitter_spreads_within_a_fifth_and_the_cap(id in "[a-z0-9-]{1,40}", now in 0i64..4_000_000_000_000, cool in 1i64..10_000_000, cap in 1i64..10_000_000) {
+            let cool = cool.min(cap);
+            let period = jittered(cool, cap, &id, now);
+            prop_assert!(period >= cool - cool / 5);
+            prop_assert!(period <= cool + cool / 5);
+            prop_assert!(period <= cap);
+            prop_assert_eq!(period, jittered(cool, cap, &id, now));
         }
     }
 }

@@ -267,10 +267,12 @@ pub(crate) fn duration_ms(d: Duration) -> i64 {
 
 /// FNV-1a over the id, a separator and the attempt number: cheap, stable across platforms and
 /// releases (unlike std's SipHash keys), and well enough spread for jitter.
-fn fnv1a64(id: &[u8], attempt: u32) -> u64 {
+/// FNV-1a of `id:salt`: the deterministic stand-in for randomness (retry jitter by delivery
+/// and attempt, breaker jitter by subscriber and opening time).
+pub(crate) fn fnv1a64(id: &[u8], salt: impl std::fmt::Display) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let attempt = attempt.to_string();
-    for b in id.iter().chain(b":").chain(attempt.as_bytes()) {
+    let salt = salt.to_string();
+    for b in id.iter().chain(b":").chain(salt.as_bytes()) {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }

@@ -1,6 +1,8 @@
 //! What one claim takes. Every due row a backend reads goes through [`ClaimBudget`] in due
 //! order; the backend then writes the [`ClaimPlan`] and leases what it took.
 
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use hookline_policy::{BreakerState, UnixMs};
@@ -64,20 +66,35 @@ impl DueRow {
 }
 
 /// What one claim may still take of each subscriber: its in-flight cap (its own, or the default,
-/// or one probe while its breaker is half-open) and its rate limit. Both backends run every due
-/// row through this, in due order.
+/// or one probe while its breaker is half-open), its rate limit, and what its origin may still
+/// take under the cap per host. Both backends run every due row through this, in due order.
 pub(crate) struct ClaimBudget {
     now: UnixMs,
     default_cap: u32,
+    /// `None`: no cap per host.
+    host_cap: Option<u32>,
     retries_left: usize,
-    excluded: std::collections::HashSet<String>,
-    /// Per subscriber: slots left, and the rate limiter's next admission time.
-    subscribers: std::collections::HashMap<String, (u32, Option<UnixMs>)>,
+    excluded: HashSet<String>,
+    subscribers: HashMap<String, SubscriberBudget>,
+    /// Per origin: how many more attempts it may have in flight. Filled by
+    /// [`ClaimBudget::unclaimable`] for origins with attempts in flight; any other starts at
+    /// the cap.
+    hosts: HashMap<String, u32>,
+}
+
+/// What one claim may still take of one subscriber.
+struct SubscriberBudget {
+    slots: u32,
+    /// The rate limiter's next admission time.
+    next_at: Option<UnixMs>,
+    origin: String,
 }
 
 /// What a claim needs to know of a subscriber, beyond its status.
 pub(crate) struct Limits<'a> {
     pub id: &'a str,
+    /// Its URL's origin ([`origin`]): what the cap per host counts by.
+    pub origin: Cow<'a, str>,
     pub breaker: hookline_policy::Breaker,
     pub max_in_flight: Option<u32>,
     pub rate_limit_per_second: Option<f64>,
@@ -85,15 +102,17 @@ pub(crate) struct Limits<'a> {
 }
 
 impl<'a> Limits<'a> {
-    /// Just what bounds its deliveries in flight (its cap and its breaker), as
+    /// Just what bounds its deliveries in flight (its origin, its cap and its breaker), as
     /// [`ClaimBudget::unclaimable`] needs.
     pub(crate) fn in_flight_bound(
         id: &'a str,
+        origin: Cow<'a, str>,
         max_in_flight: Option<u32>,
         open_until: Option<UnixMs>,
     ) -> Self {
         Limits {
             id,
+            origin,
             breaker: hookline_policy::Breaker {
                 open_until,
                 ..Default::default()
@@ -119,6 +138,7 @@ impl Subscriber {
     pub(crate) fn limits(&self) -> Limits<'_> {
         Limits {
             id: &self.id,
+            origin: Cow::Borrowed(&self.origin),
             breaker: self.breaker,
             max_in_flight: self.max_in_flight,
             rate_limit_per_second: self.rate_limit_per_second,
@@ -130,10 +150,31 @@ impl Subscriber {
 /// What to do with one due row.
 pub(crate) enum Admission {
     Take,
-    /// Leave it due: its subscriber is at its cap, rate-limited, or retries are used up.
+    /// Leave it due: its subscriber or its host is at its cap, it is rate-limited, or retries
+    /// are used up.
     Skip,
     /// Its subscriber's breaker is open: move it to the half-open time.
     Defer(UnixMs),
+}
+
+/// What a claim's scans leave out: subscribers, and every subscriber on an origin. The backend
+/// reads which subscribers are on the origins ([`Excluded::ids`]).
+#[derive(Debug, Default)]
+pub(crate) struct Excluded {
+    pub subscribers: Vec<String>,
+    pub origins: Vec<String>,
+}
+
+impl Excluded {
+    /// Every subscriber id to leave out, sorted: `subscribers` and `on_origins` (those the
+    /// backend found on `origins`).
+    pub fn ids(&self, on_origins: Vec<String>) -> Vec<String> {
+        let mut ids = on_origins;
+        ids.extend(self.subscribers.iter().cloned());
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
 }
 
 impl ClaimBudget {
@@ -141,35 +182,57 @@ impl ClaimBudget {
         Self {
             now: request.now,
             default_cap: request.max_in_flight_per_subscriber,
+            host_cap: (request.max_in_flight_per_host > 0)
+                .then_some(request.max_in_flight_per_host),
             retries_left: request.max_retries,
             excluded: request.exclude_subscribers.iter().cloned().collect(),
             subscribers: Default::default(),
+            hosts: Default::default(),
         }
     }
 
-    /// The subscribers none of whose due rows this claim can take, for the backend to leave out
-    /// of its scan: excluded by the caller, rate-limited until later (`rate_limited`), or with
-    /// as many in flight as they may have (`busy`: each subscriber with deliveries in flight,
-    /// and how many). Skipping their rows one by one instead would let a wall of them, ahead
-    /// in due order, use up the scan and hide everyone else's. Open breakers are not here:
-    /// their rows are deferred, which moves them out of the way for good.
+    /// Counts what is in flight (`busy`: each subscriber with deliveries in flight, in every
+    /// process, and how many) and answers what this claim can take none of, for the backend to
+    /// leave out of its scan: subscribers excluded by the caller, rate-limited until later
+    /// (`rate_limited`), or with as many in flight as they may have, and origins with as many
+    /// in flight as the cap per host allows. Skipping their rows one by one instead would let a
+    /// wall of them, ahead in due order, use up the scan and hide everyone else's (200
+    /// subscribers behind one gateway at its cap would hide every other host). Open breakers
+    /// are not here: their rows are deferred, which moves them out of the way for good.
     pub fn unclaimable<'a>(
-        &self,
+        &mut self,
         busy: impl IntoIterator<Item = (Limits<'a>, u32)>,
         rate_limited: impl IntoIterator<Item = String>,
-    ) -> Vec<String> {
-        let full = busy.into_iter().filter_map(|(limits, in_flight)| {
+    ) -> Excluded {
+        let mut full = Vec::new();
+        let mut host_in_flight: HashMap<String, u32> = HashMap::new();
+        for (limits, in_flight) in busy {
             let open = matches!(limits.breaker.state(self.now), BreakerState::Open { .. });
-            (!open && in_flight >= limits.cap(self.now, self.default_cap))
-                .then(|| limits.id.to_owned())
-        });
-        let mut ids: Vec<String> = full
+            if !open && in_flight >= limits.cap(self.now, self.default_cap) {
+                full.push(limits.id.to_owned());
+            }
+            let n = host_in_flight
+                .entry(limits.origin.into_owned())
+                .or_default();
+            *n = n.saturating_add(in_flight);
+        }
+        if let Some(cap) = self.host_cap {
+            self.hosts = host_in_flight
+                .into_iter()
+                .map(|(origin, n)| (origin, cap.saturating_sub(n)))
+                .collect();
+        }
+        let mut subscribers: Vec<String> = full
+            .into_iter()
             .chain(rate_limited)
             .chain(self.excluded.iter().cloned())
             .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids
+        subscribers.sort_unstable();
+        subscribers.dedup();
+        Excluded {
+            subscribers,
+            origins: self.full_hosts().cloned().collect(),
+        }
     }
 
     /// Whether retries may still be taken: when not, the backend leaves them out of its scan.
@@ -181,30 +244,53 @@ impl ClaimBudget {
     pub fn admit(&mut self, s: &Limits<'_>, in_flight: u32, attempts: u32) -> Admission {
         let now = self.now;
         let default_cap = self.default_cap;
-        let (slots, next_at) = self.subscribers.entry(s.id.to_owned()).or_insert_with(|| {
-            (
-                s.cap(now, default_cap).saturating_sub(in_flight),
-                s.rate_next_at,
-            )
-        });
+        let budget = self
+            .subscribers
+            .entry(s.id.to_owned())
+            .or_insert_with(|| SubscriberBudget {
+                slots: s.cap(now, default_cap).saturating_sub(in_flight),
+                next_at: s.rate_next_at,
+                origin: s.origin.clone().into_owned(),
+            });
         if let BreakerState::Open { until } = s.breaker.state(now) {
             return Admission::Defer(until);
         }
-        if *slots == 0 || (attempts > 0 && self.retries_left == 0) || self.excluded.contains(s.id) {
+        if budget.slots == 0
+            || (attempts > 0 && self.retries_left == 0)
+            || self.excluded.contains(s.id)
+        {
+            return Admission::Skip;
+        }
+        let host_slots = match self.host_cap {
+            Some(cap) => Some(self.hosts.entry(budget.origin.clone()).or_insert(cap)),
+            None => None,
+        };
+        if host_slots.as_ref().is_some_and(|left| **left == 0) {
             return Admission::Skip;
         }
         if let Some(rate) = s.rate_limit_per_second {
-            let at = next_at.unwrap_or(now).max(now);
+            let at = budget.next_at.unwrap_or(now).max(now);
             if at > now {
                 return Admission::Skip;
             }
-            *next_at = Some(at.saturating_add((1000.0 / rate).ceil() as i64));
+            budget.next_at = Some(at.saturating_add((1000.0 / rate).ceil() as i64));
         }
-        *slots -= 1;
+        budget.slots -= 1;
+        if let Some(left) = host_slots {
+            *left -= 1;
+        }
         if attempts > 0 {
             self.retries_left -= 1;
         }
         Admission::Take
+    }
+
+    /// Origins with no room left under the cap per host.
+    fn full_hosts(&self) -> impl Iterator<Item = &String> {
+        self.hosts
+            .iter()
+            .filter(|(_, left)| self.host_cap.is_some() && **left == 0)
+            .map(|(origin, _)| origin)
     }
 
     /// Subscribers this claim has used up (no slot left, or no admission from the rate limiter
@@ -212,25 +298,29 @@ impl ClaimBudget {
     fn used_up(&self) -> impl Iterator<Item = &String> {
         self.subscribers
             .iter()
-            .filter(|(_, limits)| self.exhausts(limits))
+            .filter(|(_, budget)| self.exhausts(budget))
             .map(|(id, _)| id)
     }
 
     pub fn is_used_up(&self, id: &str) -> bool {
         self.subscribers
             .get(id)
-            .is_some_and(|limits| self.exhausts(limits))
+            .is_some_and(|budget| self.exhausts(budget))
     }
 
-    fn exhausts(&self, (slots, next): &(u32, Option<UnixMs>)) -> bool {
-        *slots == 0 || next.is_some_and(|n| n > self.now)
+    /// No slot left, no admission from the rate limiter before a later time, or a host at its
+    /// cap.
+    fn exhausts(&self, budget: &SubscriberBudget) -> bool {
+        budget.slots == 0
+            || budget.next_at.is_some_and(|n| n > self.now)
+            || (self.host_cap.is_some() && self.hosts.get(&budget.origin) == Some(&0))
     }
 
     /// New rate-limiter times to persist, per subscriber.
     pub fn rate_updates(&self) -> impl Iterator<Item = (&String, UnixMs)> {
         self.subscribers
             .iter()
-            .filter_map(|(id, (_, next))| next.map(|n| (id, n)))
+            .filter_map(|(id, budget)| budget.next_at.map(|n| (id, n)))
     }
 }
 
@@ -319,17 +409,15 @@ impl<T> ClaimPlan<T> {
     /// backlog takes its slots, then its other rows fill the scan): they join `excluded`, and
     /// the next scan looks past them, leaving out the rows already seen. Likewise when the
     /// retry budget ran out during the scan: the next one leaves retries out.
-    pub fn widen(&mut self, budget: &ClaimBudget, excluded: &mut Vec<String>) -> bool {
+    pub fn widen(&mut self, budget: &ClaimBudget, excluded: &mut Excluded) -> bool {
         let stopped_short = self.take.len() < self.limit && self.reached_a_bound();
         if !stopped_short || self.scans >= MAX_SCANS {
             return false;
         }
         let retries_ran_out = self.retries_in_scan && !budget.takes_retries();
-        let before = excluded.len();
-        excluded.extend(budget.used_up().cloned());
-        excluded.sort_unstable();
-        excluded.dedup();
-        if excluded.len() == before && !retries_ran_out {
+        let grew = extend_sorted(&mut excluded.subscribers, budget.used_up())
+            | extend_sorted(&mut excluded.origins, budget.full_hosts());
+        if !grew && !retries_ran_out {
             return false;
         }
         self.scans += 1;
@@ -367,9 +455,20 @@ impl<T> ClaimPlan<T> {
     }
 }
 
+/// Adds `more` to the sorted `list`; answers whether it grew.
+fn extend_sorted<'a>(list: &mut Vec<String>, more: impl Iterator<Item = &'a String>) -> bool {
+    let before = list.len();
+    list.extend(more.cloned());
+    list.sort_unstable();
+    list.dedup();
+    list.len() > before
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const ORIGIN: &str = "https://gateway.example";
 
     fn request(limit: usize) -> ClaimRequest {
         ClaimRequest {
@@ -377,6 +476,7 @@ mod tests {
             limit,
             lease_ms: 10_000,
             max_in_flight_per_subscriber: 2,
+            max_in_flight_per_host: 0,
             max_retries: usize::MAX,
             exclude_subscribers: Vec::new(),
             window_ended_for_start: i64::MIN,
@@ -387,7 +487,7 @@ mod tests {
         Candidate {
             key,
             status,
-            limits: Limits::in_flight_bound(id, None, None),
+            limits: Limits::in_flight_bound(id, Cow::Borrowed(ORIGIN), None, None),
             in_flight: 0,
             attempts: 0,
         }
@@ -430,7 +530,7 @@ mod tests {
                 open_until: Some(5_000),
                 ..Default::default()
             },
-            ..Limits::in_flight_bound("o", None, None)
+            ..Limits::in_flight_bound("o", Cow::Borrowed(ORIGIN), None, None)
         };
         let mut plan = ClaimPlan::row_by_row(10, &budget);
         let behind_breaker = Candidate {
@@ -466,9 +566,9 @@ mod tests {
         assert_eq!(plan.take, [0, 1]);
         assert_eq!(read, 2 + PASSED_OVER_IN_A_ROW);
         assert!(read < scan_bound(req.limit));
-        let mut excluded = Vec::new();
+        let mut excluded = Excluded::default();
         assert!(plan.widen(&budget, &mut excluded));
-        assert_eq!(excluded, ["deep"]);
+        assert_eq!(excluded.subscribers, ["deep"]);
         // The next scan reads past it: another subscriber's rows are taken again.
         assert!(plan.consider(
             &mut budget,
@@ -514,7 +614,7 @@ mod tests {
             .take_while(|(key, id)| plan.consider(&mut budget, retry(*key, id), *key as i64))
             .count();
         assert_eq!(read + 1, scan_bound(req.limit));
-        let mut excluded = Vec::new();
+        let mut excluded = Excluded::default();
         assert!(plan.widen(&budget, &mut excluded));
         assert!(!budget.takes_retries());
     }

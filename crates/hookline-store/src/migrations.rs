@@ -284,6 +284,20 @@ pub(crate) const LATER: &[Migration] = &[
                  ON deliveries (dead_reason, dead_at, seq) WHERE state = 'dead'",
         )),
     },
+    Migration {
+        number: 20,
+        min_binary: BASELINE,
+        description: "each subscriber's origin, for the cap per destination host",
+        // Filled in by the binary (`rules::origin`, the `url` crate's reading of the URL), at
+        // every start for rows an older binary wrote: SQL has no URL parser to agree with it.
+        sqlite: "ALTER TABLE subscribers ADD COLUMN origin TEXT;
+                 CREATE INDEX subscribers_origin ON subscribers (origin);",
+        postgres: "ALTER TABLE subscribers ADD COLUMN origin TEXT;",
+        postgres_index: Some((
+            "subscribers_origin",
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS subscribers_origin ON subscribers (origin)",
+        )),
+    },
 ];
 
 /// A migration as the database records it.

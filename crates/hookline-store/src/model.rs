@@ -43,6 +43,9 @@ impl SubscriberStatus {
 pub struct Subscriber {
     pub id: String,
     pub url: String,
+    /// The scheme, host and port of `url` (`rules::origin`): attempts in flight to one origin,
+    /// across every subscriber pointing there, are held to `max_in_flight_per_host`.
+    pub origin: String,
     /// Empty means every event type.
     pub event_types: Vec<String>,
     pub secret: String,
@@ -519,6 +522,10 @@ pub struct ClaimRequest {
     pub lease_ms: i64,
     /// No subscriber ever has more than this many deliveries in flight (unless it overrides it).
     pub max_in_flight_per_subscriber: u32,
+    /// No origin (scheme, host and port of a subscriber URL) ever has more than this many
+    /// deliveries in flight, across every subscriber pointing there and every process: many
+    /// subscribers behind one gateway must not add up to a flood. 0: no such cap.
+    pub max_in_flight_per_host: u32,
     /// At most this many of the claimed may be retries (attempt 2 or later): the rest of the
     /// caller's slots are kept for first attempts.
     pub max_retries: usize,

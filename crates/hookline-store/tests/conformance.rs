@@ -94,10 +94,13 @@ macro_rules! all_cases {
             rotation_keeps_the_previous_secret_for_its_grace,
             queue_stats_show_depths_and_oldest_waits,
             the_breaker_opens_defers_probes_and_closes,
+            breakers_that_open_together_half_open_apart,
             subscriber_caps_rate_limits_and_the_retry_budget,
             a_cap_above_the_default_is_claimed_up_to,
             a_wall_of_unclaimable_rows_hides_nobody,
             a_subscriber_used_up_mid_claim_hides_nobody,
+            the_host_cap_holds_across_subscribers_and_inside_each_cap,
+            a_wall_of_rows_on_a_host_at_its_cap_hides_nobody,
             payload_versions_follow_each_subscribers_pin,
             replay_selects_what_was_listed_and_audits_each_outcome_once,
             waiting_deliveries_die_when_their_window_ends,
@@ -131,6 +134,40 @@ fn sub(id: &str, types: &[&str]) -> NewSubscriber {
     }
 }
 
+/// A subscriber whose URL is on `origin` (a path of its own: one gateway, many subscribers).
+fn sub_on(origin: &str, id: &str, types: &[&str]) -> NewSubscriber {
+    NewSubscriber {
+        url: format!("{origin}/hooks/{id}"),
+        ..sub(id, types)
+    }
+}
+
+/// A claim under a cap per host.
+fn claim_per_host(now: i64, limit: usize, cap: u32, host_cap: u32) -> ClaimRequest {
+    ClaimRequest {
+        max_in_flight_per_host: host_cap,
+        ..claim(now, limit, cap)
+    }
+}
+
+/// How many of `claimed` go to each subscriber and to each of `origins` (by URL prefix).
+fn spread(
+    claimed: &[ClaimedDelivery],
+    origin: &str,
+) -> (usize, std::collections::BTreeMap<String, usize>) {
+    let mut per_subscriber = std::collections::BTreeMap::new();
+    for c in claimed {
+        *per_subscriber
+            .entry(c.destination.subscriber_id.clone())
+            .or_default() += 1;
+    }
+    let on_origin = claimed
+        .iter()
+        .filter(|c| c.destination.url.starts_with(&format!("{origin}/")))
+        .count();
+    (on_origin, per_subscriber)
+}
+
 fn event(id: &str, ty: &str) -> NewEvent {
     NewEvent::single(id, ty, r#"{"shipment":"SHP-20418"}"#, 1)
 }
@@ -141,6 +178,7 @@ fn claim(now: i64, limit: usize, cap: u32) -> ClaimRequest {
         limit,
         lease_ms: LEASE,
         max_in_flight_per_subscriber: cap,
+        max_in_flight_per_host: 0,
         max_retries: usize::MAX,
         exclude_subscribers: Vec::new(),
         window_ended_for_start: i64::MIN,
@@ -1472,9 +1510,11 @@ mod cases {
             .map(|c| completion(c, Transition::Reschedule { run_at: T0 + 10 }, T0 + 1))
             .collect();
         store.complete(failed, T0 + 1).await.unwrap();
-        let open_until = T0 + 1 + 30_000;
         let s = store.get_subscriber("a").await.unwrap();
         assert_eq!(s.breaker.consecutive_failures, 5);
+        // 30 s, jittered within a fifth.
+        let open_until = s.breaker.open_until.unwrap();
+        assert!((T0 + 1 + 24_000..=T0 + 1 + 36_000).contains(&open_until));
         assert_eq!(
             s.breaker.state(T0 + 2),
             hookline_policy::BreakerState::Open { until: open_until }
@@ -1525,6 +1565,53 @@ mod cases {
                 .len(),
             7
         );
+    }
+
+    /// 50 subscribers behind one host fail at the same instant: each breaker opens for its own
+    /// jittered period (within a fifth of the cool-down), so their deferred deliveries come due,
+    /// and their probes go out, spread over the period instead of at one instant.
+    pub async fn breakers_that_open_together_half_open_apart(h: &impl Harness) {
+        let store = h.open().await;
+        for i in 0..50 {
+            let id = format!("s{i}");
+            store
+                .create_subscriber(sub_on("https://gateway.example", &id, &["t"]), T0)
+                .await
+                .unwrap();
+        }
+        for i in 0..6 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        let batch = store.claim_due(claim(T0, 1_000, 5)).await.unwrap();
+        assert_eq!(batch.len(), 250);
+        let failed = batch
+            .iter()
+            .map(|c| completion(c, Transition::Reschedule { run_at: T0 + 10 }, T0 + 1))
+            .collect();
+        store.complete(failed, T0 + 1).await.unwrap();
+        // The sixth event of each is due, behind its open breaker: deferred to its own time.
+        assert!(store
+            .claim_due(claim(T0 + 2, 1_000, 5))
+            .await
+            .unwrap()
+            .is_empty());
+        let mut until = Vec::new();
+        for i in 0..50 {
+            let s = store.get_subscriber(&format!("s{i}")).await.unwrap();
+            let open_until = s.breaker.open_until.expect("open");
+            assert!((T0 + 1 + 24_000..=T0 + 1 + 36_000).contains(&open_until));
+            let waiting = store.get_delivery(&format!("e5:s{i}")).await.unwrap();
+            assert_eq!(waiting.next_attempt_at, Some(open_until));
+            until.push(open_until);
+        }
+        until.sort_unstable();
+        until.dedup();
+        assert!(
+            until.len() >= 45,
+            "only {} distinct half-open times",
+            until.len()
+        );
+        assert!(until[until.len() - 1] - until[0] >= 6_000, "{until:?}");
     }
 
     pub async fn subscriber_caps_rate_limits_and_the_retry_budget(h: &impl Harness) {
@@ -1701,6 +1788,145 @@ mod cases {
         request.max_retries = 0;
         let got = store.claim_due(request).await.unwrap();
         assert_eq!(ids(&got), ["late3:h3"], "a first attempt behind retries");
+    }
+
+    /// Subscribers behind one gateway (one origin, however many paths) share its cap, across
+    /// claims; each keeps its own cap inside it; another origin is not held by it; a completion
+    /// frees a place; 0 is no cap; a URL moved to another origin counts there.
+    pub async fn the_host_cap_holds_across_subscribers_and_inside_each_cap(h: &impl Harness) {
+        const GATEWAY: &str = "https://gateway.example:8443";
+        let store = h.open().await;
+        for id in ["a", "b", "c"] {
+            store
+                .create_subscriber(sub_on(GATEWAY, id, &["e"]), T0)
+                .await
+                .unwrap();
+        }
+        store
+            .create_subscriber(sub_on("https://elsewhere.example", "x", &["e"]), T0)
+            .await
+            .unwrap();
+        for i in 0..6 {
+            accepted(&*store, event(&format!("e{i}"), "e"), T0 + i).await;
+        }
+        let now = T0 + 1_000;
+        // Each subscriber's own cap is 2, the gateway's 5: a, b and c take 5 between them.
+        let first = store
+            .claim_due(claim_per_host(now, 100, 2, 5))
+            .await
+            .unwrap();
+        let (on_gateway, per_subscriber) = spread(&first, GATEWAY);
+        assert_eq!(on_gateway, 5);
+        assert!(
+            per_subscriber.values().all(|&n| n <= 2),
+            "{per_subscriber:?}"
+        );
+        assert_eq!(
+            per_subscriber["x"], 2,
+            "another origin is not held by the gateway's cap"
+        );
+        // The gateway is full: a later claim takes none of it.
+        let more = store
+            .claim_due(claim_per_host(now, 100, 2, 5))
+            .await
+            .unwrap();
+        assert!(more.is_empty(), "{:?}", spread(&more, GATEWAY));
+        // One of its attempts ends: exactly one place is free.
+        let done = first
+            .iter()
+            .find(|c| c.destination.url.starts_with(GATEWAY))
+            .unwrap();
+        store
+            .complete(vec![completion(done, Transition::Delivered, now)], now)
+            .await
+            .unwrap();
+        let one = store
+            .claim_due(claim_per_host(now, 100, 2, 5))
+            .await
+            .unwrap();
+        assert_eq!(spread(&one, GATEWAY).0, 1);
+        assert_eq!(one.len(), 1);
+        // 0: no cap per host, only each subscriber's own (a, b and c: 2 each).
+        let off = store
+            .claim_due(claim_per_host(now, 100, 2, 0))
+            .await
+            .unwrap();
+        let in_flight = first.len() - 1 + one.len() + off.len();
+        assert_eq!(in_flight, 8, "2 each for a, b, c and x");
+        // A subscriber moved to another origin counts there, not at the gateway.
+        store
+            .update_subscriber(
+                "c",
+                SubscriberPatch {
+                    url: Some("https://moved.example/hooks/c".into()),
+                    ..Default::default()
+                },
+                now,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get_subscriber("c").await.unwrap().origin,
+            "https://moved.example"
+        );
+        let everything: Vec<ClaimedDelivery> = first.into_iter().chain(one).chain(off).collect();
+        let done = everything
+            .iter()
+            .map(|c| completion(c, Transition::Delivered, now))
+            .collect();
+        store.complete(done, now).await.unwrap();
+        let moved = store
+            .claim_due(claim_per_host(now, 100, 10, 1))
+            .await
+            .unwrap();
+        let (_, per_subscriber) = spread(&moved, GATEWAY);
+        assert_eq!(
+            per_subscriber.values().sum::<usize>(),
+            3,
+            "one for the gateway, one for x's origin, one for c's new one: {per_subscriber:?}"
+        );
+        assert_eq!(per_subscriber.get("c"), Some(&1));
+    }
+
+    /// 1,100 subscribers behind one gateway (more than the four scans of a claim read: leaving
+    /// out each subscriber seen would not get past them), 2,200 of their rows due ahead of a
+    /// subscriber on another host: whether the gateway is at its cap before the claim or
+    /// reaches it during the claim, the other host's row is claimed at once.
+    pub async fn a_wall_of_rows_on_a_host_at_its_cap_hides_nobody(h: &impl Harness) {
+        const GATEWAY: &str = "https://gateway.example";
+        let store = h.open().await;
+        for i in 0..1_100 {
+            let id = format!("g{i}");
+            store
+                .create_subscriber(sub_on(GATEWAY, &id, &["g"]), T0)
+                .await
+                .unwrap();
+        }
+        store
+            .create_subscriber(sub_on("https://healthy.example", "healthy", &["h"]), T0)
+            .await
+            .unwrap();
+        for i in 0..2 {
+            accepted(&*store, event(&format!("g{i}"), "g"), T0 + i).await;
+        }
+        let now = T0 + 1_000;
+        // The claim itself fills the gateway (8), then meets its 2,192 other rows first.
+        accepted(&*store, event("late1", "h"), T0 + 100).await;
+        let got = store
+            .claim_due(claim_per_host(now, 16, 4, 8))
+            .await
+            .unwrap();
+        let (on_gateway, _) = spread(&got, GATEWAY);
+        assert_eq!(on_gateway, 8);
+        assert!(
+            got.iter().any(|c| c.id == "late1:healthy"),
+            "the healthy host's row behind a gateway filled by this claim"
+        );
+        // The gateway already at its cap when the claim begins.
+        accepted(&*store, event("late2", "h"), T0 + 101).await;
+        let got = store.claim_due(claim_per_host(now, 1, 4, 8)).await.unwrap();
+        let ids: Vec<&str> = got.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["late2:healthy"], "behind a gateway at its cap");
     }
 
     /// Each subscriber gets the highest version at or below its pin (the latest when

@@ -53,6 +53,7 @@ fn claim(now: i64, limit: usize, cap: u32) -> ClaimRequest {
         limit,
         lease_ms: 60_000,
         max_in_flight_per_subscriber: cap,
+        max_in_flight_per_host: 0,
         max_retries: usize::MAX,
         exclude_subscribers: Vec::new(),
         window_ended_for_start: i64::MIN,

@@ -507,6 +507,7 @@ fn unbounded_claim(now: i64, limit: usize) -> ClaimRequest {
         limit,
         lease_ms: 60_000,
         max_in_flight_per_subscriber: u32::MAX,
+        max_in_flight_per_host: 0,
         max_retries: usize::MAX,
         exclude_subscribers: Vec::new(),
         window_ended_for_start: i64::MIN,

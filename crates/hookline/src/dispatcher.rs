@@ -227,6 +227,7 @@ impl Dispatcher {
                     limit: want,
                     lease_ms: self.lease_ms,
                     max_in_flight_per_subscriber: self.delivery.max_in_flight_per_subscriber,
+                    max_in_flight_per_host: self.delivery.max_in_flight_per_host,
                     max_retries: s.slots.free_for_retries(),
                     exclude_subscribers: s.slowness.lock().unwrap().suspects(Instant::now()),
                     window_ended_for_start: now.saturating_sub(self.window_ms()),

@@ -339,6 +339,7 @@ async fn every_state(url: &str, rx: &Receiver) {
                 limit: 100,
                 lease_ms: 10_000,
                 max_in_flight_per_subscriber: 100,
+                max_in_flight_per_host: 0,
                 max_retries: 100,
                 exclude_subscribers: vec![],
                 window_ended_for_start: i64::MIN,

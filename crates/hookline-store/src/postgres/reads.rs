@@ -21,16 +21,20 @@ pub(super) fn corrupt(what: &str, value: &str) -> StoreError {
 const SUBSCRIBER_COLUMNS: &str =
     "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
      previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms, \
-     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers";
+     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin";
 
 fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
     let status: String = r.get(5);
     let headers: Option<String> = r.get(17);
+    let url: String = r.get(2);
+    // Missing only on a row an older binary wrote since this one started (`origin` backfills).
+    let origin = stored_origin(r.get::<_, Option<&str>>(18), &url).into_owned();
     Ok((
         r.get(0),
         Subscriber {
             id: r.get(1),
-            url: r.get(2),
+            url,
+            origin,
             event_types: r.get(3),
             secret: r.get(4),
             previous_secret: r.get(8),

@@ -187,9 +187,36 @@ pub(super) async fn migrate(client: &mut Client) -> Result<()> {
                 tracing::warn!(error = %e, tries, "migration could not take its locks; retrying");
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
-            other => return other,
+            other => {
+                other?;
+                return backfill_origins(client).await;
+            }
         }
     }
+}
+
+/// Fills in the origin of subscribers written without one: by a release before the column,
+/// or by an older binary run on this schema since (a rollback, or a rolling upgrade). The
+/// origin is the `url` crate's reading of the URL (`rules::origin`), which SQL cannot repeat.
+async fn backfill_origins(client: &mut Client) -> Result<()> {
+    let missing = client
+        .query("SELECT id, url FROM subscribers WHERE origin IS NULL", &[])
+        .await?;
+    let (ids, origins): (Vec<String>, Vec<String>) = missing
+        .iter()
+        .map(|r| (r.get::<_, String>(0), crate::origin(r.get(1))))
+        .unzip();
+    if !ids.is_empty() {
+        client
+            .execute(
+                "UPDATE subscribers s SET origin = x.origin
+                 FROM UNNEST($1::text[], $2::text[]) AS x(id, origin)
+                 WHERE s.id = x.id AND s.origin IS NULL",
+                &[&ids, &origins],
+            )
+            .await?;
+    }
+    Ok(())
 }
 
 /// Applies what `known` has and the database lacks, after checking that this binary may run

@@ -26,8 +26,8 @@ pub(super) async fn create_subscriber(
         .execute(
             "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at,
                                       max_in_flight, rate_limit_per_second, payload_version,
-                                      headers)
-             VALUES ($1, $2, $3, $4, 'active', $5, $5, $6, $7, $8, $9)",
+                                      headers, origin)
+             VALUES ($1, $2, $3, $4, 'active', $5, $5, $6, $7, $8, $9, $10)",
             &[
                 &new.id,
                 &new.url,
@@ -38,6 +38,7 @@ pub(super) async fn create_subscriber(
                 &new.rate_limit_per_second,
                 &new.payload_version,
                 &new.headers.encode(),
+                &origin(&new.url),
             ],
         )
         .await;
@@ -63,7 +64,8 @@ pub(super) async fn update_subscriber(
     execute(
         c,
         "UPDATE subscribers SET url = $2, event_types = $3, status = $4, updated_at = $5,
-             max_in_flight = $6, rate_limit_per_second = $7, payload_version = $8, headers = $9
+             max_in_flight = $6, rate_limit_per_second = $7, payload_version = $8, headers = $9,
+             origin = $10
          WHERE id = $1",
         &[
             &id,
@@ -75,6 +77,7 @@ pub(super) async fn update_subscriber(
             &next.rate_limit_per_second,
             &next.payload_version,
             &next.headers.encode(),
+            &next.origin,
         ],
     )
     .await?;
@@ -409,7 +412,7 @@ pub(super) async fn claim_due(
     // workers), and the subscribers whose rate limiter admits nobody yet.
     let busy = query(
         c,
-        "SELECT f.subscriber_id, f.n, s.max_in_flight, s.breaker_open_until
+        "SELECT f.subscriber_id, f.n, s.max_in_flight, s.breaker_open_until, s.origin, s.url
          FROM (SELECT subscriber_id, count(*) AS n FROM deliveries
                WHERE state = 'in_flight' GROUP BY 1) f
          JOIN subscribers s ON s.id = f.subscriber_id",
@@ -423,19 +426,33 @@ pub(super) async fn claim_due(
     )
     .await?;
     let mut budget = ClaimBudget::new(&req);
-    let unclaimable = budget.unclaimable(
+    let mut excluded = budget.unclaimable(
         busy.iter().map(|r| {
             let max_in_flight = r.get::<_, Option<i32>>(2).map(|n| n as u32);
-            let limits = Limits::in_flight_bound(r.get(0), max_in_flight, r.get(3));
+            let origin = stored_origin(r.get(4), r.get(5));
+            let limits = Limits::in_flight_bound(r.get(0), origin, max_in_flight, r.get(3));
             (limits, r.get::<_, i64>(1) as u32)
         }),
         rate_limited.iter().map(|r| r.get(0)),
     );
     let in_flight: HashMap<&str, i64> = busy.iter().map(|r| (r.get(0), r.get(1))).collect();
     let scan = scan_bound(req.limit) as i64;
-    let mut excluded = unclaimable;
     let mut plan = ClaimPlan::fetched(req.limit, &budget);
     loop {
+        let on_origins = if excluded.origins.is_empty() {
+            Vec::new()
+        } else {
+            query(
+                c,
+                "SELECT id FROM subscribers WHERE origin = ANY ($1)",
+                &[&excluded.origins],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+        };
+        let excluded_ids = excluded.ids(on_origins);
         let due = query(
             c,
             // The due rows are picked in a subquery of their own: with the join in the same query,
@@ -443,7 +460,7 @@ pub(super) async fn claim_due(
             // by subscriber, hundreds of milliseconds with a large delayed backlog. The LIMIT in
             // the subquery keeps the claim on the head of `deliveries_due` whatever the estimates.
             "SELECT d.seq, d.subscriber_id, s.status, s.breaker_open_until, s.max_in_flight,
-                s.rate_limit_per_second, s.rate_next_at, d.attempts
+                s.rate_limit_per_second, s.rate_next_at, d.attempts, s.origin, s.url
          FROM (SELECT seq, subscriber_id, attempts, run_at FROM deliveries
                WHERE state = 'scheduled' AND NOT held AND run_at <= $1
                  AND subscriber_id <> ALL ($3) AND (attempts = 0 OR $4) AND window_start > $5
@@ -455,7 +472,7 @@ pub(super) async fn claim_due(
             &[
                 &req.now,
                 &scan,
-                &excluded,
+                &excluded_ids,
                 &budget.takes_retries(),
                 &req.window_ended_for_start,
                 &plan.seen,
@@ -469,6 +486,7 @@ pub(super) async fn claim_due(
                 status: SubscriberStatus::parse(status).ok_or_else(|| corrupt("status", status))?,
                 limits: Limits {
                     id: subscriber,
+                    origin: stored_origin(r.get(8), r.get(9)),
                     breaker: Breaker {
                         open_until: r.get(3),
                         ..Breaker::default()
@@ -720,8 +738,11 @@ async fn update_breakers(
     })
     .collect();
     for done in completions {
-        if let Some((_, next)) = applied.get(&done.key.0).and_then(|s| breakers.get_mut(s)) {
-            *next = next.after(&done.breaker, done.record.outcome, now);
+        let Some(id) = applied.get(&done.key.0) else {
+            continue;
+        };
+        if let Some((_, next)) = breakers.get_mut(id) {
+            *next = next.after(&done.breaker, id, done.record.outcome, now);
         }
     }
     let changed: Vec<(&String, &Breaker)> = breakers

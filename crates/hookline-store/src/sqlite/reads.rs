@@ -18,17 +18,22 @@ fn corrupt(what: &str, value: &str) -> rusqlite::Error {
 const SUBSCRIBER_COLUMNS: &str =
     "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
      previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms, \
-     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers";
+     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin";
 
 fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
     let types: String = r.get(3)?;
     let status: String = r.get(5)?;
     let headers: Option<String> = r.get(17)?;
+    let url: String = r.get(2)?;
+    // Missing only on a row an older binary wrote since this one started (`origin` backfills).
+    let stored: Option<String> = r.get(18)?;
+    let origin = stored_origin(stored.as_deref(), &url).into_owned();
     Ok((
         r.get(0)?,
         Subscriber {
             id: r.get(1)?,
-            url: r.get(2)?,
+            url,
+            origin,
             event_types: serde_json::from_str(&types)
                 .map_err(|_| corrupt("event_types", &types))?,
             secret: r.get(4)?,

@@ -178,6 +178,7 @@ mod tests {
             limit: 100,
             lease_ms: 10_000,
             max_in_flight_per_subscriber: 100,
+            max_in_flight_per_host: 0,
             max_retries: usize::MAX,
             exclude_subscribers: Vec::new(),
             window_ended_for_start: i64::MIN,

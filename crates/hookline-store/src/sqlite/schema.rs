@@ -153,7 +153,27 @@ fn records(c: &Connection) -> Result<SchemaRecords> {
 }
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
-    apply(conn, LATER)
+    apply(conn, LATER)?;
+    backfill_origins(conn)
+}
+
+/// Fills in the origin of subscribers written without one: by a release before the column,
+/// or by an older binary run on this schema since (a rollback). The origin is the `url`
+/// crate's reading of the URL (`rules::origin`), which SQL cannot repeat.
+fn backfill_origins(conn: &mut Connection) -> Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let missing = tx
+        .prepare("SELECT id, url FROM subscribers WHERE origin IS NULL")?
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for (id, url) in missing {
+        tx.execute(
+            "UPDATE subscribers SET origin = ?2 WHERE id = ?1",
+            params![id, crate::origin(&url)],
+        )?;
+    }
+    tx.commit()?;
+    Ok(())
 }
 
 /// Applies what `known` has and the database lacks, in one exclusive transaction, after

@@ -1,5 +1,6 @@
 //! Every write, each run by the writer thread inside a group transaction.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -23,8 +24,8 @@ pub(super) fn create_subscriber(
         .prepare_cached(
             "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at,
                                       max_in_flight, rate_limit_per_second, payload_version,
-                                      headers)
-             VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?5, ?6, ?7, ?8, ?9)",
+                                      headers, origin)
+             VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?
         .execute(params![
             new.id,
@@ -35,7 +36,8 @@ pub(super) fn create_subscriber(
             new.max_in_flight,
             new.rate_limit_per_second,
             new.payload_version,
-            new.headers.encode()
+            new.headers.encode(),
+            origin(&new.url)
         ]);
     match inserted {
         Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
@@ -60,7 +62,8 @@ pub(super) fn update_subscriber(
     let (next, resumed) = patched(reads::subscriber(c, id)?, patch)?;
     c.prepare_cached(
         "UPDATE subscribers SET url = ?2, event_types = ?3, status = ?4, updated_at = ?5,
-             max_in_flight = ?6, rate_limit_per_second = ?7, payload_version = ?8, headers = ?9
+             max_in_flight = ?6, rate_limit_per_second = ?7, payload_version = ?8, headers = ?9,
+             origin = ?10
          WHERE id = ?1",
     )?
     .execute(params![
@@ -72,7 +75,8 @@ pub(super) fn update_subscriber(
         next.max_in_flight,
         next.rate_limit_per_second,
         next.payload_version,
-        next.headers.encode()
+        next.headers.encode(),
+        next.origin
     ])?;
     if resumed {
         // Claims set `held` on deliveries of a paused subscriber; resuming puts them back in
@@ -402,6 +406,23 @@ fn new_lease() -> i64 {
     rand::random::<i64>()
 }
 
+/// The subscribers on `origins` (through the index `subscribers_origin`).
+fn subscribers_on(c: &Connection, origins: &[String]) -> Result<Vec<String>> {
+    if origins.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = c
+        .prepare_cached(
+            "SELECT id FROM subscribers WHERE origin IN (SELECT value FROM json_each(?1))",
+        )?
+        .query_map(
+            [serde_json::to_string(origins).expect("origins serialize")],
+            |r| r.get(0),
+        )?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    Ok(ids)
+}
+
 pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
     if req.limit == 0 {
         return Ok(Vec::new());
@@ -429,16 +450,15 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
         .prepare_cached("SELECT id FROM subscribers WHERE rate_next_at > ?1")?
         .query_map([req.now], |r| r.get(0))?
         .collect::<rusqlite::Result<Vec<String>>>()?;
-    let unclaimable = budget.unclaimable(
+    let mut excluded = budget.unclaimable(
         busy.iter().map(|(s, n)| {
-            (
-                Limits::in_flight_bound(&s.id, s.max_in_flight, s.breaker.open_until),
-                *n,
-            )
+            let origin = Cow::Borrowed(s.origin.as_str());
+            let limits =
+                Limits::in_flight_bound(&s.id, origin, s.max_in_flight, s.breaker.open_until);
+            (limits, *n)
         }),
         rate_limited,
     );
-    let mut excluded = unclaimable;
     let mut lookups = Lookups::new(req.now, &mut w.subscribers);
     let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
     let trusted = w.scheduled.trusted(req.now);
@@ -446,7 +466,8 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
     let excludes =
         |excluded: &[String], id: &str| excluded.binary_search_by(|e| e.as_str().cmp(id)).is_ok();
     loop {
-        if trusted && w.scheduled.all_left_out(|id| excludes(&excluded, id)) {
+        let excluded_ids = excluded.ids(subscribers_on(c, &excluded.origins)?);
+        if trusted && w.scheduled.all_left_out(|id| excludes(&excluded_ids, id)) {
             // Every waiting row is a left-out subscriber's: the scan would walk them all to
             // find nothing.
             cut_short = true;
@@ -462,7 +483,7 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
         ))?;
         let mut rows = stmt.query(params![
             req.now,
-            serde_json::to_string(&excluded).expect("subscriber ids serialize"),
+            serde_json::to_string(&excluded_ids).expect("subscriber ids serialize"),
             budget.takes_retries(),
             req.window_ended_for_start,
             serde_json::to_string(&plan.seen).expect("keys serialize")
@@ -488,7 +509,7 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
                 && plan.take.len() > taken
                 && budget.is_used_up(&subscriber.id)
                 && w.scheduled
-                    .all_left_out(|id| budget.is_used_up(id) || excludes(&excluded, id))
+                    .all_left_out(|id| budget.is_used_up(id) || excludes(&excluded_ids, id))
             {
                 cut_short = true;
                 break;
@@ -658,7 +679,7 @@ pub(super) fn complete(
         if done.revoke_subscriber {
             revoke(c, &mut w.dead, &mut w.scheduled, &subscriber_id, now)?;
         }
-        let next = breaker.after(&done.breaker, a.outcome, now);
+        let next = breaker.after(&done.breaker, &subscriber_id, a.outcome, now);
         if next != breaker {
             c.prepare_cached(
                 "UPDATE subscribers SET breaker_failures = ?2, breaker_open_until = ?3,

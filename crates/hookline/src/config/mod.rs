@@ -145,6 +145,7 @@ struct DeliveryFile {
     concurrency: Option<u64>,
     attempt_timeout: Option<String>,
     max_in_flight_per_subscriber: Option<u64>,
+    max_in_flight_per_host: Option<u64>,
     first_attempt_share: Option<f64>,
     slow_after: Option<String>,
     slow_lane: Option<u64>,
@@ -166,6 +167,10 @@ pub struct DeliveryConfig {
     pub concurrency: usize,
     pub attempt_timeout: Duration,
     pub max_in_flight_per_subscriber: u32,
+    /// Attempts in flight to one origin (scheme, host and port of the subscriber URL), across
+    /// every subscriber pointing there and every worker: many subscribers behind one gateway
+    /// must not add up to a flood when it recovers. 0: no such cap.
+    pub max_in_flight_per_host: u32,
     /// The share of in-flight slots retries may never take: first attempts are not queued
     /// behind a backlog of retries.
     pub first_attempt_share: f64,
@@ -325,6 +330,11 @@ impl Config {
                 d.max_in_flight_per_subscriber,
             )?)
             .map_err(|_| invalid("delivery.max_in_flight_per_subscriber", "is too large"))?,
+            max_in_flight_per_host: u32::try_from(given(
+                "delivery.max_in_flight_per_host",
+                d.max_in_flight_per_host,
+            )?)
+            .map_err(|_| invalid("delivery.max_in_flight_per_host", "is too large"))?,
             slow_after: duration("delivery.slow_after", d.slow_after)?,
             first_attempt_share: match given("delivery.first_attempt_share", d.first_attempt_share)?
             {
