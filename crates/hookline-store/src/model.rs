@@ -101,6 +101,7 @@ impl Subscriber {
         Destination {
             subscriber_id: self.id.clone(),
             url: self.url.clone(),
+            origin: self.origin.clone(),
             secrets: self.signing_secrets(now),
             headers: self.headers.clone(),
         }
@@ -542,6 +543,8 @@ pub struct ClaimRequest {
 pub struct Destination {
     pub subscriber_id: String,
     pub url: String,
+    /// The origin of `url`, which the cap per host counts by.
+    pub origin: String,
     /// Sign with each: the current secret first, then one in its rotation grace period.
     pub secrets: Vec<String>,
     pub headers: SubscriberHeaders,

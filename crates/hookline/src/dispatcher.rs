@@ -26,6 +26,7 @@ use crate::capacity::Meter;
 use crate::clock::Clock;
 use crate::config::DeliveryConfig;
 use crate::destination::Guard;
+use crate::hosts::HostLoad;
 use crate::rollouts::Policies;
 use crate::sender::{render_body, AttemptReport, Sender};
 use crate::slots::{AttemptKind, Slot, Slots, SlotsConfig, Standing};
@@ -52,6 +53,9 @@ const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// Under load, slots free one at a time. Rather than pay a claim per freed slot, wait this long
 /// for more to free when fewer than a quarter of them are.
 const CLAIM_COALESCE: Duration = Duration::from_millis(2);
+/// How soon an attempt that found the slow lane full (of attempts all within their usual time)
+/// tries to move there again.
+const LANE_RETRY: Duration = Duration::from_millis(50);
 /// Completions written per transaction at most.
 const MAX_COMPLETIONS_PER_COMMIT: usize = 1024;
 
@@ -65,6 +69,7 @@ struct Shared {
     slots: Arc<Slots>,
     latency_labels: telemetry::LatencyLabels,
     slowness: std::sync::Mutex<Slowness>,
+    hosts: Arc<HostLoad>,
     meter: Arc<Meter>,
 }
 
@@ -153,6 +158,7 @@ impl Dispatcher {
                     delivery.slow_after,
                     delivery.attempt_timeout,
                 )),
+                hosts: HostLoad::new(delivery.max_in_flight_per_host),
                 meter,
             }),
             delivery,
@@ -251,25 +257,23 @@ impl Dispatcher {
             }
             // Keyed by the shared event's address: a claim batch shares one Arc per event.
             let mut bodies: HashMap<usize, Bytes> = HashMap::new();
-            // In a block of its own: the guard must not live across the awaits below.
-            {
-                let slowness = s.slowness.lock().unwrap();
-                for delivery in batch {
-                    let body = bodies
-                        .entry(Arc::as_ptr(&delivery.event) as usize)
-                        .or_insert_with(|| render_body(&delivery.event))
-                        .clone();
-                    let subscriber = &delivery.destination.subscriber_id;
-                    // A rescue sends nothing: it records the lost attempt at once.
-                    let standing = match delivery.lost_attempt_started_at {
-                        Some(_) => Standing::Answering,
-                        None => slowness.standing(subscriber),
-                    };
-                    let slot =
-                        s.slots
-                            .take(kind(&delivery), standing, slowness.patience(subscriber));
-                    attempts.spawn(attempt(s.clone(), delivery, slot, body, done_tx.clone()));
-                }
+            for delivery in batch {
+                let body = bodies
+                    .entry(Arc::as_ptr(&delivery.event) as usize)
+                    .or_insert_with(|| render_body(&delivery.event))
+                    .clone();
+                let subscriber = &delivery.destination.subscriber_id;
+                let (standing, usual) = {
+                    let slowness = s.slowness.lock().unwrap();
+                    (slowness.standing(subscriber), slowness.usual(subscriber))
+                };
+                // A rescue sends nothing: it records the lost attempt at once.
+                let standing = match delivery.lost_attempt_started_at {
+                    Some(_) => Standing::Answering,
+                    None => standing,
+                };
+                let slot = s.slots.take(kind(&delivery), standing, usual);
+                attempts.spawn(attempt(s.clone(), delivery, slot, body, done_tx.clone()));
             }
             while attempts.try_join_next().is_some() {}
             telemetry::in_flight(&s.slots);
@@ -407,30 +411,34 @@ async fn attempt(
         }
     } else {
         let subscriber = &d.destination.subscriber_id;
-        let (patience, slot_patience) = {
+        let _at_host = s.hosts.started(&d.destination.origin);
+        let (usual, slot_patience) = {
             let mut slowness = s.slowness.lock().unwrap();
             slowness.started(subscriber, timer);
             (
-                slowness.patience(subscriber),
+                slowness.usual(subscriber),
                 slowness.slot_patience(subscriber),
             )
         };
         let send = s.sender.send(&d, body, started_at);
         tokio::pin!(send);
-        let to_lane = tokio::time::Instant::from_std(timer + slot_patience);
-        let mut lane_tried = slot.is_slow();
+        let mut to_lane = tokio::time::Instant::from_std(timer + slot_patience);
         let report = loop {
             tokio::select! {
                 report = &mut send => break report,
-                _ = tokio::time::sleep_until(to_lane), if !lane_tried => {
-                    lane_tried = true;
-                    if slot.move_to_slow_lane(timer, patience) {
+                _ = tokio::time::sleep_until(to_lane), if !slot.is_slow() => {
+                    if slot.move_to_slow_lane(timer, usual) {
                         telemetry::slow_lane(s.slots.in_slow_lane());
                         tracing::debug!(delivery = %d.id, %subscriber, "attempt moved to the slow lane");
                         s.wake.notify_one();
+                    } else {
+                        // A full lane with nothing in it past its usual time: look again soon,
+                        // for a place freed or an attempt there gone past its time.
+                        to_lane = tokio::time::Instant::now() + LANE_RETRY;
                     }
                 }
                 _ = slot.shed() => {
+                    telemetry::attempt_shed();
                     tracing::debug!(delivery = %d.id, %subscriber, "attempt shed from a full slow lane");
                     break shed(timer.elapsed());
                 }

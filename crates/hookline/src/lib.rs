@@ -11,6 +11,7 @@ pub mod config;
 pub mod destination;
 pub mod dispatcher;
 pub mod health;
+pub mod hosts;
 pub mod open_files;
 pub mod policies;
 pub mod rollouts;

@@ -52,7 +52,8 @@ struct Lane {
 #[derive(Debug)]
 struct Waiting {
     started: Instant,
-    /// Its subscriber's slowness threshold: how far past it the attempt is ranks it.
+    /// Its subscriber's usual answer time (zero when it has not answered yet): how many times
+    /// that the attempt has been in flight ranks it.
     usual: Duration,
     shed: oneshot::Sender<()>,
 }
@@ -79,9 +80,9 @@ impl Lane {
             return false;
         };
         let shed = self.waiting.remove(&id).expect("just found");
-        // Its task may have ended meanwhile: then its place is free all the same.
+        // Its task may have ended meanwhile: then its place is free all the same (the attempt
+        // counts as shed only where it ends as shed, in the dispatcher).
         let _ = shed.shed.send(());
-        crate::telemetry::attempt_shed();
         true
     }
 
@@ -102,7 +103,8 @@ impl Lane {
 }
 
 /// How many times its usual time an attempt has been in flight (a usual time of zero, for a
-/// subscriber whose last attempt got no answer, counts as one millisecond).
+/// subscriber that has not answered yet, counts as one millisecond: of two attempts waiting
+/// equally long, the one whose subscriber never answered goes first).
 fn past_usual(elapsed: Duration, usual: Duration) -> f64 {
     elapsed.as_secs_f64() / usual.max(Duration::from_millis(1)).as_secs_f64()
 }
@@ -242,8 +244,8 @@ impl Slot {
         matches!(self.place, Place::Lane { .. })
     }
 
-    /// Moves the attempt (started at `started`, its subscriber's usual time `usual`) to the
-    /// slow lane, freeing its slot and shedding another attempt if the lane is full; false
+    /// Moves the attempt (started at `started`, its subscriber's usual answer time `usual`) to
+    /// the slow lane, freeing its slot and shedding another attempt if the lane is full; false
     /// (and nothing changes) when the lane is full of attempts still within their usual time.
     pub fn move_to_slow_lane(&mut self, started: Instant, usual: Duration) -> bool {
         if self.is_slow() {

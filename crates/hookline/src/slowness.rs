@@ -126,6 +126,17 @@ impl Slowness {
         }
     }
 
+    /// How fast the subscriber usually answers; zero until it has answered, or when its last
+    /// attempt got no answer. What ranks its attempts in a full slow lane.
+    pub fn usual(&self, subscriber: &str) -> Duration {
+        match self.subscribers.get(subscriber) {
+            Some(w) if !w.unanswered => w
+                .usual_ms
+                .map_or(Duration::ZERO, |ms| Duration::from_secs_f64(ms / 1000.0)),
+            _ => Duration::ZERO,
+        }
+    }
+
     /// How long an attempt to this subscriber holds its slot before it moves to the slow lane:
     /// four times its usual time (at least [`LANE_FLOOR`]), never past its patience.
     pub fn slot_patience(&self, subscriber: &str) -> Duration {
@@ -207,6 +218,8 @@ mod tests {
         assert_eq!(s.slot_patience("fast"), Duration::from_millis(50));
         assert_eq!(s.slot_patience("steady"), Duration::from_millis(160));
         assert_eq!(s.slot_patience("slow"), s.patience("slow"));
+        assert_eq!(s.usual("steady"), Duration::from_millis(40));
+        assert_eq!(s.usual("new"), Duration::ZERO);
         s.started("fast", t0);
         s.finished("fast", t0, Ended::NoAnswer);
         assert_eq!(s.standing("fast"), Standing::Unproven);

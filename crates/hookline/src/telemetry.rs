@@ -48,6 +48,7 @@ pub mod names {
     pub const EVENTS_ACCEPTED_TOTAL: &str = "hookline_events_accepted_total";
     pub const FANOUT_DELIVERIES_TOTAL: &str = "hookline_fanout_deliveries_total";
     pub const FIRST_ATTEMPT_LATENCY_SECONDS: &str = "hookline_first_attempt_latency_seconds";
+    pub const HOSTS_AT_CAP: &str = "hookline_hosts_at_cap";
     pub const HTTP_CONNECTIONS: &str = "hookline_http_connections";
     pub const HTTP_CONNECTIONS_CLOSED_TOTAL: &str = "hookline_http_connections_closed_total";
     pub const READY_OLDEST_AGE_SECONDS: &str = "hookline_ready_oldest_age_seconds";
@@ -126,6 +127,10 @@ fn describe() {
         names::ATTEMPTS_SHED_TOTAL,
         "Attempts ended early as timeouts to make room in a full slow lane: each was the furthest past its subscriber's usual answer time."
     );
+    describe_gauge!(
+        names::HOSTS_AT_CAP,
+        "Destination origins this process has delivery.max_in_flight_per_host attempts in flight to."
+    );
     describe_counter!(
         names::DEAD_LETTERS_TOTAL,
         "Deliveries that entered the dead-letter queue, by terminal reason and the policy that decided (none: no attempt did)."
@@ -195,6 +200,10 @@ pub fn replayed(selected: u64) {
 
 pub fn slow_lane(attempts: usize) {
     gauge!(names::SLOW_LANE_ATTEMPTS).set(attempts as f64);
+}
+
+pub fn hosts_at_cap(origins: usize) {
+    gauge!(names::HOSTS_AT_CAP).set(origins as f64);
 }
 
 pub fn attempt_shed() {
@@ -377,6 +386,7 @@ pub const METRIC_NAMES: &[&str] = &[
     names::ATTEMPT_DURATION_SECONDS,
     names::ATTEMPTS_IN_FLIGHT,
     names::ATTEMPTS_SHED_TOTAL,
+    names::HOSTS_AT_CAP,
     names::DEAD_LETTERS_TOTAL,
     names::REPLAYED_TOTAL,
     names::FIRST_ATTEMPT_LATENCY_SECONDS,

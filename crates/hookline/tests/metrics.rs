@@ -216,7 +216,10 @@ async fn metrics_move_as_deliveries_happen() {
         let labels = [("outcome", outcome), ("subscriber", "flaky")];
         sample(&text, "hookline_attempt_duration_seconds_count", &labels)
     };
-    assert_eq!((count("retryable"), count("success")), (Some(1.0), Some(3.0)));
+    assert_eq!(
+        (count("retryable"), count("success")),
+        (Some(1.0), Some(3.0))
+    );
     assert_eq!(sample(&text, "hookline_attempts_shed_total", &[]), None);
     app.stop().await;
 }
