@@ -80,6 +80,8 @@ pub(crate) struct ClaimBudget {
     /// [`ClaimBudget::unclaimable`] for origins with attempts in flight; any other starts at
     /// the cap.
     hosts: HashMap<String, u32>,
+    /// Subscribers whose slow start this claim found over, and the cap it found in force.
+    ramped_up: HashMap<String, u32>,
 }
 
 /// What one claim may still take of one subscriber.
@@ -108,29 +110,41 @@ impl<'a> Limits<'a> {
         id: &'a str,
         origin: Cow<'a, str>,
         max_in_flight: Option<u32>,
-        open_until: Option<UnixMs>,
+        breaker: hookline_policy::Breaker,
     ) -> Self {
         Limits {
             id,
             origin,
-            breaker: hookline_policy::Breaker {
-                open_until,
-                ..Default::default()
-            },
+            breaker,
             max_in_flight,
             rate_limit_per_second: None,
             rate_next_at: None,
         }
     }
 
-    /// How many of its deliveries may be in flight now: its own cap or the default, the one
-    /// probe while its breaker is half-open, none while it is open.
+    /// How many of its deliveries may be in flight now: its own cap or the default (no more
+    /// than its allowance while it starts slowly after its breaker closed), the one probe while
+    /// its breaker is half-open, none while it is open. Applied here, from the stored breaker,
+    /// so on PostgreSQL it holds across every worker.
     fn cap(&self, now: UnixMs, default_cap: u32) -> u32 {
         match self.breaker.state(now) {
-            BreakerState::Closed => self.max_in_flight.unwrap_or(default_cap),
+            BreakerState::Closed => {
+                let cap = self.max_in_flight.unwrap_or(default_cap);
+                self.breaker.allowance.map_or(cap, |a| a.min(cap))
+            }
             BreakerState::HalfOpen => 1,
             BreakerState::Open { .. } => 0,
         }
+    }
+
+    /// The cap in force once its slow start is over, if the allowance has reached it. The
+    /// completion that grows the allowance does not know the default cap (the dispatcher's
+    /// setting, passed to claims only), so the claim, which does, ends the ramp; until then
+    /// `cap` takes the smaller of the two, so an allowance past the cap changes nothing.
+    fn ramped_up(&self, now: UnixMs, default_cap: u32) -> Option<u32> {
+        let cap = self.max_in_flight.unwrap_or(default_cap);
+        let closed = self.breaker.state(now) == BreakerState::Closed;
+        (closed && self.breaker.allowance.is_some_and(|a| a >= cap)).then_some(cap)
     }
 }
 
@@ -188,6 +202,7 @@ impl ClaimBudget {
             excluded: request.exclude_subscribers.iter().cloned().collect(),
             subscribers: Default::default(),
             hosts: Default::default(),
+            ramped_up: Default::default(),
         }
     }
 
@@ -207,6 +222,7 @@ impl ClaimBudget {
         let mut full = Vec::new();
         let mut host_in_flight: HashMap<String, u32> = HashMap::new();
         for (limits, in_flight) in busy {
+            self.note_ramp(&limits);
             let open = matches!(limits.breaker.state(self.now), BreakerState::Open { .. });
             if !open && in_flight >= limits.cap(self.now, self.default_cap) {
                 full.push(limits.id.to_owned());
@@ -240,8 +256,18 @@ impl ClaimBudget {
         self.retries_left > 0
     }
 
+    /// Keeps `s` among the subscribers whose slow start is over, if it is.
+    fn note_ramp(&mut self, s: &Limits<'_>) {
+        if let Some(cap) = s.ramped_up(self.now, self.default_cap) {
+            self.ramped_up.insert(s.id.to_owned(), cap);
+        }
+    }
+
     /// `in_flight` is how many the subscriber has in flight before this claim.
     pub fn admit(&mut self, s: &Limits<'_>, in_flight: u32, attempts: u32) -> Admission {
+        if !self.subscribers.contains_key(s.id) {
+            self.note_ramp(s);
+        }
         let now = self.now;
         let default_cap = self.default_cap;
         let budget = self
@@ -314,6 +340,12 @@ impl ClaimBudget {
         budget.slots == 0
             || budget.next_at.is_some_and(|n| n > self.now)
             || (self.host_cap.is_some() && self.hosts.get(&budget.origin) == Some(&0))
+    }
+
+    /// Slow starts to end, per subscriber: the backend clears the allowance where it is still
+    /// at least the cap given (a completion meanwhile only grows it; an opening clears it).
+    pub fn ramps_ended(&self) -> impl Iterator<Item = (&String, u32)> {
+        self.ramped_up.iter().map(|(id, cap)| (id, *cap))
     }
 
     /// New rate-limiter times to persist, per subscriber.
@@ -487,7 +519,7 @@ mod tests {
         Candidate {
             key,
             status,
-            limits: Limits::in_flight_bound(id, Cow::Borrowed(ORIGIN), None, None),
+            limits: Limits::in_flight_bound(id, Cow::Borrowed(ORIGIN), None, Default::default()),
             in_flight: 0,
             attempts: 0,
         }
@@ -525,16 +557,13 @@ mod tests {
         }
         assert_eq!(plan.take, [1, 2, 6]);
         assert_eq!((plan.hold, plan.revoked), (vec![4], vec![5]));
-        let open = Limits {
-            breaker: hookline_policy::Breaker {
-                open_until: Some(5_000),
-                ..Default::default()
-            },
-            ..Limits::in_flight_bound("o", Cow::Borrowed(ORIGIN), None, None)
+        let open = hookline_policy::Breaker {
+            open_until: Some(5_000),
+            ..Default::default()
         };
         let mut plan = ClaimPlan::row_by_row(10, &budget);
         let behind_breaker = Candidate {
-            limits: open,
+            limits: Limits::in_flight_bound("o", Cow::Borrowed(ORIGIN), None, open),
             ..candidate(7, "o", Active)
         };
         plan.consider(&mut budget, behind_breaker, 7);

@@ -95,6 +95,7 @@ macro_rules! all_cases {
             queue_stats_show_depths_and_oldest_waits,
             the_breaker_opens_defers_probes_and_closes,
             breakers_that_open_together_half_open_apart,
+            a_closed_breaker_starts_slowly,
             subscriber_caps_rate_limits_and_the_retry_budget,
             a_cap_above_the_default_is_claimed_up_to,
             a_wall_of_unclaimable_rows_hides_nobody,
@@ -1554,8 +1555,11 @@ mod cases {
         let s = store.get_subscriber("a").await.unwrap();
         assert_eq!(
             s.breaker,
-            hookline_policy::Breaker::default(),
-            "a good probe closes it"
+            hookline_policy::Breaker {
+                allowance: Some(1),
+                ..Default::default()
+            },
+            "a good probe closes it, to start slowly"
         );
         assert_eq!(
             store
@@ -1563,8 +1567,71 @@ mod cases {
                 .await
                 .unwrap()
                 .len(),
-            7
+            1
         );
+    }
+
+    /// Opens `id`'s breaker at `now` with five failed attempts of its due deliveries (claimed
+    /// under a cap of 5), then sends its probe at the half-open time and answers it: answers
+    /// when it closed.
+    async fn open_then_probe(store: &dyn Store, id: &str, now: i64) -> i64 {
+        let batch = store.claim_due(claim(now, 5, 5)).await.unwrap();
+        assert_eq!(batch.len(), 5);
+        let failed = batch
+            .iter()
+            .map(|c| completion(c, Transition::Reschedule { run_at: now }, now))
+            .collect();
+        store.complete(failed, now).await.unwrap();
+        let open_until = store
+            .get_subscriber(id)
+            .await
+            .unwrap()
+            .breaker
+            .open_until
+            .expect("open");
+        let probe = store.claim_due(claim(open_until, 10, 5)).await.unwrap();
+        assert_eq!(probe.len(), 1);
+        let done = vec![completion(&probe[0], Transition::Delivered, open_until)];
+        store.complete(done, open_until).await.unwrap();
+        open_until
+    }
+
+    /// After its probe closes the breaker, a subscriber with a deep backlog gets 1 in flight,
+    /// then one more per answer (1, 2, 4, ... per round), a retryable failure adding nothing,
+    /// until the claim finds the allowance at the cap (4 here) and ends the slow start.
+    pub async fn a_closed_breaker_starts_slowly(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        for i in 0..30 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        let mut now = open_then_probe(&*store, "a", T0).await;
+        let allowance = |b: hookline_policy::Breaker| b.allowance;
+        assert_eq!(
+            allowance(store.get_subscriber("a").await.unwrap().breaker),
+            Some(1)
+        );
+        let mut rounds = Vec::new();
+        for round in 0..5 {
+            now += 10;
+            let batch = store.claim_due(claim(now, 100, 4)).await.unwrap();
+            rounds.push(batch.len());
+            // The second round: one answer and one retryable failure, which keeps the
+            // allowance where it is (2 + 1).
+            let done = batch
+                .iter()
+                .enumerate()
+                .map(|(i, c)| match (round, i) {
+                    (1, 1) => completion(c, Transition::Reschedule { run_at: now }, now),
+                    _ => completion(c, Transition::Delivered, now),
+                })
+                .collect();
+            store.complete(done, now).await.unwrap();
+        }
+        assert_eq!(rounds, [1, 2, 3, 4, 4]);
+        // The third round's claim saw 6 >= 4 and ended the ramp: the cap applies as before.
+        let b = store.get_subscriber("a").await.unwrap().breaker;
+        assert_eq!((b.allowance, b.open_until), (None, None));
     }
 
     /// 50 subscribers behind one host fail at the same instant: each breaker opens for its own

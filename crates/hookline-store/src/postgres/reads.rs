@@ -21,7 +21,8 @@ pub(super) fn corrupt(what: &str, value: &str) -> StoreError {
 const SUBSCRIBER_COLUMNS: &str =
     "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
      previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms, \
-     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin";
+     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin, \
+     breaker_allowance";
 
 fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
     let status: String = r.get(5);
@@ -46,6 +47,7 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
                 consecutive_failures: r.get::<_, i32>(10) as u32,
                 open_until: r.get(11),
                 cool_down_ms: r.get(12),
+                allowance: r.get::<_, Option<i32>>(19).map(|n| n as u32),
             },
             max_in_flight: r.get::<_, Option<i32>>(13).map(|n| n as u32),
             rate_limit_per_second: r.get(14),

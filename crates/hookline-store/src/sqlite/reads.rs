@@ -18,7 +18,8 @@ fn corrupt(what: &str, value: &str) -> rusqlite::Error {
 const SUBSCRIBER_COLUMNS: &str =
     "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
      previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms, \
-     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin";
+     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin, \
+     breaker_allowance";
 
 fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
     let types: String = r.get(3)?;
@@ -46,6 +47,7 @@ fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
                 consecutive_failures: r.get(10)?,
                 open_until: r.get(11)?,
                 cool_down_ms: r.get(12)?,
+                allowance: r.get(19)?,
             },
             max_in_flight: r.get(13)?,
             rate_limit_per_second: r.get(14)?,
