@@ -392,8 +392,16 @@ pub(crate) struct ClaimPlan<T> {
     /// A revoked subscriber's: dead, `subscription_revoked`. Revocation kills them in its own
     /// transaction; one that raced it (a publish, a completion) dies here.
     pub revoked: Vec<i64>,
-    /// Behind an open breaker: due again when it half-opens.
+    /// Behind an open breaker: due again when it half-opens, a millisecond apart in due order
+    /// (the n-th row of a subscriber this claim defers goes to its half-open time + n ms).
+    /// Moved to one instant they would tie, and ties go by insertion order, which for retries
+    /// is not due order: the probe and the slow start after it would take the wrong ones first.
+    /// The rank is per claim: rows a later claim defers (those come due during the open
+    /// period, a few per claim) start again at + 0, and only those ties go by insertion order;
+    /// ranking them after the earlier ones would need a read of what is already deferred.
     pub defer: Vec<(i64, UnixMs)>,
+    /// Per subscriber, how many rows this claim has deferred.
+    deferred: HashMap<String, i64>,
     /// Every row looked at: a further scan leaves them out.
     pub seen: Vec<i64>,
     limit: usize,
@@ -426,6 +434,7 @@ impl<T> ClaimPlan<T> {
             hold: Vec::new(),
             revoked: Vec::new(),
             defer: Vec::new(),
+            deferred: HashMap::new(),
             seen: Vec::new(),
             limit,
             looked_at: 0,
@@ -480,7 +489,11 @@ impl<T> ClaimPlan<T> {
                     self.passed_over = passed_over + 1
                 }
                 Admission::Skip => self.passed_over = passed_over,
-                Admission::Defer(until) => self.defer.push((c.key, until)),
+                Admission::Defer(until) => {
+                    let rank = self.deferred.entry(c.limits.id.to_owned()).or_default();
+                    self.defer.push((c.key, until.saturating_add(*rank)));
+                    *rank += 1;
+                }
             },
         }
         self.take.len() < self.limit && !self.reached_a_bound()
@@ -562,12 +575,15 @@ mod tests {
             ..Default::default()
         };
         let mut plan = ClaimPlan::row_by_row(10, &budget);
-        let behind_breaker = Candidate {
-            limits: Limits::in_flight_bound("o", Cow::Borrowed(ORIGIN), None, open),
-            ..candidate(7, "o", Active)
-        };
-        plan.consider(&mut budget, behind_breaker, 7);
-        assert_eq!(plan.defer, [(7, 5_000)]);
+        for key in [7, 8] {
+            let behind_breaker = Candidate {
+                limits: Limits::in_flight_bound("o", Cow::Borrowed(ORIGIN), None, open),
+                ..candidate(key, "o", Active)
+            };
+            plan.consider(&mut budget, behind_breaker, key);
+        }
+        // A millisecond apart, in the order they came (due order).
+        assert_eq!(plan.defer, [(7, 5_000), (8, 5_001)]);
     }
 
     #[test]

@@ -96,6 +96,7 @@ macro_rules! all_cases {
             the_breaker_opens_defers_probes_and_closes,
             breakers_that_open_together_half_open_apart,
             a_closed_breaker_starts_slowly,
+            deferred_deliveries_come_due_in_due_order,
             subscriber_caps_rate_limits_and_the_retry_budget,
             a_cap_above_the_default_is_claimed_up_to,
             a_wall_of_unclaimable_rows_hides_nobody,
@@ -1532,9 +1533,10 @@ mod cases {
             .unwrap()
             .is_empty());
         let waiting = store.get_delivery("e6:a").await.unwrap();
+        // Second in due order (after e5, both due at T0): a millisecond after the first.
         assert_eq!(
             (waiting.next_attempt_at, waiting.attempts),
-            (Some(open_until), 0)
+            (Some(open_until + 1), 0)
         );
 
         // Half-open: one probe at a time.
@@ -1569,6 +1571,65 @@ mod cases {
                 .len(),
             1
         );
+    }
+
+    /// Retries due in another order than their deliveries were written, behind a breaker that
+    /// opens: deferred a millisecond apart in due order, so the probe and the slow start after
+    /// it take the one due first, not the one written first (the tie at one instant went by
+    /// insertion order).
+    pub async fn deferred_deliveries_come_due_in_due_order(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        for i in 0..5 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        let batch = store.claim_due(claim(T0, 5, 5)).await.unwrap();
+        // Five failures open the breaker; the retries are due in the order e1, e2, e0, e4, e3.
+        let due_at = |id: &str| match id {
+            "e0:a" => T0 + 300,
+            "e1:a" => T0 + 100,
+            "e2:a" => T0 + 200,
+            "e3:a" => T0 + 500,
+            _ => T0 + 400,
+        };
+        let failed = batch
+            .iter()
+            .map(|c| {
+                let run_at = due_at(&c.id);
+                completion(c, Transition::Reschedule { run_at }, T0 + 1)
+            })
+            .collect();
+        store.complete(failed, T0 + 1).await.unwrap();
+        let open_until = store
+            .get_subscriber("a")
+            .await
+            .unwrap()
+            .breaker
+            .open_until
+            .expect("open");
+        assert!(store
+            .claim_due(claim(T0 + 600, 10, 5))
+            .await
+            .unwrap()
+            .is_empty());
+        for (rank, id) in ["e1:a", "e2:a", "e0:a", "e4:a", "e3:a"].iter().enumerate() {
+            let d = store.get_delivery(id).await.unwrap();
+            assert_eq!(d.next_attempt_at, Some(open_until + rank as i64), "{id}");
+        }
+        // The probe is the one due first; then the slow start takes them in that order.
+        let mut order = Vec::new();
+        let mut now = open_until;
+        while order.len() < 5 {
+            let batch = store.claim_due(claim(now, 10, 5)).await.unwrap();
+            order.extend(batch.iter().map(|c| c.id.clone()));
+            let done = batch
+                .iter()
+                .map(|c| completion(c, Transition::Delivered, now))
+                .collect();
+            store.complete(done, now).await.unwrap();
+            now += 10;
+        }
+        assert_eq!(order, ["e1:a", "e2:a", "e0:a", "e4:a", "e3:a"]);
     }
 
     /// Opens `id`'s breaker at `now` with five failed attempts of its due deliveries (claimed
