@@ -71,7 +71,12 @@ impl DueRow {
 pub(crate) struct ClaimBudget {
     now: UnixMs,
     default_cap: u32,
-    /// `None`: no cap per host.
+    /// `None`: no cap per host. There is no slow start per host of its own: a host recovers
+    /// because its subscribers' breakers close, each starting at an allowance of 1, and what a
+    /// host has in flight is the sum of what its subscribers have, so its effective cap is the
+    /// sum of their allowances, never past this (a host whose subscribers all just closed
+    /// starts at one per subscriber). State per host would be a second ramp to keep in step
+    /// with the first across workers, for the same answers.
     host_cap: Option<u32>,
     retries_left: usize,
     excluded: HashSet<String>,

@@ -97,6 +97,7 @@ macro_rules! all_cases {
             breakers_that_open_together_half_open_apart,
             a_closed_breaker_starts_slowly,
             deferred_deliveries_come_due_in_due_order,
+            a_recovered_host_starts_at_one_per_subscriber,
             subscriber_caps_rate_limits_and_the_retry_budget,
             a_cap_above_the_default_is_claimed_up_to,
             a_wall_of_unclaimable_rows_hides_nobody,
@@ -1630,6 +1631,74 @@ mod cases {
             now += 10;
         }
         assert_eq!(order, ["e1:a", "e2:a", "e0:a", "e4:a", "e3:a"]);
+    }
+
+    /// A host whose subscribers all just closed their breakers ramps up with them: its
+    /// effective cap is the sum of their allowances (one each to start), never more than the
+    /// cap per host, not the cap per host at once.
+    pub async fn a_recovered_host_starts_at_one_per_subscriber(h: &impl Harness) {
+        let store = h.open().await;
+        let origin = "https://gateway.example";
+        for i in 0..3 {
+            let (id, ty) = (format!("h{i}"), format!("t{i}"));
+            store
+                .create_subscriber(sub_on(origin, &id, &[&ty]), T0)
+                .await
+                .unwrap();
+            for e in 0..20 {
+                accepted(&*store, event(&format!("e{e}-{i}"), &ty), T0).await;
+            }
+        }
+        // Five failures each: all three open.
+        let batch = store.claim_due(claim(T0, 15, 5)).await.unwrap();
+        assert_eq!(batch.len(), 15);
+        let failed = batch
+            .iter()
+            .map(|c| completion(c, Transition::Reschedule { run_at: T0 }, T0))
+            .collect();
+        store.complete(failed, T0).await.unwrap();
+        assert!(store
+            .claim_due(claim(T0 + 1, 100, 5))
+            .await
+            .unwrap()
+            .is_empty());
+        let mut now = 0;
+        for i in 0..3 {
+            let b = store
+                .get_subscriber(&format!("h{i}"))
+                .await
+                .unwrap()
+                .breaker;
+            now = now.max(b.open_until.expect("open") + 100);
+        }
+        // The host is back: one probe each, which closes each breaker.
+        let probes = store
+            .claim_due(claim_per_host(now, 100, 10, 64))
+            .await
+            .unwrap();
+        assert_eq!(spread(&probes, origin).0, 3);
+        let done = probes
+            .iter()
+            .map(|c| completion(c, Transition::Delivered, now))
+            .collect();
+        store.complete(done, now).await.unwrap();
+        // Then one in flight per subscriber, two, ...: 3, then 6, but never past the host's 4.
+        let mut rounds = Vec::new();
+        for host_cap in [64, 4] {
+            now += 10;
+            let batch = store
+                .claim_due(claim_per_host(now, 100, 10, host_cap))
+                .await
+                .unwrap();
+            let (on_origin, per_subscriber) = spread(&batch, origin);
+            rounds.push((on_origin, per_subscriber.values().max().copied()));
+            let done = batch
+                .iter()
+                .map(|c| completion(c, Transition::Delivered, now))
+                .collect();
+            store.complete(done, now).await.unwrap();
+        }
+        assert_eq!(rounds, [(3, Some(1)), (4, Some(2))]);
     }
 
     /// Opens `id`'s breaker at `now` with five failed attempts of its due deliveries (claimed
