@@ -134,8 +134,7 @@ impl<'a> Limits<'a> {
     fn cap(&self, now: UnixMs, default_cap: u32) -> u32 {
         match self.breaker.state(now) {
             BreakerState::Closed => {
-                let cap = self.max_in_flight.unwrap_or(default_cap);
-                self.breaker.allowance.map_or(cap, |a| a.min(cap))
+                cap_in_force(self.max_in_flight, default_cap, self.breaker.allowance)
             }
             BreakerState::HalfOpen => 1,
             BreakerState::Open { .. } => 0,
@@ -151,6 +150,18 @@ impl<'a> Limits<'a> {
         let closed = self.breaker.state(now) == BreakerState::Closed;
         (closed && self.breaker.allowance.is_some_and(|a| a >= cap)).then_some(cap)
     }
+}
+
+/// The in-flight cap of a subscriber whose breaker is closed: its own cap or the default, no
+/// more than its slow-start allowance while it has one. What claims hold it to, and so what
+/// the gauges and the window sweep call waiting on its cap.
+pub(crate) fn cap_in_force(
+    max_in_flight: Option<u32>,
+    default_cap: u32,
+    allowance: Option<u32>,
+) -> u32 {
+    let cap = max_in_flight.unwrap_or(default_cap);
+    allowance.map_or(cap, |a| a.min(cap))
 }
 
 impl Subscriber {

@@ -1746,6 +1746,18 @@ mod cases {
             now += 10;
             let batch = store.claim_due(claim(now, 100, 4)).await.unwrap();
             rounds.push(batch.len());
+            if round == 0 {
+                // At its allowance of 1: the rest wait on its cap, not ready for a claim.
+                let stats = store.queue_stats(now, 4).await.unwrap();
+                assert_eq!(stats.oldest_ready_since, None);
+                assert!(
+                    stats
+                        .oldest_waiting_since
+                        .iter()
+                        .any(|(cause, _)| *cause == WaitingOn::Cap),
+                    "{stats:?}"
+                );
+            }
             // The second round: one answer and one retryable failure, which keeps the
             // allowance where it is (2 + 1).
             let done = batch

@@ -478,7 +478,8 @@ pub(super) async fn queue_stats(
     let groups: Vec<DueGroup> = query(
         c,
         "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
-                min(s.breaker_open_until), min(s.rate_next_at), min(s.max_in_flight)
+                min(s.breaker_open_until), min(s.rate_next_at), min(s.max_in_flight),
+                min(s.breaker_allowance)
          FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
          WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
          GROUP BY d.subscriber_id",
@@ -498,7 +499,11 @@ pub(super) async fn queue_stats(
                 breaker_open_until: r.get(3),
                 rate_next_at: r.get(4),
                 in_flight: in_flight.get(subscriber).copied().unwrap_or(0) as u32,
-                cap: r.get::<_, Option<i32>>(5).map_or(default_cap, |n| n as u32),
+                cap: cap_in_force(
+                    r.get::<_, Option<i32>>(5).map(|n| n as u32),
+                    default_cap,
+                    r.get::<_, Option<i32>>(6).map(|n| n as u32),
+                ),
             },
         }
     })

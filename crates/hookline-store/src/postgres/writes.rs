@@ -989,7 +989,8 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
         c,
         "SELECT d.seq, d.held, d.run_at, s.breaker_open_until, s.rate_next_at, s.max_in_flight,
                 (SELECT count(*) FROM deliveries f
-                 WHERE f.subscriber_id = d.subscriber_id AND f.state = 'in_flight')
+                 WHERE f.subscriber_id = d.subscriber_id AND f.state = 'in_flight'),
+                s.breaker_allowance
          FROM (SELECT seq, subscriber_id, held, run_at FROM deliveries
                WHERE state = 'scheduled' AND window_start <= $1
                ORDER BY window_start LIMIT $2
@@ -1007,9 +1008,11 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
                 breaker_open_until: r.get(3),
                 rate_next_at: r.get(4),
                 in_flight: r.get::<_, i64>(6) as u32,
-                cap: r
-                    .get::<_, Option<i32>>(5)
-                    .map_or(sweep.max_in_flight_per_subscriber, |n| n as u32),
+                cap: cap_in_force(
+                    r.get::<_, Option<i32>>(5).map(|n| n as u32),
+                    sweep.max_in_flight_per_subscriber,
+                    r.get::<_, Option<i32>>(7).map(|n| n as u32),
+                ),
             };
             (
                 r.get::<_, i64>(0),

@@ -472,7 +472,7 @@ fn state_counts() -> String {
 /// every subscriber.
 const DUE_GROUPS: &str =
     "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
-            s.breaker_open_until, s.rate_next_at, s.max_in_flight
+            s.breaker_open_until, s.rate_next_at, s.max_in_flight, s.breaker_allowance
      FROM deliveries d INDEXED BY deliveries_due JOIN subscribers s ON s.id = d.subscriber_id
      WHERE d.state = 'scheduled' AND d.held = 0 AND d.run_at <= ?1
      GROUP BY d.subscriber_id";
@@ -517,7 +517,7 @@ pub(super) fn queue_stats(c: &Connection, now: UnixMs, default_cap: u32) -> Resu
                     breaker_open_until: r.get(3)?,
                     rate_next_at: r.get(4)?,
                     in_flight: in_flight.get(&subscriber).copied().unwrap_or(0),
-                    cap: r.get::<_, Option<u32>>(5)?.unwrap_or(default_cap),
+                    cap: cap_in_force(r.get(5)?, default_cap, r.get(6)?),
                 },
             })
         })?

@@ -790,7 +790,7 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
     let expiring = c
         .prepare_cached(
             "SELECT d.seq, d.subscriber_id, d.held, d.run_at, s.breaker_open_until,
-                    s.rate_next_at, s.max_in_flight
+                    s.rate_next_at, s.max_in_flight, s.breaker_allowance
              FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
              WHERE d.state = 'scheduled' AND d.window_start <= ?1
              ORDER BY d.window_start LIMIT ?2",
@@ -803,9 +803,7 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
                 breaker_open_until: r.get(4)?,
                 rate_next_at: r.get(5)?,
                 in_flight: w.in_flight.get(&subscriber).copied().unwrap_or(0),
-                cap: r
-                    .get::<_, Option<u32>>(6)?
-                    .unwrap_or(sweep.max_in_flight_per_subscriber),
+                cap: cap_in_force(r.get(6)?, sweep.max_in_flight_per_subscriber, r.get(7)?),
             };
             Ok((r.get::<_, i64>(0)?, state.waiting_on(sweep.now), subscriber))
         })?
