@@ -63,6 +63,11 @@ pub enum StoreError {
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
+/// Completions under way beside a claim ([`Store::complete_and_claim`]): their results once
+/// committed.
+pub type Completing =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<CompletionResult>>> + Send>>;
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Commits a one-row write. A store can answer reads while refusing writes (a read-only
@@ -131,21 +136,23 @@ pub trait Store: Send + Sync + 'static {
         completions: Vec<Completion>,
         now: UnixMs,
     ) -> Result<Vec<CompletionResult>>;
-    /// [`Store::complete`] (at `claim.now`) and [`Store::claim_due`], the claim seeing the
-    /// completions: the slots they free are claimed again at once, so a subscriber at its cap
-    /// turns over as soon as its attempts end. Each result stands on its own: completions that
-    /// failed are the caller's to retry, and what the claim leased is the caller's to send
-    /// whatever became of them (a claim that fails does not undo the completions). SQLite
-    /// commits both at once (one writer job: one commit, not two; nothing is claimed when it
-    /// fails). PostgreSQL runs the claim beside the completions, in transactions of their own
-    /// (completions never hold subscriber rows while waiting for the claim's lock: holding it
-    /// through them cost two workers 10-20%), and, when that claim left room and a completion
-    /// applied, claims again once they have committed, for the slots they freed.
+    /// [`Store::complete`] (at `claim.now`) and [`Store::claim_due`] together. Each result
+    /// stands on its own: completions that failed are the caller's to retry, and what the claim
+    /// leased is the caller's to send whatever became of them (a claim that fails does not undo
+    /// the completions). The claim's deliveries never wait for the completions to commit: the
+    /// completions come back as a future ([`Completing`]), since a large batch of them (2,000
+    /// attempts timing out together) takes long enough to hold up a healthy subscriber's first
+    /// attempt. SQLite commits both at once (one writer job: one commit, not two; the claim
+    /// sees the completions, so the slots they free at a subscriber's cap are claimed again at
+    /// once; nothing is claimed when the job fails), and its future is ready. PostgreSQL runs
+    /// the claim beside the completions, in transactions of their own (completions never hold
+    /// subscriber rows while waiting for the claim's lock: holding it through them cost two
+    /// workers 10-20%); the slots the completions free are the caller's next claim's.
     async fn complete_and_claim(
         &self,
         completions: Vec<Completion>,
         claim: ClaimRequest,
-    ) -> (Result<Vec<CompletionResult>>, Result<Vec<ClaimedDelivery>>);
+    ) -> (Completing, Result<Vec<ClaimedDelivery>>);
     /// The earliest `run_at` among deliveries waiting to be claimed, the earliest lease expiry
     /// among deliveries in flight, and the earliest end of a waiting delivery's window
     /// (`window_ms` long): when an idle worker next has something to do.

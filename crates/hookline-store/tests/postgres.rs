@@ -131,11 +131,11 @@ async fn concurrent_claims_never_lease_a_delivery_twice() {
     schema.drop_schema().await;
 }
 
-/// A worker's claim runs beside its completions (two connections): what they free at a
-/// subscriber's cap is taken by a second claim once they have committed. Made certain here
-/// by holding a row the completions must update, so the claim beside them answers first.
+/// A worker's claim runs beside its completions (two connections) and answers without waiting
+/// for them: what they free at a subscriber's cap is the next claim's once they have
+/// committed. Made certain here by holding a row the completions must update.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_beside_completions_is_followed_by_one_that_sees_them() {
+async fn a_claim_beside_completions_answers_before_they_commit() {
     let Some((store, other, schema)) = two_stores().await else {
         return;
     };
@@ -163,41 +163,34 @@ async fn a_claim_beside_completions_is_followed_by_one_that_sees_them() {
         )
         .await
         .unwrap();
-    let completing = {
-        let store = store.clone();
-        tokio::spawn(async move { store.complete_and_claim(done, request(now + 1, 3)).await })
-    };
-    // The claim beside the held completions answers: a still at its cap, so b's two.
-    for tries in 0.. {
-        let leased = other.get_delivery("f1:b").await.unwrap();
-        if leased.state == DeliveryState::InFlight {
-            break;
-        }
-        assert!(tries < 500, "the claim waited for the held completions");
-        assert!(
-            !completing.is_finished(),
-            "answered while its completions were held"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // The claim answers while the completions are held: a still at its cap, so b's two.
+    let (completing, claimed) = tokio::time::timeout(
+        Duration::from_secs(30),
+        store.complete_and_claim(done, request(now + 1, 3)),
+    )
+    .await
+    .expect("the claim does not wait for the held completions");
+    let mut ids: Vec<String> = claimed.unwrap().into_iter().map(|c| c.id).collect();
+    ids.sort();
+    assert_eq!(ids, ["f0:b", "f1:b"]);
+    let completing = tokio::spawn(completing);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!completing.is_finished(), "its completions are still held");
     assert_eq!(
         other.get_delivery("e0:a").await.unwrap().state,
         DeliveryState::InFlight,
         "the completions still wait"
     );
     holder.batch_execute("COMMIT").await.unwrap();
-    let (completed, claimed) = tokio::time::timeout(Duration::from_secs(30), completing)
+    let completed = tokio::time::timeout(Duration::from_secs(30), completing)
         .await
         .expect("the completions go on once the row is free")
         .unwrap();
     assert_eq!(completed.unwrap(), [CompletionResult::Applied; 2]);
-    let mut ids: Vec<String> = claimed.unwrap().into_iter().map(|c| c.id).collect();
-    ids.sort();
-    assert_eq!(
-        ids,
-        ["e2:a", "f0:b", "f1:b"],
-        "the slot a's completions freed, claimed after them"
-    );
+    // The next claim takes the slot they freed.
+    let next = store.claim_due(request(now + 2, 3)).await.unwrap();
+    let ids: Vec<&str> = next.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["e2:a"], "the slot a's completions freed");
     drop((store, other));
     schema.drop_schema().await;
 }
@@ -216,10 +209,10 @@ async fn failed_completions_leave_the_claim_beside_them_standing() {
     let first = store.claim_due(request(now, 1)).await.unwrap();
     let mut refused = testing::completion(&first[0], Transition::Delivered, now);
     refused.record.response_body = Some("a\0b".into());
-    let (completed, claimed) = store
+    let (completing, claimed) = store
         .complete_and_claim(vec![refused], request(now + 1, 10))
         .await;
-    assert!(completed.is_err(), "the completion is refused");
+    assert!(completing.await.is_err(), "the completion is refused");
     let mut ids: Vec<String> = claimed.unwrap().into_iter().map(|c| c.id).collect();
     ids.sort();
     assert_eq!(ids, ["e1:a", "e2:a", "e3:a"], "leased, and handed back");

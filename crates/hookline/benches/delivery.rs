@@ -23,6 +23,11 @@
 //! - pg-sustained: the sustained workload on PostgreSQL, one api and one worker process; the
 //!   first and the last 50,000 deliveries' rates.
 //! - pg-backlog: PostgreSQL claim latency with 1,000,000 delayed deliveries versus none.
+//! - isolation: a healthy subscriber's first-attempt latency (publish to receipt, p99 of 100
+//!   publishes 40 ms apart) on its own, then with N subscribers hanging at once (a local server
+//!   that accepts and never answers; one event each), for N = 200, 1,000, 2,000 and 5,000,
+//!   each in a process of its own, side by side with the baseline measured in the same run;
+//!   with the serving process's RSS per hanging attempt.
 //!
 //! Each delivery workload also prints how many deliveries hookline's processes made per
 //! CPU-second (their user and system time, from `/proc`). At the end it prints each target of
@@ -32,7 +37,7 @@
 //! the tests' throwaway server runs without fsync, which would flatter the figures) and drop it
 //! afterwards.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -50,7 +55,8 @@ use serde_json::json;
 /// Counts distinct webhook-ids and remembers when the last new one arrived.
 #[derive(Default)]
 struct Tally {
-    seen: HashSet<String>,
+    /// Each webhook-id, and when it first arrived.
+    seen: HashMap<String, Instant>,
     last: Option<Instant>,
 }
 
@@ -63,8 +69,10 @@ struct Receiver {
 async fn receive(State(t): State<Arc<Mutex<Tally>>>, headers: HeaderMap) -> StatusCode {
     if let Some(id) = headers.get("webhook-id").and_then(|v| v.to_str().ok()) {
         let mut t = t.lock().unwrap();
-        if t.seen.insert(id.to_owned()) {
-            t.last = Some(Instant::now());
+        if !t.seen.contains_key(id) {
+            let now = Instant::now();
+            t.seen.insert(id.to_owned(), now);
+            t.last = Some(now);
         }
     }
     StatusCode::OK
@@ -99,6 +107,10 @@ impl Receiver {
         self.tally.lock().unwrap().seen.len()
     }
 
+    fn arrived(&self, webhook_id: &str) -> Option<Instant> {
+        self.tally.lock().unwrap().seen.get(webhook_id).copied()
+    }
+
     fn reset(&self) {
         *self.tally.lock().unwrap() = Tally::default();
     }
@@ -117,7 +129,23 @@ impl Hookline {
     }
 
     async fn start_with(dir: &Path, database: &str, role: &str, name: &str) -> Self {
-        let config = format!("database = \"{database}\"\nallow_private_destinations = true\n");
+        Self::start_configured(dir, database, role, name, "").await
+    }
+
+    /// With `extra` TOML after the bench's own settings, which end inside `[delivery]`.
+    async fn start_configured(
+        dir: &Path,
+        database: &str,
+        role: &str,
+        name: &str,
+        extra: &str,
+    ) -> Self {
+        // The receiver stands for every subscriber's host: the cap per host (which would hold
+        // one host to 64 attempts in flight) is off, as it would not bind hundreds of hosts.
+        let config = format!(
+            "database = \"{database}\"\nallow_private_destinations = true\n\
+             [delivery]\nmax_in_flight_per_host = 0\n{extra}"
+        );
         let binary = Path::new(env!("CARGO_BIN_EXE_hookline"));
         let process = Process::start(binary, dir, name, &config, role)
             .await
@@ -726,11 +754,127 @@ async fn on_postgres(rx: &Receiver, workers: usize, load: Workload) -> Delivered
     delivered
 }
 
+/// Hanging subscribers the isolation workload runs with, one process each.
+const HANGING: [usize; 4] = [200, 1_000, 2_000, 5_000];
+
+/// The isolation workload's settings: one attempt (the hanging ones end dead at their timeout),
+/// a 4 s timeout so that the measured phase covers the attempts' start, their turn to suspects
+/// and their timeouts, and admission wide enough that only the slots matter.
+const ISOLATION_CONFIG: &str = "attempt_timeout = \"4s\"\n[retry]\nmax_attempts = 1\n\
+                                [admission]\nmax_projected_drain = \"1h\"\n";
+
+/// Accepts connections and never answers, on a thread of its own; counts what it accepted.
+fn hanging_host() -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    use tokio::io::AsyncReadExt;
+                    let mut sink = [0u8; 4096];
+                    while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {}
+                });
+            }
+        });
+    });
+    (rx.recv().unwrap(), accepted)
+}
+
+/// The p99 of 100 healthy publishes 40 ms apart, each timed from its publish to its receipt.
+async fn healthy_p99(h: &Hookline, rx: &Receiver, phase: &str) -> Duration {
+    let mut took = Vec::with_capacity(100);
+    for i in 0..100 {
+        let id = format!("{phase}-{i}");
+        let sent = Instant::now();
+        h.publish_as(&id, "healthy.ping").await;
+        let webhook_id = format!("{id}:healthy");
+        let arrived = loop {
+            if let Some(at) = rx.arrived(&webhook_id) {
+                break at;
+            }
+            assert!(
+                sent.elapsed() < Duration::from_secs(60),
+                "{id} never arrived"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
+        took.push(arrived.duration_since(sent));
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    took.sort();
+    took[98]
+}
+
+/// What one isolation run measured.
+struct Isolation {
+    hanging: usize,
+    baseline: Duration,
+    storm: Duration,
+    /// The serving process's RSS growth per hanging attempt, KiB.
+    kib_per_hanging: f64,
+}
+
+async fn isolation(rx: &Receiver, hanging: usize) -> Isolation {
+    let (hang_addr, accepted) = hanging_host();
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", db_path(dir.path()).display());
+    let h =
+        Hookline::start_configured(dir.path(), &database, "all", "bench", ISOLATION_CONFIG).await;
+    let healthy = json!({"id": "healthy", "url": format!("http://{}/hook", rx.addr),
+                         "event_types": ["healthy.ping"]});
+    let hangs = (0..hanging).map(|i| {
+        json!({"id": format!("hangs-{i}"), "url": format!("http://{hang_addr}/h/{i}"),
+               "event_types": ["storm"]})
+    });
+    let bodies = std::iter::once(healthy).chain(hangs).collect();
+    hookline_testkit::create_subscribers(&h.http, &h.base, None, bodies, 16)
+        .await
+        .unwrap();
+    let baseline = healthy_p99(&h, rx, &format!("baseline{hanging}")).await;
+    let (rss_before, _) = h.rss_kib();
+    h.publish_as(&format!("storm{hanging}"), "storm").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while accepted.load(std::sync::atomic::Ordering::SeqCst) < hanging && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (rss_storm, _) = h.rss_kib();
+    let storm = healthy_p99(&h, rx, &format!("storm{hanging}")).await;
+    let open = accepted.load(std::sync::atomic::Ordering::SeqCst);
+    println!(
+        "isolation, {hanging} hanging ({open} in flight at once): healthy p99 first attempt \
+         {:.1} ms against {:.1} ms alone (ratio {:.2}; bound 1.25x + 50 ms = {:.1} ms); \
+         RSS {} -> {} MiB",
+        storm.as_secs_f64() * 1e3,
+        baseline.as_secs_f64() * 1e3,
+        storm.as_secs_f64() / baseline.as_secs_f64(),
+        (baseline.mul_f64(1.25) + Duration::from_millis(50)).as_secs_f64() * 1e3,
+        rss_before / 1024,
+        rss_storm / 1024,
+    );
+    h.stop().await;
+    Isolation {
+        hanging,
+        baseline,
+        storm,
+        kib_per_hanging: rss_storm.saturating_sub(rss_before) as f64 / open.max(1) as f64,
+    }
+}
+
 fn report_targets(targets: &[Target]) {
     if targets.is_empty() {
         return;
     }
-    println!("\ntargets (issue 16):");
+    println!("\ntargets (issues 16 and 32):");
     for t in targets {
         let verdict = if t.passed { "PASS" } else { "FAIL" };
         println!("  {verdict}  {}: {}", t.what, t.figure);
@@ -823,6 +967,26 @@ fn main() {
         }
         if run("pg-backlog") {
             pg_backlog().await;
+        }
+        if run("isolation") {
+            for hanging in HANGING {
+                let i = isolation(&rx, hanging).await;
+                let bound = i.baseline.mul_f64(1.25) + Duration::from_millis(50);
+                targets.push(Target {
+                    what: format!(
+                        "{} subscribers hanging at once: healthy p99 first attempt <= 1.25x its baseline + 50 ms",
+                        i.hanging
+                    ),
+                    figure: format!(
+                        "{:.1} ms against {:.1} ms (ratio {:.2}); {:.0} KiB of RSS per hanging attempt",
+                        i.storm.as_secs_f64() * 1e3,
+                        i.baseline.as_secs_f64() * 1e3,
+                        i.storm.as_secs_f64() / i.baseline.as_secs_f64(),
+                        i.kib_per_hanging
+                    ),
+                    passed: i.storm <= bound,
+                });
+            }
         }
     });
     report_targets(&targets);

@@ -10,7 +10,9 @@
 //! being written goes into the next.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -71,6 +73,10 @@ struct Shared {
     slowness: std::sync::Mutex<Slowness>,
     hosts: Arc<HostLoad>,
     meter: Arc<Meter>,
+    /// Completions are being committed beside the loop (PostgreSQL): what finishes meanwhile
+    /// waits for the next batch, one completion transaction at a time per process, so a burst
+    /// of them does not crowd the claims on the database.
+    committing: AtomicBool,
 }
 
 pub struct Dispatcher {
@@ -160,6 +166,7 @@ impl Dispatcher {
                 )),
                 hosts: HostLoad::new(delivery.max_in_flight_per_host),
                 meter,
+                committing: AtomicBool::new(false),
             }),
             delivery,
             lease_ms,
@@ -217,7 +224,8 @@ impl Dispatcher {
                 }
             }
             let mut filled = false;
-            while finished.len() < MAX_COMPLETIONS_PER_COMMIT {
+            let committing = s.committing.load(Ordering::Acquire);
+            while !committing && finished.len() < MAX_COMPLETIONS_PER_COMMIT {
                 match done_rx.try_recv() {
                     Ok(done) => finished.push(done),
                     Err(_) => break,
@@ -278,7 +286,7 @@ impl Dispatcher {
             while attempts.try_join_next().is_some() {}
             telemetry::in_flight(&s.slots);
             // More finished than one batch takes: the wake-ups they sent are used up.
-            if filled || !done_rx.is_empty() {
+            if filled || (!committing && !done_rx.is_empty()) {
                 continue;
             }
             let deadline = match s.store.next_wakeup(self.window_ms()).await {
@@ -530,10 +538,11 @@ async fn attempt(
     s.wake.notify_one();
 }
 
-/// Commits what finished and claims, the claim seeing the completions. When the completions
-/// could not be applied, they are committed on their own, retried in a task beside the
-/// attempts (`tasks`), so their retries do not hold up the loop; what the claim leased goes out
-/// all the same, and a claim that fails does not undo the completions.
+/// Commits what finished and claims. The claim's deliveries go out without waiting for the
+/// completions to commit (`Store::complete_and_claim`): those still under way are seen to in a
+/// task beside the attempts (`tasks`), which wakes the loop once they have freed their slots
+/// in the store. Completions that could not be applied are committed on their own, retried in
+/// such a task, so their retries do not hold up the loop; a claim that fails does not undo them.
 async fn complete_and_claim(
     s: &Arc<Shared>,
     finished: Vec<(String, Completion)>,
@@ -541,21 +550,52 @@ async fn complete_and_claim(
     tasks: &mut JoinSet<()>,
 ) -> hookline_store::Result<Vec<ClaimedDelivery>> {
     let (ids, completions): (Vec<String>, Vec<Completion>) = finished.into_iter().unzip();
-    let (completed, claimed) = s
+    let (mut completing, claimed) = s
         .store
         .complete_and_claim(completions.clone(), request)
         .await;
-    match completed {
-        Ok(results) => report_lost_leases(&ids, &results),
-        Err(e) => {
-            tracing::warn!(error = %e, "completing failed; retrying the completions alone");
-            tasks.spawn(commit(
-                s.clone(),
-                ids.into_iter().zip(completions).collect(),
-            ));
+    // Committed already (SQLite commits both in one job): no task for them.
+    let noop = &mut Context::from_waker(Waker::noop());
+    match completing.as_mut().poll(noop) {
+        Poll::Ready(completed) => {
+            if let Some(retry) = settled(&ids, completions, completed) {
+                tasks.spawn(commit(s.clone(), retry));
+            }
+        }
+        Poll::Pending => {
+            s.committing.store(true, Ordering::Release);
+            let s = s.clone();
+            tasks.spawn(async move {
+                if let Some(retry) = settled(&ids, completions, completing.await) {
+                    commit(s.clone(), retry).await;
+                }
+                s.committing.store(false, Ordering::Release);
+                // Their subscribers' slots are free in the store now, and what finished
+                // meanwhile waits: claim and complete again.
+                s.wake.notify_one();
+            });
         }
     }
     claimed
+}
+
+/// Reports completions whose lease was lost; answers the completions to commit again when they
+/// could not be applied.
+fn settled(
+    ids: &[String],
+    completions: Vec<Completion>,
+    completed: hookline_store::Result<Vec<CompletionResult>>,
+) -> Option<Vec<(String, Completion)>> {
+    match completed {
+        Ok(results) => {
+            report_lost_leases(ids, &results);
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "completing failed; retrying the completions alone");
+            Some(ids.iter().cloned().zip(completions).collect())
+        }
+    }
 }
 
 /// Commits completions on their own, retrying a failed commit a few times.

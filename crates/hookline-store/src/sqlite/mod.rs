@@ -276,7 +276,7 @@ impl Store for SqliteStore {
         &self,
         completions: Vec<Completion>,
         claim: ClaimRequest,
-    ) -> (Result<Vec<CompletionResult>>, Result<Vec<ClaimedDelivery>>) {
+    ) -> (Completing, Result<Vec<ClaimedDelivery>>) {
         let job = self
             .writer
             .write(move |w| {
@@ -284,11 +284,12 @@ impl Store for SqliteStore {
                 Ok((completed, w.undoable(|w| writes::claim_due(w, &claim))))
             })
             .await;
-        match job {
+        let (completed, claimed) = match job {
             Ok((completed, claimed)) => (Ok(completed), claimed),
             // The job did not commit: nothing it claimed is leased.
             Err(e) => (Err(e), Ok(Vec::new())),
-        }
+        };
+        (Box::pin(std::future::ready(completed)), claimed)
     }
 
     async fn next_wakeup(&self, window_ms: i64) -> Result<Option<UnixMs>> {

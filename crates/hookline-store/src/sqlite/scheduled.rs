@@ -298,8 +298,8 @@ mod tests {
             .iter()
             .map(|c| completion(c, Transition::Dead(DeadReason::PermanentFailure), T0 + 10))
             .collect();
-        let (completed, again) = store.complete_and_claim(done, claim(T0 + 10)).await;
-        completed.unwrap();
+        let (completing, again) = store.complete_and_claim(done, claim(T0 + 10)).await;
+        completing.await.unwrap();
         assert!(again.unwrap().is_empty());
         assert_counts(&store, "complete and claim", &[("paused", 2)]).await;
 
