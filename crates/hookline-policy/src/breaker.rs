@@ -3,6 +3,12 @@
 //! capped); while open its deliveries wait without spending attempts; once the cool-down is
 //! over one probe attempt decides between closed and open again.
 //!
+//! Once a probe closes it, the subscriber starts slowly (TCP's slow start): its allowance of
+//! deliveries in flight is 1, one more after every answer that shows it up, so it doubles with
+//! each round of answers until the claim finds it at the subscriber's cap. A subscriber that
+//! just came back, or a host whose subscribers all did, gets one probe's worth of traffic, then
+//! two, four, ..., not its whole cap at once.
+//!
 //! Each open period is jittered by a hash of the subscriber and the time it opened: subscribers
 //! behind one host fail together, and without jitter they would half-open together and probe
 //! (then flood) it at one instant when it comes back.
@@ -29,6 +35,12 @@ pub struct Breaker {
     pub open_until: Option<UnixMs>,
     /// The cool-down last used, doubled on every failed probe.
     pub cool_down_ms: i64,
+    /// Slow start after it closed: how many deliveries the subscriber may have in flight (1
+    /// after the answer that closed it, one more after each answer since). `None`: not ramping,
+    /// its cap applies. Only the claim knows the cap in force (a subscriber's own or the
+    /// default), so the claim takes the smaller of the two and ends the ramp (`None`) once the
+    /// allowance reaches it; the breaker only counts.
+    pub allowance: Option<u32>,
 }
 
 /// Where a breaker stands at a given moment.
@@ -66,8 +78,11 @@ impl Breaker {
 
     /// The breaker of `subscriber` after an attempt ended with `outcome` at `now`. Any answer
     /// that is not a retryable failure (a success, or a permanent 4xx) shows the subscriber is
-    /// up: closed. A lost attempt (the worker crashed) says nothing about the subscriber: no
-    /// change. An open period is [`jittered`] (the nominal cool-down is what doubles).
+    /// up: closed, with an allowance of 1 if it was open or half-open (slow start), one more if
+    /// it was ramping. A retryable failure while ramping leaves the allowance where it is;
+    /// opening ends it (the next close starts again from 1). A lost attempt (the worker
+    /// crashed) says nothing about the subscriber: no change. An open period is [`jittered`]
+    /// (the nominal cool-down is what doubles).
     pub fn after(
         self,
         config: &BreakerConfig,
@@ -79,7 +94,14 @@ impl Breaker {
             return self;
         }
         if outcome != Outcome::Retryable {
-            return Breaker::default();
+            let allowance = match self.open_until {
+                Some(_) => Some(1),
+                None => self.allowance.map(|a| a.saturating_add(1)),
+            };
+            return Breaker {
+                allowance,
+                ..Breaker::default()
+            };
         }
         let failures = self.consecutive_failures.saturating_add(1);
         let max = duration_ms(config.max_cool_down);
@@ -101,6 +123,7 @@ impl Breaker {
             consecutive_failures: failures,
             open_until: Some(now.saturating_add(jittered(cool_down, max, subscriber, now))),
             cool_down_ms: cool_down,
+            allowance: None,
         }
     }
 }
@@ -174,10 +197,58 @@ mod tests {
         let t = t + open;
         b = b.after(&CONFIG, S, Outcome::Retryable, t);
         let open = open_for(&b, t, 100_000);
-        // ... until a probe succeeds.
+        // ... until a probe succeeds: closed, starting slowly.
         b = b.after(&CONFIG, S, Outcome::Success, t + open);
-        assert_eq!(b, Breaker::default());
+        assert_eq!(
+            b,
+            Breaker {
+                allowance: Some(1),
+                ..Breaker::default()
+            }
+        );
         assert_eq!(b.state(t + open), BreakerState::Closed);
+    }
+
+    /// After the probe: 1 in flight, one more per answer (so 1, 2, 4, 8 per round of answers);
+    /// a retryable failure keeps it; opening again ends it and the next close starts from 1.
+    #[test]
+    fn a_closed_breaker_ramps_up_from_one() {
+        let t = 1_000_000;
+        let open = (0..3).fold(Breaker::default(), |b, _| {
+            b.after(&CONFIG, S, Outcome::Retryable, t)
+        });
+        let half_open = open.open_until.unwrap();
+        let mut b = open.after(&CONFIG, S, Outcome::Success, half_open);
+        assert_eq!(b.allowance, Some(1));
+        // Rounds of as many answers as the allowance: it doubles.
+        let mut rounds = vec![];
+        for _ in 0..4 {
+            let n = b.allowance.unwrap();
+            rounds.push(n);
+            for _ in 0..n {
+                b = b.after(&CONFIG, S, Outcome::Success, half_open + 1);
+            }
+        }
+        assert_eq!(rounds, [1, 2, 4, 8]);
+        // A permanent answer shows it up too.
+        b = b.after(&CONFIG, S, Outcome::Permanent, half_open + 2);
+        assert_eq!(b.allowance, Some(17));
+        // A retryable failure keeps it where it is (and counts), as does a lost attempt.
+        b = b.after(&CONFIG, S, Outcome::Retryable, half_open + 3);
+        b = b.after(&CONFIG, S, Outcome::Lost, half_open + 3);
+        assert_eq!((b.allowance, b.consecutive_failures), (Some(17), 1));
+        // Opening again ends the ramp; the next close starts it from 1 again.
+        b = b.after(&CONFIG, S, Outcome::Retryable, half_open + 4);
+        b = b.after(&CONFIG, S, Outcome::Retryable, half_open + 4);
+        assert!(matches!(b.state(half_open + 4), BreakerState::Open { .. }));
+        assert_eq!(b.allowance, None);
+        let b = b.after(&CONFIG, S, Outcome::Success, b.open_until.unwrap());
+        assert_eq!(b.allowance, Some(1));
+        // A subscriber that never opened is not ramping, whatever it answers.
+        let healthy = Breaker::default()
+            .after(&CONFIG, S, Outcome::Retryable, t)
+            .after(&CONFIG, S, Outcome::Success, t);
+        assert_eq!(healthy, Breaker::default());
     }
 
     /// 200 subscribers behind one host open at the same instant: their half-open times spread
@@ -252,6 +323,34 @@ mod tests {
     }
 
     proptest! {
+        /// The ramp's arithmetic over any sequence of outcomes: no allowance while open (nor
+        /// half-open); an answer that closes an open breaker starts it at 1; an answer while
+        /// ramping adds exactly one; a retryable failure that does not open it, or a lost
+        /// attempt, leaves it where it was.
+        #[test]
+        fn the_allowance_starts_at_one_and_grows_by_one_per_answer(outcomes in proptest::collection::vec(0u8..4, 0..80), step in 0i64..50_000) {
+            let mut b = Breaker::default();
+            let mut now = 0;
+            for o in outcomes {
+                let outcome = [Outcome::Success, Outcome::Retryable, Outcome::Permanent, Outcome::Lost][o as usize];
+                let before = b;
+                b = b.after(&CONFIG, S, outcome, now);
+                if b.open_until.is_some() {
+                    prop_assert_eq!(b.allowance, None);
+                }
+                match outcome {
+                    Outcome::Lost => prop_assert_eq!(b, before),
+                    Outcome::Retryable if b.open_until == before.open_until => {
+                        prop_assert_eq!(b.allowance, before.allowance)
+                    }
+                    Outcome::Retryable => prop_assert_eq!(b.allowance, None),
+                    _ if before.open_until.is_some() => prop_assert_eq!(b.allowance, Some(1)),
+                    _ => prop_assert_eq!(b.allowance, before.allowance.map(|a| a + 1)),
+                }
+                now += step;
+            }
+        }
+
         #[test]
         fn the_cool_down_never_exceeds_its_cap(outcomes in proptest::collection::vec(0u8..4, 0..60), step in 0i64..200_000) {
             let mut b = Breaker::default();

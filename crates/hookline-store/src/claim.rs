@@ -71,7 +71,12 @@ impl DueRow {
 pub(crate) struct ClaimBudget {
     now: UnixMs,
     default_cap: u32,
-    /// `None`: no cap per host.
+    /// `None`: no cap per host. There is no slow start per host of its own: a host recovers
+    /// because its subscribers' breakers close, each starting at an allowance of 1, and what a
+    /// host has in flight is the sum of what its subscribers have, so its effective cap is the
+    /// sum of their allowances, never past this (a host whose subscribers all just closed
+    /// starts at one per subscriber). State per host would be a second ramp to keep in step
+    /// with the first across workers, for the same answers.
     host_cap: Option<u32>,
     retries_left: usize,
     excluded: HashSet<String>,
@@ -80,6 +85,8 @@ pub(crate) struct ClaimBudget {
     /// [`ClaimBudget::unclaimable`] for origins with attempts in flight; any other starts at
     /// the cap.
     hosts: HashMap<String, u32>,
+    /// Subscribers whose slow start this claim found over, and the cap it found in force.
+    ramped_up: HashMap<String, u32>,
 }
 
 /// What one claim may still take of one subscriber.
@@ -108,30 +115,53 @@ impl<'a> Limits<'a> {
         id: &'a str,
         origin: Cow<'a, str>,
         max_in_flight: Option<u32>,
-        open_until: Option<UnixMs>,
+        breaker: hookline_policy::Breaker,
     ) -> Self {
         Limits {
             id,
             origin,
-            breaker: hookline_policy::Breaker {
-                open_until,
-                ..Default::default()
-            },
+            breaker,
             max_in_flight,
             rate_limit_per_second: None,
             rate_next_at: None,
         }
     }
 
-    /// How many of its deliveries may be in flight now: its own cap or the default, the one
-    /// probe while its breaker is half-open, none while it is open.
+    /// How many of its deliveries may be in flight now: its own cap or the default (no more
+    /// than its allowance while it starts slowly after its breaker closed), the one probe while
+    /// its breaker is half-open, none while it is open. Applied here, from the stored breaker,
+    /// so on PostgreSQL it holds across every worker.
     fn cap(&self, now: UnixMs, default_cap: u32) -> u32 {
         match self.breaker.state(now) {
-            BreakerState::Closed => self.max_in_flight.unwrap_or(default_cap),
+            BreakerState::Closed => {
+                cap_in_force(self.max_in_flight, default_cap, self.breaker.allowance)
+            }
             BreakerState::HalfOpen => 1,
             BreakerState::Open { .. } => 0,
         }
     }
+
+    /// The cap in force once its slow start is over, if the allowance has reached it. The
+    /// completion that grows the allowance does not know the default cap (the dispatcher's
+    /// setting, passed to claims only), so the claim, which does, ends the ramp; until then
+    /// `cap` takes the smaller of the two, so an allowance past the cap changes nothing.
+    fn ramped_up(&self, now: UnixMs, default_cap: u32) -> Option<u32> {
+        let cap = self.max_in_flight.unwrap_or(default_cap);
+        let closed = self.breaker.state(now) == BreakerState::Closed;
+        (closed && self.breaker.allowance.is_some_and(|a| a >= cap)).then_some(cap)
+    }
+}
+
+/// The in-flight cap of a subscriber whose breaker is closed: its own cap or the default, no
+/// more than its slow-start allowance while it has one. What claims hold it to, and so what
+/// the gauges and the window sweep call waiting on its cap.
+pub(crate) fn cap_in_force(
+    max_in_flight: Option<u32>,
+    default_cap: u32,
+    allowance: Option<u32>,
+) -> u32 {
+    let cap = max_in_flight.unwrap_or(default_cap);
+    allowance.map_or(cap, |a| a.min(cap))
 }
 
 impl Subscriber {
@@ -188,6 +218,7 @@ impl ClaimBudget {
             excluded: request.exclude_subscribers.iter().cloned().collect(),
             subscribers: Default::default(),
             hosts: Default::default(),
+            ramped_up: Default::default(),
         }
     }
 
@@ -207,6 +238,7 @@ impl ClaimBudget {
         let mut full = Vec::new();
         let mut host_in_flight: HashMap<String, u32> = HashMap::new();
         for (limits, in_flight) in busy {
+            self.note_ramp(&limits);
             let open = matches!(limits.breaker.state(self.now), BreakerState::Open { .. });
             if !open && in_flight >= limits.cap(self.now, self.default_cap) {
                 full.push(limits.id.to_owned());
@@ -240,8 +272,18 @@ impl ClaimBudget {
         self.retries_left > 0
     }
 
+    /// Keeps `s` among the subscribers whose slow start is over, if it is.
+    fn note_ramp(&mut self, s: &Limits<'_>) {
+        if let Some(cap) = s.ramped_up(self.now, self.default_cap) {
+            self.ramped_up.insert(s.id.to_owned(), cap);
+        }
+    }
+
     /// `in_flight` is how many the subscriber has in flight before this claim.
     pub fn admit(&mut self, s: &Limits<'_>, in_flight: u32, attempts: u32) -> Admission {
+        if !self.subscribers.contains_key(s.id) {
+            self.note_ramp(s);
+        }
         let now = self.now;
         let default_cap = self.default_cap;
         let budget = self
@@ -316,6 +358,12 @@ impl ClaimBudget {
             || (self.host_cap.is_some() && self.hosts.get(&budget.origin) == Some(&0))
     }
 
+    /// Slow starts to end, per subscriber: the backend clears the allowance where it is still
+    /// at least the cap given (a completion meanwhile only grows it; an opening clears it).
+    pub fn ramps_ended(&self) -> impl Iterator<Item = (&String, u32)> {
+        self.ramped_up.iter().map(|(id, cap)| (id, *cap))
+    }
+
     /// New rate-limiter times to persist, per subscriber.
     pub fn rate_updates(&self) -> impl Iterator<Item = (&String, UnixMs)> {
         self.subscribers
@@ -360,8 +408,16 @@ pub(crate) struct ClaimPlan<T> {
     /// A revoked subscriber's: dead, `subscription_revoked`. Revocation kills them in its own
     /// transaction; one that raced it (a publish, a completion) dies here.
     pub revoked: Vec<i64>,
-    /// Behind an open breaker: due again when it half-opens.
+    /// Behind an open breaker: due again when it half-opens, a millisecond apart in due order
+    /// (the n-th row of a subscriber this claim defers goes to its half-open time + n ms).
+    /// Moved to one instant they would tie, and ties go by insertion order, which for retries
+    /// is not due order: the probe and the slow start after it would take the wrong ones first.
+    /// The rank is per claim: rows a later claim defers (those come due during the open
+    /// period, a few per claim) start again at + 0, and only those ties go by insertion order;
+    /// ranking them after the earlier ones would need a read of what is already deferred.
     pub defer: Vec<(i64, UnixMs)>,
+    /// Per subscriber, how many rows this claim has deferred.
+    deferred: HashMap<String, i64>,
     /// Every row looked at: a further scan leaves them out.
     pub seen: Vec<i64>,
     limit: usize,
@@ -394,6 +450,7 @@ impl<T> ClaimPlan<T> {
             hold: Vec::new(),
             revoked: Vec::new(),
             defer: Vec::new(),
+            deferred: HashMap::new(),
             seen: Vec::new(),
             limit,
             looked_at: 0,
@@ -448,7 +505,11 @@ impl<T> ClaimPlan<T> {
                     self.passed_over = passed_over + 1
                 }
                 Admission::Skip => self.passed_over = passed_over,
-                Admission::Defer(until) => self.defer.push((c.key, until)),
+                Admission::Defer(until) => {
+                    let rank = self.deferred.entry(c.limits.id.to_owned()).or_default();
+                    self.defer.push((c.key, until.saturating_add(*rank)));
+                    *rank += 1;
+                }
             },
         }
         self.take.len() < self.limit && !self.reached_a_bound()
@@ -487,7 +548,7 @@ mod tests {
         Candidate {
             key,
             status,
-            limits: Limits::in_flight_bound(id, Cow::Borrowed(ORIGIN), None, None),
+            limits: Limits::in_flight_bound(id, Cow::Borrowed(ORIGIN), None, Default::default()),
             in_flight: 0,
             attempts: 0,
         }
@@ -525,20 +586,20 @@ mod tests {
         }
         assert_eq!(plan.take, [1, 2, 6]);
         assert_eq!((plan.hold, plan.revoked), (vec![4], vec![5]));
-        let open = Limits {
-            breaker: hookline_policy::Breaker {
-                open_until: Some(5_000),
-                ..Default::default()
-            },
-            ..Limits::in_flight_bound("o", Cow::Borrowed(ORIGIN), None, None)
+        let open = hookline_policy::Breaker {
+            open_until: Some(5_000),
+            ..Default::default()
         };
         let mut plan = ClaimPlan::row_by_row(10, &budget);
-        let behind_breaker = Candidate {
-            limits: open,
-            ..candidate(7, "o", Active)
-        };
-        plan.consider(&mut budget, behind_breaker, 7);
-        assert_eq!(plan.defer, [(7, 5_000)]);
+        for key in [7, 8] {
+            let behind_breaker = Candidate {
+                limits: Limits::in_flight_bound("o", Cow::Borrowed(ORIGIN), None, open),
+                ..candidate(key, "o", Active)
+            };
+            plan.consider(&mut budget, behind_breaker, key);
+        }
+        // A millisecond apart, in the order they came (due order).
+        assert_eq!(plan.defer, [(7, 5_000), (8, 5_001)]);
     }
 
     #[test]

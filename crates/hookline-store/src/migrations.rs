@@ -298,6 +298,17 @@ pub(crate) const LATER: &[Migration] = &[
             "CREATE INDEX CONCURRENTLY IF NOT EXISTS subscribers_origin ON subscribers (origin)",
         )),
     },
+    Migration {
+        number: 21,
+        min_binary: BASELINE,
+        description: "slow start after a breaker closes: each subscriber's allowance in flight",
+        // NULL: not ramping. An older binary neither reads nor writes it: it closes a breaker
+        // to the full cap, as it always did, and an allowance it leaves behind is ended by the
+        // next claim that finds it at the cap, or started over by the next close.
+        sqlite: "ALTER TABLE subscribers ADD COLUMN breaker_allowance INTEGER;",
+        postgres: "ALTER TABLE subscribers ADD COLUMN breaker_allowance INTEGER;",
+        postgres_index: None,
+    },
 ];
 
 /// A migration as the database records it.

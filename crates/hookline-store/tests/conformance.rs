@@ -95,6 +95,9 @@ macro_rules! all_cases {
             queue_stats_show_depths_and_oldest_waits,
             the_breaker_opens_defers_probes_and_closes,
             breakers_that_open_together_half_open_apart,
+            a_closed_breaker_starts_slowly,
+            deferred_deliveries_come_due_in_due_order,
+            a_recovered_host_starts_at_one_per_subscriber,
             subscriber_caps_rate_limits_and_the_retry_budget,
             a_cap_above_the_default_is_claimed_up_to,
             a_wall_of_unclaimable_rows_hides_nobody,
@@ -1540,9 +1543,10 @@ mod cases {
             .unwrap()
             .is_empty());
         let waiting = store.get_delivery("e6:a").await.unwrap();
+        // Second in due order (after e5, both due at T0): a millisecond after the first.
         assert_eq!(
             (waiting.next_attempt_at, waiting.attempts),
-            (Some(open_until), 0)
+            (Some(open_until + 1), 0)
         );
 
         // Half-open: one probe at a time.
@@ -1563,8 +1567,11 @@ mod cases {
         let s = store.get_subscriber("a").await.unwrap();
         assert_eq!(
             s.breaker,
-            hookline_policy::Breaker::default(),
-            "a good probe closes it"
+            hookline_policy::Breaker {
+                allowance: Some(1),
+                ..Default::default()
+            },
+            "a good probe closes it, to start slowly"
         );
         assert_eq!(
             store
@@ -1572,8 +1579,210 @@ mod cases {
                 .await
                 .unwrap()
                 .len(),
-            7
+            1
         );
+    }
+
+    /// Retries due in another order than their deliveries were written, behind a breaker that
+    /// opens: deferred a millisecond apart in due order, so the probe and the slow start after
+    /// it take the one due first, not the one written first (the tie at one instant went by
+    /// insertion order).
+    pub async fn deferred_deliveries_come_due_in_due_order(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        for i in 0..5 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        let batch = store.claim_due(claim(T0, 5, 5)).await.unwrap();
+        // Five failures open the breaker; the retries are due in the order e1, e2, e0, e4, e3.
+        let due_at = |id: &str| match id {
+            "e0:a" => T0 + 300,
+            "e1:a" => T0 + 100,
+            "e2:a" => T0 + 200,
+            "e3:a" => T0 + 500,
+            _ => T0 + 400,
+        };
+        let failed = batch
+            .iter()
+            .map(|c| {
+                let run_at = due_at(&c.id);
+                completion(c, Transition::Reschedule { run_at }, T0 + 1)
+            })
+            .collect();
+        store.complete(failed, T0 + 1).await.unwrap();
+        let open_until = store
+            .get_subscriber("a")
+            .await
+            .unwrap()
+            .breaker
+            .open_until
+            .expect("open");
+        assert!(store
+            .claim_due(claim(T0 + 600, 10, 5))
+            .await
+            .unwrap()
+            .is_empty());
+        for (rank, id) in ["e1:a", "e2:a", "e0:a", "e4:a", "e3:a"].iter().enumerate() {
+            let d = store.get_delivery(id).await.unwrap();
+            assert_eq!(d.next_attempt_at, Some(open_until + rank as i64), "{id}");
+        }
+        // The probe is the one due first; then the slow start takes them in that order.
+        let mut order = Vec::new();
+        let mut now = open_until;
+        while order.len() < 5 {
+            let batch = store.claim_due(claim(now, 10, 5)).await.unwrap();
+            order.extend(batch.iter().map(|c| c.id.clone()));
+            let done = batch
+                .iter()
+                .map(|c| completion(c, Transition::Delivered, now))
+                .collect();
+            store.complete(done, now).await.unwrap();
+            now += 10;
+        }
+        assert_eq!(order, ["e1:a", "e2:a", "e0:a", "e4:a", "e3:a"]);
+    }
+
+    /// A host whose subscribers all just closed their breakers ramps up with them: its
+    /// effective cap is the sum of their allowances (one each to start), never more than the
+    /// cap per host, not the cap per host at once.
+    pub async fn a_recovered_host_starts_at_one_per_subscriber(h: &impl Harness) {
+        let store = h.open().await;
+        let origin = "https://gateway.example";
+        for i in 0..3 {
+            let (id, ty) = (format!("h{i}"), format!("t{i}"));
+            store
+                .create_subscriber(sub_on(origin, &id, &[&ty]), T0)
+                .await
+                .unwrap();
+            for e in 0..20 {
+                accepted(&*store, event(&format!("e{e}-{i}"), &ty), T0).await;
+            }
+        }
+        // Five failures each: all three open.
+        let batch = store.claim_due(claim(T0, 15, 5)).await.unwrap();
+        assert_eq!(batch.len(), 15);
+        let failed = batch
+            .iter()
+            .map(|c| completion(c, Transition::Reschedule { run_at: T0 }, T0))
+            .collect();
+        store.complete(failed, T0).await.unwrap();
+        assert!(store
+            .claim_due(claim(T0 + 1, 100, 5))
+            .await
+            .unwrap()
+            .is_empty());
+        let mut now = 0;
+        for i in 0..3 {
+            let b = store
+                .get_subscriber(&format!("h{i}"))
+                .await
+                .unwrap()
+                .breaker;
+            now = now.max(b.open_until.expect("open") + 100);
+        }
+        // The host is back: one probe each, which closes each breaker.
+        let probes = store
+            .claim_due(claim_per_host(now, 100, 10, 64))
+            .await
+            .unwrap();
+        assert_eq!(spread(&probes, origin).0, 3);
+        let done = probes
+            .iter()
+            .map(|c| completion(c, Transition::Delivered, now))
+            .collect();
+        store.complete(done, now).await.unwrap();
+        // Then one in flight per subscriber, two, ...: 3, then 6, but never past the host's 4.
+        let mut rounds = Vec::new();
+        for host_cap in [64, 4] {
+            now += 10;
+            let batch = store
+                .claim_due(claim_per_host(now, 100, 10, host_cap))
+                .await
+                .unwrap();
+            let (on_origin, per_subscriber) = spread(&batch, origin);
+            rounds.push((on_origin, per_subscriber.values().max().copied()));
+            let done = batch
+                .iter()
+                .map(|c| completion(c, Transition::Delivered, now))
+                .collect();
+            store.complete(done, now).await.unwrap();
+        }
+        assert_eq!(rounds, [(3, Some(1)), (4, Some(2))]);
+    }
+
+    /// Opens `id`'s breaker at `now` with five failed attempts of its due deliveries (claimed
+    /// under a cap of 5), then sends its probe at the half-open time and answers it: answers
+    /// when it closed.
+    async fn open_then_probe(store: &dyn Store, id: &str, now: i64) -> i64 {
+        let batch = store.claim_due(claim(now, 5, 5)).await.unwrap();
+        assert_eq!(batch.len(), 5);
+        let failed = batch
+            .iter()
+            .map(|c| completion(c, Transition::Reschedule { run_at: now }, now))
+            .collect();
+        store.complete(failed, now).await.unwrap();
+        let open_until = store
+            .get_subscriber(id)
+            .await
+            .unwrap()
+            .breaker
+            .open_until
+            .expect("open");
+        let probe = store.claim_due(claim(open_until, 10, 5)).await.unwrap();
+        assert_eq!(probe.len(), 1);
+        let done = vec![completion(&probe[0], Transition::Delivered, open_until)];
+        store.complete(done, open_until).await.unwrap();
+        open_until
+    }
+
+    /// After its probe closes the breaker, a subscriber with a deep backlog gets 1 in flight,
+    /// then one more per answer (1, 2, 4, ... per round), a retryable failure adding nothing,
+    /// until the claim finds the allowance at the cap (4 here) and ends the slow start.
+    pub async fn a_closed_breaker_starts_slowly(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        for i in 0..30 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        let mut now = open_then_probe(&*store, "a", T0).await;
+        let allowance = |b: hookline_policy::Breaker| b.allowance;
+        assert_eq!(
+            allowance(store.get_subscriber("a").await.unwrap().breaker),
+            Some(1)
+        );
+        let mut rounds = Vec::new();
+        for round in 0..5 {
+            now += 10;
+            let batch = store.claim_due(claim(now, 100, 4)).await.unwrap();
+            rounds.push(batch.len());
+            if round == 0 {
+                // At its allowance of 1: the rest wait on its cap, not ready for a claim.
+                let stats = store.queue_stats(now, 4).await.unwrap();
+                assert_eq!(stats.oldest_ready_since, None);
+                assert!(
+                    stats
+                        .oldest_waiting_since
+                        .iter()
+                        .any(|(cause, _)| *cause == WaitingOn::Cap),
+                    "{stats:?}"
+                );
+            }
+            // The second round: one answer and one retryable failure, which keeps the
+            // allowance where it is (2 + 1).
+            let done = batch
+                .iter()
+                .enumerate()
+                .map(|(i, c)| match (round, i) {
+                    (1, 1) => completion(c, Transition::Reschedule { run_at: now }, now),
+                    _ => completion(c, Transition::Delivered, now),
+                })
+                .collect();
+            store.complete(done, now).await.unwrap();
+        }
+        assert_eq!(rounds, [1, 2, 3, 4, 4]);
+        // The third round's claim saw 6 >= 4 and ended the ramp: the cap applies as before.
+        let b = store.get_subscriber("a").await.unwrap().breaker;
+        assert_eq!((b.allowance, b.open_until), (None, None));
     }
 
     /// 50 subscribers behind one host fail at the same instant: each breaker opens for its own

@@ -21,7 +21,8 @@ pub(super) fn corrupt(what: &str, value: &str) -> StoreError {
 const SUBSCRIBER_COLUMNS: &str =
     "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
      previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms, \
-     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin";
+     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin, \
+     breaker_allowance";
 
 fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
     let status: String = r.get(5);
@@ -46,6 +47,7 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
                 consecutive_failures: r.get::<_, i32>(10) as u32,
                 open_until: r.get(11),
                 cool_down_ms: r.get(12),
+                allowance: r.get::<_, Option<i32>>(19).map(|n| n as u32),
             },
             max_in_flight: r.get::<_, Option<i32>>(13).map(|n| n as u32),
             rate_limit_per_second: r.get(14),
@@ -476,7 +478,8 @@ pub(super) async fn queue_stats(
     let groups: Vec<DueGroup> = query(
         c,
         "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
-                min(s.breaker_open_until), min(s.rate_next_at), min(s.max_in_flight)
+                min(s.breaker_open_until), min(s.rate_next_at), min(s.max_in_flight),
+                min(s.breaker_allowance)
          FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
          WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
          GROUP BY d.subscriber_id",
@@ -496,7 +499,11 @@ pub(super) async fn queue_stats(
                 breaker_open_until: r.get(3),
                 rate_next_at: r.get(4),
                 in_flight: in_flight.get(subscriber).copied().unwrap_or(0) as u32,
-                cap: r.get::<_, Option<i32>>(5).map_or(default_cap, |n| n as u32),
+                cap: cap_in_force(
+                    r.get::<_, Option<i32>>(5).map(|n| n as u32),
+                    default_cap,
+                    r.get::<_, Option<i32>>(6).map(|n| n as u32),
+                ),
             },
         }
     })

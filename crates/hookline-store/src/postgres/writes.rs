@@ -395,6 +395,16 @@ async fn settle_inactive(c: &impl GenericClient, keys: &[i64], now: UnixMs) -> R
     Ok(())
 }
 
+/// The part of a subscriber's breaker a claim reads (open until, allowance), from the columns
+/// at `until` and `allowance` of `r`.
+fn breaker(r: &Row, until: usize, allowance: usize) -> Breaker {
+    Breaker {
+        open_until: r.get(until),
+        allowance: r.get::<_, Option<i32>>(allowance).map(|n| n as u32),
+        ..Breaker::default()
+    }
+}
+
 pub(super) async fn claim_due(
     c: &impl GenericClient,
     req: ClaimRequest,
@@ -412,7 +422,8 @@ pub(super) async fn claim_due(
     // workers), and the subscribers whose rate limiter admits nobody yet.
     let busy = query(
         c,
-        "SELECT f.subscriber_id, f.n, s.max_in_flight, s.breaker_open_until, s.origin, s.url
+        "SELECT f.subscriber_id, f.n, s.max_in_flight, s.breaker_open_until, s.origin, s.url,
+                s.breaker_allowance
          FROM (SELECT subscriber_id, count(*) AS n FROM deliveries
                WHERE state = 'in_flight' GROUP BY 1) f
          JOIN subscribers s ON s.id = f.subscriber_id",
@@ -430,7 +441,7 @@ pub(super) async fn claim_due(
         busy.iter().map(|r| {
             let max_in_flight = r.get::<_, Option<i32>>(2).map(|n| n as u32);
             let origin = stored_origin(r.get(4), r.get(5));
-            let limits = Limits::in_flight_bound(r.get(0), origin, max_in_flight, r.get(3));
+            let limits = Limits::in_flight_bound(r.get(0), origin, max_in_flight, breaker(r, 3, 6));
             (limits, r.get::<_, i64>(1) as u32)
         }),
         rate_limited.iter().map(|r| r.get(0)),
@@ -460,7 +471,8 @@ pub(super) async fn claim_due(
             // by subscriber, hundreds of milliseconds with a large delayed backlog. The LIMIT in
             // the subquery keeps the claim on the head of `deliveries_due` whatever the estimates.
             "SELECT d.seq, d.subscriber_id, s.status, s.breaker_open_until, s.max_in_flight,
-                s.rate_limit_per_second, s.rate_next_at, d.attempts, s.origin, s.url
+                s.rate_limit_per_second, s.rate_next_at, d.attempts, s.origin, s.url,
+                s.breaker_allowance
          FROM (SELECT seq, subscriber_id, attempts, run_at FROM deliveries
                WHERE state = 'scheduled' AND NOT held AND run_at <= $1
                  AND subscriber_id <> ALL ($3) AND (attempts = 0 OR $4) AND window_start > $5
@@ -487,10 +499,7 @@ pub(super) async fn claim_due(
                 limits: Limits {
                     id: subscriber,
                     origin: stored_origin(r.get(8), r.get(9)),
-                    breaker: Breaker {
-                        open_until: r.get(3),
-                        ..Breaker::default()
-                    },
+                    breaker: breaker(r, 3, 10),
                     max_in_flight: r.get::<_, Option<i32>>(4).map(|n| n as u32),
                     rate_limit_per_second: r.get(5),
                     rate_next_at: r.get(6),
@@ -510,23 +519,42 @@ pub(super) async fn claim_due(
         .rate_updates()
         .map(|(id, next)| (id.as_str(), next))
         .collect();
+    let (ramp_ids, ramp_caps): (Vec<&str>, Vec<i32>) = budget
+        .ramps_ended()
+        .map(|(id, cap)| (id.as_str(), cap.min(i32::MAX as u32) as i32))
+        .unzip();
     // Locked in id order, as completions lock the subscribers whose breakers they change: a
     // claim and completions beside it (another worker's, or this one's: `complete_and_claim`)
     // never wait on each other's subscriber rows in a cycle.
     rate.sort_unstable();
     let (rate_ids, rate_next): (Vec<&str>, Vec<i64>) = rate.into_iter().unzip();
-    if !rate_ids.is_empty() {
+    let mut locked: Vec<&str> = rate_ids.iter().chain(&ramp_ids).copied().collect();
+    locked.sort_unstable();
+    locked.dedup();
+    if !locked.is_empty() {
         execute(
             c,
             "SELECT 1 FROM subscribers WHERE id = ANY ($1) ORDER BY id FOR UPDATE",
-            &[&rate_ids],
+            &[&locked],
         )
         .await?;
+    }
+    if !rate_ids.is_empty() {
         execute(
             c,
             "UPDATE subscribers s SET rate_next_at = x.next
              FROM UNNEST($1::text[], $2::int8[]) AS x(id, next) WHERE s.id = x.id",
             &[&rate_ids, &rate_next],
+        )
+        .await?;
+    }
+    if !ramp_ids.is_empty() {
+        execute(
+            c,
+            "UPDATE subscribers s SET breaker_allowance = NULL
+             FROM UNNEST($1::text[], $2::int4[]) AS x(id, cap)
+             WHERE s.id = x.id AND s.breaker_allowance >= x.cap",
+            &[&ramp_ids, &ramp_caps],
         )
         .await?;
     }
@@ -630,7 +658,8 @@ pub(super) async fn complete(
                         CASE WHEN s.status = 'revoked' THEN c.r_state ELSE c.state END AS state,
                         CASE WHEN s.status = 'revoked' THEN c.r_run_at ELSE c.run_at END AS run_at,
                         CASE WHEN s.status = 'revoked' THEN c.r_reason ELSE c.reason END AS reason,
-                        (s.breaker_failures > 0 OR s.breaker_open_until IS NOT NULL) AS breaker_dirty
+                        (s.breaker_failures > 0 OR s.breaker_open_until IS NOT NULL
+                         OR s.breaker_allowance IS NOT NULL) AS breaker_dirty
                  FROM c JOIN deliveries d ON d.seq = c.seq JOIN subscribers s ON s.id = d.subscriber_id
              )
              UPDATE deliveries d SET
@@ -663,7 +692,7 @@ pub(super) async fn complete(
             count_dead(reason, policy, 1);
         }
     }
-    // Breakers not closed-and-clean: a success may reset them.
+    // Breakers not closed-and-clean: a success may reset them (or grow a slow start).
     let mut dirty: Vec<String> = applied
         .iter()
         .filter(|r| r.get::<_, bool>(3))
@@ -722,7 +751,7 @@ async fn update_breakers(
     }
     let mut breakers: HashMap<String, (Breaker, Breaker)> = query(
         c,
-        "SELECT id, breaker_failures, breaker_open_until, breaker_cool_down_ms
+        "SELECT id, breaker_failures, breaker_open_until, breaker_cool_down_ms, breaker_allowance
          FROM subscribers WHERE id = ANY ($1) ORDER BY id FOR UPDATE",
         &[&ids],
     )
@@ -733,6 +762,7 @@ async fn update_breakers(
             consecutive_failures: r.get::<_, i32>(1) as u32,
             open_until: r.get(2),
             cool_down_ms: r.get(3),
+            allowance: r.get::<_, Option<i32>>(4).map(|n| n as u32),
         };
         (r.get(0), (b, b))
     })
@@ -760,13 +790,18 @@ async fn update_breakers(
         .collect();
     let until: Vec<Option<i64>> = changed.iter().map(|(_, b)| b.open_until).collect();
     let cool: Vec<i64> = changed.iter().map(|(_, b)| b.cool_down_ms).collect();
+    let allowance: Vec<Option<i32>> = changed
+        .iter()
+        .map(|(_, b)| b.allowance.map(|a| a.min(i32::MAX as u32) as i32))
+        .collect();
     execute(
         c,
         "UPDATE subscribers s SET breaker_failures = x.failures, breaker_open_until = x.until,
-             breaker_cool_down_ms = x.cool
-         FROM UNNEST($1::text[], $2::int4[], $3::int8[], $4::int8[]) AS x(id, failures, until, cool)
+             breaker_cool_down_ms = x.cool, breaker_allowance = x.allowance
+         FROM UNNEST($1::text[], $2::int4[], $3::int8[], $4::int8[], $5::int4[])
+             AS x(id, failures, until, cool, allowance)
          WHERE s.id = x.id",
-        &[&ids, &failures, &until, &cool],
+        &[&ids, &failures, &until, &cool, &allowance],
     )
     .await?;
     Ok(())
@@ -954,7 +989,8 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
         c,
         "SELECT d.seq, d.held, d.run_at, s.breaker_open_until, s.rate_next_at, s.max_in_flight,
                 (SELECT count(*) FROM deliveries f
-                 WHERE f.subscriber_id = d.subscriber_id AND f.state = 'in_flight')
+                 WHERE f.subscriber_id = d.subscriber_id AND f.state = 'in_flight'),
+                s.breaker_allowance
          FROM (SELECT seq, subscriber_id, held, run_at FROM deliveries
                WHERE state = 'scheduled' AND window_start <= $1
                ORDER BY window_start LIMIT $2
@@ -972,9 +1008,11 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
                 breaker_open_until: r.get(3),
                 rate_next_at: r.get(4),
                 in_flight: r.get::<_, i64>(6) as u32,
-                cap: r
-                    .get::<_, Option<i32>>(5)
-                    .map_or(sweep.max_in_flight_per_subscriber, |n| n as u32),
+                cap: cap_in_force(
+                    r.get::<_, Option<i32>>(5).map(|n| n as u32),
+                    sweep.max_in_flight_per_subscriber,
+                    r.get::<_, Option<i32>>(7).map(|n| n as u32),
+                ),
             };
             (
                 r.get::<_, i64>(0),

@@ -18,7 +18,8 @@ fn corrupt(what: &str, value: &str) -> rusqlite::Error {
 const SUBSCRIBER_COLUMNS: &str =
     "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
      previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms, \
-     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin";
+     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin, \
+     breaker_allowance";
 
 fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
     let types: String = r.get(3)?;
@@ -46,6 +47,7 @@ fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
                 consecutive_failures: r.get(10)?,
                 open_until: r.get(11)?,
                 cool_down_ms: r.get(12)?,
+                allowance: r.get(19)?,
             },
             max_in_flight: r.get(13)?,
             rate_limit_per_second: r.get(14)?,
@@ -470,7 +472,7 @@ fn state_counts() -> String {
 /// every subscriber.
 const DUE_GROUPS: &str =
     "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
-            s.breaker_open_until, s.rate_next_at, s.max_in_flight
+            s.breaker_open_until, s.rate_next_at, s.max_in_flight, s.breaker_allowance
      FROM deliveries d INDEXED BY deliveries_due JOIN subscribers s ON s.id = d.subscriber_id
      WHERE d.state = 'scheduled' AND d.held = 0 AND d.run_at <= ?1
      GROUP BY d.subscriber_id";
@@ -515,7 +517,7 @@ pub(super) fn queue_stats(c: &Connection, now: UnixMs, default_cap: u32) -> Resu
                     breaker_open_until: r.get(3)?,
                     rate_next_at: r.get(4)?,
                     in_flight: in_flight.get(&subscriber).copied().unwrap_or(0),
-                    cap: r.get::<_, Option<u32>>(5)?.unwrap_or(default_cap),
+                    cap: cap_in_force(r.get(5)?, default_cap, r.get(6)?),
                 },
             })
         })?

@@ -453,8 +453,7 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
     let mut excluded = budget.unclaimable(
         busy.iter().map(|(s, n)| {
             let origin = Cow::Borrowed(s.origin.as_str());
-            let limits =
-                Limits::in_flight_bound(&s.id, origin, s.max_in_flight, s.breaker.open_until);
+            let limits = Limits::in_flight_bound(&s.id, origin, s.max_in_flight, s.breaker);
             (limits, *n)
         }),
         rate_limited,
@@ -552,6 +551,13 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
     for (id, next_at) in budget.rate_updates() {
         c.prepare_cached("UPDATE subscribers SET rate_next_at = ?2 WHERE id = ?1")?
             .execute(params![id, next_at])?;
+    }
+    for (id, cap) in budget.ramps_ended() {
+        c.prepare_cached(
+            "UPDATE subscribers SET breaker_allowance = NULL
+             WHERE id = ?1 AND breaker_allowance >= ?2",
+        )?
+        .execute(params![id, cap])?;
     }
     let lease = new_lease();
     let expires = req.now + req.lease_ms;
@@ -683,14 +689,15 @@ pub(super) fn complete(
         if next != breaker {
             c.prepare_cached(
                 "UPDATE subscribers SET breaker_failures = ?2, breaker_open_until = ?3,
-                     breaker_cool_down_ms = ?4
+                     breaker_cool_down_ms = ?4, breaker_allowance = ?5
                  WHERE id = ?1",
             )?
             .execute(params![
                 subscriber_id,
                 next.consecutive_failures,
                 next.open_until,
-                next.cool_down_ms
+                next.cool_down_ms,
+                next.allowance
             ])?;
         }
         release_slot(&mut w.in_flight, &subscriber_id);
@@ -783,7 +790,7 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
     let expiring = c
         .prepare_cached(
             "SELECT d.seq, d.subscriber_id, d.held, d.run_at, s.breaker_open_until,
-                    s.rate_next_at, s.max_in_flight
+                    s.rate_next_at, s.max_in_flight, s.breaker_allowance
              FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
              WHERE d.state = 'scheduled' AND d.window_start <= ?1
              ORDER BY d.window_start LIMIT ?2",
@@ -796,9 +803,7 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
                 breaker_open_until: r.get(4)?,
                 rate_next_at: r.get(5)?,
                 in_flight: w.in_flight.get(&subscriber).copied().unwrap_or(0),
-                cap: r
-                    .get::<_, Option<u32>>(6)?
-                    .unwrap_or(sweep.max_in_flight_per_subscriber),
+                cap: cap_in_force(r.get(6)?, sweep.max_in_flight_per_subscriber, r.get(7)?),
             };
             Ok((r.get::<_, i64>(0)?, state.waiting_on(sweep.now), subscriber))
         })?
