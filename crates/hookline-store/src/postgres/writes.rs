@@ -985,12 +985,11 @@ pub(super) async fn replay(
 pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -> Result<u64> {
     // Rows a claim is taking are locked by it and skipped: they are in flight, and their
     // attempt's outcome decides.
+    let in_flight = reads::in_flight(c).await?;
     let rows = query(
         c,
         "SELECT d.seq, d.held, d.run_at, s.breaker_open_until, s.rate_next_at, s.max_in_flight,
-                (SELECT count(*) FROM deliveries f
-                 WHERE f.subscriber_id = d.subscriber_id AND f.state = 'in_flight'),
-                s.breaker_allowance
+                d.subscriber_id, s.breaker_allowance, s.origin, s.url
          FROM (SELECT seq, subscriber_id, held, run_at FROM deliveries
                WHERE state = 'scheduled' AND window_start <= $1
                ORDER BY window_start LIMIT $2
@@ -1002,17 +1001,20 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
     let (keys, waiting): (Vec<i64>, Vec<Option<&str>>) = rows
         .iter()
         .map(|r| {
+            let origin = stored_origin(r.get(8), r.get(9));
             let state = WaitState {
                 held: r.get(1),
                 run_at: r.get(2),
                 breaker_open_until: r.get(3),
                 rate_next_at: r.get(4),
-                in_flight: r.get::<_, i64>(6) as u32,
+                in_flight: in_flight.of_subscriber(r.get(6)),
                 cap: cap_in_force(
                     r.get::<_, Option<i32>>(5).map(|n| n as u32),
-                    sweep.max_in_flight_per_subscriber,
+                    sweep.caps.max_in_flight_per_subscriber,
                     r.get::<_, Option<i32>>(7).map(|n| n as u32),
                 ),
+                host_in_flight: in_flight.of_origin(&origin),
+                host_cap: host_cap_in_force(sweep.caps.max_in_flight_per_host),
             };
             (
                 r.get::<_, i64>(0),
