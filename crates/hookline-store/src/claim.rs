@@ -164,6 +164,13 @@ pub(crate) fn cap_in_force(
     allowance.map_or(cap, |a| a.min(cap))
 }
 
+/// The cap per host in force: `None` when `max_in_flight_per_host` is 0 (off). What claims
+/// hold an origin to (an origin with this many in flight takes no more), and so what the gauges
+/// and the window sweep call waiting on its host's cap.
+pub(crate) fn host_cap_in_force(max_in_flight_per_host: u32) -> Option<u32> {
+    (max_in_flight_per_host > 0).then_some(max_in_flight_per_host)
+}
+
 impl Subscriber {
     pub(crate) fn limits(&self) -> Limits<'_> {
         Limits {
@@ -187,8 +194,10 @@ pub(crate) enum Admission {
     Defer(UnixMs),
 }
 
-/// What a claim's scans leave out: subscribers, and every subscriber on an origin. The backend
-/// reads which subscribers are on the origins ([`Excluded::ids`]).
+/// What a claim's scans leave out: subscribers, and every subscriber on an origin. SQLite reads
+/// which subscribers are on the origins ([`Excluded::ids`]: its waiting counts go by
+/// subscriber); PostgreSQL leaves the origins out in its scan's SQL, since a list of a busy
+/// host's 2,000 subscriber ids costs a linear search per due row in its generic plan.
 #[derive(Debug, Default)]
 pub(crate) struct Excluded {
     pub subscribers: Vec<String>,
@@ -212,8 +221,7 @@ impl ClaimBudget {
         Self {
             now: request.now,
             default_cap: request.max_in_flight_per_subscriber,
-            host_cap: (request.max_in_flight_per_host > 0)
-                .then_some(request.max_in_flight_per_host),
+            host_cap: host_cap_in_force(request.max_in_flight_per_host),
             retries_left: request.max_retries,
             excluded: request.exclude_subscribers.iter().cloned().collect(),
             subscribers: Default::default(),

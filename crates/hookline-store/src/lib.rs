@@ -162,14 +162,10 @@ pub trait Store: Send + Sync + 'static {
     /// a rate limit or a slot) whose window has ended, recording what each was waiting on.
     /// Reads the window index only. Answers how many died.
     async fn expire_windows(&self, sweep: WindowSweep) -> Result<u64>;
-    /// Depths by state and the oldest waiting deliveries (`max_in_flight_per_subscriber` is the
-    /// cap of subscribers without their own). It counts every row, so callers run it on an
-    /// interval, never per scrape.
-    async fn queue_stats(
-        &self,
-        now: UnixMs,
-        max_in_flight_per_subscriber: u32,
-    ) -> Result<QueueStats>;
+    /// Depths by state and the oldest waiting deliveries (`caps`: what the dispatcher's claims
+    /// hold subscribers and hosts to, so a delivery held back by one is not counted ready). It
+    /// counts every row, so callers run it on an interval, never per scrape.
+    async fn queue_stats(&self, now: UnixMs, caps: InFlightCaps) -> Result<QueueStats>;
 
     async fn get_delivery(&self, id: &str) -> Result<Delivery>;
     async fn list_deliveries(

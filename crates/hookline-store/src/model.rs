@@ -328,14 +328,19 @@ pub enum WaitingOn {
     RateLimit,
     /// A free slot: its subscriber had as many deliveries in flight as it may.
     Cap,
+    /// A free place at its host: its origin had `max_in_flight_per_host` deliveries in flight
+    /// across its subscribers. Told apart from `Cap` because the remedy differs: that host is
+    /// slow for everyone pointing there, and the cap keeps it to its own share.
+    HostCap,
 }
 
 impl WaitingOn {
-    pub const ALL: [WaitingOn; 4] = [
+    pub const ALL: [WaitingOn; 5] = [
         WaitingOn::Breaker,
         WaitingOn::Paused,
         WaitingOn::RateLimit,
         WaitingOn::Cap,
+        WaitingOn::HostCap,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -343,6 +348,7 @@ impl WaitingOn {
             WaitingOn::Paused => "paused",
             WaitingOn::RateLimit => "rate_limit",
             WaitingOn::Cap => "cap",
+            WaitingOn::HostCap => "host_cap",
         }
     }
     pub fn parse(s: &str) -> Option<Self> {
@@ -360,12 +366,18 @@ pub struct WaitState {
     pub rate_next_at: Option<UnixMs>,
     pub in_flight: u32,
     pub cap: u32,
+    /// What its subscriber's origin has in flight, across the subscribers pointing there.
+    pub host_in_flight: u32,
+    /// The cap per host in force (`None`: off).
+    pub host_cap: Option<u32>,
 }
 
 impl WaitState {
     /// Paused first (nothing else matters while it is), then the breaker, then, for a delivery
-    /// already due, the rate limit and the in-flight cap. A delivery whose next attempt was
-    /// still ahead was waiting on nothing but its own retry time.
+    /// already due, the rate limit, the subscriber's in-flight cap and its host's (the
+    /// subscriber's own first: a claim checks it first, and room at the host would not help).
+    /// A delivery whose next attempt was still ahead was waiting on nothing but its own retry
+    /// time.
     pub fn waiting_on(&self, now: UnixMs) -> Option<WaitingOn> {
         if self.held {
             Some(WaitingOn::Paused)
@@ -377,10 +389,23 @@ impl WaitState {
             Some(WaitingOn::RateLimit)
         } else if self.in_flight >= self.cap {
             Some(WaitingOn::Cap)
+        } else if self.host_cap.is_some_and(|cap| self.host_in_flight >= cap) {
+            Some(WaitingOn::HostCap)
         } else {
             None
         }
     }
+}
+
+/// The dispatcher's caps on deliveries in flight, as its claims apply them: what the queue
+/// gauges and the window sweep need to tell a delivery waiting on a cap from a ready one.
+/// Named fields, since two counts side by side in an argument list swap unnoticed.
+#[derive(Debug, Clone, Copy)]
+pub struct InFlightCaps {
+    /// The cap of subscribers without their own.
+    pub max_in_flight_per_subscriber: u32,
+    /// The cap per origin across its subscribers; 0: off.
+    pub max_in_flight_per_host: u32,
 }
 
 /// A pass that ends the delivery window of deliveries not in flight.
@@ -389,8 +414,8 @@ pub struct WindowSweep {
     pub now: UnixMs,
     /// Every delivery's window: it ends at `window_start + window_ms`.
     pub window_ms: i64,
-    /// The in-flight cap of subscribers without their own, to tell `WaitingOn::Cap`.
-    pub max_in_flight_per_subscriber: u32,
+    /// The caps a claim holds deliveries to, to tell `WaitingOn::Cap` and `HostCap`.
+    pub caps: InFlightCaps,
     /// At most this many per pass.
     pub limit: usize,
 }

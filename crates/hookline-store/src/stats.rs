@@ -1,6 +1,8 @@
 //! What the queue gauges read: which due deliveries a claim could take now, and what the rest
 //! wait on.
 
+use std::collections::HashMap;
+
 use hookline_policy::UnixMs;
 
 use crate::*;
@@ -23,7 +25,7 @@ pub(crate) fn ready_and_waiting(
     now: UnixMs,
 ) -> (Option<UnixMs>, Vec<(WaitingOn, UnixMs)>) {
     let mut ready = None;
-    let mut waiting: std::collections::HashMap<WaitingOn, UnixMs> = Default::default();
+    let mut waiting: HashMap<WaitingOn, UnixMs> = Default::default();
     for g in groups {
         match g.state.waiting_on(now) {
             None => ready = earliest([ready, g.oldest_first_attempt]),
@@ -39,6 +41,33 @@ pub(crate) fn ready_and_waiting(
     let mut waiting: Vec<(WaitingOn, UnixMs)> = waiting.into_iter().collect();
     waiting.sort_by_key(|(cause, _)| cause.as_str());
     (ready, waiting)
+}
+
+/// Deliveries in flight per subscriber and per origin (the sum over the subscribers pointing
+/// there), as a claim counts them: what tells a due delivery waiting on its subscriber's cap,
+/// or on its host's, from one a claim could take.
+#[derive(Default)]
+pub(crate) struct InFlight {
+    subscribers: HashMap<String, u32>,
+    origins: HashMap<String, u32>,
+}
+
+impl InFlight {
+    /// Counts `n` in flight for `subscriber`, whose URL is on `origin`.
+    pub fn add(&mut self, subscriber: &str, origin: &str, n: u32) {
+        let mine = self.subscribers.entry(subscriber.to_owned()).or_default();
+        *mine = mine.saturating_add(n);
+        let host = self.origins.entry(origin.to_owned()).or_default();
+        *host = host.saturating_add(n);
+    }
+
+    pub fn of_subscriber(&self, id: &str) -> u32 {
+        self.subscribers.get(id).copied().unwrap_or(0)
+    }
+
+    pub fn of_origin(&self, origin: &str) -> u32 {
+        self.origins.get(origin).copied().unwrap_or(0)
+    }
 }
 
 /// The earliest of several optional times.

@@ -104,6 +104,7 @@ macro_rules! all_cases {
             a_subscriber_used_up_mid_claim_hides_nobody,
             the_host_cap_holds_across_subscribers_and_inside_each_cap,
             a_wall_of_rows_on_a_host_at_its_cap_hides_nobody,
+            deliveries_held_back_by_their_host_wait_on_its_cap,
             payload_versions_follow_each_subscribers_pin,
             replay_selects_what_was_listed_and_audits_each_outcome_once,
             waiting_deliveries_die_when_their_window_ends,
@@ -169,6 +170,14 @@ fn spread(
         .filter(|c| c.destination.url.starts_with(&format!("{origin}/")))
         .count();
     (on_origin, per_subscriber)
+}
+
+/// The dispatcher's caps as the gauges and the window sweep see them, with no cap per host.
+fn caps(per_subscriber: u32) -> InFlightCaps {
+    InFlightCaps {
+        max_in_flight_per_subscriber: per_subscriber,
+        max_in_flight_per_host: 0,
+    }
 }
 
 fn event(id: &str, ty: &str) -> NewEvent {
@@ -1442,7 +1451,7 @@ mod cases {
     pub async fn queue_stats_show_depths_and_oldest_waits(h: &impl Harness) {
         let store = h.open().await;
         assert_eq!(
-            store.queue_stats(T0, 10).await.unwrap(),
+            store.queue_stats(T0, caps(10)).await.unwrap(),
             QueueStats::default()
         );
         for id in ["a", "b", "c"] {
@@ -1461,7 +1470,7 @@ mod cases {
             completion(&claimed[1], Transition::Delivered, T0 + 100),
         ];
         store.complete(done, T0 + 100).await.unwrap();
-        let stats = store.queue_stats(T0 + 200, 10).await.unwrap();
+        let stats = store.queue_stats(T0 + 200, caps(10)).await.unwrap();
         assert_eq!(
             stats.counts,
             StateCounts {
@@ -1482,7 +1491,7 @@ mod cases {
         // With a cap of one, the subscriber whose e1 is still in flight cannot take e2: it
         // waits on its cap, and is no first attempt waiting for the dispatcher.
         let busy = &claimed[2].destination.subscriber_id;
-        let stats = store.queue_stats(T0 + 200, 1).await.unwrap();
+        let stats = store.queue_stats(T0 + 200, caps(1)).await.unwrap();
         assert_eq!(stats.oldest_waiting_since, [(WaitingOn::Cap, T0 + 50)]);
         assert_eq!(stats.oldest_ready_since, Some(T0 + 50), "the other two");
         let pause = SubscriberPatch {
@@ -1501,7 +1510,7 @@ mod cases {
             .await
             .unwrap()
             .is_empty());
-        let stats = store.queue_stats(T0 + 300, 1).await.unwrap();
+        let stats = store.queue_stats(T0 + 300, caps(1)).await.unwrap();
         assert_eq!(
             stats.oldest_waiting_since,
             [(WaitingOn::Cap, T0 + 50), (WaitingOn::Paused, T0 + 50)]
@@ -1532,7 +1541,11 @@ mod cases {
             hookline_policy::BreakerState::Open { until: open_until }
         );
         assert_eq!(
-            store.queue_stats(T0 + 2, 10).await.unwrap().open_breakers,
+            store
+                .queue_stats(T0 + 2, caps(10))
+                .await
+                .unwrap()
+                .open_breakers,
             ["a"]
         );
 
@@ -1757,7 +1770,7 @@ mod cases {
             rounds.push(batch.len());
             if round == 0 {
                 // At its allowance of 1: the rest wait on its cap, not ready for a claim.
-                let stats = store.queue_stats(now, 4).await.unwrap();
+                let stats = store.queue_stats(now, caps(4)).await.unwrap();
                 assert_eq!(stats.oldest_ready_since, None);
                 assert!(
                     stats
@@ -2110,6 +2123,79 @@ mod cases {
     /// out each subscriber seen would not get past them), 2,200 of their rows due ahead of a
     /// subscriber on another host: whether the gateway is at its cap before the claim or
     /// reaches it during the claim, the other host's row is claimed at once.
+    /// Due deliveries of subscribers below their own cap, on a host at its cap, are no
+    /// first attempts ready for a claim (which would read as a starved dispatcher): they wait
+    /// on `host_cap`, in the gauges and in what the window sweep records. A subscriber at its
+    /// own cap still waits on `cap`; with the cap per host off or not reached, they are ready.
+    pub async fn deliveries_held_back_by_their_host_wait_on_its_cap(h: &impl Harness) {
+        let store = h.open().await;
+        let origin = "https://gateway.example";
+        for i in 0..3 {
+            store
+                .create_subscriber(sub_on(origin, &format!("g{i}"), &["g"]), T0)
+                .await
+                .unwrap();
+        }
+        store
+            .create_subscriber(sub("elsewhere", &["o"]), T0)
+            .await
+            .unwrap();
+        accepted(&*store, event("e0", "g"), T0).await;
+        accepted(&*store, event("e1", "g"), T0).await;
+        // One each for two of the three, which fills the host's two places.
+        let claimed = store
+            .claim_due(claim_per_host(T0, 100, 1, 2))
+            .await
+            .unwrap();
+        assert_eq!(spread(&claimed, origin).0, 2);
+        accepted(&*store, event("o0", "o"), T0 + 1).await;
+        let host_caps = |per_subscriber, per_host| InFlightCaps {
+            max_in_flight_per_subscriber: per_subscriber,
+            max_in_flight_per_host: per_host,
+        };
+
+        let stats = store.queue_stats(T0 + 10, host_caps(10, 2)).await.unwrap();
+        assert_eq!(stats.oldest_waiting_since, [(WaitingOn::HostCap, T0)]);
+        assert_eq!(stats.oldest_ready_since, Some(T0 + 1), "only elsewhere's");
+        // The subscribers at their own cap of one wait on it; the third on its host.
+        let stats = store.queue_stats(T0 + 10, host_caps(1, 2)).await.unwrap();
+        assert_eq!(
+            stats.oldest_waiting_since,
+            [(WaitingOn::Cap, T0), (WaitingOn::HostCap, T0)]
+        );
+        for (per_host, room) in [(0, "off"), (3, "a place left")] {
+            let stats = store
+                .queue_stats(T0 + 10, host_caps(10, per_host))
+                .await
+                .unwrap();
+            assert!(stats.oldest_waiting_since.is_empty(), "{room}: {stats:?}");
+            assert_eq!(stats.oldest_ready_since, Some(T0), "{room}");
+        }
+
+        let sweep = WindowSweep {
+            now: T0 + 600,
+            window_ms: 500,
+            caps: host_caps(10, 2),
+            limit: 1000,
+        };
+        assert_eq!(store.expire_windows(sweep).await.unwrap(), 5);
+        let in_flight: Vec<&str> = claimed.iter().map(|c| c.id.as_str()).collect();
+        for id in ["e0:g0", "e0:g1", "e0:g2", "e1:g0", "e1:g1", "e1:g2"] {
+            let d = store.get_delivery(id).await.unwrap();
+            if in_flight.contains(&id) {
+                assert_eq!(d.state, DeliveryState::InFlight, "{id}");
+            } else {
+                assert_eq!(d.dead_reason, Some(DeadReason::WindowExpired), "{id}");
+                assert_eq!(d.waiting_on, Some(WaitingOn::HostCap), "{id}");
+            }
+        }
+        let ready = store.get_delivery("o0:elsewhere").await.unwrap();
+        assert_eq!(
+            (ready.dead_reason, ready.waiting_on),
+            (Some(DeadReason::WindowExpired), None)
+        );
+    }
+
     pub async fn a_wall_of_rows_on_a_host_at_its_cap_hides_nobody(h: &impl Harness) {
         const GATEWAY: &str = "https://gateway.example";
         let store = h.open().await;
@@ -2576,7 +2662,7 @@ mod cases {
         let sweep = WindowSweep {
             now: T0 + 600,
             window_ms: 500,
-            max_in_flight_per_subscriber: 10,
+            caps: caps(10),
             limit: 1000,
         };
         assert_eq!(store.expire_windows(sweep).await.unwrap(), 11);

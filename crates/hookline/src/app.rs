@@ -127,7 +127,7 @@ pub async fn start(
         store.clone(),
         clock.clone(),
         config.metrics.refresh_interval,
-        config.delivery.max_in_flight_per_subscriber,
+        config.delivery.in_flight_caps(),
         queue.clone(),
         gauges_stopped.clone(),
     ));
@@ -162,7 +162,7 @@ pub async fn start(
         capacity,
         attempt_timeout: config.delivery.attempt_timeout,
         queue,
-        max_in_flight_per_subscriber: config.delivery.max_in_flight_per_subscriber,
+        caps: config.delivery.in_flight_caps(),
         drill_reports: config.drill_reports.clone(),
     });
     let router = match role {

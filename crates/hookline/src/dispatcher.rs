@@ -345,7 +345,7 @@ impl Dispatcher {
         let sweep = WindowSweep {
             now,
             window_ms: self.window_ms(),
-            max_in_flight_per_subscriber: self.delivery.max_in_flight_per_subscriber,
+            caps: self.delivery.in_flight_caps(),
             limit: SWEEP_LIMIT,
         };
         // A full pass means more may be waiting: go on, for at most a second of passes.

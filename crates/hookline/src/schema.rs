@@ -140,11 +140,14 @@ mod tests {
             WaitingOn::Paused,
             WaitingOn::RateLimit,
             WaitingOn::Cap,
+            WaitingOn::HostCap,
         ] {
             match v {
-                WaitingOn::Breaker | WaitingOn::Paused | WaitingOn::RateLimit | WaitingOn::Cap => {
-                    listed(&waits, v.as_str())
-                }
+                WaitingOn::Breaker
+                | WaitingOn::Paused
+                | WaitingOn::RateLimit
+                | WaitingOn::Cap
+                | WaitingOn::HostCap => listed(&waits, v.as_str()),
             }
         }
         let reasons = DeadReason::ALL.map(DeadReason::as_str);

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hookline_policy::{Outcome, UnixMs};
-use hookline_store::{DeliveryState, QueueStats, Store, WaitingOn};
+use hookline_store::{DeliveryState, InFlightCaps, QueueStats, Store, WaitingOn};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::sync::watch;
@@ -104,7 +104,7 @@ fn describe() {
     );
     describe_gauge!(
         names::WAITING_OLDEST_AGE_SECONDS,
-        "How long the oldest due delivery no claim can take now has been waiting, by cause: cap (its subscriber has as many in flight as it may), rate_limit, breaker (open or half-open), paused."
+        "How long the oldest due delivery no claim can take now has been waiting, by cause: cap (its subscriber has as many in flight as it may), host_cap (its origin has delivery.max_in_flight_per_host in flight), rate_limit, breaker (open or half-open), paused."
     );
     describe_gauge!(
         names::DELAYED_OLDEST_AGE_SECONDS,
@@ -321,7 +321,7 @@ pub async fn refresh_gauges(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     every: Duration,
-    max_in_flight_per_subscriber: u32,
+    caps: InFlightCaps,
     snapshot: Arc<QueueSnapshot>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -329,7 +329,7 @@ pub async fn refresh_gauges(
     let mut open: std::collections::HashSet<String> = Default::default();
     loop {
         let now = clock.now_ms();
-        match store.queue_stats(now, max_in_flight_per_subscriber).await {
+        match store.queue_stats(now, caps).await {
             Ok(stats) => {
                 for state in DeliveryState::ALL {
                     let n = match state {

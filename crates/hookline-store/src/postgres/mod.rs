@@ -410,8 +410,8 @@ impl Store for PostgresStore {
         Ok(expired)
     }
 
-    async fn queue_stats(&self, now: UnixMs, default_cap: u32) -> Result<QueueStats> {
-        reads::queue_stats(&self.client().await?, now, default_cap).await
+    async fn queue_stats(&self, now: UnixMs, caps: InFlightCaps) -> Result<QueueStats> {
+        reads::queue_stats(&self.client().await?, now, caps).await
     }
 
     async fn get_delivery(&self, id: &str) -> Result<Delivery> {

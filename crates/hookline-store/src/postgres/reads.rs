@@ -449,10 +449,29 @@ pub(super) async fn next_wakeup(c: &impl GenericClient, window_ms: i64) -> Resul
     ]))
 }
 
+/// Deliveries in flight per subscriber and per origin, across every process.
+pub(super) async fn in_flight(c: &impl GenericClient) -> Result<InFlight> {
+    let mut counted = InFlight::default();
+    for r in query(
+        c,
+        "SELECT f.subscriber_id, f.n, s.origin, s.url
+         FROM (SELECT subscriber_id, count(*) AS n FROM deliveries
+               WHERE state = 'in_flight' GROUP BY 1) f
+         JOIN subscribers s ON s.id = f.subscriber_id",
+        &[],
+    )
+    .await?
+    {
+        let origin = stored_origin(r.get(2), r.get(3));
+        counted.add(r.get(0), &origin, r.get::<_, i64>(1) as u32);
+    }
+    Ok(counted)
+}
+
 pub(super) async fn queue_stats(
     c: &impl GenericClient,
     now: UnixMs,
-    default_cap: u32,
+    caps: InFlightCaps,
 ) -> Result<QueueStats> {
     let mut stats = QueueStats::default();
     for r in query(
@@ -466,20 +485,12 @@ pub(super) async fn queue_stats(
         let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
         stats.counts.add(state, r.get::<_, i64>(1) as u64);
     }
-    let in_flight: HashMap<String, i64> = query(
-        c,
-        "SELECT subscriber_id, count(*) FROM deliveries WHERE state = 'in_flight' GROUP BY 1",
-        &[],
-    )
-    .await?
-    .iter()
-    .map(|r| (r.get(0), r.get(1)))
-    .collect();
+    let in_flight = in_flight(c).await?;
     let groups: Vec<DueGroup> = query(
         c,
         "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
                 min(s.breaker_open_until), min(s.rate_next_at), min(s.max_in_flight),
-                min(s.breaker_allowance)
+                min(s.breaker_allowance), min(s.origin), min(s.url)
          FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
          WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
          GROUP BY d.subscriber_id",
@@ -490,6 +501,7 @@ pub(super) async fn queue_stats(
     .map(|r| {
         let subscriber: &str = r.get(0);
         let oldest_due: UnixMs = r.get(1);
+        let origin = stored_origin(r.get(7), r.get(8));
         DueGroup {
             oldest_due,
             oldest_first_attempt: r.get(2),
@@ -498,12 +510,14 @@ pub(super) async fn queue_stats(
                 run_at: Some(oldest_due),
                 breaker_open_until: r.get(3),
                 rate_next_at: r.get(4),
-                in_flight: in_flight.get(subscriber).copied().unwrap_or(0) as u32,
+                in_flight: in_flight.of_subscriber(subscriber),
                 cap: cap_in_force(
                     r.get::<_, Option<i32>>(5).map(|n| n as u32),
-                    default_cap,
+                    caps.max_in_flight_per_subscriber,
                     r.get::<_, Option<i32>>(6).map(|n| n as u32),
                 ),
+                host_in_flight: in_flight.of_origin(&origin),
+                host_cap: host_cap_in_force(caps.max_in_flight_per_host),
             },
         }
     })

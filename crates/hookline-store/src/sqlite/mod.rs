@@ -302,9 +302,8 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn queue_stats(&self, now: UnixMs, default_cap: u32) -> Result<QueueStats> {
-        self.read(move |c| reads::queue_stats(c, now, default_cap))
-            .await
+    async fn queue_stats(&self, now: UnixMs, caps: InFlightCaps) -> Result<QueueStats> {
+        self.read(move |c| reads::queue_stats(c, now, caps)).await
     }
 
     async fn get_delivery(&self, id: &str) -> Result<Delivery> {

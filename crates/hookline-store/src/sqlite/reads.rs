@@ -449,6 +449,15 @@ pub(super) fn next_wakeup(c: &Connection, window_ms: i64) -> Result<Option<UnixM
 pub(super) const IN_FLIGHT_PER_SUBSCRIBER: &str = "SELECT subscriber_id, count(*)
      FROM deliveries INDEXED BY deliveries_lease WHERE state = 'in_flight' GROUP BY 1";
 
+/// [`IN_FLIGHT_PER_SUBSCRIBER`] with each subscriber's origin (and URL, for a row an older
+/// binary wrote without one).
+fn in_flight_by_origin() -> String {
+    format!(
+        "SELECT f.*, s.origin, s.url FROM ({IN_FLIGHT_PER_SUBSCRIBER}) f
+         JOIN subscribers s ON s.id = f.subscriber_id"
+    )
+}
+
 /// A query of recent dead letters, through the range of `deliveries_dead_at`.
 fn recent_dead(query: &str) -> String {
     sql::recent_dead(query, "INDEXED BY deliveries_dead_at")
@@ -472,7 +481,8 @@ fn state_counts() -> String {
 /// every subscriber.
 const DUE_GROUPS: &str =
     "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
-            s.breaker_open_until, s.rate_next_at, s.max_in_flight, s.breaker_allowance
+            s.breaker_open_until, s.rate_next_at, s.max_in_flight, s.breaker_allowance,
+            s.origin, s.url
      FROM deliveries d INDEXED BY deliveries_due JOIN subscribers s ON s.id = d.subscriber_id
      WHERE d.state = 'scheduled' AND d.held = 0 AND d.run_at <= ?1
      GROUP BY d.subscriber_id";
@@ -487,7 +497,7 @@ const OLDEST_PAUSED: &str = "SELECT min(d.run_at)
 
 /// Each count reads the index the test below names, so a large backlog of delayed
 /// deliveries costs the gauges' refresh little.
-pub(super) fn queue_stats(c: &Connection, now: UnixMs, default_cap: u32) -> Result<QueueStats> {
+pub(super) fn queue_stats(c: &Connection, now: UnixMs, caps: InFlightCaps) -> Result<QueueStats> {
     let mut stats = QueueStats::default();
     let counts = c.prepare_cached(&state_counts())?.query_row([], |r| {
         DeliveryState::ALL
@@ -499,15 +509,21 @@ pub(super) fn queue_stats(c: &Connection, now: UnixMs, default_cap: u32) -> Resu
     for (state, n) in counts {
         stats.counts.add(state, n);
     }
-    let in_flight: std::collections::HashMap<String, u32> = c
-        .prepare_cached(IN_FLIGHT_PER_SUBSCRIBER)?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
+    let mut in_flight = InFlight::default();
+    let busy = c
+        .prepare_cached(&in_flight_by_origin())?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<rusqlite::Result<Vec<(String, u32, Option<String>, String)>>>()?;
+    for (subscriber, n, stored, url) in busy {
+        in_flight.add(&subscriber, &stored_origin(stored.as_deref(), &url), n);
+    }
     let groups = c
         .prepare_cached(DUE_GROUPS)?
         .query_map([now], |r| {
             let subscriber: String = r.get(0)?;
             let oldest_due: UnixMs = r.get(1)?;
+            let (stored, url): (Option<String>, String) = (r.get(7)?, r.get(8)?);
+            let origin = stored_origin(stored.as_deref(), &url);
             Ok(DueGroup {
                 oldest_due,
                 oldest_first_attempt: r.get(2)?,
@@ -516,8 +532,10 @@ pub(super) fn queue_stats(c: &Connection, now: UnixMs, default_cap: u32) -> Resu
                     run_at: Some(oldest_due),
                     breaker_open_until: r.get(3)?,
                     rate_next_at: r.get(4)?,
-                    in_flight: in_flight.get(&subscriber).copied().unwrap_or(0),
-                    cap: cap_in_force(r.get(5)?, default_cap, r.get(6)?),
+                    in_flight: in_flight.of_subscriber(&subscriber),
+                    cap: cap_in_force(r.get(5)?, caps.max_in_flight_per_subscriber, r.get(6)?),
+                    host_in_flight: in_flight.of_origin(&origin),
+                    host_cap: host_cap_in_force(caps.max_in_flight_per_host),
                 },
             })
         })?
@@ -690,6 +708,7 @@ mod tests {
                 IN_FLIGHT_PER_SUBSCRIBER.to_owned(),
                 vec!["USING INDEX deliveries_lease"],
             ),
+            (in_flight_by_origin(), vec!["USING INDEX deliveries_lease"]),
             (
                 DUE_GROUPS.to_owned(),
                 vec!["SEARCH d USING INDEX deliveries_due (run_at<?)"],

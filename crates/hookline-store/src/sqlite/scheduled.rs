@@ -350,7 +350,10 @@ mod tests {
         let sweep = WindowSweep {
             now: T0 + 1_000_000,
             window_ms: 1_000,
-            max_in_flight_per_subscriber: 100,
+            caps: InFlightCaps {
+                max_in_flight_per_subscriber: 100,
+                max_in_flight_per_host: 64,
+            },
             limit: 100,
         };
         store.expire_windows(sweep).await.unwrap();

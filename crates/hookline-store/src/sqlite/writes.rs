@@ -423,29 +423,34 @@ fn subscribers_on(c: &Connection, origins: &[String]) -> Result<Vec<String>> {
     Ok(ids)
 }
 
-pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
-    if req.limit == 0 {
-        return Ok(Vec::new());
-    }
-    let c = &w.conn;
-    // Subscribers none of whose due rows this claim can take are left out of the scan inside
-    // SQLite (see `ClaimBudget::unclaimable`): a wall of their due rows cannot fill the scan,
-    // though SQLite still walks it (the due index holds only `run_at`), so when they are all
-    // that waits there is no scan at all (`ScheduledCounts`).
-    let mut budget = ClaimBudget::new(req);
-    // Each subscriber with deliveries in flight, read through the cache the scan below reads
-    // its rows' subscribers from: a query joining the counts to the table cost about 12,000
-    // instructions per claimed delivery (callgrind, `throughput`), serializing the counts and
-    // reading them back included. Subscribers are never deleted; one missing all the same (a
-    // file edited by hand) is left out, as the join left it out, rather than failing claims.
+/// Each subscriber with deliveries in flight and how many, read through the cache the claim's
+/// scan reads its rows' subscribers from: a query joining the counts to the table cost about
+/// 12,000 instructions per claimed delivery (callgrind, `throughput`), serializing the counts
+/// and reading them back included. Subscribers are never deleted; one missing all the same (a
+/// file edited by hand) is left out, as the join left it out, rather than failing claims.
+fn busy(w: &mut Writer) -> Result<Vec<(Arc<Subscriber>, u32)>> {
     let mut busy = Vec::with_capacity(w.in_flight.len());
     for (id, n) in &w.in_flight {
-        match w.subscribers.get(c, id) {
+        match w.subscribers.get(&w.conn, id) {
             Ok(subscriber) => busy.push((subscriber, *n)),
             Err(StoreError::NotFound(_)) => {}
             Err(e) => return Err(e),
         }
     }
+    Ok(busy)
+}
+
+pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
+    if req.limit == 0 {
+        return Ok(Vec::new());
+    }
+    // Subscribers none of whose due rows this claim can take are left out of the scan inside
+    // SQLite (see `ClaimBudget::unclaimable`): a wall of their due rows cannot fill the scan,
+    // though SQLite still walks it (the due index holds only `run_at`), so when they are all
+    // that waits there is no scan at all (`ScheduledCounts`).
+    let mut budget = ClaimBudget::new(req);
+    let busy = busy(w)?;
+    let c = &w.conn;
     let rate_limited = c
         .prepare_cached("SELECT id FROM subscribers WHERE rate_next_at > ?1")?
         .query_map([req.now], |r| r.get(0))?
@@ -786,24 +791,36 @@ pub(super) fn replay(w: &mut Writer, req: &ReplayRequest, now: UnixMs) -> Result
 }
 
 pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> {
+    let mut in_flight = InFlight::default();
+    for (s, n) in busy(w)? {
+        in_flight.add(&s.id, &s.origin, n);
+    }
     let c = &w.conn;
     let expiring = c
         .prepare_cached(
             "SELECT d.seq, d.subscriber_id, d.held, d.run_at, s.breaker_open_until,
-                    s.rate_next_at, s.max_in_flight, s.breaker_allowance
+                    s.rate_next_at, s.max_in_flight, s.breaker_allowance, s.origin, s.url
              FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
              WHERE d.state = 'scheduled' AND d.window_start <= ?1
              ORDER BY d.window_start LIMIT ?2",
         )?
         .query_map(params![sweep.started_before(), sweep.limit as i64], |r| {
             let subscriber: String = r.get(1)?;
+            let (stored, url): (Option<String>, String) = (r.get(8)?, r.get(9)?);
+            let origin = stored_origin(stored.as_deref(), &url);
             let state = WaitState {
                 held: r.get(2)?,
                 run_at: r.get(3)?,
                 breaker_open_until: r.get(4)?,
                 rate_next_at: r.get(5)?,
-                in_flight: w.in_flight.get(&subscriber).copied().unwrap_or(0),
-                cap: cap_in_force(r.get(6)?, sweep.max_in_flight_per_subscriber, r.get(7)?),
+                in_flight: in_flight.of_subscriber(&subscriber),
+                cap: cap_in_force(
+                    r.get(6)?,
+                    sweep.caps.max_in_flight_per_subscriber,
+                    r.get(7)?,
+                ),
+                host_in_flight: in_flight.of_origin(&origin),
+                host_cap: host_cap_in_force(sweep.caps.max_in_flight_per_host),
             };
             Ok((r.get::<_, i64>(0)?, state.waiting_on(sweep.now), subscriber))
         })?

@@ -65,8 +65,8 @@ pub struct ApiContext {
     pub attempt_timeout: std::time::Duration,
     /// The queue figures the gauges read last, for `/v1/overview`.
     pub queue: Arc<crate::telemetry::QueueSnapshot>,
-    /// The cap of subscribers without their own (for a first queue read).
-    pub max_in_flight_per_subscriber: u32,
+    /// The dispatcher's caps (for a first queue read).
+    pub caps: hookline_store::InFlightCaps,
     /// Where `/v1/drill/latest` looks.
     pub drill_reports: std::path::PathBuf,
 }

@@ -38,7 +38,7 @@ pub struct Overview {
     #[schema(required = true)]
     pub oldest_ready_age_s: Option<f64>,
     /// Seconds the oldest due delivery no claim can take has waited, by what it waits on
-    /// (`cap`, `rate_limit`, `breaker`, `paused`); `null`: none waits on it.
+    /// (`cap`, `host_cap`, `rate_limit`, `breaker`, `paused`); `null`: none waits on it.
     pub oldest_waiting_age_s: BTreeMap<&'static str, Option<f64>>,
     /// Seconds since the oldest delivery waiting for a retry was first seen.
     #[schema(required = true)]
@@ -65,10 +65,7 @@ pub async fn overview(State(ctx): ApiState) -> Result<Json<Overview>, ApiError> 
         // Before the gauges' first refresh.
         None => {
             let now = ctx.clock.now_ms();
-            let stats = ctx
-                .store
-                .queue_stats(now, ctx.max_in_flight_per_subscriber)
-                .await?;
+            let stats = ctx.store.queue_stats(now, ctx.caps).await?;
             (now, stats)
         }
     };

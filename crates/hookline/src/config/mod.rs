@@ -183,6 +183,15 @@ pub struct DeliveryConfig {
 }
 
 impl DeliveryConfig {
+    /// The caps the dispatcher's claims apply, for the reads that must tell a delivery held
+    /// back by one from a ready one (the queue gauges, the window sweep).
+    pub fn in_flight_caps(&self) -> hookline_store::InFlightCaps {
+        hookline_store::InFlightCaps {
+            max_in_flight_per_subscriber: self.max_in_flight_per_subscriber,
+            max_in_flight_per_host: self.max_in_flight_per_host,
+        }
+    }
+
     /// How many attempts in flight may be retries (at least one, so retries always progress).
     pub fn retry_slots(&self) -> usize {
         (((1.0 - self.first_attempt_share) * self.concurrency as f64).floor() as usize).max(1)

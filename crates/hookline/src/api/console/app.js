@@ -426,6 +426,7 @@
         card('Oldest waiting', h('div', { id: 'oldest-ages' }, fields([
           ['ready for a worker', duration(o.oldest_ready_age_s)],
           ['held by in-flight cap', duration(waiting.cap)],
+          ['held by host at its cap', duration(waiting.host_cap)],
           ['held by rate limit', duration(waiting.rate_limit)],
           ['held by open breaker', duration(waiting.breaker)],
           ['held by paused subscriber', duration(waiting.paused)],
