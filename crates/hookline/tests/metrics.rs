@@ -221,6 +221,7 @@ async fn metrics_move_as_deliveries_happen() {
         (Some(1.0), Some(3.0))
     );
     assert_eq!(sample(&text, "hookline_attempts_shed_total", &[]), None);
+    promtool_accepts(&text);
     app.stop().await;
 }
 
@@ -230,4 +231,36 @@ fn attempts_in(text: &str, ordinal: &str, outcome: &str) -> Option<f64> {
         "hookline_attempts_total",
         &[("ordinal", ordinal), ("outcome", outcome)],
     )
+}
+
+/// Prometheus's own linter (`promtool check metrics`, installed by `.ci/run`) finds nothing to
+/// say about the exposition: names, units, help texts, histogram series.
+fn promtool_accepts(text: &str) {
+    use std::io::Write;
+    let Some(promtool) = external_tool("promtool") else {
+        return;
+    };
+    let mut check = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics: {said}"
+    );
 }
