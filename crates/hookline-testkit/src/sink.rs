@@ -8,6 +8,12 @@
 //! attempts of each webhook-id, then 200; `/slow/{ms}/...` 200 after ms; `/hang/...` never
 //! answers; `/gone/...` 410. `POST /control {"prefix", "fail": 503 | "hang" | null}` makes every
 //! path under a prefix fail (or recover); `GET /stats` reports.
+//!
+//! One sink may listen on several loopback ports, each a separate origin (scheme, host, port)
+//! to the hookline delivering to it, so that it can stand for many hosts: hookline caps the
+//! attempts in flight per origin (`delivery.max_in_flight_per_host`). Behaviour, control and
+//! counts are shared by every port; the requests being answered are also counted per origin,
+//! with the most seen at once, which is what a host at its cap would see.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,6 +24,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::routing::{get, post};
+use axum::Extension;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -53,6 +60,49 @@ struct Tally {
     per_path: HashMap<String, u64>,
     /// (webhook-id, unix ms) of every receipt, in arrival order.
     receipts: Vec<(String, i64)>,
+    /// By origin (`http://127.0.0.1:port`): requests being answered there now, and the most
+    /// at once since the sink started.
+    per_origin: HashMap<Arc<str>, Concurrency>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Concurrency {
+    now: u64,
+    max: u64,
+}
+
+/// The origin a listener serves, given to each of its requests.
+#[derive(Clone)]
+struct Origin(Arc<str>);
+
+/// One request being answered at an origin, from its arrival until its answer is sent or the
+/// client gives up on it (the handler is dropped then: a hanging answer too).
+struct InFlight {
+    sink: Arc<Sink>,
+    origin: Arc<str>,
+}
+
+impl InFlight {
+    fn start(sink: &Arc<Sink>, origin: Arc<str>) -> Self {
+        let mut t = sink.tally.lock().unwrap();
+        let c = t.per_origin.entry(origin.clone()).or_default();
+        c.now += 1;
+        c.max = c.max.max(c.now);
+        drop(t);
+        InFlight {
+            sink: sink.clone(),
+            origin,
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut t = self.sink.tally.lock().unwrap();
+        if let Some(c) = t.per_origin.get_mut(&self.origin) {
+            c.now -= 1;
+        }
+    }
 }
 
 struct Sink {
@@ -151,10 +201,12 @@ fn behaviour(path: &str, nth: u32) -> Option<Failure> {
 
 async fn receive(
     State(sink): State<Arc<Sink>>,
+    origin: Option<Extension<Origin>>,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> StatusCode {
+    let _in_flight = origin.map(|Extension(Origin(o))| InFlight::start(&sink, o));
     let path = uri.path().to_owned();
     let id = headers
         .get("webhook-id")
@@ -245,18 +297,24 @@ async fn stats(State(sink): State<Arc<Sink>>) -> Json<Value> {
         "bad_signatures": t.bad_signatures,
         "per_path": t.per_path,
         "receipts": t.receipts.iter().map(|(id, at)| json!([id, at])).collect::<Vec<_>>(),
+        "origins": t.per_origin.iter().map(|(origin, c)| {
+            (origin.to_string(), json!({"in_flight": c.now, "max_in_flight": c.max}))
+        }).collect::<serde_json::Map<_, _>>(),
     }))
 }
 
-/// The sink's routes.
+/// The sink's routes, for one listener (requests are not counted per origin).
 pub fn router(secrets: Secrets) -> Router {
-    let sink = Arc::new(Sink {
+    routes(Arc::new(Sink {
         secrets,
         known_secrets: Mutex::default(),
         failing: Mutex::default(),
         tally: Mutex::default(),
         http: reqwest::Client::new(),
-    });
+    }))
+}
+
+fn routes(sink: Arc<Sink>) -> Router {
     Router::new()
         .route("/stats", get(stats))
         .route("/control", post(control))
@@ -264,19 +322,38 @@ pub fn router(secrets: Secrets) -> Router {
         .with_state(sink)
 }
 
+/// `routes` for a listener serving `origin`: its requests are counted as that origin's.
+fn serving(routes: Router, origin: &str) -> Router {
+    routes.layer(Extension(Origin(origin.into())))
+}
+
 /// A sink without signature checks on a free loopback port, served for as long as the runtime
-/// runs; answers its base URL. For tools that deliver to themselves (the drill, `hookline
-/// capacity --measure`).
+/// runs; answers its base URL. For tools that deliver to themselves (`hookline capacity
+/// --measure`).
 pub async fn spawn_on_loopback() -> Result<String, String> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let url = format!(
-        "http://{}",
-        listener.local_addr().map_err(|e| e.to_string())?
-    );
-    tokio::spawn(async move { axum::serve(listener, router(Secrets::None)).await });
-    Ok(url)
+    let mut origins = spawn_on_loopback_ports(1).await?;
+    Ok(origins.remove(0))
+}
+
+/// One sink without signature checks on `ports` free loopback ports (at least one), served for
+/// as long as the runtime runs; answers their base URLs, each an origin of its own, all sharing
+/// behaviour, control and counts. For the drill, whose subscribers stand for many hosts.
+pub async fn spawn_on_loopback_ports(ports: usize) -> Result<Vec<String>, String> {
+    let shared = router(Secrets::None);
+    let mut origins = Vec::with_capacity(ports);
+    for _ in 0..ports.max(1) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| format!("cannot listen on a loopback port: {e}"))?;
+        let origin = format!(
+            "http://{}",
+            listener.local_addr().map_err(|e| e.to_string())?
+        );
+        let routes = serving(shared.clone(), &origin);
+        tokio::spawn(async move { axum::serve(listener, routes).await });
+        origins.push(origin);
+    }
+    Ok(origins)
 }
 
 /// Serves the sink until the process is stopped.
@@ -285,7 +362,8 @@ pub async fn serve(listen: SocketAddr, secrets: Secrets) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     tracing::info!(listen = %listen, "hookline sink serving");
-    axum::serve(listener, router(secrets))
+    let routes = serving(router(secrets), &format!("http://{listen}"));
+    axum::serve(listener, routes)
         .await
         .map_err(|e| e.to_string())
 }

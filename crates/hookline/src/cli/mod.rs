@@ -164,9 +164,18 @@ pub struct DrillArgs {
     /// Time between events.
     #[arg(long, default_value = "1s")]
     interval: String,
-    /// Share of destinations made unavailable.
+    /// Share of destinations made unavailable (0 to 1).
     #[arg(long, default_value_t = 0.1)]
     unhealthy: f64,
+    /// How many destinations are made unavailable, instead of the --unhealthy share: isolation
+    /// at a given number of broken subscribers (at most --subscribers, leaving one healthy).
+    #[arg(long, conflicts_with = "unhealthy")]
+    hanging: Option<usize>,
+    /// Subscribers behind one host of their own that fails (--mode) and recovers while the
+    /// healthy ones keep receiving (phase 3b): checks the host never sees more attempts at once
+    /// than `delivery.max_in_flight_per_host` and every delivery to it ends. 0 skips the phase.
+    #[arg(long, default_value_t = 200)]
+    shared_host: usize,
     /// How they fail: hang (never answer) or 503.
     #[arg(long, default_value = "hang", value_parser = ["hang", "503"])]
     mode: String,

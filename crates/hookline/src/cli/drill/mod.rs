@@ -3,7 +3,17 @@
 //! (with `--sustained`: keep them down across several attempt timeouts and a breaker
 //! cool-down, and check every one of their deliveries ends inside its window), (3) restore
 //! them and measure the drain, (4) SIGKILL hookline while deliveries wait for a retry, restart
-//! it, and check every `run_at` is unchanged and nothing is lost.
+//! it, and check every `run_at` is unchanged and nothing is lost. Between (3) and (4), (3b)
+//! points many subscribers at one host of their own that fails and recovers, and checks the
+//! host never saw more attempts at once than its cap.
+//!
+//! The sink listens on many loopback ports, each an origin that stands for a host: hookline
+//! caps attempts in flight per origin (`delivery.max_in_flight_per_host`), so one port for
+//! every subscriber would make the cap, not the slots, decide the main phases (the unavailable
+//! cohort would hold the one host's places the healthy one needs). Each cohort gets origins of
+//! its own, each carrying no more subscribers than the cap holds at their own caps
+//! (`phases::Sizes::per_origin`), so the cap never binds in the main phases while the drill
+//! runs the user's settings unchanged; phase 3b is where it binds, on purpose.
 
 mod phases;
 mod report;
@@ -36,6 +46,7 @@ enum Target {
 
 struct Drill {
     api: String,
+    /// The sink's control and stats (any of its origins serves them).
     sink: String,
     http: reqwest::Client,
     token: Option<String>,
@@ -70,10 +81,11 @@ impl Drill {
         Ok((status, r.json().await.unwrap_or(Value::Null)))
     }
 
-    async fn control(&self, fail: Value) -> Result<(), String> {
+    /// Makes every destination of `cohort` fail (`fail`: 503 or "hang"), or recover (null).
+    async fn control(&self, cohort: phases::Cohort, fail: Value) -> Result<(), String> {
         self.http
             .post(format!("{}/control", self.sink))
-            .json(&json!({"prefix": "/ok/bad/", "fail": fail}))
+            .json(&json!({"prefix": format!("/ok/{}/", cohort.name()), "fail": fail}))
             .send()
             .await
             .map_err(|e| e.to_string())?;
@@ -135,15 +147,9 @@ impl Drill {
     /// a retry, or a breaker still open (from an earlier phase) that deferred them.
     async fn scheduled(&self, event: &str) -> Result<Vec<Value>, String> {
         let now = now_ms();
-        let page = self
-            .get(&format!(
-                "/v1/deliveries?event_id={event}&state=scheduled&limit=1000"
-            ))
-            .await?;
-        Ok(page["items"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
+        Ok(self
+            .deliveries(&format!("event_id={event}&state=scheduled"))
+            .await?
             .iter()
             .filter(|x| rfc3339_ms(&x["next_attempt_at"]).is_some_and(|t| t > now))
             .map(|x| {
@@ -157,15 +163,13 @@ impl Drill {
             .collect())
     }
 
-    /// Every delivery of an event, page by page.
-    async fn deliveries_of(&self, event: &str) -> Result<Vec<Value>, String> {
+    /// Every delivery `filter` (a query string) selects, page by page.
+    async fn deliveries(&self, filter: &str) -> Result<Vec<Value>, String> {
         let mut all = Vec::new();
         let mut cursor = String::new();
         loop {
             let page = self
-                .get(&format!(
-                    "/v1/deliveries?event_id={event}&limit=1000{cursor}"
-                ))
+                .get(&format!("/v1/deliveries?{filter}&limit=1000{cursor}"))
                 .await?;
             all.extend(page["items"].as_array().cloned().unwrap_or_default());
             match page["next_cursor"].as_str() {
@@ -200,7 +204,7 @@ impl Drill {
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub async fn run(args: DrillArgs) -> Result<(), String> {
-    let sink = hookline_testkit::sink::spawn_on_loopback().await?;
+    let sizes = phases::Sizes::new(&args)?;
     let (api, mut target, policy) = match &args.api {
         Some(api) => {
             let policy = crate::config::Config::load(args.config.as_deref(), Default::default())
@@ -209,14 +213,18 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
         }
         None => start_embedded(&args).await?,
     };
-    // The sink in this process receives every attempt the hookline under test has in flight.
+    // The sink in this process receives every attempt the hookline under test has in flight,
+    // on a listener per origin.
+    let ports = sizes.origins(&policy);
     crate::open_files::check(
         crate::open_files::receiving(&policy)
-            .saturating_add(crate::open_files::BESIDES_CONNECTIONS),
+            .saturating_add(crate::open_files::BESIDES_CONNECTIONS)
+            .saturating_add(ports as u64),
     );
+    let origins = hookline_testkit::sink::spawn_on_loopback_ports(ports).await?;
     let drill = Drill {
         api,
-        sink,
+        sink: origins[0].clone(),
         // A request that never answers must fail the drill, not stall it. No pooled
         // connections: the drill kills the hookline they lead to, and a client request that
         // waits for a pooled connection can hang (hyperium/hyper#2312).
@@ -228,8 +236,8 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
         token: args.token.clone(),
     };
     let started = now_ms();
-    let plan = phases::Plan::new(&args, &policy, started)?;
-    phases::create_subscribers(&drill, &plan).await?;
+    let plan = phases::Plan::new(&args, &policy, &sizes, &origins, started)?;
+    phases::create_subscribers(&drill, plan.main()).await?;
     let mut found = phases::Findings::default();
     let (base_events, base) = phases::baseline(&drill, &plan, &mut found).await?;
     let fail_events = phases::failure(&drill, &plan, &base, &mut found).await?;
@@ -237,6 +245,9 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
         phases::sustained(&drill, &plan, &base, &mut found).await?;
     }
     let restored = phases::restore(&drill, &plan, &fail_events, &mut found).await?;
+    if plan.has_shared_host() {
+        phases::shared_host(&drill, &plan, &base, &mut found).await?;
+    }
     match &mut target {
         Target::Remote => {
             progress("phase 4/4 skipped: restarting needs the embedded hookline (no --api)")

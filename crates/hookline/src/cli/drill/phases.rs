@@ -1,6 +1,7 @@
 //! The drill's phases, in order: create the subscribers, (1) baseline, (2) failure (and, with
-//! `--sustained`, the sustained outage), (3) restore and drain, (4) crash and restart. Each
-//! adds its latencies, checks and summary to the [`Findings`], which end as the report.
+//! `--sustained`, the sustained outage), (3) restore and drain, (3b) the shared host failing and
+//! recovering, (4) crash and restart. Each adds its latencies, checks and summary to the
+//! [`Findings`], which end as the report.
 
 use std::path::Path;
 use std::process::Child;
@@ -16,42 +17,184 @@ use super::{progress, spawn, wait_healthy, Drill, DrillArgs};
 /// Events a phase published: id and when.
 type Events = Vec<(String, i64)>;
 
+/// The drill's groups of subscribers. A subscriber's URL path starts with `/ok/{name}/`, which
+/// is how the sink fails a whole cohort at once (its id starts with the name too, for people).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cohort {
+    /// Never made to fail: whose first attempts the checks judge.
+    Good,
+    /// Made unavailable in phases 2 and 4 (`--unhealthy`, `--hanging`).
+    Bad,
+    /// Behind the one host of phase 3b (`--shared-host`).
+    Shared,
+}
+
+impl Cohort {
+    pub fn name(self) -> &'static str {
+        match self {
+            Cohort::Good => "good",
+            Cohort::Bad => "bad",
+            Cohort::Shared => "shared",
+        }
+    }
+}
+
+/// How many subscribers each cohort has, from the arguments, checked before anything starts.
+pub(super) struct Sizes {
+    bad: usize,
+    good: usize,
+    shared: usize,
+}
+
+impl Sizes {
+    pub fn new(args: &DrillArgs) -> Result<Self, String> {
+        let total = args.subscribers;
+        let bad = match args.hanging {
+            Some(n) if n > total => {
+                return Err(format!(
+                    "--hanging {n} is more than --subscribers {total}: the hanging destinations                      are some of the subscribers; raise --subscribers"
+                ))
+            }
+            Some(n) => n,
+            None if (0.0..=1.0).contains(&args.unhealthy) => {
+                ((total as f64) * args.unhealthy).round() as usize
+            }
+            None => {
+                return Err(format!(
+                    "--unhealthy {} is not a share between 0 and 1",
+                    args.unhealthy
+                ))
+            }
+        };
+        if bad >= total {
+            return Err(format!(
+                "{bad} unavailable of {total} subscribers leaves none healthy to measure:                  raise --subscribers or lower --hanging/--unhealthy"
+            ));
+        }
+        Ok(Sizes {
+            bad,
+            good: total - bad,
+            shared: args.shared_host,
+        })
+    }
+
+    /// Subscribers one origin of a main cohort carries: as many as the cap per host holds when
+    /// each has its own cap's worth of attempts in flight, so the host cap never binds in the
+    /// main phases (all on one origin when the cap is off).
+    fn per_origin(policy: &crate::config::Config) -> usize {
+        let d = &policy.delivery;
+        match d.max_in_flight_per_host {
+            0 => usize::MAX,
+            cap => (cap / d.max_in_flight_per_subscriber).max(1) as usize,
+        }
+    }
+
+    /// Origins (sink ports) the plan needs: each main cohort's, and the shared host's.
+    pub fn origins(&self, policy: &crate::config::Config) -> usize {
+        let per = Self::per_origin(policy);
+        self.bad.div_ceil(per) + self.good.div_ceil(per) + usize::from(self.shared > 0)
+    }
+}
+
+/// One of the drill's subscribers.
+pub(super) struct Subscriber {
+    pub id: String,
+    pub cohort: Cohort,
+    url: String,
+}
+
+impl Subscriber {
+    fn new(cohort: Cohort, i: usize, started: i64, origin: &str) -> Self {
+        let name = cohort.name();
+        let id = format!("{name}-{i}-{started}");
+        Subscriber {
+            url: format!("{origin}/ok/{name}/{id}"),
+            id,
+            cohort,
+        }
+    }
+}
+
 /// What every phase works from.
 pub(super) struct Plan<'a> {
     args: &'a DrillArgs,
     policy: &'a crate::config::Config,
-    /// Subscriber ids; the first `bad_count` (named `bad-...`) are made unavailable.
-    subs: Vec<String>,
+    /// The main phases' subscribers, the unavailable cohort first; then the shared host's.
+    subs: Vec<Subscriber>,
+    main_count: usize,
     bad_count: usize,
+    /// The origin every subscriber of the shared host points to (empty without them).
+    shared_origin: String,
     interval: Duration,
     slo: Duration,
 }
 
 impl<'a> Plan<'a> {
+    /// `origins`: the sink's, as many as [`Sizes::origins`] asked for.
     pub fn new(
         args: &'a DrillArgs,
         policy: &'a crate::config::Config,
+        sizes: &Sizes,
+        origins: &[String],
         started: i64,
     ) -> Result<Self, String> {
-        let bad_count = ((args.subscribers as f64) * args.unhealthy).round() as usize;
-        let subs = (0..args.subscribers)
-            .map(|i| {
-                let cohort = if i < bad_count { "bad" } else { "good" };
-                format!("{cohort}-{i}-{started}")
-            })
-            .collect();
+        let per = Sizes::per_origin(policy);
+        let mut next = origins.iter();
+        let mut subs = Vec::new();
+        for (cohort, n) in [(Cohort::Bad, sizes.bad), (Cohort::Good, sizes.good)] {
+            let mut origin = "";
+            for i in 0..n {
+                if i % per == 0 {
+                    origin = next.next().ok_or("the sink has too few origins")?;
+                }
+                subs.push(Subscriber::new(cohort, subs.len(), started, origin));
+            }
+        }
+        let main_count = subs.len();
+        let shared_origin = match sizes.shared {
+            0 => String::new(),
+            _ => next.next().ok_or("the sink has too few origins")?.clone(),
+        };
+        for i in 0..sizes.shared {
+            subs.push(Subscriber::new(Cohort::Shared, i, started, &shared_origin));
+        }
         Ok(Plan {
             args,
             policy,
             subs,
-            bad_count,
+            main_count,
+            bad_count: sizes.bad,
+            shared_origin,
             interval: crate::config::parse_duration(&args.interval)?,
             slo: crate::config::parse_duration(&args.slo)?,
         })
     }
 
-    fn healthy(&self) -> impl Iterator<Item = &String> {
-        self.subs.iter().filter(|s| s.starts_with("good-"))
+    /// The subscribers of the main phases (1 to 4).
+    pub fn main(&self) -> &[Subscriber] {
+        &self.subs[..self.main_count]
+    }
+
+    /// The subscribers of the shared host (phase 3b).
+    fn shared(&self) -> &[Subscriber] {
+        &self.subs[self.main_count..]
+    }
+
+    pub fn has_shared_host(&self) -> bool {
+        !self.shared().is_empty()
+    }
+
+    fn healthy(&self) -> impl Iterator<Item = &Subscriber> {
+        self.subs.iter().filter(|s| s.cohort == Cohort::Good)
+    }
+
+    /// How `--mode` makes a cohort fail, for the sink's control.
+    fn failure(&self) -> Value {
+        if self.args.mode == "hang" {
+            json!("hang")
+        } else {
+            json!(503)
+        }
     }
 }
 
@@ -77,16 +220,15 @@ impl Findings {
         started: i64,
     ) -> Result<bool, String> {
         let passed = self.checks.iter().all(|(_, ok)| *ok);
-        let healthy = &self.phases["failure"]["healthy_first_attempt"];
+        let mut rows = vec![row("baseline", "all", base)];
+        for (phase, name) in [("failure", "failure"), ("shared_host", "shared host")] {
+            if let Some(p) = self.phases.get(phase) {
+                rows.push(row(name, "healthy", &p["healthy_first_attempt"]));
+            }
+        }
         println!(
             "{}",
-            crate::cli::table::render(
-                &["PHASE", "WHO", "N", "P50 MS", "P95 MS", "P99 MS"],
-                &[
-                    row("baseline", "all", base),
-                    row("failure", "healthy", healthy)
-                ]
-            )
+            crate::cli::table::render(&["PHASE", "WHO", "N", "P50 MS", "P95 MS", "P99 MS"], &rows)
         );
         println!(
             "drain after restore: {drain_ms} ms; retry amplification observed: \
@@ -113,25 +255,21 @@ impl Findings {
     }
 }
 
-/// Creates the subscribers, 64 requests at a time.
-pub(super) async fn create_subscribers(drill: &Drill, plan: &Plan<'_>) -> Result<(), String> {
-    progress(&format!(
-        "creating {} subscribers ({} to be made unavailable)",
-        plan.subs.len(),
-        plan.bad_count
-    ));
-    let bodies = plan
-        .subs
+/// Creates `subs`, 64 requests at a time.
+pub(super) async fn create_subscribers(drill: &Drill, subs: &[Subscriber]) -> Result<(), String> {
+    let origins: std::collections::HashSet<&str> = subs
         .iter()
-        .map(|id| {
-            let cohort = if id.starts_with("bad-") {
-                "bad"
-            } else {
-                "good"
-            };
-            json!({"id": id, "url": format!("{}/ok/{cohort}/{id}", drill.sink),
-                   "event_types": ["drill"]})
-        })
+        .filter_map(|s| s.url.split("/ok/").next())
+        .collect();
+    let plural = if origins.len() == 1 { "" } else { "s" };
+    progress(&format!(
+        "creating {} subscribers on {} origin{plural}",
+        subs.len(),
+        origins.len()
+    ));
+    let bodies = subs
+        .iter()
+        .map(|s| json!({"id": s.id, "url": s.url, "event_types": ["drill"]}))
         .collect();
     let token = drill.token.as_deref();
     hookline_testkit::create_subscribers(&drill.http, &drill.api, token, bodies, 64).await?;
@@ -156,7 +294,7 @@ pub(super) async fn baseline(
     let (healthy, bad) = latencies(
         &events,
         &receipts,
-        &plan.subs,
+        plan.main(),
         &mut found.points,
         "baseline",
     );
@@ -180,24 +318,52 @@ pub(super) async fn failure(
         "phase 2/4 failure: {} destinations {mode}",
         plan.bad_count
     ));
-    drill
-        .control(if mode == "hang" {
-            json!("hang")
-        } else {
-            json!(503)
-        })
-        .await?;
+    drill.control(Cohort::Bad, plan.failure()).await?;
     let events = drill
         .publish("failure", plan.args.events, plan.interval)
         .await?;
-    // Healthy deliveries: wait for them (the unavailable ones keep retrying).
+    let judged = Judged {
+        phase: "failure",
+        label: "",
+        events: &events,
+    };
+    let healthy = judge_healthy(drill, plan, base, judged, found).await?;
+    found
+        .phases
+        .insert("failure".into(), json!({"healthy_first_attempt": healthy}));
+    Ok(events)
+}
+
+/// A phase whose healthy first attempts are judged against the baseline.
+struct Judged<'e> {
+    /// The phase's name on the chart's points.
+    phase: &'static str,
+    /// What its checks' names start with.
+    label: &'static str,
+    events: &'e Events,
+}
+
+/// Waits (up to the SLO) for the healthy cohort's deliveries of the phase's events (the others
+/// may keep retrying), and judges them by the isolation criterion and the SLO; their summary.
+async fn judge_healthy(
+    drill: &Drill,
+    plan: &Plan<'_>,
+    base: &Value,
+    judged: Judged<'_>,
+    found: &mut Findings,
+) -> Result<Value, String> {
+    let Judged {
+        phase,
+        label,
+        events,
+    } = judged;
     let deadline = Instant::now() + plan.slo;
     let expected = events.len() * plan.healthy().count();
     loop {
         let r = drill.receipts().await?;
         let got = events
             .iter()
-            .flat_map(|(e, _)| plan.healthy().map(move |s| format!("{e}:{s}")))
+            .flat_map(|(e, _)| plan.healthy().map(move |s| format!("{e}:{}", s.id)))
             .filter(|id| r.contains_key(id))
             .count();
         if got >= expected || Instant::now() > deadline {
@@ -206,28 +372,25 @@ pub(super) async fn failure(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let receipts = drill.receipts().await?;
-    let (healthy, _) = latencies(&events, &receipts, &plan.subs, &mut found.points, "failure");
+    let (healthy, _) = latencies(events, &receipts, &plan.subs, &mut found.points, phase);
     let healthy = summary(healthy);
     let base_p99 = base["p99_ms"].as_f64().unwrap_or(0.0);
     let p99 = healthy["p99_ms"].as_f64().unwrap_or(f64::MAX);
     found.check(
         format!(
-            "healthy p99 first-attempt latency {p99:.0} ms <= 1.25 x baseline p99 \
+            "{label}healthy p99 first-attempt latency {p99:.0} ms <= 1.25 x baseline p99 \
              {base_p99:.0} ms + 50 ms"
         ),
         p99 <= 1.25 * base_p99 + 50.0,
     );
     found.check(
         format!(
-            "every healthy delivery arrived within the SLO ({:?})",
+            "{label}every healthy delivery arrived within the SLO ({:?})",
             plan.slo
         ),
         healthy["n"].as_u64() == Some(expected as u64),
     );
-    found
-        .phases
-        .insert("failure".into(), json!({"healthy_first_attempt": healthy}));
-    Ok(events)
+    Ok(healthy)
 }
 
 /// (2b) The sustained outage: the unavailable cohort stays down across three attempt timeouts
@@ -259,7 +422,7 @@ pub(super) async fn sustained(
     let (healthy, _) = latencies(
         &events,
         &receipts,
-        &plan.subs,
+        plan.main(),
         &mut found.points,
         "sustained",
     );
@@ -282,29 +445,21 @@ pub(super) async fn sustained(
     let (mut open, mut late, mut unexplained, mut ended);
     loop {
         (open, late, unexplained, ended) = (0, 0, 0, 0);
-        for (event, _) in &events {
-            for d in drill.deliveries_of(event).await? {
-                if !d["subscriber_id"]
-                    .as_str()
-                    .is_some_and(|s| s.starts_with("bad-"))
-                {
-                    continue;
-                }
-                match d["state"].as_str() {
-                    Some("dead") => {
-                        ended += 1;
-                        let ms = |k: &str| rfc3339_ms(&d[k]).unwrap_or(0);
-                        let limit = ms("window_start") + (window + grace).as_millis() as i64;
-                        if ms("dead_at") > limit {
-                            late += 1;
-                        }
-                        if d["dead_reason"].is_null() {
-                            unexplained += 1;
-                        }
+        for d in deliveries_to(drill, plan, Cohort::Bad, &events).await? {
+            match d["state"].as_str() {
+                Some("dead") => {
+                    ended += 1;
+                    let ms = |k: &str| rfc3339_ms(&d[k]).unwrap_or(0);
+                    let limit = ms("window_start") + (window + grace).as_millis() as i64;
+                    if ms("dead_at") > limit {
+                        late += 1;
                     }
-                    Some("delivered") => ended += 1,
-                    _ => open += 1,
+                    if d["dead_reason"].is_null() {
+                        unexplained += 1;
+                    }
                 }
+                Some("delivered") => ended += 1,
+                _ => open += 1,
             }
         }
         if open == 0 || Instant::now() > deadline {
@@ -328,6 +483,30 @@ pub(super) async fn sustained(
     Ok(())
 }
 
+/// Every delivery of `events` to a subscriber of `cohort`.
+async fn deliveries_to(
+    drill: &Drill,
+    plan: &Plan<'_>,
+    cohort: Cohort,
+    events: &Events,
+) -> Result<Vec<Value>, String> {
+    let ids: std::collections::HashSet<&str> = plan
+        .subs
+        .iter()
+        .filter(|s| s.cohort == cohort)
+        .map(|s| s.id.as_str())
+        .collect();
+    let mut found = Vec::new();
+    for (event, _) in events {
+        let all = drill.deliveries(&format!("event_id={event}")).await?;
+        found.extend(
+            all.into_iter()
+                .filter(|d| d["subscriber_id"].as_str().is_some_and(|s| ids.contains(s))),
+        );
+    }
+    Ok(found)
+}
+
 /// (3) The unavailable cohort recovers: the backlog must drain. The drain time, and the
 /// attempts per delivery the sink saw.
 pub(super) async fn restore(
@@ -337,7 +516,7 @@ pub(super) async fn restore(
     found: &mut Findings,
 ) -> Result<(u64, f64), String> {
     progress("phase 3/4 restore: measuring the drain");
-    drill.control(Value::Null).await?;
+    drill.control(Cohort::Bad, Value::Null).await?;
     let restored = Instant::now();
     let drained = drill.settle(failed, plan.slo * 4).await?;
     let drain_ms = restored.elapsed().as_millis() as u64;
@@ -345,11 +524,106 @@ pub(super) async fn restore(
     let amplification = stats["received"].as_f64().unwrap_or(0.0)
         / stats["unique"].as_f64().unwrap_or(1.0).max(1.0);
     found.check(format!("the backlog drained ({drain_ms} ms)"), drained);
+    let most = most_in_flight(&stats, |origin| origin != plan.shared_origin);
+    host_cap_check(found, plan, "no host of the main phases saw", most);
     found.phases.insert(
         "restore".into(),
-        json!({"drain_ms": drain_ms, "retry_amplification": amplification}),
+        json!({"drain_ms": drain_ms, "retry_amplification": amplification,
+               "most_in_flight_at_a_host": most}),
     );
     Ok((drain_ms, amplification))
+}
+
+/// The most requests the sink's origins that `counted` selects saw at once, at any one of them.
+fn most_in_flight(stats: &Value, counted: impl Fn(&str) -> bool) -> u64 {
+    stats["origins"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(origin, _)| counted(origin))
+        .filter_map(|(_, c)| c["max_in_flight"].as_u64())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The check that a host never saw more attempts at once than `delivery.max_in_flight_per_host`
+/// (none when the cap is off: the figure is still in the report).
+fn host_cap_check(found: &mut Findings, plan: &Plan<'_>, who: &str, most: u64) {
+    let cap = plan.policy.delivery.max_in_flight_per_host;
+    if cap > 0 {
+        found.check(
+            format!(
+                "{who} more attempts at once than its cap (max_in_flight_per_host {cap}; \
+                 most seen: {most})"
+            ),
+            most <= u64::from(cap),
+        );
+    }
+}
+
+/// (3b) `--shared-host` subscribers behind one host of their own, which fails (`--mode`) while
+/// an event goes out every `--interval` and the healthy cohort keeps receiving, stays down for
+/// one attempt timeout more (so that attempts to it time out or fail, retries and breakers pile
+/// up behind it), then recovers. Healthy first attempts must meet the isolation criterion; the
+/// host must never see more attempts at once than its cap, during the outage or the recovery
+/// (when breakers half-open and retries come due together); every delivery to it must end.
+pub(super) async fn shared_host(
+    drill: &Drill,
+    plan: &Plan<'_>,
+    base: &Value,
+    found: &mut Findings,
+) -> Result<(), String> {
+    let (shared, mode) = (plan.shared(), &plan.args.mode);
+    let cap = plan.policy.delivery.max_in_flight_per_host;
+    progress(&format!(
+        "phase 3b/4 shared host: {} subscribers on {} ({mode}, then recovering; cap {cap})",
+        shared.len(),
+        plan.shared_origin
+    ));
+    create_subscribers(drill, shared).await?;
+    drill.control(Cohort::Shared, plan.failure()).await?;
+    let failed = Instant::now();
+    let events = drill
+        .publish("shared", plan.args.events, plan.interval)
+        .await?;
+    let judged = Judged {
+        phase: "shared host",
+        label: "shared host: ",
+        events: &events,
+    };
+    let healthy = judge_healthy(drill, plan, base, judged, found).await?;
+    tokio::time::sleep(plan.policy.delivery.attempt_timeout).await;
+    drill.control(Cohort::Shared, Value::Null).await?;
+    let (hold, recovered) = (failed.elapsed(), Instant::now());
+    let settled = drill.settle(&events, plan.slo * 4).await?;
+    let recovery_ms = recovered.elapsed().as_millis() as u64;
+    let (mut delivered, mut dead, mut unexplained, mut open) = (0, 0, 0, 0);
+    for d in deliveries_to(drill, plan, Cohort::Shared, &events).await? {
+        match d["state"].as_str() {
+            Some("delivered") => delivered += 1,
+            Some("dead") if d["dead_reason"].is_null() => unexplained += 1,
+            Some("dead") => dead += 1,
+            _ => open += 1,
+        }
+    }
+    found.check(
+        format!(
+            "shared host: every delivery ended ({delivered} delivered, {dead} dead with a \
+             reason, {unexplained} dead without one, {open} still open after {recovery_ms} ms)"
+        ),
+        settled && open == 0 && unexplained == 0 && delivered + dead > 0,
+    );
+    let stats = drill.sink_stats().await?;
+    let most = most_in_flight(&stats, |origin| origin == plan.shared_origin);
+    host_cap_check(found, plan, "shared host: never saw", most);
+    found.phases.insert(
+        "shared_host".into(),
+        json!({"subscribers": shared.len(), "hold_ms": hold.as_millis() as u64,
+               "healthy_first_attempt": healthy, "cap": cap, "most_in_flight": most,
+               "recovery_ms": recovery_ms, "delivered": delivered, "dead": dead,
+               "open": open}),
+    );
+    Ok(())
 }
 
 /// (4) SIGKILL the embedded hookline while deliveries wait for a retry, restart it: every
@@ -362,7 +636,7 @@ pub(super) async fn crash(
     found: &mut Findings,
 ) -> Result<(), String> {
     progress("phase 4/4 crash: SIGKILL while deliveries wait for a retry, then restart");
-    drill.control(json!(503)).await?;
+    drill.control(Cohort::Bad, json!(503)).await?;
     let crash_events = drill.publish("crash", 1, plan.interval).await?;
     let event = crash_events[0].0.clone();
     let deadline = Instant::now() + plan.slo;
@@ -395,7 +669,7 @@ pub(super) async fn crash(
         ),
         !waiting.is_empty() && unchanged,
     );
-    drill.control(Value::Null).await?;
+    drill.control(Cohort::Bad, Value::Null).await?;
     let everything = [earlier, crash_events].concat();
     let ended = drill.settle(&everything, plan.slo * 4).await?;
     let mut lost = 0;

@@ -6,25 +6,27 @@ use std::collections::HashMap;
 use hookline_testkit::percentile;
 use serde_json::{json, Value};
 
+use super::phases::{Cohort, Subscriber};
+
 pub fn summary(mut v: Vec<f64>) -> Value {
     v.sort_by(f64::total_cmp);
     json!({"n": v.len(), "p50_ms": percentile(&v, 0.5).unwrap_or(0.0), "p95_ms": percentile(&v, 0.95).unwrap_or(0.0), "p99_ms": percentile(&v, 0.99).unwrap_or(0.0)})
 }
 
-/// Latencies (ms) from publish to first receipt, for subscribers `healthy` or not.
+/// Latencies (ms) from publish to first receipt: of the healthy cohort, and of the others.
 pub fn latencies(
     events: &[(String, i64)],
     receipts: &HashMap<String, i64>,
-    subs: &[String],
+    subs: &[Subscriber],
     points: &mut Vec<Value>,
     phase: &str,
 ) -> (Vec<f64>, Vec<f64>) {
     let (mut healthy, mut unhealthy) = (Vec::new(), Vec::new());
     for (event, at) in events {
         for sub in subs {
-            if let Some(got) = receipts.get(&format!("{event}:{sub}")) {
+            if let Some(got) = receipts.get(&format!("{event}:{}", sub.id)) {
                 let ms = (got - at) as f64;
-                let bad = sub.starts_with("bad-");
+                let bad = sub.cohort != Cohort::Good;
                 points
                     .push(json!({"phase": phase, "at_ms": got, "latency_ms": ms, "healthy": !bad}));
                 if bad {
