@@ -4,7 +4,7 @@
 //!     cargo bench -p hookline --bench delivery               # every workload
 //!     cargo bench -p hookline --bench delivery -- throughput  # or raw, sustained, single, fanout,
 //!                                                             # backlog, pg-throughput, pg-sustained,
-//!                                                             # pg-backlog
+//!                                                             # pg-backlog, isolation
 //!
 //! - raw: the receiver's own limit, measured in the same run: 64 keep-alive connections POSTing
 //!   a delivery-sized body to it for 3 s, nothing else running; what the figures below compare to.
