@@ -79,28 +79,14 @@ async fn receive(State(t): State<Arc<Mutex<Tally>>>, headers: HeaderMap) -> Stat
 }
 
 impl Receiver {
-    /// Runs on its own thread and runtime, like a separate server would.
     fn start() -> Self {
         let tally: Arc<Mutex<Tally>> = Default::default();
-        let (tx, rx) = std::sync::mpsc::channel();
         let t = tally.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                tx.send(listener.local_addr().unwrap()).unwrap();
-                let app = axum::Router::new().fallback(receive).with_state(t);
-                axum::serve(listener, app).await.unwrap();
-            });
+        let addr = serve_on_own_thread(|listener| async move {
+            let app = axum::Router::new().fallback(receive).with_state(t);
+            axum::serve(listener, app).await.unwrap();
         });
-        Receiver {
-            addr: rx.recv().unwrap(),
-            tally,
-        }
+        Receiver { addr, tally }
     }
 
     fn count(&self) -> usize {
@@ -763,30 +749,44 @@ const HANGING: [usize; 4] = [200, 1_000, 2_000, 5_000];
 const ISOLATION_CONFIG: &str = "attempt_timeout = \"4s\"\n[retry]\nmax_attempts = 1\n\
                                 [admission]\nmax_projected_drain = \"1h\"\n";
 
-/// Accepts connections and never answers, on a thread of its own; counts what it accepted.
-fn hanging_host() -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
-    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = accepted.clone();
+/// Serves `serve` on a loopback port of its own, on its own thread and runtime, like a separate
+/// server would; answers the port.
+fn serve_on_own_thread<F, Fut>(serve: F) -> SocketAddr
+where
+    F: FnOnce(tokio::net::TcpListener) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             tx.send(listener.local_addr().unwrap()).unwrap();
-            while let Ok((mut socket, _)) = listener.accept().await {
-                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                tokio::spawn(async move {
-                    use tokio::io::AsyncReadExt;
-                    let mut sink = [0u8; 4096];
-                    while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {}
-                });
-            }
+            serve(listener).await
         });
     });
-    (rx.recv().unwrap(), accepted)
+    rx.recv().unwrap()
+}
+
+/// Accepts connections and never answers; counts what it accepted.
+fn hanging_host() -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    let addr = serve_on_own_thread(|listener| async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                use tokio::io::AsyncReadExt;
+                let mut sink = [0u8; 4096];
+                while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    (addr, accepted)
 }
 
 /// The p99 of 100 healthy publishes 40 ms apart, each timed from its publish to its receipt.

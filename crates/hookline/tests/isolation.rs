@@ -141,3 +141,55 @@ async fn hanging_attempts_give_their_slots_back_to_healthy_subscribers() {
     }
     // No clean stop: it would wait out the hanging attempts.
 }
+
+/// A full slow lane sheds the attempt furthest past its subscriber's usual answer time: it ends
+/// as a timeout (retryable; with one attempt allowed, dead `attempts_exhausted`) that says it
+/// was shed, and is counted; a healthy subscriber keeps being served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_slow_lane_sheds_the_attempt_furthest_past_its_usual_time() {
+    let sink = sink().await;
+    // One slot for subscribers that have not answered, two places in the lane, and four
+    // destinations that never answer: the fourth can only get in by shedding another.
+    let app = TestApp::start(
+        "[delivery]\nconcurrency = 8\nslow_lane = 2\nattempt_timeout = \"60s\"\n\
+         [retry]\nmax_attempts = 1",
+    )
+    .await;
+    for i in 0..4 {
+        let id = format!("hangs-{i}");
+        let body = json!({"id": id, "url": format!("{sink}/hang/{id}"), "event_types": ["h"]});
+        assert_eq!(app.call("POST", "/v1/subscribers", Some(body)).await.0, 201);
+    }
+    let body = json!({"id": "healthy", "url": format!("{sink}/ok/y"), "event_types": ["t"]});
+    assert_eq!(app.call("POST", "/v1/subscribers", Some(body)).await.0, 201);
+    app.publish("hanging", "h").await;
+    let shed = eventually("an attempt shed from the full lane", async || {
+        for i in 0..4 {
+            let d = app.delivery(&format!("hanging:hangs-{i}")).await;
+            if state(&d) == "dead" {
+                return Some(d);
+            }
+        }
+        None
+    })
+    .await;
+    assert_eq!(shed["dead_reason"], "attempts_exhausted", "{shed}");
+    let attempt = &shed["attempt_history"][0];
+    assert_eq!(attempt["outcome"], "retryable", "{shed}");
+    assert!(
+        attempt["error"].as_str().unwrap().starts_with("shed after"),
+        "{shed}"
+    );
+    for e in 0..3 {
+        app.publish(&format!("e{e}"), "t").await;
+    }
+    all_delivered(&app, "healthy", 3).await;
+    let metrics = app.text("/metrics").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("hookline_attempts_shed_total ") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+    // No clean stop: it would wait out the hanging attempts.
+}
