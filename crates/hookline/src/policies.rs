@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use hookline_policy::{BreakerConfig, Classification, Jitter, RetryPolicy, WindowFit};
+use hookline_policy::{BreakerConfig, Classification, Jitter, RetryPolicy};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -162,19 +162,10 @@ impl Policy {
         attempt_timeout: Duration,
     ) -> Result<Policy, Invalid> {
         let policy = Self::read(d, defaults)?;
-        let schedule = policy.retry.schedule(attempt_timeout);
-        if let Some(row) = schedule.rows.iter().find(|row| row.fit == WindowFit::Never) {
-            return Err(invalid(
-                "retry",
-                format!(
-                    "attempt {} can never start inside the {} delivery window (it starts {} \
-                     after first seen at the earliest): lower max_attempts or widen the window",
-                    row.attempt,
-                    human(policy.retry.delivery_window()),
-                    human(row.earliest)
-                ),
-            ));
-        }
+        policy
+            .retry
+            .fits_window(attempt_timeout)
+            .map_err(|e| invalid("retry", e.to_string()))?;
         Ok(policy)
     }
 

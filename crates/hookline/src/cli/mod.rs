@@ -2,6 +2,7 @@
 
 mod capacity;
 mod client;
+mod config;
 mod dlq;
 mod drill;
 mod policy;
@@ -286,6 +287,10 @@ enum RolloutCommand {
 enum ConfigCommand {
     /// Print the configuration file with every default (a starting point for your own).
     Defaults,
+    /// Run every check `serve` gives the configuration (parsing, each value, the retry
+    /// schedule against its window, the role) without opening the database or starting
+    /// anything; exits non-zero on what `serve` would refuse. Takes `serve`'s flags.
+    Check(ServeArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -423,6 +428,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             print!("{}", crate::config::DEFAULTS);
             Ok(())
         }
+        Command::Config(ConfigCommand::Check(args)) => config::check(args),
         Command::Drill(args) => drill::run(args).await,
         Command::Sink(args) => {
             let secrets = match (args.secret, args.secrets_from) {

@@ -280,6 +280,20 @@ impl Config {
         Self::resolve(file, overrides)
     }
 
+    /// [`Config::load`], then what `serve` refuses to start with beyond each value's own
+    /// validity: a `[retry]` whose last attempt can never start inside its window (the rule
+    /// named policies are held to). `serve` and `hookline config check` both call this, so the
+    /// check finds exactly what start-up would refuse. `load` alone keeps such a policy, so
+    /// `hookline schedule` can still show where it falls out of the window.
+    pub fn load_for_serve(path: Option<&Path>, overrides: Overrides) -> Result<Self, ConfigError> {
+        let config = Self::load(path, overrides)?;
+        config
+            .retry
+            .fits_window(config.delivery.attempt_timeout)
+            .map_err(|e| invalid("retry.max_attempts", e.to_string()))?;
+        Ok(config)
+    }
+
     /// Parses a config file's text with no overrides.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         Self::resolve(Self::parse_file(text)?, Overrides::default())
