@@ -136,7 +136,7 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn the_default_policy_fits_its_window() {
+    fn a_short_policy_fits_its_window() {
         let p = RetryPolicy::new(
             Duration::from_secs(2),
             Duration::from_secs(300),

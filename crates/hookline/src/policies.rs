@@ -312,7 +312,7 @@ mod tests {
         assert_eq!(v["classification"]["retryable"], json!([520, 522]));
         assert_eq!(v["classification"]["revoke"], json!([410]));
         assert_eq!(v["retry"]["max_attempts"], 4);
-        assert_eq!(v["retry"]["base_delay"], "2s");
+        assert_eq!(v["retry"]["base_delay"], "30s");
         assert_eq!(v["breaker"], json!({"failures": 5, "cool_down": "30s"}));
         // What it shows is a definition that reads back as the same policy.
         let again: Definition = serde_json::from_value(v).unwrap();
@@ -328,7 +328,7 @@ mod tests {
                 json!({"classification": {"retryable": [200]}}),
                 "classification",
             ),
-            (json!({"retry": {"base_delay": "10m"}}), "retry.base_delay"),
+            (json!({"retry": {"base_delay": "2h"}}), "retry.base_delay"),
             (json!({"retry": {"base_delay": "1ns"}}), "retry.base_delay"),
             (json!({"retry": {"max_attempts": 0}}), "retry.max_attempts"),
             (

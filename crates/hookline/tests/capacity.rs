@@ -171,8 +171,18 @@ fn row<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
 #[test]
 fn hookline_capacity_does_the_briefs_arithmetic() {
     // 20 workers x 10 attempts/s = 200 nominal; 100 new deliveries a second, 10% failing;
-    // six attempts at most.
+    // six attempts at most (the brief's budget, not the default's).
+    let dir = tempfile::tempdir().unwrap();
+    let six = dir.path().join("six.toml");
+    std::fs::write(
+        &six,
+        "[retry]\nbase_delay = \"2s\"\nmax_delay = \"5m\"\nmax_attempts = 6\n\
+         delivery_window = \"30m\"\n",
+    )
+    .unwrap();
     let (ok, text) = capacity_cli(&[
+        "--config",
+        six.to_str().unwrap(),
         "--workers",
         "20",
         "--attempts-per-worker",

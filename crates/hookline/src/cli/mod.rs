@@ -155,6 +155,7 @@ pub struct DrillArgs {
     #[arg(long, env = "HOOKLINE_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Config for the hookline the drill starts (listen and database are the drill's own).
+    /// Without it: retries from 2 s doubling to 5 m, 6 attempts, a 30 m window.
     #[arg(long)]
     config: Option<PathBuf>,
     #[arg(long, default_value_t = 2000)]
