@@ -2,8 +2,8 @@
 //! one, whether there is a next one at all, and what the whole schedule adds up to.
 //!
 //! Nothing here does I/O, reads a clock or draws random numbers: time is an argument and jitter
-//! is a hash of the delivery id and the attempt number. (Its one dependency, `httpdate`, parses
-//! HTTP dates.) That keeps every decision reproducible
+//! is a hash of the delivery id and the attempt number. (Its dependencies: `httpdate` parses
+//! HTTP dates, `humantime` writes durations into messages, `thiserror` derives errors.) That keeps every decision reproducible
 //! (a restart or a replay computes the same schedule) and lets property tests cover it.
 
 mod breaker;
@@ -23,7 +23,7 @@ pub use classify::{AttemptResult, Classification, ClassificationError, Outcome};
 pub use cohort::{compare_proportions, in_share, Difference, EVERYONE};
 pub use retry::{Attempted, DeadReason, Jitter, PolicyError, RetryPolicy, Transition};
 pub use retry_after::parse_retry_after;
-pub use schedule::{Schedule, ScheduleRow, WindowFit};
+pub use schedule::{NeverStarts, Schedule, ScheduleRow, WindowFit};
 
 /// Milliseconds since the Unix epoch. Every persisted time in hookline uses this unit, so the
 /// policy can do its arithmetic without caring which store or clock produced it.

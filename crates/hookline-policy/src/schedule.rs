@@ -51,7 +51,39 @@ pub struct Schedule {
     pub last_attempt_latest: Duration,
 }
 
+/// A retry budget the window cannot hold: an attempt the schedule says can never start. The one
+/// rule for it, shared by named policies (refused when defined) and the configured `[retry]`
+/// (refused by `serve` and `hookline config check`), so both say the same thing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "attempt {attempt} can never start inside the {} delivery window (it starts {} after first \
+     seen at the earliest): lower retry.max_attempts or widen retry.delivery_window",
+    humantime::format_duration(*.window),
+    humantime::format_duration(*.earliest)
+)]
+pub struct NeverStarts {
+    /// The first attempt that cannot start.
+    pub attempt: u32,
+    /// When it would start at the earliest, since first seen.
+    pub earliest: Duration,
+    pub window: Duration,
+}
+
 impl RetryPolicy {
+    /// Refused when an attempt can never start inside the window: the budget promises attempts
+    /// the window will never make, which reads as more patience than the policy has.
+    pub fn fits_window(&self, attempt_timeout: Duration) -> Result<(), NeverStarts> {
+        let schedule = self.schedule(attempt_timeout);
+        match schedule.rows.iter().find(|r| r.fit == WindowFit::Never) {
+            Some(row) => Err(NeverStarts {
+                attempt: row.attempt,
+                earliest: row.earliest,
+                window: self.delivery_window(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// The schedule this policy implies, for attempts that each take at most `attempt_timeout`.
     /// Queue wait is not included: it is a property of load, not of the policy.
     pub fn schedule(&self, attempt_timeout: Duration) -> Schedule {
@@ -104,7 +136,7 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn the_default_policy_fits_its_window() {
+    fn a_short_policy_fits_its_window() {
         let p = RetryPolicy::new(
             Duration::from_secs(2),
             Duration::from_secs(300),
@@ -139,6 +171,13 @@ mod tests {
         assert_eq!(fits[..4], ["yes", "yes", "maybe", "no"]);
         assert_eq!(s.worst_case_attempts, 3);
         assert_eq!(s.last_attempt_latest, Duration::from_secs(130));
+        let e = p.fits_window(Duration::from_secs(10)).unwrap_err();
+        assert_eq!((e.attempt, e.earliest), (4, Duration::from_secs(180)));
+        assert_eq!(
+            e.to_string(),
+            "attempt 4 can never start inside the 2m 10s delivery window (it starts 3m after \
+             first seen at the earliest): lower retry.max_attempts or widen retry.delivery_window"
+        );
     }
 
     proptest! {

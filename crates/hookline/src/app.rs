@@ -67,17 +67,24 @@ pub struct RunningApp {
     _serve_lock: Option<ServeLock>,
 }
 
-pub async fn start(
-    config: &Config,
-    clock: Arc<dyn Clock>,
-    role: Role,
-) -> Result<RunningApp, StartError> {
+/// What start-up refuses from the configuration alone, before anything is opened: kept apart
+/// so `hookline config check` refuses exactly what `start` would.
+pub fn check(config: &Config, role: Role) -> Result<(), StartError> {
     if role != Role::All && !hookline_store::is_postgres_url(&config.database) {
         return Err(StartError::RoleNeedsPostgres(role));
     }
     if config.api_tokens.is_empty() && !config.listen.ip().is_loopback() {
         return Err(StartError::OpenApiOnNetwork(config.listen));
     }
+    Ok(())
+}
+
+pub async fn start(
+    config: &Config,
+    clock: Arc<dyn Clock>,
+    role: Role,
+) -> Result<RunningApp, StartError> {
+    check(config, role)?;
     crate::telemetry::handle();
     let serve_lock = ServeLock::take(&config.database)?;
     let store = hookline_store::open_with(&config.database, &config.store_options()).await?;

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use hookline_policy::{BreakerConfig, Classification, Jitter, RetryPolicy, WindowFit};
+use hookline_policy::{BreakerConfig, Classification, Jitter, RetryPolicy};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -162,19 +162,10 @@ impl Policy {
         attempt_timeout: Duration,
     ) -> Result<Policy, Invalid> {
         let policy = Self::read(d, defaults)?;
-        let schedule = policy.retry.schedule(attempt_timeout);
-        if let Some(row) = schedule.rows.iter().find(|row| row.fit == WindowFit::Never) {
-            return Err(invalid(
-                "retry",
-                format!(
-                    "attempt {} can never start inside the {} delivery window (it starts {} \
-                     after first seen at the earliest): lower max_attempts or widen the window",
-                    row.attempt,
-                    human(policy.retry.delivery_window()),
-                    human(row.earliest)
-                ),
-            ));
-        }
+        policy
+            .retry
+            .fits_window(attempt_timeout)
+            .map_err(|e| invalid("retry", e.to_string()))?;
         Ok(policy)
     }
 
@@ -321,7 +312,7 @@ mod tests {
         assert_eq!(v["classification"]["retryable"], json!([520, 522]));
         assert_eq!(v["classification"]["revoke"], json!([410]));
         assert_eq!(v["retry"]["max_attempts"], 4);
-        assert_eq!(v["retry"]["base_delay"], "2s");
+        assert_eq!(v["retry"]["base_delay"], "30s");
         assert_eq!(v["breaker"], json!({"failures": 5, "cool_down": "30s"}));
         // What it shows is a definition that reads back as the same policy.
         let again: Definition = serde_json::from_value(v).unwrap();
@@ -337,7 +328,7 @@ mod tests {
                 json!({"classification": {"retryable": [200]}}),
                 "classification",
             ),
-            (json!({"retry": {"base_delay": "10m"}}), "retry.base_delay"),
+            (json!({"retry": {"base_delay": "2h"}}), "retry.base_delay"),
             (json!({"retry": {"base_delay": "1ns"}}), "retry.base_delay"),
             (json!({"retry": {"max_attempts": 0}}), "retry.max_attempts"),
             (

@@ -560,7 +560,7 @@ async fn policies_are_named_whole_and_never_change() {
     assert_eq!(status, 201, "{created}");
     assert_eq!(created["classification"]["revoke"], json!([410]));
     assert_eq!(
-        created["retry"]["base_delay"], "2s",
+        created["retry"]["base_delay"], "30s",
         "taken from the default"
     );
     assert_eq!(created["retry"]["max_attempts"], 4);
@@ -574,7 +574,7 @@ async fn policies_are_named_whole_and_never_change() {
     let (status, default) = app.call("GET", "/v1/policies/default", None).await;
     assert_eq!(
         (status, &default["retry"]["max_attempts"]),
-        (200, &json!(6))
+        (200, &json!(23))
     );
     assert!(default["created_at"].is_null());
     for (body, field) in [
@@ -827,7 +827,7 @@ fn every_command_has_help_and_the_binary_a_version() {
     }
     let (ok, schedule) = run_cli(&["schedule"]);
     assert!(
-        ok && schedule.contains("worst case: 6 attempts"),
+        ok && schedule.contains("worst case: 23 attempts"),
         "{schedule}"
     );
     let dir = tempfile::tempdir().unwrap();

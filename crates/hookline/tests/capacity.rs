@@ -151,7 +151,7 @@ on_both_backends!(
     projected_drain
 );
 
-fn capacity_cli(args: &[&str]) -> (bool, String) {
+fn capacity_cli(args: &[&str]) -> (std::process::ExitStatus, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
         .arg("capacity")
         .args(args)
@@ -160,7 +160,7 @@ fn capacity_cli(args: &[&str]) -> (bool, String) {
         .unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
+    (out.status, text)
 }
 
 fn row<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
@@ -171,8 +171,18 @@ fn row<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
 #[test]
 fn hookline_capacity_does_the_briefs_arithmetic() {
     // 20 workers x 10 attempts/s = 200 nominal; 100 new deliveries a second, 10% failing;
-    // six attempts at most.
+    // six attempts at most (the brief's budget, not the default's).
+    let dir = tempfile::tempdir().unwrap();
+    let six = dir.path().join("six.toml");
+    std::fs::write(
+        &six,
+        "[retry]\nbase_delay = \"2s\"\nmax_delay = \"5m\"\nmax_attempts = 6\n\
+         delivery_window = \"30m\"\n",
+    )
+    .unwrap();
     let (ok, text) = capacity_cli(&[
+        "--config",
+        six.to_str().unwrap(),
         "--workers",
         "20",
         "--attempts-per-worker",
@@ -186,7 +196,7 @@ fn hookline_capacity_does_the_briefs_arithmetic() {
         "--backlog",
         "10000",
     ]);
-    assert!(ok, "{text}");
+    assert!(ok.success(), "{text}");
     assert!(
         text.contains("available: 200 attempts/s, nominal: 20 workers x 10.0"),
         "{text}"
@@ -216,7 +226,30 @@ fn hookline_capacity_does_the_briefs_arithmetic() {
         "--fanout",
         "1",
     ]);
-    assert!(!ok && text.contains("--service-rate"), "{text}");
+    assert!(!ok.success() && text.contains("--service-rate"), "{text}");
+}
+
+/// The verdict is the exit code: 0 when the load at the given failure rate fits, 1 when it is
+/// OVER, so a deploy script can stop on it.
+#[test]
+fn hookline_capacity_exits_1_when_over() {
+    let at = |fanout: &str| {
+        capacity_cli(&[
+            "--service-rate",
+            "100",
+            "--events-per-second",
+            "1",
+            "--fanout",
+            fanout,
+        ])
+    };
+    let (fits, text) = at("50");
+    assert_eq!(fits.code(), Some(0), "{text}");
+    assert_eq!(row(&text, "verdict")[0], "fits", "{text}");
+    let (over, text) = at("150");
+    assert_eq!(over.code(), Some(1), "{text}");
+    assert_eq!(row(&text, "verdict")[..3], ["OVER", "by", "50.0"], "{text}");
+    assert!(text.contains("error: OVER"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -226,7 +259,7 @@ async fn hookline_capacity_measures_this_machine() {
     })
     .await
     .unwrap();
-    assert!(ok, "{text}");
+    assert!(ok.success(), "{text}");
     assert!(
         text.contains("5000 deliveries to a loopback sink"),
         "{text}"

@@ -20,7 +20,8 @@ async fn kill_9_during_a_2000_subscriber_fan_out_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
         // One receiver stands for 2,000 hosts: the cap per host is off (tests/host_cap.rs).
-        "database = \"sqlite://{}\"\nallow_private_destinations = true\n[delivery]\nattempt_timeout = \"2s\"\nmax_in_flight_per_host = 0\n",
+        // Attempts the kill cut off are retried after base_delay: seconds, inside the wait.
+        "database = \"sqlite://{}\"\nallow_private_destinations = true\n[delivery]\nattempt_timeout = \"2s\"\nmax_in_flight_per_host = 0\n[retry]\nbase_delay = \"2s\"\n",
         dir.path().join("hookline.db").display()
     );
     let http = reqwest::Client::new();

@@ -86,7 +86,7 @@ async fn a_clean_first_attempt() {
 #[tokio::test]
 async fn a_retry_followed_by_success() {
     let rx = Receiver::start(|_, n| if n <= 2 { 503 } else { 200 }).await;
-    let app = TestApp::start("").await;
+    let app = TestApp::start("[retry]\nbase_delay = \"2s\"\njitter = \"equal\"").await;
     let secret = app.subscriber("s1", &rx.url("/flaky")).await["secret"]
         .as_str()
         .unwrap()

@@ -97,8 +97,8 @@ fn the_sustained_drill_ends_every_unavailable_delivery_inside_its_window() {
     let config = dir.path().join("policy.toml");
     std::fs::write(
         &config,
-        "[delivery]\nattempt_timeout = \"1s\"\n[retry]\ndelivery_window = \"8s\"\n\
-         [breaker]\ncool_down = \"2s\"\n",
+        "[delivery]\nattempt_timeout = \"1s\"\n[retry]\nbase_delay = \"2s\"\nmax_delay = \"5m\"\n\
+         max_attempts = 4\ndelivery_window = \"8s\"\n[breaker]\ncool_down = \"2s\"\n",
     )
     .unwrap();
     let json = dir.path().join("drill.json");
@@ -151,7 +151,8 @@ fn the_drill_hangs_n_destinations_and_holds_a_shared_host_to_its_cap() {
     std::fs::write(
         &config,
         "[delivery]\nattempt_timeout = \"1s\"\nmax_in_flight_per_host = 8\n\
-         [breaker]\ncool_down = \"2s\"\n",
+         [retry]\nbase_delay = \"2s\"\nmax_delay = \"5m\"\nmax_attempts = 6\n\
+         delivery_window = \"30m\"\n[breaker]\ncool_down = \"2s\"\n",
     )
     .unwrap();
     let (out, report) = drill(&[

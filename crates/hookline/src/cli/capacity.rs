@@ -114,8 +114,24 @@ pub async fn run(args: CapacityArgs) -> Result<(), String> {
             Available::Running(rate)
         }
     };
-    print!("{}", render(&args, &config, &available, budget));
-    Ok(())
+    let (text, verdict) = render(&args, &config, &available, budget);
+    print!("{text}");
+    match verdict {
+        Verdict::Fits => Ok(()),
+        // Non-zero so a deploy script or CI step stops on it, not only a reader of the table.
+        Verdict::Over { by } => Err(format!(
+            "OVER: the load at the given failure rate needs {} attempts/s more than available",
+            rate(by)
+        )),
+    }
+}
+
+/// Whether the load at the given failure rate fits the available rate. The worst-case column
+/// (every attempt failing) is not the verdict: with a budget of several attempts it is over
+/// for almost any real load, and it is what the admission limits are for.
+enum Verdict {
+    Fits,
+    Over { by: f64 },
 }
 
 /// The attempt budget and window the arithmetic uses: the config's, or a running hookline's
@@ -172,7 +188,12 @@ fn human(seconds: f64) -> String {
     humantime::format_duration(Duration::from_secs(seconds.ceil() as u64)).to_string()
 }
 
-fn render(args: &CapacityArgs, config: &Config, available: &Available, budget: Budget) -> String {
+fn render(
+    args: &CapacityArgs,
+    config: &Config,
+    available: &Available,
+    budget: Budget,
+) -> (String, Verdict) {
     let m = budget.max_attempts;
     let at_rate = Demand::of(args.events_per_second, args.fanout, args.failure_rate, m);
     let worst = Demand::of(args.events_per_second, args.fanout, 1.0, m);
@@ -243,7 +264,11 @@ fn render(args: &CapacityArgs, config: &Config, available: &Available, budget: B
     }
     out += "\nlevers:\n";
     out += &levers(config, budget, &at_rate, &worst, have);
-    out
+    let verdict = match at_rate.total_per_s() - have {
+        by if by > 0.0 => Verdict::Over { by },
+        _ => Verdict::Fits,
+    };
+    (out, verdict)
 }
 
 /// What changes the answer, in the order an operator would reach for it.

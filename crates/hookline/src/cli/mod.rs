@@ -2,6 +2,7 @@
 
 mod capacity;
 mod client;
+mod config;
 mod dlq;
 mod drill;
 mod policy;
@@ -154,6 +155,7 @@ pub struct DrillArgs {
     #[arg(long, env = "HOOKLINE_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Config for the hookline the drill starts (listen and database are the drill's own).
+    /// Without it: retries from 2 s doubling to 5 m, 6 attempts, a 30 m window.
     #[arg(long)]
     config: Option<PathBuf>,
     #[arg(long, default_value_t = 2000)]
@@ -286,6 +288,10 @@ enum RolloutCommand {
 enum ConfigCommand {
     /// Print the configuration file with every default (a starting point for your own).
     Defaults,
+    /// Run every check `serve` gives the configuration (parsing, each value, the retry
+    /// schedule against its window, the role) without opening the database or starting
+    /// anything; exits non-zero on what `serve` would refuse. Takes `serve`'s flags.
+    Check(ServeArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -423,6 +429,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             print!("{}", crate::config::DEFAULTS);
             Ok(())
         }
+        Command::Config(ConfigCommand::Check(args)) => config::check(args),
         Command::Drill(args) => drill::run(args).await,
         Command::Sink(args) => {
             let secrets = match (args.secret, args.secrets_from) {

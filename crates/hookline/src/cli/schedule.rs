@@ -84,25 +84,29 @@ pub fn render(p: &hookline_policy::RetryPolicy, timeout: Duration) -> String {
 mod tests {
     use super::*;
 
+    /// `hookline schedule` prints the default `[retry]` (derived in `defaults.toml`).
     #[test]
     fn the_default_schedule() {
         let config = Config::from_toml("").unwrap();
         let text = render(&config.retry, config.delivery.attempt_timeout);
-        assert!(text.contains("max_attempts 6"), "{text}");
         assert!(
-            text.contains("2        2s             1s        12s     yes"),
+            text.contains("base_delay 30s, max_delay 1h, max_attempts 23, delivery_window 1day"),
             "{text}"
         );
         assert!(
-            text.contains("6        32s            31s       1m 52s  yes"),
+            text.contains("2        30s            15s         40s         yes"),
             "{text}"
         );
         assert!(
-            text.contains("worst case: 6 attempts per delivery"),
+            text.contains("23       1h             8h 1m 45s   16h 7m 10s  yes"),
             "{text}"
         );
         assert!(
-            text.contains("at most 1m 52s after first seen (delivery window 30m)"),
+            text.contains("worst case: 23 attempts per delivery"),
+            "{text}"
+        );
+        assert!(
+            text.contains("at most 16h 7m 10s after first seen (delivery window 1day)"),
             "{text}"
         );
     }

@@ -9,15 +9,21 @@ use crate::app;
 use crate::clock::SystemClock;
 use crate::config::{Config, Overrides};
 
-pub async fn run(args: ServeArgs) -> Result<(), String> {
-    let mut config = Config::load(
+/// The configuration `serve` runs with (the file, flags and environment), with every check it
+/// gets before anything starts; `hookline config check` runs the same.
+pub fn load(args: &ServeArgs) -> Result<Config, String> {
+    Config::load_for_serve(
         args.store.config.config.as_deref(),
         Overrides {
-            listen: args.listen,
-            database: args.store.database,
+            listen: args.listen.clone(),
+            database: args.store.database.clone(),
         },
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| e.to_string())
+}
+
+pub async fn run(args: ServeArgs) -> Result<(), String> {
+    let mut config = load(&args)?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     if let Some(limit) = crate::open_files::check(crate::open_files::needed(&config, args.role)) {

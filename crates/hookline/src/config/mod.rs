@@ -280,6 +280,20 @@ impl Config {
         Self::resolve(file, overrides)
     }
 
+    /// [`Config::load`], then what `serve` refuses to start with beyond each value's own
+    /// validity: a `[retry]` whose last attempt can never start inside its window (the rule
+    /// named policies are held to). `serve` and `hookline config check` both call this, so the
+    /// check finds exactly what start-up would refuse. `load` alone keeps such a policy, so
+    /// `hookline schedule` can still show where it falls out of the window.
+    pub fn load_for_serve(path: Option<&Path>, overrides: Overrides) -> Result<Self, ConfigError> {
+        let config = Self::load(path, overrides)?;
+        config
+            .retry
+            .fits_window(config.delivery.attempt_timeout)
+            .map_err(|e| invalid("retry.max_attempts", e.to_string()))?;
+        Ok(config)
+    }
+
     /// Parses a config file's text with no overrides.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         Self::resolve(Self::parse_file(text)?, Overrides::default())
@@ -558,8 +572,32 @@ mod tests {
             "on SQLite, the default database"
         );
         assert_eq!(c.delivery.slow_lane, 8192);
-        assert_eq!(c.retry.max_delay(), Duration::from_secs(300));
+        assert_eq!(c.retry.max_delay(), Duration::from_secs(3600));
         assert_eq!(c.http.idle_timeout, Duration::from_secs(75));
+    }
+
+    /// The default `[retry]` comes from a delivery SLO (README, "Retries from your delivery
+    /// SLO"): a subscriber down for 8 hours still gets its deliveries, every delivery ends within
+    /// a day, and a blip is retried within a minute. Checked on the schedule arithmetic itself,
+    /// so a change to the defaults or to the backoff that breaks the promise fails here.
+    #[test]
+    fn the_default_retry_rides_out_an_eight_hour_outage_inside_a_day() {
+        let c = Config::from_toml("").unwrap();
+        let hour = Duration::from_secs(3600);
+        assert_eq!(c.retry.delivery_window(), 24 * hour);
+        let s = c.retry.schedule(c.delivery.attempt_timeout);
+        let last = s.rows.last().unwrap();
+        // EARLIEST is the worst jitter for the outage: every wait at its shortest.
+        assert!(last.earliest >= 8 * hour, "{last:?}");
+        // LATEST (longest jitter, every attempt to its timeout) still starts inside the window.
+        assert_eq!(last.fit, hookline_policy::WindowFit::Always, "{last:?}");
+        assert_eq!(s.worst_case_attempts, c.retry.max_attempts());
+        let first_retry = &s.rows[1];
+        assert!(
+            first_retry.latest < Duration::from_secs(60),
+            "{first_retry:?}"
+        );
+        assert!(c.retry.fits_window(c.delivery.attempt_timeout).is_ok());
     }
 
     /// With no `delivery.concurrency`, the slots follow the database (as `defaults.toml`
@@ -622,7 +660,7 @@ mod tests {
         assert!(refused("colour = \"red\"").contains("unknown field `colour`"));
         assert!(refused("[retry]\nbackoff = \"2s\"").contains("unknown field `backoff`"));
         assert!(refused("[retry]\nmax_attempts = 0").contains("retry.max_attempts"));
-        assert!(refused("[retry]\nbase_delay = \"10m\"").contains("retry.base_delay"));
+        assert!(refused("[retry]\nbase_delay = \"2h\"").contains("retry.base_delay"));
         assert!(refused("[retry]\nbase_delay = \"soon\"").contains("retry.base_delay"));
         assert!(refused("[retry]\ndelivery_window = \"0s\"").contains("retry.delivery_window"));
         assert!(refused("[retry]\njitter = \"lots\"").contains("retry.jitter"));

@@ -271,11 +271,23 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
     }
 }
 
-/// The policy `--sustained` gives the embedded hookline when no `--config` is given: short
-/// enough that three attempt timeouts, a breaker cool-down and a whole window fit in a drill.
-const SUSTAINED_POLICY: &str = "[delivery]\nattempt_timeout = \"2s\"\n\
-                                [retry]\ndelivery_window = \"60s\"\n\
-                                [breaker]\ncool_down = \"5s\"\n";
+/// The backoff the embedded hookline runs when no `--config` is given: retries seconds apart,
+/// so a drill's drain after restore takes seconds, not the default policy's hour-long waits.
+const DRILL_BACKOFF: &str = "base_delay = \"2s\"\nmax_delay = \"5m\"\nmax_attempts = 6\n";
+
+/// The drill's config without `--config`: its backoff in a 30-minute window; with
+/// `--sustained`, short enough that three attempt timeouts, a breaker cool-down and a whole
+/// window fit in a drill.
+fn drill_policy(args: &DrillArgs) -> String {
+    if args.sustained {
+        format!(
+            "[delivery]\nattempt_timeout = \"2s\"\n[retry]\n{DRILL_BACKOFF}\
+             delivery_window = \"60s\"\n[breaker]\ncool_down = \"5s\"\n"
+        )
+    } else {
+        format!("[retry]\n{DRILL_BACKOFF}delivery_window = \"30m\"\n")
+    }
+}
 
 async fn start_embedded(
     args: &DrillArgs,
@@ -286,8 +298,7 @@ async fn start_embedded(
         Some(path) => {
             std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
         }
-        None if args.sustained => SUSTAINED_POLICY.to_owned(),
-        None => String::new(),
+        None => drill_policy(args),
     };
     // The drill owns these: its own port, its own database, its sink on loopback.
     config = format!("listen = \"127.0.0.1:{port}\"\ndatabase = \"sqlite://{}\"\nallow_private_destinations = true\n{config}", dir.path().join("drill.db").display());
