@@ -60,27 +60,104 @@ pub struct Measured {
     pub retry_per_s: f64,
     /// The share of attempts that failed retryably.
     pub failure_rate: f64,
-    /// The share of delivery slots busy, on average.
+    /// The share of delivery slots busy, on average (the slow lane counted in).
     pub utilization: f64,
+    /// The attempts per second the process can sustain: what it has shown it can do, or the
+    /// floor before it has shown anything ([`Shown::sustainable_per_s`]).
+    pub sustainable_per_s: f64,
 }
 
-/// Below this share of busy slots a measured rate says little about what the slots could do.
-const MEASURABLE_UTILIZATION: f64 = 0.01;
-
 impl Measured {
-    /// The attempts per second the slots would complete fully busy, at the attempt durations
-    /// measured: the service rate over the busy share. `None` without a measured rate (idle,
-    /// just started).
-    pub fn sustainable_per_s(&self) -> Option<f64> {
-        (self.service_rate_per_s > 0.0)
-            .then(|| self.service_rate_per_s / self.utilization.clamp(MEASURABLE_UTILIZATION, 1.0))
+    /// How long `backlog` deliveries take to drain at the sustainable rate, each costing the
+    /// attempts the measured failure rate implies.
+    pub fn projected_drain_s(&self, backlog: u64, max_attempts: u32) -> f64 {
+        backlog as f64 * expected_attempts(self.failure_rate, max_attempts)
+            / self.sustainable_per_s.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// The share of the slots that attempts which answered from them must have kept busy over a
+/// window for its completion rate to be what the process can do now, not just a lower bound.
+pub const SATURATED: f64 = 0.9;
+
+/// One window (the last minute, every process) as evidence of what the slots can do. Only
+/// attempts that got an answer count: one that hangs to its timeout measures its destination,
+/// not the process; and the slow lane, where hanging attempts wait, is not in `held_share`, so
+/// however many wait there they cannot make a window look saturated.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Window {
+    /// Attempts that got an answer, per second.
+    pub answered_per_s: f64,
+    /// The share of the slots held by attempts (the slow lane left out), on average.
+    pub held_share: f64,
+}
+
+/// How much a [`Shown`] rate says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evidence {
+    /// Completed while the slots had room: the process can do at least this much.
+    AtLeast,
+    /// Measured with the slots full: what the process can do, up or down.
+    Saturated,
+}
+
+impl Evidence {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Evidence::AtLeast => "at_least",
+            Evidence::Saturated => "saturated",
+        }
     }
 
-    /// How long `backlog` deliveries take to drain at the sustainable rate, each costing the
-    /// attempts the measured failure rate implies; `None` without a measured rate.
-    pub fn projected_drain_s(&self, backlog: u64, max_attempts: u32) -> Option<f64> {
-        let sustainable = self.sustainable_per_s()?;
-        Some(backlog as f64 * expected_attempts(self.failure_rate, max_attempts) / sustainable)
+    pub fn parse(s: &str) -> Option<Evidence> {
+        [Evidence::AtLeast, Evidence::Saturated]
+            .into_iter()
+            .find(|e| e.as_str() == s)
+    }
+}
+
+/// The rate the process has shown it can sustain, kept in the store so a restart starts from
+/// it instead of from nothing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shown {
+    pub per_s: f64,
+    pub evidence: Evidence,
+}
+
+impl Shown {
+    /// What `previous` becomes after `window`. A saturated window measures the process as it
+    /// is now and replaces the estimate, lower or higher (fewer workers, slower subscribers
+    /// that still answer). Any other window only shows that the process did at least its
+    /// rate, so the estimate never falls on one: an idle minute, or slots emptied because
+    /// attempts wait in the slow lane, say nothing about what the slots can do.
+    pub fn learn(previous: Option<Shown>, window: Window) -> Option<Shown> {
+        let rate = window.answered_per_s.max(0.0);
+        if window.held_share >= SATURATED && rate > 0.0 {
+            // Scaled to every slot: at most 1/SATURATED more than measured.
+            return Some(Shown {
+                per_s: rate / window.held_share.min(1.0),
+                evidence: Evidence::Saturated,
+            });
+        }
+        match previous {
+            Some(p) if p.per_s >= rate => Some(p),
+            Some(p) => Some(Shown { per_s: rate, ..p }),
+            None => (rate > 0.0).then_some(Shown {
+                per_s: rate,
+                evidence: Evidence::AtLeast,
+            }),
+        }
+    }
+
+    /// The rate admission projects with: a saturated measurement as it is; otherwise no less
+    /// than `floor` (`[admission] min_service_rate`), what a fresh install is trusted to do
+    /// before it has shown more.
+    pub fn sustainable_per_s(shown: Option<Shown>, floor: f64) -> f64 {
+        match shown {
+            Some(s) if s.evidence == Evidence::Saturated => s.per_s,
+            Some(s) => s.per_s.max(floor),
+            None => floor,
+        }
     }
 }
 
@@ -109,7 +186,7 @@ impl Refusal {
 }
 
 /// How many more deliveries can be accepted now, and what limits it: the room under
-/// `max_backlog` (for all `backlog`), and (with a measured rate) under `max_projected_drain`
+/// `max_backlog` (for all `backlog`), and under `max_projected_drain` at the sustainable rate
 /// (for the backlog but the `held` part: held for paused subscribers, it waits rather than
 /// drains, and takes no capacity).
 pub fn room(
@@ -121,23 +198,25 @@ pub fn room(
 ) -> (u64, Refusal) {
     let by_backlog = limits.max_backlog.saturating_sub(backlog);
     let draining = backlog.saturating_sub(held);
-    let by_drain = measured.sustainable_per_s().map(|sustainable| {
-        let per_delivery = expected_attempts(measured.failure_rate, max_attempts);
-        let fits = limits.max_projected_drain_s * sustainable / per_delivery;
-        (fits.max(0.0).floor() as u64).saturating_sub(draining)
-    });
-    match by_drain {
-        Some(d) if d < by_backlog => (d, Refusal::ProjectedDrain),
-        _ => (by_backlog, Refusal::Backlog),
+    let per_delivery = expected_attempts(measured.failure_rate, max_attempts);
+    let fits = limits.max_projected_drain_s * measured.sustainable_per_s / per_delivery;
+    // `as` saturates: an infinite or huge quotient is u64::MAX, a NaN is 0.
+    let by_drain = (fits.max(0.0).floor() as u64).saturating_sub(draining);
+    if by_drain < by_backlog {
+        (by_drain, Refusal::ProjectedDrain)
+    } else {
+        (by_backlog, Refusal::Backlog)
     }
 }
 
 /// When to try again after a refusal: the time to drain `excess` deliveries at the sustainable
-/// rate, at least a second and at most an hour (a minute without a measured rate).
+/// rate, at least a second and at most an hour.
 pub fn retry_after_s(measured: &Measured, excess: u64, max_attempts: u32) -> u64 {
-    match measured.projected_drain_s(excess, max_attempts) {
-        Some(s) if s.is_finite() => (s.ceil() as u64).clamp(1, 3_600),
-        _ => 60,
+    let s = measured.projected_drain_s(excess, max_attempts);
+    if s.is_finite() {
+        (s.ceil() as u64).clamp(1, 3_600)
+    } else {
+        3_600
     }
 }
 
@@ -172,12 +251,14 @@ mod tests {
             max_backlog: 1_000,
             max_projected_drain_s: 10.0,
         };
-        let idle = Measured::default();
-        assert_eq!(room(limits, &idle, 400, 0, 5), (600, Refusal::Backlog));
-        // 20/s with half the slots busy: 40/s sustainable, 400 fit in 10 s.
+        let fast = Measured {
+            sustainable_per_s: 1e6,
+            ..Measured::default()
+        };
+        assert_eq!(room(limits, &fast, 400, 0, 5), (600, Refusal::Backlog));
+        // 40/s sustainable: 400 fit in 10 s.
         let busy = Measured {
-            service_rate_per_s: 20.0,
-            utilization: 0.5,
+            sustainable_per_s: 40.0,
             ..Measured::default()
         };
         assert_eq!(
@@ -192,7 +273,61 @@ mod tests {
         );
         assert_eq!(room(limits, &busy, 950, 900, 5), (50, Refusal::Backlog));
         assert_eq!(retry_after_s(&busy, 80, 5), 2);
-        assert_eq!(retry_after_s(&idle, 80, 5), 60);
+        assert_eq!(retry_after_s(&Measured::default(), 80, 5), 3_600);
+    }
+
+    #[test]
+    fn an_idle_minute_keeps_what_was_shown() {
+        // The incident: one trickle delivery, then a minute of quiet. The old model
+        // extrapolated 1/60 s at 1% busy to 1.67/s; this one keeps the floor.
+        let trickle = Window {
+            answered_per_s: 1.0 / 60.0,
+            held_share: 0.0002,
+        };
+        let shown = Shown::learn(None, trickle);
+        assert_eq!(Shown::sustainable_per_s(shown, 51.2), 51.2);
+        let idle = Shown::learn(shown, Window::default());
+        assert_eq!(idle, shown);
+        // 2,000 deliveries at 51.2/s: 39 s, inside any default drain limit.
+        let m = Measured {
+            sustainable_per_s: Shown::sustainable_per_s(idle, 51.2),
+            ..Measured::default()
+        };
+        assert!(m.projected_drain_s(2_000, 6) < 40.0);
+    }
+
+    #[test]
+    fn saturation_measures_up_and_down() {
+        let fast = Shown::learn(
+            None,
+            Window {
+                answered_per_s: 900.0,
+                held_share: 1.0,
+            },
+        );
+        assert_eq!(Shown::sustainable_per_s(fast, 50.0), 900.0);
+        // Fewer workers, or subscribers that answer slowly: full slots, a lower rate.
+        let slow = Shown::learn(
+            fast,
+            Window {
+                answered_per_s: 9.0,
+                held_share: 0.95,
+            },
+        );
+        assert_eq!(slow.unwrap().evidence, Evidence::Saturated);
+        assert!((Shown::sustainable_per_s(slow, 50.0) - 9.0 / 0.95).abs() < 1e-9);
+        // Hanging attempts wait in the slow lane: the slots empty, the rate falls, the
+        // estimate stays.
+        let hanging = Shown::learn(
+            fast,
+            Window {
+                answered_per_s: 30.0,
+                held_share: 0.2,
+            },
+        );
+        assert_eq!(hanging, fast);
+        assert_eq!(Evidence::parse("saturated"), Some(Evidence::Saturated));
+        assert_eq!(Evidence::parse("at_least"), Some(Evidence::AtLeast));
     }
 
     proptest! {
@@ -213,15 +348,30 @@ mod tests {
         }
 
         #[test]
-        fn what_room_admits_fits_both_limits(backlog in 0u64..100_000, rate in 0.0f64..10_000.0, busy in 0.0f64..=1.0, fail in 0.0f64..=1.0, max_backlog in 0u64..200_000, drain in 1.0f64..100_000.0) {
+        fn what_room_admits_fits_both_limits(backlog in 0u64..100_000, rate in 0.0f64..10_000.0, fail in 0.0f64..=1.0, max_backlog in 0u64..200_000, drain in 1.0f64..100_000.0) {
             let limits = AdmissionLimits { max_backlog, max_projected_drain_s: drain };
-            let m = Measured { service_rate_per_s: rate, utilization: busy, failure_rate: fail, ..Measured::default() };
+            let m = Measured { sustainable_per_s: rate, failure_rate: fail, ..Measured::default() };
             let (n, _) = room(limits, &m, backlog, 0, 5);
             prop_assert!(backlog + n <= max_backlog.max(backlog));
             if n > 0 {
-                let projected = m.projected_drain_s(backlog + n, 5).unwrap_or(0.0);
+                let projected = m.projected_drain_s(backlog + n, 5);
                 prop_assert!(projected <= drain * (1.0 + 1e-9) + 1e-9, "{projected} > {drain}");
             }
+        }
+
+        #[test]
+        fn only_a_saturated_window_lowers_the_estimate(before in 0.0f64..1e5, rate in 0.0f64..1e5, held in 0.0f64..=1.0, floor in 0.1f64..1e3) {
+            let previous = Shown { per_s: before, evidence: Evidence::AtLeast };
+            let after = Shown::learn(Some(previous), Window { answered_per_s: rate, held_share: held }).unwrap();
+            if held < SATURATED {
+                // Idle minutes and hanging attempts never lower it.
+                prop_assert!(after.per_s >= before);
+                prop_assert!(Shown::sustainable_per_s(Some(after), floor) >= floor);
+            } else if rate > 0.0 {
+                prop_assert_eq!(after.evidence, Evidence::Saturated);
+                prop_assert!(after.per_s >= rate && after.per_s <= rate / SATURATED + 1e-9);
+            }
+            prop_assert!(after.per_s >= rate.min(before));
         }
     }
 }

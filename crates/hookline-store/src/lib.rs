@@ -25,7 +25,7 @@ pub use testing::open;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hookline_policy::UnixMs;
+use hookline_policy::{Shown, UnixMs};
 
 pub(crate) use claim::*;
 pub use migrations::{AppliedMigration, SchemaStatus, Version};
@@ -234,6 +234,11 @@ pub trait Store: Send + Sync + 'static {
     async fn record_meter(&self, owner: &str, at: UnixMs, reading: MeterReading) -> Result<()>;
     /// The sum of the meters recorded at or after `since`: every process still measuring.
     async fn meter_totals(&self, since: UnixMs) -> Result<MeterReading>;
+    /// Replaces the estimate of what the process has shown it can do, as of `at`: what a
+    /// restart starts from.
+    async fn record_shown(&self, at: UnixMs, shown: Shown) -> Result<()>;
+    /// The estimate last recorded; `None` on a fresh install.
+    async fn shown(&self) -> Result<Option<Shown>>;
 
     /// Deletes up to `batch` delivered deliveries last changed before `before`, with their
     /// attempt history, and answers how many. Deliveries a replay audit names are kept. Small

@@ -309,6 +309,30 @@ pub(crate) const LATER: &[Migration] = &[
         postgres: "ALTER TABLE subscribers ADD COLUMN breaker_allowance INTEGER;",
         postgres_index: None,
     },
+    Migration {
+        number: 22,
+        min_binary: BASELINE,
+        description: "what the process has shown it can do: answered attempts, and the estimate",
+        // NULL in a meter an older binary records: it reads as nothing answered, which never
+        // lowers the estimate (only a saturated window does).
+        sqlite: "ALTER TABLE capacity_meters ADD COLUMN answered_attempts INTEGER;
+                 ALTER TABLE capacity_meters ADD COLUMN held_slot_samples INTEGER;
+                 CREATE TABLE capacity_shown (
+                     id           INTEGER PRIMARY KEY CHECK (id = 1),
+                     per_s        REAL NOT NULL,
+                     evidence     TEXT NOT NULL,
+                     measured_at  INTEGER NOT NULL
+                 );",
+        postgres: "ALTER TABLE capacity_meters ADD COLUMN answered_attempts BIGINT;
+                   ALTER TABLE capacity_meters ADD COLUMN held_slot_samples BIGINT;
+                   CREATE TABLE capacity_shown (
+                       id           INTEGER PRIMARY KEY CHECK (id = 1),
+                       per_s        DOUBLE PRECISION NOT NULL,
+                       evidence     TEXT NOT NULL,
+                       measured_at  BIGINT NOT NULL
+                   );",
+        postgres_index: None,
+    },
 ];
 
 /// A migration as the database records it.

@@ -820,20 +820,28 @@ pub struct MeterReading {
     pub retry_attempts: u64,
     /// Attempts that failed retryably.
     pub failed_attempts: u64,
-    /// Delivery slots found busy, and slots looked at, sampled once a second.
+    /// Delivery slots found busy (the slow lane counted in), and slots looked at, sampled
+    /// once a second.
     pub busy_slot_samples: u64,
     pub slot_samples: u64,
+    /// Attempts that got an answer: what shows what the process can do (an attempt without
+    /// one, a timeout above all, shows its destination's time).
+    pub answered_attempts: u64,
+    /// Slots held by an attempt (the slow lane left out), sampled with `slot_samples`.
+    pub held_slot_samples: u64,
 }
 
 impl std::ops::Add for MeterReading {
     type Output = MeterReading;
     fn add(self, o: MeterReading) -> MeterReading {
         MeterReading {
-            new_attempts: self.new_attempts + o.new_attempts,
-            retry_attempts: self.retry_attempts + o.retry_attempts,
-            failed_attempts: self.failed_attempts + o.failed_attempts,
-            busy_slot_samples: self.busy_slot_samples + o.busy_slot_samples,
-            slot_samples: self.slot_samples + o.slot_samples,
+            new_attempts: self.new_attempts.saturating_add(o.new_attempts),
+            retry_attempts: self.retry_attempts.saturating_add(o.retry_attempts),
+            failed_attempts: self.failed_attempts.saturating_add(o.failed_attempts),
+            busy_slot_samples: self.busy_slot_samples.saturating_add(o.busy_slot_samples),
+            slot_samples: self.slot_samples.saturating_add(o.slot_samples),
+            answered_attempts: self.answered_attempts.saturating_add(o.answered_attempts),
+            held_slot_samples: self.held_slot_samples.saturating_add(o.held_slot_samples),
         }
     }
 }

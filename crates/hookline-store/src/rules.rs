@@ -2,7 +2,7 @@
 //! makes of a subscriber, what a re-publish answers, the bounds of replays and paces, how an
 //! attempt's outcome is stored. Backends call these; none restates them.
 
-use hookline_policy::{DeadReason, Outcome, UnixMs};
+use hookline_policy::{DeadReason, Evidence, Outcome, Shown, UnixMs};
 
 use crate::*;
 
@@ -271,6 +271,19 @@ pub(crate) fn backlog_of(scheduled: i64, in_flight: i64, unheld: i64, due: i64) 
         not_ended: n(scheduled) + n(in_flight),
         held: n(scheduled).saturating_sub(n(unheld)),
         due: n(due),
+    }
+}
+
+/// The recorded estimate from its row. Evidence this binary does not know (a later one wrote
+/// it) reads as a lower bound: the floor still applies under it.
+pub(crate) fn shown_of(per_s: f64, evidence: &str) -> Shown {
+    Shown {
+        per_s: if per_s.is_finite() {
+            per_s.max(0.0)
+        } else {
+            0.0
+        },
+        evidence: Evidence::parse(evidence).unwrap_or(Evidence::AtLeast),
     }
 }
 

@@ -223,12 +223,14 @@ pub(crate) fn backlog(unheld: &str) -> String {
 /// One process's meter, replaced (parameters in [`MeterReading`]'s order after owner and time).
 pub(crate) const RECORD_METER: &str = "INSERT INTO capacity_meters
         (owner, measured_at, new_attempts, retry_attempts, failed_attempts, busy_slot_samples,
-         slot_samples)
-    VALUES ($1, $2, $3, $4, $5, $6, $7)
+         slot_samples, answered_attempts, held_slot_samples)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
     ON CONFLICT (owner) DO UPDATE SET measured_at = excluded.measured_at,
         new_attempts = excluded.new_attempts, retry_attempts = excluded.retry_attempts,
         failed_attempts = excluded.failed_attempts,
-        busy_slot_samples = excluded.busy_slot_samples, slot_samples = excluded.slot_samples";
+        busy_slot_samples = excluded.busy_slot_samples, slot_samples = excluded.slot_samples,
+        answered_attempts = excluded.answered_attempts,
+        held_slot_samples = excluded.held_slot_samples";
 /// Meters of processes gone for a day.
 pub(crate) const FORGET_METERS: &str = "DELETE FROM capacity_meters WHERE measured_at < $1";
 /// The sum of the meters recorded since `$1`.
@@ -236,5 +238,16 @@ pub(crate) const METER_TOTALS: &str = "SELECT CAST(COALESCE(sum(new_attempts), 0
         CAST(COALESCE(sum(retry_attempts), 0) AS BIGINT),
         CAST(COALESCE(sum(failed_attempts), 0) AS BIGINT),
         CAST(COALESCE(sum(busy_slot_samples), 0) AS BIGINT),
-        CAST(COALESCE(sum(slot_samples), 0) AS BIGINT)
+        CAST(COALESCE(sum(slot_samples), 0) AS BIGINT),
+        CAST(COALESCE(sum(answered_attempts), 0) AS BIGINT),
+        CAST(COALESCE(sum(held_slot_samples), 0) AS BIGINT)
     FROM capacity_meters WHERE measured_at >= $1";
+/// The estimate of what the process has shown it can do, replaced (1 the rate, 2 its evidence,
+/// 3 when).
+pub(crate) const RECORD_SHOWN: &str =
+    "INSERT INTO capacity_shown (id, per_s, evidence, measured_at)
+    VALUES (1, $1, $2, $3)
+    ON CONFLICT (id) DO UPDATE SET per_s = excluded.per_s, evidence = excluded.evidence,
+        measured_at = excluded.measured_at";
+/// The estimate, if one was ever recorded.
+pub(crate) const SHOWN: &str = "SELECT per_s, evidence FROM capacity_shown WHERE id = 1";

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hookline_policy::{DeadReason, Outcome};
+use hookline_policy::{DeadReason, Evidence, Outcome, Shown};
 use hookline_store::testing::completion;
 use hookline_store::*;
 
@@ -3041,6 +3041,8 @@ mod cases {
             failed_attempts: n,
             busy_slot_samples: 10 * n,
             slot_samples: 100,
+            answered_attempts: n,
+            held_slot_samples: 5 * n,
         };
         store.record_meter("p1", T0, reading(1)).await.unwrap();
         store.record_meter("p2", T0 + 5, reading(2)).await.unwrap();
@@ -3053,6 +3055,22 @@ mod cases {
         assert_eq!(
             store.meter_totals(T0 + 11).await.unwrap(),
             MeterReading::default()
+        );
+
+        // What the process has shown it can do: none on a fresh store, then the last recorded.
+        assert_eq!(store.shown().await.unwrap(), None);
+        let shown = |per_s: f64, evidence: Evidence| Shown { per_s, evidence };
+        store
+            .record_shown(T0, shown(12.5, Evidence::AtLeast))
+            .await
+            .unwrap();
+        store
+            .record_shown(T0 + 1, shown(900.25, Evidence::Saturated))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.shown().await.unwrap(),
+            Some(shown(900.25, Evidence::Saturated))
         );
     }
 }

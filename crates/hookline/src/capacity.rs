@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-use hookline_policy::{retry_after_s, room, AdmissionLimits, Measured, Refusal, UnixMs};
+use hookline_policy::{
+    retry_after_s, room, AdmissionLimits, Measured, Outcome, Refusal, Shown, UnixMs, Window,
+};
 use hookline_store::{Backlog, MeterReading, Store, StoreError};
 use serde::Serialize;
 use tokio::sync::watch;
@@ -21,7 +23,7 @@ use utoipa::ToSchema;
 use crate::clock::Clock;
 use crate::config::AdmissionConfig;
 use crate::rollouts::Policies;
-use crate::slots::Slots;
+use crate::slots::{AttemptKind, Slots};
 
 /// "Near a limit": less room than this many of the largest fan-outs, or this many deliveries.
 const NEAR_FAN_OUTS: u64 = 16;
@@ -60,25 +62,30 @@ impl Meter {
         slot.1 = slot.1 + reading;
     }
 
-    /// An attempt completed: a first attempt or a retry, failed retryably or not.
-    pub fn attempt(&self, now: UnixMs, first: bool, failed: bool) {
+    /// An attempt completed: a first attempt or a retry, with its outcome, answered from its
+    /// slot or not.
+    pub fn attempt(&self, now: UnixMs, kind: AttemptKind, outcome: Outcome, showing: Showing) {
+        let first = kind == AttemptKind::First;
         self.add(
             now,
             MeterReading {
                 new_attempts: u64::from(first),
                 retry_attempts: u64::from(!first),
-                failed_attempts: u64::from(failed),
+                failed_attempts: u64::from(outcome == Outcome::Retryable),
+                answered_attempts: u64::from(showing == Showing::Answered),
                 ..MeterReading::default()
             },
         );
     }
 
-    /// How many delivery slots are busy now, of how many.
-    pub fn slots(&self, now: UnixMs, busy: usize, total: usize) {
+    /// How busy the delivery slots are now: attempts under way (the slow lane counted in) and
+    /// slots held, of how many slots.
+    pub fn slots(&self, now: UnixMs, busy: usize, held: usize, total: usize) {
         self.add(
             now,
             MeterReading {
                 busy_slot_samples: busy as u64,
+                held_slot_samples: held as u64,
                 slot_samples: total as u64,
                 ..MeterReading::default()
             },
@@ -102,9 +109,19 @@ impl Meter {
             new_attempts: scale(sum.new_attempts),
             retry_attempts: scale(sum.retry_attempts),
             failed_attempts: scale(sum.failed_attempts),
+            answered_attempts: scale(sum.answered_attempts),
             ..sum
         }
     }
+}
+
+/// Whether a completed attempt shows what the slots can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Showing {
+    /// Answered (from a slot or from the slow lane: either way the process did the work).
+    Answered,
+    /// No answer: a timeout, a shed, a refused connection, a lost attempt.
+    Hung,
 }
 
 /// What every process measured, with the backlog, at one moment.
@@ -112,15 +129,38 @@ impl Meter {
 pub struct Estimate {
     pub at: UnixMs,
     pub measured: Measured,
+    /// What the process has shown it can do (`None`: nothing yet; the floor applies).
+    pub shown: Option<Shown>,
     pub backlog: Backlog,
 }
 
+/// The last minute as evidence of what the slots can do.
+fn window(t: &MeterReading) -> Window {
+    Window {
+        answered_per_s: t.answered_attempts as f64 / MINUTE_S as f64,
+        held_share: if t.slot_samples > 0 {
+            t.held_slot_samples as f64 / t.slot_samples as f64
+        } else {
+            0.0
+        },
+    }
+}
+
 impl Estimate {
-    fn from_totals(at: UnixMs, t: MeterReading, backlog: Backlog) -> Estimate {
-        let attempts = t.new_attempts + t.retry_attempts;
+    /// The estimate from the meters' totals, what was shown before them and the floor.
+    fn from_totals(
+        at: UnixMs,
+        t: MeterReading,
+        shown: Option<Shown>,
+        floor: f64,
+        backlog: Backlog,
+    ) -> Estimate {
+        let attempts = t.new_attempts.saturating_add(t.retry_attempts);
         let per_s = |n: u64| n as f64 / MINUTE_S as f64;
+        let shown = Shown::learn(shown, window(&t));
         Estimate {
             at,
+            shown,
             measured: Measured {
                 service_rate_per_s: per_s(attempts),
                 new_per_s: per_s(t.new_attempts),
@@ -136,8 +176,21 @@ impl Estimate {
                 } else {
                     0.0
                 },
+                sustainable_per_s: Shown::sustainable_per_s(shown, floor),
             },
             backlog,
+        }
+    }
+
+    /// Which term the sustainable rate comes from.
+    pub fn sustainable_from(&self) -> &'static str {
+        match self.shown {
+            Some(s)
+                if Shown::sustainable_per_s(Some(s), 0.0) >= self.measured.sustainable_per_s =>
+            {
+                s.evidence.as_str()
+            }
+            _ => "min_service_rate",
         }
     }
 }
@@ -151,10 +204,21 @@ pub struct CapacityView {
     pub retry_attempts_per_s: f64,
     /// The share of attempts that failed retryably.
     pub failure_rate: f64,
-    /// What the delivery slots could complete per second if all were busy; `null` until
-    /// enough was measured.
+    /// The attempts per second admission projects with: what the process has shown it can do,
+    /// or `min_service_rate` before it has shown more. Never `null` since 0.2 (kept nullable
+    /// for clients of the older model).
     #[schema(required = true)]
     pub sustainable_rate_per_s: Option<f64>,
+    /// Where `sustainable_rate_per_s` comes from: `saturated` (measured with the slots full of
+    /// attempts that answered), `at_least` (the most completed while the slots had room), or
+    /// `min_service_rate` (the floor, not yet exceeded).
+    pub sustainable_from: &'static str,
+    /// What the process has shown it can do, kept in the store across restarts; `null` on a
+    /// fresh install. Attempts that hang or wait in the slow lane never lower it.
+    #[schema(required = true)]
+    pub shown_rate_per_s: Option<f64>,
+    /// `[admission] min_service_rate`: the floor before the process has shown more.
+    pub min_service_rate_per_s: f64,
     /// Deliveries not ended (scheduled or in flight).
     pub backlog: u64,
     /// Of them, held for paused subscribers.
@@ -221,6 +285,7 @@ impl Capacity {
         admission: AdmissionConfig,
     ) -> Result<Arc<Capacity>, StoreError> {
         let now = clock.now_ms();
+        let shown = store.shown().await?;
         let capacity = Arc::new(Capacity {
             owner: format!(
                 "{}:{}:{:08x}",
@@ -233,6 +298,8 @@ impl Capacity {
                 estimate: Estimate::from_totals(
                     now,
                     MeterReading::default(),
+                    shown,
+                    admission.min_service_rate,
                     store.backlog(now).await?,
                 ),
                 accepted_since: 0,
@@ -335,11 +402,16 @@ impl Capacity {
             new_attempts_per_s: m.new_per_s,
             retry_attempts_per_s: m.retry_per_s,
             failure_rate: m.failure_rate,
-            sustainable_rate_per_s: m.sustainable_per_s(),
+            sustainable_rate_per_s: Some(m.sustainable_per_s),
+            sustainable_from: e.sustainable_from(),
+            shown_rate_per_s: e.shown.map(|s| s.per_s),
+            min_service_rate_per_s: self.admission.min_service_rate,
             backlog,
             due_backlog: e.backlog.due,
-            projected_drain_s: m
-                .projected_drain_s(backlog.saturating_sub(e.backlog.held), self.max_attempts()),
+            projected_drain_s: Some(
+                m.projected_drain_s(backlog.saturating_sub(e.backlog.held), self.max_attempts()),
+            )
+            .filter(|s| s.is_finite()),
             held_backlog: e.backlog.held,
             delivery_window_s: self.policies.current().delivery_window().as_secs_f64(),
             max_attempts: self.max_attempts(),
@@ -358,7 +430,7 @@ impl Capacity {
         let now = self.clock.now_ms();
         if let Some(slots) = self.slots.get() {
             let (busy, total) = slots.occupancy();
-            self.meter.slots(now, busy, total);
+            self.meter.slots(now, busy, slots.busy(), total);
         }
         self.store
             .record_meter(&self.owner, now, self.meter.last_minute(now))
@@ -375,7 +447,19 @@ impl Capacity {
             self.estimate().backlog
         };
         let took = counted.elapsed();
-        let e = Estimate::from_totals(now, totals, backlog);
+        let before = self.estimate().shown;
+        let e = Estimate::from_totals(
+            now,
+            totals,
+            before,
+            self.admission.min_service_rate,
+            backlog,
+        );
+        if e.shown != before {
+            if let Some(shown) = e.shown {
+                self.store.record_shown(now, shown).await?;
+            }
+        }
         {
             let mut state = self.state.write().unwrap();
             state.estimate = e;
@@ -388,7 +472,8 @@ impl Capacity {
         let draining = backlog_now.saturating_sub(e.backlog.held);
         crate::telemetry::capacity(
             &e.measured,
-            e.measured.projected_drain_s(draining, self.max_attempts()),
+            Some(e.measured.projected_drain_s(draining, self.max_attempts()))
+                .filter(|s| s.is_finite()),
             window,
         );
         Ok(took)
@@ -427,9 +512,11 @@ mod tests {
     fn a_meter_keeps_the_last_minute() {
         let t0 = 1_800_000_000_000;
         let m = Meter::new(t0);
+        let kind = |s: i64| [AttemptKind::First, AttemptKind::Retry][(s % 2) as usize];
+        let outcome = |s: i64| [Outcome::Retryable, Outcome::Success][usize::from(s % 4 != 0)];
         for s in 0..120 {
-            m.attempt(t0 + s * 1000, s % 2 == 0, s % 4 == 0);
-            m.slots(t0 + s * 1000, 1, 4);
+            m.attempt(t0 + s * 1000, kind(s), outcome(s), Showing::Answered);
+            m.slots(t0 + s * 1000, 1, 1, 4);
         }
         let r = m.last_minute(t0 + 119_000);
         assert_eq!(
@@ -440,7 +527,12 @@ mod tests {
         // Ten seconds in: what it saw, scaled to a minute.
         let young = Meter::new(t0);
         for s in 0..10 {
-            young.attempt(t0 + s * 1000, true, false);
+            young.attempt(
+                t0 + s * 1000,
+                AttemptKind::First,
+                Outcome::Success,
+                Showing::Hung,
+            );
         }
         assert_eq!(young.last_minute(t0 + 9_000).new_attempts, 60);
     }
@@ -453,10 +545,23 @@ mod tests {
             failed_attempts: 300,
             busy_slot_samples: 50,
             slot_samples: 100,
+            answered_attempts: 900,
+            held_slot_samples: 95,
         };
-        let e = Estimate::from_totals(0, totals, Backlog::default());
+        let e = Estimate::from_totals(0, totals, None, 5.0, Backlog::default());
         assert_eq!(e.measured.service_rate_per_s, 20.0);
         assert_eq!(e.measured.failure_rate, 0.25);
-        assert_eq!(e.measured.sustainable_per_s(), Some(40.0));
+        // 15 answered a second with 95% of the slots held: saturated, 15 / 0.95.
+        assert!((e.measured.sustainable_per_s - 15.0 / 0.95).abs() < 1e-9);
+        assert_eq!(e.sustainable_from(), "saturated");
+        // An idle minute after it keeps it; on a fresh install the floor applies.
+        let idle = Estimate::from_totals(0, MeterReading::default(), e.shown, 5.0, e.backlog);
+        assert_eq!(
+            idle.measured.sustainable_per_s,
+            e.measured.sustainable_per_s
+        );
+        let fresh = Estimate::from_totals(0, MeterReading::default(), None, 5.0, e.backlog);
+        assert_eq!(fresh.measured.sustainable_per_s, 5.0);
+        assert_eq!(fresh.sustainable_from(), "min_service_rate");
     }
 }

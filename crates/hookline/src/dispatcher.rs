@@ -16,7 +16,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use hookline_policy::{AttemptResult, Attempted, Outcome, UnixMs};
+use hookline_policy::{AttemptResult, Attempted, UnixMs};
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, Store, Transition,
     WindowSweep,
@@ -24,7 +24,7 @@ use hookline_store::{
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 
-use crate::capacity::Meter;
+use crate::capacity::{Meter, Showing};
 use crate::clock::Clock;
 use crate::config::DeliveryConfig;
 use crate::destination::Guard;
@@ -483,11 +483,13 @@ async fn attempt(
     if let Transition::Dead(reason) = transition {
         tracing::info!(delivery = %d.id, %reason, attempt = d.attempt, "delivery dead");
     }
-    s.meter.attempt(
-        now,
-        kind(&d) == AttemptKind::First,
-        outcome == Outcome::Retryable,
-    );
+    // An answer shows what the process did; an attempt without one (a timeout, a shed, a
+    // refused connection, a lost attempt) shows its destination, not the process.
+    let showing = match report.result {
+        AttemptResult::Status(_) => Showing::Answered,
+        _ => Showing::Hung,
+    };
+    s.meter.attempt(now, kind(&d), outcome, showing);
     let status = match report.result {
         AttemptResult::Status(code) => Some(code),
         _ => None,

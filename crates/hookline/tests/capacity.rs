@@ -111,22 +111,32 @@ on_both_backends!(
     backlog_limit
 );
 
-/// Two slots and subscribers that take 300 ms to answer: a measured rate far below
-/// what a new fan-out needs to drain within ten seconds of the clock.
+/// Two slots and subscribers that take 300 ms to answer, trusted with 2 attempts a second
+/// until they show more: twenty deliveries drain in the ten seconds allowed, forty do not.
 const SLOW_FLEET: &str =
-    "[delivery]\nconcurrency = 2\n[admission]\nmax_projected_drain = \"10s\"\n";
+    "[delivery]\nconcurrency = 2\n[admission]\nmax_projected_drain = \"10s\"\n\
+                          min_service_rate = 2\n";
 
 async fn projected_drain(app: &TestApp) {
     let rx = Receiver::start_slow(Duration::from_millis(300), |_, _| 200).await;
     subscribe(app, &rx, 20).await;
-    // Nothing measured yet: only the backlog limit applies, and this fits.
+    // Nothing shown yet: the floor applies, and 20 fit in its ten seconds; 20 more do not.
     let (status, _, _) = publish(app, "e1").await;
     assert_eq!(status, 202);
-    let c = capacity_when(app, "a measured sustainable rate", |c| {
-        c["sustainable_rate_per_s"].is_number() && c["utilization"].as_f64() > Some(0.5)
-    })
-    .await;
-    assert!(c["projected_drain_s"].as_f64().unwrap() > 10.0, "{c}");
+    let (_, c) = app.call("GET", "/v1/capacity", None).await;
+    assert_eq!(
+        (
+            &c["sustainable_from"],
+            &c["admitting"],
+            &c["refusing_reason"]
+        ),
+        (
+            &json!("min_service_rate"),
+            &json!(false),
+            &json!("max_projected_drain")
+        ),
+        "{c}"
+    );
     let (status, body, retry_after) = publish(app, "e2").await;
     assert_eq!(status, 503, "{body}");
     let message = body["error"]["message"].as_str().unwrap();
@@ -150,6 +160,71 @@ on_both_backends!(
     SLOW_FLEET,
     projected_drain
 );
+
+/// The issue's incident: 2,000 subscribers, one event delivered to one of them, under a minute
+/// of quiet (so the trickle is still in the meter), then one event to all 2,000. The old model
+/// divided the trickle by the share of busy slots (1/60 s at 1% busy: 1.67/s) and refused with
+/// "only 1499 fit now"; now the process has shown nothing beyond the floor, and the floor
+/// (the default's 512 slots at a 10 s timeout: 51.2/s) drains 2,000 in 39 s.
+async fn idle_server(app: TestApp) -> TestApp {
+    const FLEET: usize = 2_000;
+    let rx = Receiver::start(|_, _| 200).await;
+    subscribe(&app, &rx, 1).await;
+    let (status, _, _) = publish(&app, "trickle").await;
+    assert_eq!(status, 202);
+    eventually("the trickle to arrive", async || {
+        (rx.state_changes().len() == 1).then_some(())
+    })
+    .await;
+    for i in 1..FLEET {
+        app.subscriber(&format!("sub-{i:04}"), &rx.url(&format!("/sub-{i:04}")))
+            .await;
+    }
+    app.clock.advance(Duration::from_secs(50));
+    let c = capacity_when(&app, "an idle model that still sees the trickle", |c| {
+        c["backlog"] == json!(0) && c["service_rate_per_s"].as_f64() > Some(0.0)
+    })
+    .await;
+    assert_eq!(c["sustainable_from"], "min_service_rate", "{c}");
+    assert_eq!(
+        c["sustainable_rate_per_s"], c["min_service_rate_per_s"],
+        "{c}"
+    );
+    assert!(c["room"].as_u64() >= Some(FLEET as u64), "{c}");
+    let (status, body, _) = publish(&app, "fan-out").await;
+    assert_eq!(
+        (status, &body["deliveries"]),
+        (202, &json!(FLEET)),
+        "{body}"
+    );
+
+    // What it has shown survives a restart: the next process starts from it, not from nothing.
+    let c = capacity_when(&app, "the fan-out in what was shown", |c| {
+        c["shown_rate_per_s"].as_f64() > Some(1.0)
+    })
+    .await;
+    let shown = c["shown_rate_per_s"].as_f64().unwrap();
+    let app = app.restart().await;
+    let (_, c) = app.call("GET", "/v1/capacity", None).await;
+    assert!(
+        c["shown_rate_per_s"].as_f64() >= Some(shown),
+        "{shown} then {c}"
+    );
+    app
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_server_accepts_the_fan_out_and_a_restart_keeps_its_estimate_on_sqlite() {
+    idle_server(TestApp::start("").await).await.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_server_accepts_the_fan_out_and_a_restart_keeps_its_estimate_on_postgres() {
+    let Some(app) = TestApp::start_on_postgres("").await else {
+        return;
+    };
+    idle_server(app).await.stop().await;
+}
 
 fn capacity_cli(args: &[&str]) -> (std::process::ExitStatus, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))

@@ -2,7 +2,9 @@
 
 use deadpool_postgres::GenericClient;
 
-use super::{execute, query_one};
+use hookline_policy::Shown;
+
+use super::{execute, query_one, query_opt};
 use crate::*;
 
 /// Meters older than this are forgotten.
@@ -31,6 +33,8 @@ pub(super) async fn record_meter(
             &n(m.failed_attempts),
             &n(m.busy_slot_samples),
             &n(m.slot_samples),
+            &n(m.answered_attempts),
+            &n(m.held_slot_samples),
         ],
     )
     .await?;
@@ -47,5 +51,22 @@ pub(super) async fn meter_totals(c: &impl GenericClient, since: UnixMs) -> Resul
         failed_attempts: n(2),
         busy_slot_samples: n(3),
         slot_samples: n(4),
+        answered_attempts: n(5),
+        held_slot_samples: n(6),
     })
+}
+
+pub(super) async fn record_shown(c: &impl GenericClient, at: UnixMs, shown: Shown) -> Result<()> {
+    execute(
+        c,
+        RECORD_SHOWN,
+        &[&shown.per_s, &shown.evidence.as_str(), &at],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn shown(c: &impl GenericClient) -> Result<Option<Shown>> {
+    let row = query_opt(c, SHOWN, &[]).await?;
+    Ok(row.map(|r| shown_of(r.get(0), r.get(1))))
 }

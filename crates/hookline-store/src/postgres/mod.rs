@@ -550,6 +550,14 @@ impl Store for PostgresStore {
         capacity::meter_totals(&self.client().await?, since).await
     }
 
+    async fn record_shown(&self, at: UnixMs, shown: Shown) -> Result<()> {
+        capacity::record_shown(&self.client().await?, at, shown).await
+    }
+
+    async fn shown(&self) -> Result<Option<Shown>> {
+        capacity::shown(&self.client().await?).await
+    }
+
     async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;

@@ -1,6 +1,7 @@
 //! Capacity on SQLite: the backlog, and the meter of the one process that owns the file.
 
-use rusqlite::{params, Connection};
+use hookline_policy::Shown;
+use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::*;
 
@@ -28,6 +29,8 @@ pub(super) fn record_meter(c: &Connection, owner: &str, at: UnixMs, m: MeterRead
         n(m.failed_attempts),
         n(m.busy_slot_samples),
         n(m.slot_samples),
+        n(m.answered_attempts),
+        n(m.held_slot_samples),
     ])?;
     c.prepare_cached(FORGET_METERS)?
         .execute([at.saturating_sub(DAY_MS)])?;
@@ -43,6 +46,20 @@ pub(super) fn meter_totals(c: &Connection, since: UnixMs) -> Result<MeterReading
             failed_attempts: n(2)?,
             busy_slot_samples: n(3)?,
             slot_samples: n(4)?,
+            answered_attempts: n(5)?,
+            held_slot_samples: n(6)?,
         })
     })?)
+}
+
+pub(super) fn record_shown(c: &Connection, at: UnixMs, shown: Shown) -> Result<()> {
+    c.prepare_cached(RECORD_SHOWN)?
+        .execute(params![shown.per_s, shown.evidence.as_str(), at])?;
+    Ok(())
+}
+
+pub(super) fn shown(c: &Connection) -> Result<Option<Shown>> {
+    Ok(c.prepare_cached(SHOWN)?
+        .query_row([], |r| Ok(shown_of(r.get(0)?, &r.get::<_, String>(1)?)))
+        .optional()?)
 }

@@ -451,6 +451,16 @@ impl Store for SqliteStore {
         self.read(move |c| capacity::meter_totals(c, since)).await
     }
 
+    async fn record_shown(&self, at: UnixMs, shown: Shown) -> Result<()> {
+        self.writer
+            .write(move |w| capacity::record_shown(&w.conn, at, shown))
+            .await
+    }
+
+    async fn shown(&self) -> Result<Option<Shown>> {
+        self.read(capacity::shown).await
+    }
+
     async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {
         self.writer
             .write(move |w| writes::prune_delivered(&w.conn, before, batch))

@@ -78,6 +78,7 @@ struct ConsoleFile {
 struct AdmissionFile {
     max_backlog: Option<u64>,
     max_projected_drain: Option<String>,
+    min_service_rate: Option<f64>,
 }
 
 /// What a publish is held to before its fan-out is accepted.
@@ -88,6 +89,9 @@ pub struct AdmissionConfig {
     /// How long the backlog may take to drain at the measured sustainable rate (`None`: half
     /// the delivery window in force).
     pub max_projected_drain: Option<Duration>,
+    /// Attempts per second a fresh install is trusted to sustain before it has shown more
+    /// (default: every slot busy with an attempt that runs to its timeout).
+    pub min_service_rate: f64,
 }
 
 impl AdmissionConfig {
@@ -423,6 +427,16 @@ impl Config {
                 None => None,
                 given => Some(duration("admission.max_projected_drain", given)?),
             },
+            min_service_rate: match a.min_service_rate {
+                Some(r) if r.is_finite() && r > 0.0 => r,
+                Some(_) => {
+                    return Err(invalid(
+                        "admission.min_service_rate",
+                        "must be a number of attempts per second greater than zero",
+                    ))
+                }
+                None => slots_at_timeout(&delivery),
+            },
         };
         let drill_reports = given("console.drill_reports", file.console.drill_reports)?;
         if drill_reports.is_empty() {
@@ -525,6 +539,12 @@ fn default_concurrency(database: &str) -> u64 {
     } else {
         512
     }
+}
+
+/// The attempts per second the slots complete even when every attempt runs to its timeout:
+/// the least they guarantee, measured nothing (the slow lane only adds to it).
+fn slots_at_timeout(delivery: &DeliveryConfig) -> f64 {
+    delivery.concurrency as f64 / delivery.attempt_timeout.as_secs_f64().max(0.001)
 }
 
 fn positive(key: &'static str, value: Option<u64>) -> Result<u64, ConfigError> {
@@ -649,6 +669,19 @@ mod tests {
         assert_eq!((c.delivery.concurrency, c.http.max_connections), (8, 9));
         assert_eq!(c.delivery.attempt_timeout, Duration::from_secs(10));
         assert_eq!(c.http.header_read_timeout, Duration::from_secs(10));
+    }
+
+    /// The floor a fresh install projects with follows its slots unless it is given.
+    #[test]
+    fn min_service_rate_defaults_to_the_slots_at_their_timeout() {
+        let c = Config::from_toml("[delivery]\nconcurrency = 8\nattempt_timeout = \"4s\"").unwrap();
+        assert_eq!(c.admission.min_service_rate, 2.0);
+        let c = Config::from_toml("[admission]\nmin_service_rate = 0.5").unwrap();
+        assert_eq!(c.admission.min_service_rate, 0.5);
+        for bad in ["0", "-1", "nan"] {
+            let e = Config::from_toml(&format!("[admission]\nmin_service_rate = {bad}"));
+            assert!(e.is_err(), "{bad}");
+        }
     }
 
     fn refused(text: &str) -> String {
