@@ -36,11 +36,14 @@ fn behaviour(path: &str, nth: u32) -> u16 {
 
 /// One local receiver stands in for 2,000 subscribers' destinations, so the cap per host is
 /// off: it would hold the whole run to one host's share (`tests/host_cap.rs` tests the cap).
+/// Admission is not what these tests are about: its floor (64 slots at a 1 s timeout, 64/s)
+/// projects 4,000 deliveries past half of this 60 s window, so the drain limit is widened.
 fn config(schema: &PgSchema) -> String {
     format!(
         "database = \"{}\"\nallow_private_destinations = true\n\
          [delivery]\nconcurrency = 64\nattempt_timeout = \"1s\"\nmax_in_flight_per_subscriber = 2\nmax_in_flight_per_host = 0\n\
-         [retry]\nbase_delay = \"200ms\"\nmax_delay = \"400ms\"\nmax_attempts = 3\ndelivery_window = \"60s\"\n",
+         [retry]\nbase_delay = \"200ms\"\nmax_delay = \"400ms\"\nmax_attempts = 3\ndelivery_window = \"60s\"\n\
+         [admission]\nmax_projected_drain = \"1h\"\n",
         schema.url()
     )
 }
