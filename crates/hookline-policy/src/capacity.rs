@@ -79,6 +79,11 @@ impl Measured {
 /// The share of the slots that attempts which answered from them must have kept busy over a
 /// window for its completion rate to be what the process can do now, not just a lower bound.
 pub const SATURATED: f64 = 0.9;
+/// A minute measures the process only when nearly every attempt that ended in it got an answer:
+/// slots held by attempts that hang until their timeout measure their destinations' time, and
+/// an outage of a few known-good destinations would otherwise set a rate far below what the
+/// process can do (and admission would refuse on it long after).
+pub const ANSWERED_TO_MEASURE: f64 = 0.9;
 
 /// One window (the last minute, every process) as evidence of what the slots can do. Only
 /// attempts that got an answer count: one that hangs to its timeout measures its destination,
@@ -90,6 +95,8 @@ pub struct Window {
     pub answered_per_s: f64,
     /// The share of the slots held by attempts (the slow lane left out), on average.
     pub held_share: f64,
+    /// Of the attempts that ended, the share that got an answer.
+    pub answered_share: f64,
 }
 
 /// How much a [`Shown`] rate says.
@@ -132,7 +139,10 @@ impl Shown {
     /// attempts wait in the slow lane, say nothing about what the slots can do.
     pub fn learn(previous: Option<Shown>, window: Window) -> Option<Shown> {
         let rate = window.answered_per_s.max(0.0);
-        if window.held_share >= SATURATED && rate > 0.0 {
+        if window.held_share >= SATURATED
+            && window.answered_share >= ANSWERED_TO_MEASURE
+            && rate > 0.0
+        {
             // Scaled to every slot: at most 1/SATURATED more than measured.
             return Some(Shown {
                 per_s: rate / window.held_share.min(1.0),
@@ -283,6 +293,7 @@ mod tests {
         let trickle = Window {
             answered_per_s: 1.0 / 60.0,
             held_share: 0.0002,
+            answered_share: 1.0,
         };
         let shown = Shown::learn(None, trickle);
         assert_eq!(Shown::sustainable_per_s(shown, 51.2), 51.2);
@@ -303,6 +314,7 @@ mod tests {
             Window {
                 answered_per_s: 900.0,
                 held_share: 1.0,
+                answered_share: 1.0,
             },
         );
         assert_eq!(Shown::sustainable_per_s(fast, 50.0), 900.0);
@@ -312,6 +324,7 @@ mod tests {
             Window {
                 answered_per_s: 9.0,
                 held_share: 0.95,
+                answered_share: 1.0,
             },
         );
         assert_eq!(slow.unwrap().evidence, Evidence::Saturated);
@@ -323,9 +336,22 @@ mod tests {
             Window {
                 answered_per_s: 30.0,
                 held_share: 0.2,
+                answered_share: 1.0,
             },
         );
         assert_eq!(hanging, fast);
+        // Known-good destinations that start hanging hold the slots until they time out: full
+        // slots, few answers among the attempts that ended. That measures the destinations,
+        // not the process: the estimate stays.
+        let outage = Shown::learn(
+            fast,
+            Window {
+                answered_per_s: 0.05,
+                held_share: 1.0,
+                answered_share: 0.02,
+            },
+        );
+        assert_eq!(outage, fast);
         assert_eq!(Evidence::parse("saturated"), Some(Evidence::Saturated));
         assert_eq!(Evidence::parse("at_least"), Some(Evidence::AtLeast));
     }
@@ -360,10 +386,10 @@ mod tests {
         }
 
         #[test]
-        fn only_a_saturated_window_lowers_the_estimate(before in 0.0f64..1e5, rate in 0.0f64..1e5, held in 0.0f64..=1.0, floor in 0.1f64..1e3) {
+        fn only_a_saturated_window_lowers_the_estimate(before in 0.0f64..1e5, rate in 0.0f64..1e5, held in 0.0f64..=1.0, answered in 0.0f64..=1.0, floor in 0.1f64..1e3) {
             let previous = Shown { per_s: before, evidence: Evidence::AtLeast };
-            let after = Shown::learn(Some(previous), Window { answered_per_s: rate, held_share: held }).unwrap();
-            if held < SATURATED {
+            let after = Shown::learn(Some(previous), Window { answered_per_s: rate, held_share: held, answered_share: answered }).unwrap();
+            if held < SATURATED || answered < ANSWERED_TO_MEASURE {
                 // Idle minutes and hanging attempts never lower it.
                 prop_assert!(after.per_s >= before);
                 prop_assert!(Shown::sustainable_per_s(Some(after), floor) >= floor);

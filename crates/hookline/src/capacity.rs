@@ -143,6 +143,10 @@ fn window(t: &MeterReading) -> Window {
         } else {
             0.0
         },
+        answered_share: match t.new_attempts.saturating_add(t.retry_attempts) {
+            0 => 0.0,
+            ended => t.answered_attempts as f64 / ended as f64,
+        },
     }
 }
 
@@ -545,15 +549,25 @@ mod tests {
             failed_attempts: 300,
             busy_slot_samples: 50,
             slot_samples: 100,
-            answered_attempts: 900,
+            answered_attempts: 1_140,
             held_slot_samples: 95,
         };
         let e = Estimate::from_totals(0, totals, None, 5.0, Backlog::default());
         assert_eq!(e.measured.service_rate_per_s, 20.0);
         assert_eq!(e.measured.failure_rate, 0.25);
-        // 15 answered a second with 95% of the slots held: saturated, 15 / 0.95.
-        assert!((e.measured.sustainable_per_s - 15.0 / 0.95).abs() < 1e-9);
+        // 19 answered a second (95% of the attempts that ended) with 95% of the slots held:
+        // saturated, 19 / 0.95.
+        assert!((e.measured.sustainable_per_s - 19.0 / 0.95).abs() < 1e-9);
         assert_eq!(e.sustainable_from(), "saturated");
+        // Full slots held mostly by attempts that got no answer (destinations hanging until
+        // their timeout) measure the destinations: what was answered is only a lower bound.
+        let hanging = MeterReading {
+            answered_attempts: 600,
+            ..totals
+        };
+        let h = Estimate::from_totals(0, hanging, None, 5.0, Backlog::default());
+        assert_eq!(h.measured.sustainable_per_s, 10.0);
+        assert_eq!(h.sustainable_from(), "at_least");
         // An idle minute after it keeps it; on a fresh install the floor applies.
         let idle = Estimate::from_totals(0, MeterReading::default(), e.shown, 5.0, e.backlog);
         assert_eq!(
