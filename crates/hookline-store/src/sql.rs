@@ -244,10 +244,15 @@ pub(crate) const METER_TOTALS: &str = "SELECT CAST(COALESCE(sum(new_attempts), 0
     FROM capacity_meters WHERE measured_at >= $1";
 /// The estimate of what the process has shown it can do, replaced (1 the rate, 2 its evidence,
 /// 3 when).
+///
+/// Several processes record it, each from its own copy read at its start: a lower figure that
+/// is only a lower bound (`at_least`) never replaces a higher one another process recorded;
+/// a saturated measurement, which is what the processes can do now, always does.
 pub(crate) const RECORD_SHOWN: &str =
     "INSERT INTO capacity_shown (id, per_s, evidence, measured_at)
     VALUES (1, $1, $2, $3)
     ON CONFLICT (id) DO UPDATE SET per_s = excluded.per_s, evidence = excluded.evidence,
-        measured_at = excluded.measured_at";
+        measured_at = excluded.measured_at
+    WHERE excluded.evidence = 'saturated' OR excluded.per_s > capacity_shown.per_s";
 /// The estimate, if one was ever recorded.
 pub(crate) const SHOWN: &str = "SELECT per_s, evidence FROM capacity_shown WHERE id = 1";

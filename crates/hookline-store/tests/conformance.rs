@@ -3072,5 +3072,23 @@ mod cases {
             store.shown().await.unwrap(),
             Some(shown(900.25, Evidence::Saturated))
         );
+        // Another process, started before it, records only a lower bound: it stays; a
+        // saturated measurement replaces it, lower or higher.
+        store
+            .record_shown(T0 + 2, shown(40.0, Evidence::AtLeast))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.shown().await.unwrap(),
+            Some(shown(900.25, Evidence::Saturated))
+        );
+        store
+            .record_shown(T0 + 3, shown(300.0, Evidence::Saturated))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.shown().await.unwrap(),
+            Some(shown(300.0, Evidence::Saturated))
+        );
     }
 }
