@@ -811,7 +811,7 @@ async fn healthy_p99(h: &Hookline, rx: &Receiver, phase: &str) -> Duration {
         tokio::time::sleep(Duration::from_millis(40)).await;
     }
     took.sort();
-    took[98]
+    percentile(&took, 0.99).unwrap()
 }
 
 /// What one isolation run measured.

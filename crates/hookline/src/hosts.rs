@@ -49,10 +49,6 @@ impl HostLoad {
             origin: origin.to_owned(),
         })
     }
-
-    pub fn at_cap(&self) -> usize {
-        self.state.lock().unwrap().at_cap
-    }
 }
 
 /// One attempt in flight to an origin.
@@ -83,6 +79,12 @@ impl Drop for InFlightAt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl HostLoad {
+        fn at_cap(&self) -> usize {
+            self.state.lock().unwrap().at_cap
+        }
+    }
 
     #[test]
     fn origins_at_their_cap_are_counted_as_attempts_start_and_end() {

@@ -119,10 +119,6 @@ impl Arrivals {
     }
 }
 
-fn p99(sorted: &[Duration]) -> Duration {
-    sorted[(sorted.len() * 99).div_ceil(100) - 1]
-}
-
 /// Creates the hanging subscribers, 50 requests at a time.
 async fn create_subscribers(app: &TestApp, hang_url: &str) {
     let ids: Vec<String> = (0..HANGING).map(|i| format!("hangs-{i:04}")).collect();
@@ -160,6 +156,7 @@ async fn two_thousand_hanging_subscribers_do_not_delay_a_healthy_one(app: &TestA
     let during = arrivals.latencies(app, "storm").await;
     let hanging_now = accepted.load(Ordering::SeqCst);
 
+    let p99 = |sorted: &[Duration]| hookline_testkit::percentile(sorted, 0.99).unwrap();
     let (base, storm) = (p99(&baseline), p99(&during));
     let bound = base.mul_f64(1.25) + Duration::from_millis(50);
     eprintln!(
