@@ -69,11 +69,156 @@ pub struct Measured {
 
 impl Measured {
     /// How long `backlog` deliveries take to drain at the sustainable rate, each costing the
-    /// attempts the measured failure rate implies.
+    /// attempts the measured failure rate implies: the throughput term.
     pub fn projected_drain_s(&self, backlog: u64, max_attempts: u32) -> f64 {
         backlog as f64 * expected_attempts(self.failure_rate, max_attempts)
             / self.sustainable_per_s.max(f64::MIN_POSITIVE)
     }
+
+    /// How long the `draining` deliveries (the backlog but the held) take to end: the longest
+    /// of the throughput term and what waits for a time or a rate limit.
+    pub fn projected_drain(&self, draining: u64, waits: &WaitTerms, max_attempts: u32) -> Drain {
+        let throughput_s = self.projected_drain_s(draining, max_attempts);
+        let (seconds, by) = [
+            (throughput_s, DrainTerm::Throughput),
+            (waits.retries_s, DrainTerm::Retries),
+            (waits.breaker_deferred_s, DrainTerm::BreakerDeferred),
+            (waits.rate_limited_s, DrainTerm::RateLimited),
+        ]
+        .into_iter()
+        .fold((0.0, DrainTerm::Throughput), |best, t| {
+            if t.0 > best.0 {
+                t
+            } else {
+                best
+            }
+        });
+        Drain {
+            seconds,
+            by,
+            throughput_s,
+        }
+    }
+}
+
+/// Why deliveries in the backlog cannot start before a later time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeferCause {
+    /// A retry's backoff (or a deferral that outlived its breaker): `run_at` is later.
+    Retry,
+    /// Their subscriber's breaker is open until its cool-down ends.
+    OpenBreaker,
+}
+
+/// Deliveries that can start no earlier than `after_ms` from now, all for one cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deferred {
+    pub cause: DeferCause,
+    pub after_ms: u64,
+    pub deliveries: u64,
+}
+
+/// The backlog's deliveries that do not wait only for capacity, as the store counts them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BacklogWaits {
+    /// Deliveries that start later, grouped by cause and time (a few hundred groups at most).
+    pub deferred: Vec<Deferred>,
+    /// Deliveries of subscribers with a rate limit.
+    pub rate_limited: u64,
+    /// How long the most loaded rate-limited subscriber takes to work through its deliveries at
+    /// its own rate, from when it may next start one.
+    pub rate_limited_longest_ms: u64,
+}
+
+/// The term a projected drain comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrainTerm {
+    /// The work: every delivery not held, each costing the attempts the failure rate implies,
+    /// at the sustainable rate. The only term a fan-out lengthens, so the one admission refuses
+    /// on.
+    Throughput,
+    /// Waiting for scheduled retries, then the work due from then on.
+    Retries,
+    /// Waiting for open breakers' cool-downs, then the work due from then on.
+    BreakerDeferred,
+    /// A subscriber's own rate limit.
+    RateLimited,
+}
+
+impl DrainTerm {
+    pub const ALL: [DrainTerm; 4] = [
+        DrainTerm::Throughput,
+        DrainTerm::Retries,
+        DrainTerm::BreakerDeferred,
+        DrainTerm::RateLimited,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DrainTerm::Throughput => "throughput",
+            DrainTerm::Retries => "retries",
+            DrainTerm::BreakerDeferred => "breaker_deferred",
+            DrainTerm::RateLimited => "rate_limited",
+        }
+    }
+}
+
+/// The terms of a projected drain that do not depend on this moment's backlog count: what the
+/// deliveries waiting for a time or a rate limit add, in seconds from now.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct WaitTerms {
+    pub retries_s: f64,
+    pub breaker_deferred_s: f64,
+    pub rate_limited_s: f64,
+    /// How many deliveries each waits for.
+    pub retries: u64,
+    pub breaker_deferred: u64,
+    pub rate_limited: u64,
+}
+
+impl WaitTerms {
+    /// The drain as a queue that work joins at known times: the backlog ends no earlier than
+    /// any group's start plus the work that starts at or after it, at `per_s`. Each waiting
+    /// delivery costs one attempt here: it is projected as the destinations answering from
+    /// its next attempt on (what the backlog does once an outage ends); the cost of further
+    /// failures is the throughput term's.
+    pub fn of(waits: &BacklogWaits, per_s: f64) -> WaitTerms {
+        let per_s = per_s.max(f64::MIN_POSITIVE);
+        let mut groups = waits.deferred.clone();
+        groups.sort_by_key(|g| std::cmp::Reverse(g.after_ms));
+        let mut terms = WaitTerms {
+            rate_limited: waits.rate_limited,
+            rate_limited_s: if waits.rate_limited > 0 {
+                waits.rate_limited_longest_ms as f64 / 1000.0
+            } else {
+                0.0
+            },
+            ..WaitTerms::default()
+        };
+        let mut from_then_on = 0u64;
+        for g in groups {
+            from_then_on = from_then_on.saturating_add(g.deliveries);
+            let s = g.after_ms as f64 / 1000.0 + from_then_on as f64 / per_s;
+            let (term, count) = match g.cause {
+                DeferCause::Retry => (&mut terms.retries_s, &mut terms.retries),
+                DeferCause::OpenBreaker => {
+                    (&mut terms.breaker_deferred_s, &mut terms.breaker_deferred)
+                }
+            };
+            *term = term.max(s);
+            *count = count.saturating_add(g.deliveries);
+        }
+        terms
+    }
+}
+
+/// A projected drain, and the term it comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Drain {
+    pub seconds: f64,
+    pub by: DrainTerm,
+    /// The throughput term, the one admission holds a publish to.
+    pub throughput_s: f64,
 }
 
 /// The share of the slots that attempts which answered from them must have kept busy over a
@@ -356,7 +501,102 @@ mod tests {
         assert_eq!(Evidence::parse("at_least"), Some(Evidence::AtLeast));
     }
 
+    #[test]
+    fn an_outage_is_projected_from_its_cool_downs_and_retries() {
+        // The incident: 200 subscribers behind one hanging host, their breakers open
+        // for another 40 s, 100 retries due in 30 s. At 1,000/s the work is nothing; the
+        // cool-downs decide.
+        let waits = BacklogWaits {
+            deferred: vec![
+                Deferred {
+                    cause: DeferCause::Retry,
+                    after_ms: 30_000,
+                    deliveries: 100,
+                },
+                Deferred {
+                    cause: DeferCause::OpenBreaker,
+                    after_ms: 40_000,
+                    deliveries: 200,
+                },
+            ],
+            rate_limited: 0,
+            rate_limited_longest_ms: 0,
+        };
+        let terms = WaitTerms::of(&waits, 1_000.0);
+        assert_eq!((terms.retries, terms.breaker_deferred), (100, 200));
+        assert!((terms.breaker_deferred_s - 40.2).abs() < 1e-9, "{terms:?}");
+        // The retries' term counts the deferred work after them too.
+        assert!((terms.retries_s - 30.3).abs() < 1e-9, "{terms:?}");
+        let m = Measured {
+            sustainable_per_s: 1_000.0,
+            failure_rate: 1.0,
+            ..Measured::default()
+        };
+        let drain = m.projected_drain(300, &terms, 6);
+        assert_eq!(drain.by, DrainTerm::BreakerDeferred);
+        assert!((drain.throughput_s - 1.8).abs() < 1e-9, "{drain:?}");
+        // A rate-limited subscriber with 600 deliveries at 10/s: a minute.
+        let limited = WaitTerms::of(
+            &BacklogWaits {
+                rate_limited: 600,
+                rate_limited_longest_ms: 60_000,
+                ..waits
+            },
+            1_000.0,
+        );
+        assert_eq!(
+            m.projected_drain(900, &limited, 6).by,
+            DrainTerm::RateLimited
+        );
+        // Nothing waits: the old model.
+        let idle = m.projected_drain(300, &WaitTerms::default(), 6);
+        assert_eq!((idle.by, idle.seconds), (DrainTerm::Throughput, 1.8));
+        assert_eq!(DrainTerm::BreakerDeferred.as_str(), "breaker_deferred");
+    }
+
+    fn cause() -> impl Strategy<Value = DeferCause> {
+        prop_oneof![Just(DeferCause::Retry), Just(DeferCause::OpenBreaker)]
+    }
+
+    fn groups() -> impl Strategy<Value = Vec<Deferred>> {
+        prop::collection::vec(
+            (cause(), 0u64..100_000_000, 0u64..1_000_000).prop_map(
+                |(cause, after_ms, deliveries)| Deferred {
+                    cause,
+                    after_ms,
+                    deliveries,
+                },
+            ),
+            0..20,
+        )
+    }
+
     proptest! {
+        #[test]
+        fn a_drain_waits_for_every_group_and_all_the_work(deferred in groups(), per_s in 0.001f64..1e6, extra in 0u64..1_000) {
+            let waits = BacklogWaits { deferred: deferred.clone(), ..BacklogWaits::default() };
+            let terms = WaitTerms::of(&waits, per_s);
+            let longest = terms.retries_s.max(terms.breaker_deferred_s);
+            let total: u64 = deferred.iter().map(|g| g.deliveries).sum();
+            for g in &deferred {
+                prop_assert!(longest >= g.after_ms as f64 / 1000.0);
+            }
+            if let Some(first) = deferred.iter().map(|g| g.after_ms).min() {
+                prop_assert!(longest >= first as f64 / 1000.0 + total as f64 / per_s - 1e-6);
+            }
+            prop_assert_eq!(terms.retries + terms.breaker_deferred, total);
+            // More work at the latest time never shortens it.
+            let mut more = deferred.clone();
+            if let Some(last) = more.iter_mut().max_by_key(|g| g.after_ms) {
+                last.deliveries += extra;
+                let grown = WaitTerms::of(&BacklogWaits { deferred: more, ..BacklogWaits::default() }, per_s);
+                prop_assert!(grown.retries_s.max(grown.breaker_deferred_s) >= longest);
+            }
+            let m = Measured { sustainable_per_s: per_s, ..Measured::default() };
+            let drain = m.projected_drain(total, &terms, 5);
+            prop_assert!(drain.seconds >= drain.throughput_s && drain.seconds >= longest);
+        }
+
         #[test]
         fn retries_grow_with_the_failure_rate_and_stay_under_the_budget(p in 0.0f64..=1.0, q in 0.0f64..=1.0, m in 1u32..50) {
             let (lo, hi) = (p.min(q), p.max(q));

@@ -230,6 +230,10 @@ pub trait Store: Send + Sync + 'static {
     /// Deliveries not ended yet, and of them those due at `now`. It counts rows (through
     /// partial indexes), so callers run it on an interval.
     async fn backlog(&self, now: UnixMs) -> Result<Backlog>;
+    /// The backlog's deliveries that wait for a later time (a retry, an open breaker) or for a
+    /// rate limit, grouped: what a projected drain adds to the work. It reads the rows that
+    /// wait, so callers run it on an interval, beside `backlog`.
+    async fn backlog_waits(&self, now: UnixMs) -> Result<BacklogWaits>;
     /// Replaces `owner`'s meter (a process's last minute) as of `at`.
     async fn record_meter(&self, owner: &str, at: UnixMs, reading: MeterReading) -> Result<()>;
     /// The sum of the meters recorded at or after `since`: every process still measuring.

@@ -611,7 +611,7 @@ pub struct ClaimedDelivery {
 }
 
 /// Where an attempt leaves its delivery, as the policy decided.
-pub use hookline_policy::Transition;
+pub use hookline_policy::{BacklogWaits, DeferCause, Deferred, Transition};
 
 #[derive(Debug, Clone)]
 pub struct Completion {

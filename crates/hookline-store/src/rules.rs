@@ -274,6 +274,19 @@ pub(crate) fn backlog_of(scheduled: i64, in_flight: i64, unheld: i64, due: i64) 
     }
 }
 
+/// One group of [`sql::backlog_deferred`]'s answer.
+pub(crate) fn deferred_of(cause: i64, after_ms: i64, deliveries: i64) -> Deferred {
+    Deferred {
+        cause: if cause == 1 {
+            DeferCause::OpenBreaker
+        } else {
+            DeferCause::Retry
+        },
+        after_ms: after_ms.max(0) as u64,
+        deliveries: deliveries.max(0) as u64,
+    }
+}
+
 /// The recorded estimate from its row. Evidence this binary does not know (a later one wrote
 /// it) reads as a lower bound: the floor still applies under it.
 pub(crate) fn shown_of(per_s: f64, evidence: &str) -> Shown {

@@ -220,6 +220,51 @@ pub(crate) fn backlog(unheld: &str) -> String {
     )
 }
 
+/// Groups of the backlog that wait for a later time (parameter 1: now), as (cause, after ms,
+/// deliveries): cause 1 is an open breaker (its cool-down ends after the row's own `run_at`),
+/// 0 a scheduled `run_at`. Times are rounded up to a second within a minute, ten seconds
+/// within ten minutes and a minute beyond, so a day's backlog is at most ~1,500 groups.
+/// Rows of subscribers whose breaker is open but that no claim has deferred yet are due:
+/// they are found from the subscribers with an open breaker, through each one's rows (SQLite
+/// keeps a CROSS JOIN's order, and the unary `+` keeps it from walking every due row per
+/// subscriber instead; PostgreSQL plans both as usual). `unheld` qualifies `d`.
+pub(crate) fn backlog_deferred(unheld: &str) -> String {
+    format!(
+        "SELECT CAST(cause AS BIGINT),
+                CASE WHEN wait <= 60000 THEN (wait + 999) / 1000 * 1000
+                     WHEN wait <= 600000 THEN (wait + 9999) / 10000 * 10000
+                     ELSE (wait + 59999) / 60000 * 60000 END AS after_ms,
+                count(*)
+         FROM (SELECT CASE WHEN s.breaker_open_until > d.run_at THEN 1 ELSE 0 END AS cause,
+                      CASE WHEN s.breaker_open_until > d.run_at THEN s.breaker_open_until
+                           ELSE d.run_at END - $1 AS wait
+               FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
+               WHERE d.state = 'scheduled' AND {unheld} AND d.run_at > $1
+               UNION ALL
+               SELECT 1, s.breaker_open_until - $1
+               FROM subscribers s CROSS JOIN deliveries d
+               WHERE d.subscriber_id = s.id AND s.breaker_open_until > $1
+                 AND d.state = 'scheduled' AND {unheld} AND +d.run_at <= $1) w
+         GROUP BY 1, 2"
+    )
+}
+
+/// The backlog of subscribers with a rate limit (parameter 1: now): how many deliveries, and
+/// the longest any such subscriber needs to work through its own at its rate, in ms from now.
+/// `unheld` qualifies `d`.
+pub(crate) fn backlog_rate_limited(unheld: &str) -> String {
+    format!(
+        "SELECT CAST(COALESCE(sum(n), 0) AS BIGINT),
+                CAST(COALESCE(max(wait + n * 1000.0 / rate), 0) AS BIGINT)
+         FROM (SELECT count(*) AS n, s.rate_limit_per_second AS rate,
+                      CASE WHEN s.rate_next_at > $1 THEN s.rate_next_at - $1 ELSE 0 END AS wait
+               FROM subscribers s CROSS JOIN deliveries d
+               WHERE d.subscriber_id = s.id AND s.rate_limit_per_second > 0 AND d.state IN ('scheduled', 'in_flight')
+                 AND {unheld}
+               GROUP BY s.id, s.rate_limit_per_second, s.rate_next_at) r"
+    )
+}
+
 /// One process's meter, replaced (parameters in [`MeterReading`]'s order after owner and time).
 pub(crate) const RECORD_METER: &str = "INSERT INTO capacity_meters
         (owner, measured_at, new_attempts, retry_attempts, failed_attempts, busy_slot_samples,

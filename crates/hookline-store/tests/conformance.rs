@@ -115,6 +115,7 @@ macro_rules! all_cases {
             cohort_reports_count_what_each_policy_decided,
             a_publish_over_its_admission_stores_nothing,
             backlog_and_meters_count_across_processes,
+            backlog_waits_group_what_waits_for_a_time_or_a_rate,
         );
     };
 }
@@ -2994,6 +2995,112 @@ mod cases {
             store.publish(e, T0).await.unwrap(),
             PublishOutcome::AlreadyAccepted(_)
         ));
+    }
+
+    pub async fn backlog_waits_group_what_waits_for_a_time_or_a_rate(h: &impl Harness) {
+        let store = h.open().await;
+        store
+            .create_subscriber(sub("a", &["ta"]), T0)
+            .await
+            .unwrap();
+        store
+            .create_subscriber(sub("b", &["tb"]), T0)
+            .await
+            .unwrap();
+        let limited = NewSubscriber {
+            rate_limit_per_second: Some(2.0),
+            ..sub("c", &["tc"])
+        };
+        store.create_subscriber(limited, T0).await.unwrap();
+        store
+            .create_subscriber(sub("d", &["tb"]), T0)
+            .await
+            .unwrap();
+        store
+            .update_subscriber(
+                "d",
+                SubscriberPatch {
+                    status: Some(SubscriberStatus::Paused),
+                    ..SubscriberPatch::default()
+                },
+                T0,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            store.backlog_waits(T0).await.unwrap(),
+            BacklogWaits::default()
+        );
+        for i in 0..8 {
+            accepted(&*store, event(&format!("a{i}"), "ta"), T0).await;
+        }
+        for i in 0..2 {
+            accepted(&*store, event(&format!("b{i}"), "tb"), T0).await;
+        }
+        for i in 0..4 {
+            accepted(&*store, event(&format!("c{i}"), "tc"), T0).await;
+        }
+        // a: five failures open its breaker; their retries (at 10 s) and its three due rows
+        // all wait for the cool-down. b: two retries in 90 s. c: four at 2/s. d: paused, held.
+        let claimed = store
+            .claim_due(ClaimRequest {
+                exclude_subscribers: vec!["c".into()],
+                ..claim(T0, 100, 5)
+            })
+            .await
+            .unwrap();
+        let retry = |c: &ClaimedDelivery| {
+            let run_at = if c.destination.subscriber_id == "a" {
+                T0 + 10_000
+            } else {
+                T0 + 90_000
+            };
+            completion(c, Transition::Reschedule { run_at }, T0 + 1)
+        };
+        let failed = claimed.iter().map(retry).collect();
+        store.complete(failed, T0 + 1).await.unwrap();
+        let open_until = store
+            .get_subscriber("a")
+            .await
+            .unwrap()
+            .breaker
+            .open_until
+            .unwrap();
+        let now = T0 + 2;
+        let waits = store.backlog_waits(now).await.unwrap();
+        let mut groups = waits.deferred.clone();
+        groups.sort_by_key(|g| g.after_ms);
+        // Within a minute, rounded up to the second; 90 s, to ten seconds.
+        let breaker_after = ((open_until - now) as u64).div_ceil(1_000) * 1_000;
+        assert_eq!(
+            groups,
+            [
+                Deferred {
+                    cause: DeferCause::OpenBreaker,
+                    after_ms: breaker_after,
+                    deliveries: 8,
+                },
+                Deferred {
+                    cause: DeferCause::Retry,
+                    after_ms: 90_000,
+                    deliveries: 2,
+                },
+            ]
+        );
+        // Four of c's at 2/s: two seconds from now.
+        assert_eq!(
+            (waits.rate_limited, waits.rate_limited_longest_ms),
+            (4, 2_000)
+        );
+        // Past the cool-down, a's rows wait for nothing: they are due.
+        let later = store.backlog_waits(open_until + 1).await.unwrap();
+        assert!(
+            later
+                .deferred
+                .iter()
+                .all(|g| g.cause == DeferCause::Retry && g.deliveries == 2),
+            "{later:?}"
+        );
     }
 
     pub async fn backlog_and_meters_count_across_processes(h: &impl Harness) {

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use hookline_policy::{
-    retry_after_s, room, AdmissionLimits, Measured, Outcome, Refusal, Shown, UnixMs, Window,
+    retry_after_s, room, AdmissionLimits, BacklogWaits, Drain, Measured, Outcome, Refusal, Shown,
+    UnixMs, WaitTerms, Window,
 };
 use hookline_store::{Backlog, MeterReading, Store, StoreError};
 use serde::Serialize;
@@ -132,6 +133,24 @@ pub struct Estimate {
     /// What the process has shown it can do (`None`: nothing yet; the floor applies).
     pub shown: Option<Shown>,
     pub backlog: Backlog,
+    /// What the deliveries waiting for a time or a rate limit add to a drain.
+    pub waits: WaitTerms,
+}
+
+/// The backlog as last counted: its totals, and what of it waits.
+#[derive(Debug, Clone, Default)]
+pub struct BacklogCount {
+    pub backlog: Backlog,
+    pub waits: BacklogWaits,
+}
+
+impl BacklogCount {
+    async fn of(store: &dyn Store, now: UnixMs) -> Result<BacklogCount, StoreError> {
+        Ok(BacklogCount {
+            backlog: store.backlog(now).await?,
+            waits: store.backlog_waits(now).await?,
+        })
+    }
 }
 
 /// The last minute as evidence of what the slots can do.
@@ -157,14 +176,16 @@ impl Estimate {
         t: MeterReading,
         shown: Option<Shown>,
         floor: f64,
-        backlog: Backlog,
+        counted: &BacklogCount,
     ) -> Estimate {
         let attempts = t.new_attempts.saturating_add(t.retry_attempts);
         let per_s = |n: u64| n as f64 / MINUTE_S as f64;
         let shown = Shown::learn(shown, window(&t));
+        let sustainable_per_s = Shown::sustainable_per_s(shown, floor);
         Estimate {
             at,
             shown,
+            waits: WaitTerms::of(&counted.waits, sustainable_per_s),
             measured: Measured {
                 service_rate_per_s: per_s(attempts),
                 new_per_s: per_s(t.new_attempts),
@@ -180,9 +201,9 @@ impl Estimate {
                 } else {
                     0.0
                 },
-                sustainable_per_s: Shown::sustainable_per_s(shown, floor),
+                sustainable_per_s,
             },
-            backlog,
+            backlog: counted.backlog,
         }
     }
 
@@ -229,10 +250,22 @@ pub struct CapacityView {
     pub held_backlog: u64,
     /// Of them, due now and waiting only for capacity.
     pub due_backlog: u64,
-    /// How long the backlog takes to drain while traffic continues; `null`: it does not drain
-    /// at the measured rate, or nothing was measured.
+    /// How long the backlog (held deliveries left out) takes to end if destinations answer
+    /// from their next attempt on: the longest of the terms in `drain_terms`. `null` when it
+    /// cannot be computed (no rate to drain at).
     #[schema(required = true)]
     pub projected_drain_s: Option<f64>,
+    /// The term `projected_drain_s` comes from: `throughput`, `retries`, `breaker_deferred` or
+    /// `rate_limited`.
+    #[schema(schema_with = crate::schema::drain_term)]
+    pub projected_drain_by: &'static str,
+    pub drain_terms: DrainTermsView,
+    /// Of the backlog, deliveries waiting for a scheduled retry.
+    pub retry_backlog: u64,
+    /// Of the backlog, deliveries waiting for an open breaker's cool-down.
+    pub breaker_deferred_backlog: u64,
+    /// Of the backlog, deliveries of subscribers with a rate limit.
+    pub rate_limited_backlog: u64,
     /// The policy in force's delivery window.
     pub delivery_window_s: f64,
     /// The policy in force's attempt budget.
@@ -248,6 +281,20 @@ pub struct CapacityView {
     pub max_projected_drain_s: f64,
     #[schema(format = DateTime)]
     pub measured_at: String,
+}
+
+/// A projected drain term by term, in seconds from now.
+#[derive(Serialize, ToSchema)]
+pub struct DrainTermsView {
+    /// Every delivery not held, each costing the attempts the failure rate implies, at the
+    /// sustainable rate: the term a fan-out lengthens, and the one admission refuses on.
+    pub throughput_s: f64,
+    /// Until the latest scheduled retries, then the work due from then on.
+    pub retries_s: f64,
+    /// Until the latest open breaker's cool-down ends, then the work due from then on.
+    pub breaker_deferred_s: f64,
+    /// The longest any rate-limited subscriber needs for its own deliveries at its rate.
+    pub rate_limited_s: f64,
 }
 
 /// This process's view of capacity, and the admission it applies.
@@ -271,12 +318,16 @@ pub struct Capacity {
 
 struct Counted {
     estimate: Estimate,
+    /// The last count, kept for the refreshes between counts.
+    count: BacklogCount,
     accepted_since: u64,
 }
 
 /// Why nothing more fits now, and when to try again.
 pub struct OverCapacity {
     pub reason: Refusal,
+    /// The refusal's terms, for its message.
+    pub why: String,
     pub retry_after_s: u64,
 }
 
@@ -290,6 +341,7 @@ impl Capacity {
     ) -> Result<Arc<Capacity>, StoreError> {
         let now = clock.now_ms();
         let shown = store.shown().await?;
+        let count = BacklogCount::of(&*store, now).await?;
         let capacity = Arc::new(Capacity {
             owner: format!(
                 "{}:{}:{:08x}",
@@ -304,8 +356,9 @@ impl Capacity {
                     MeterReading::default(),
                     shown,
                     admission.min_service_rate,
-                    store.backlog(now).await?,
+                    &count,
                 ),
+                count,
                 accepted_since: 0,
             }),
             store,
@@ -382,12 +435,51 @@ impl Capacity {
             .fetch_max(deliveries, Ordering::Relaxed);
     }
 
-    /// A fan-out of `deliveries` that did not fit `room`: counted, and told when to retry.
+    /// The projected drain of the backlog now (held deliveries left out).
+    fn drain(&self) -> (Estimate, u64, Drain) {
+        let (e, backlog) = self.now();
+        let draining = backlog.saturating_sub(e.backlog.held);
+        let drain = e
+            .measured
+            .projected_drain(draining, &e.waits, self.max_attempts());
+        (e, backlog, drain)
+    }
+
+    /// A fan-out of `deliveries` that did not fit `room`: counted, told why in terms of the
+    /// limit it reached, and when to retry.
     pub fn refused(&self, deliveries: u64, room: u64, reason: Refusal) -> OverCapacity {
         crate::telemetry::admission_refused(reason.as_str());
-        let e = self.estimate();
+        let (e, backlog, _) = self.drain();
+        let limits = self.limits();
+        let why = match reason {
+            Refusal::Backlog => format!(
+                "max_backlog: {backlog} deliveries are not ended and the limit is {}",
+                limits.max_backlog
+            ),
+            Refusal::ProjectedDrain => {
+                let draining = backlog.saturating_sub(e.backlog.held);
+                let with_these = e
+                    .measured
+                    .projected_drain_s(draining.saturating_add(deliveries), self.max_attempts());
+                format!(
+                    "max_projected_drain: the backlog's {draining} deliveries ({} due now, {} \
+                     waiting for a retry, {} behind open breakers, {} rate-limited; {} held for \
+                     paused subscribers are not counted) and these {deliveries} need {} at the \
+                     sustainable {:.1} attempts/s, over the limit of {}",
+                    e.backlog.due,
+                    e.waits.retries,
+                    e.waits.breaker_deferred,
+                    e.waits.rate_limited,
+                    e.backlog.held,
+                    seconds(with_these),
+                    e.measured.sustainable_per_s,
+                    seconds(limits.max_projected_drain_s),
+                )
+            }
+        };
         OverCapacity {
             reason,
+            why,
             retry_after_s: retry_after_s(
                 &e.measured,
                 deliveries.saturating_sub(room),
@@ -398,7 +490,7 @@ impl Capacity {
 
     /// What `GET /v1/capacity` answers.
     pub fn view(&self) -> CapacityView {
-        let (e, backlog) = self.now();
+        let (e, backlog, drain) = self.drain();
         let m = &e.measured;
         let (room, reason) = self.room();
         CapacityView {
@@ -412,10 +504,17 @@ impl Capacity {
             min_service_rate_per_s: self.admission.min_service_rate,
             backlog,
             due_backlog: e.backlog.due,
-            projected_drain_s: Some(
-                m.projected_drain_s(backlog.saturating_sub(e.backlog.held), self.max_attempts()),
-            )
-            .filter(|s| s.is_finite()),
+            projected_drain_s: Some(drain.seconds).filter(|s| s.is_finite()),
+            projected_drain_by: drain.by.as_str(),
+            drain_terms: DrainTermsView {
+                throughput_s: finite(drain.throughput_s),
+                retries_s: e.waits.retries_s,
+                breaker_deferred_s: e.waits.breaker_deferred_s,
+                rate_limited_s: e.waits.rate_limited_s,
+            },
+            retry_backlog: e.waits.retries,
+            breaker_deferred_backlog: e.waits.breaker_deferred,
+            rate_limited_backlog: e.waits.rate_limited,
             held_backlog: e.backlog.held,
             delivery_window_s: self.policies.current().delivery_window().as_secs_f64(),
             max_attempts: self.max_attempts(),
@@ -445,20 +544,14 @@ impl Capacity {
         // count stays added until the next one. Both change under one lock, so no reader ever
         // sees accepted work in neither.
         let accepted_before = self.state.read().unwrap().accepted_since;
-        let backlog = if count_backlog {
-            self.store.backlog(now).await?
+        let count = if count_backlog {
+            BacklogCount::of(&*self.store, now).await?
         } else {
-            self.estimate().backlog
+            self.state.read().unwrap().count.clone()
         };
         let took = counted.elapsed();
         let before = self.estimate().shown;
-        let e = Estimate::from_totals(
-            now,
-            totals,
-            before,
-            self.admission.min_service_rate,
-            backlog,
-        );
+        let e = Estimate::from_totals(now, totals, before, self.admission.min_service_rate, &count);
         if e.shown != before {
             if let Some(shown) = e.shown {
                 self.store.record_shown(now, shown).await?;
@@ -469,18 +562,35 @@ impl Capacity {
             state.estimate = e;
             if count_backlog {
                 state.accepted_since = state.accepted_since.saturating_sub(accepted_before);
+                state.count = count;
             }
         }
         let window = self.policies.current().delivery_window().as_secs_f64();
-        let (_, backlog_now) = self.now();
-        let draining = backlog_now.saturating_sub(e.backlog.held);
+        let (e, _, drain) = self.drain();
         crate::telemetry::capacity(
             &e.measured,
-            Some(e.measured.projected_drain_s(draining, self.max_attempts()))
-                .filter(|s| s.is_finite()),
+            Some(drain.seconds).filter(|s| s.is_finite()),
             window,
         );
         Ok(took)
+    }
+}
+
+/// A number of seconds as people read it ("2m 30s"); "forever" when it does not end.
+fn seconds(s: f64) -> String {
+    if s.is_finite() {
+        humantime::format_duration(Duration::from_secs(s.max(0.0).ceil() as u64)).to_string()
+    } else {
+        "forever".into()
+    }
+}
+
+/// JSON has no infinity: a term that never ends is shown as the largest finite number.
+fn finite(s: f64) -> f64 {
+    if s.is_finite() {
+        s
+    } else {
+        f64::MAX
     }
 }
 
@@ -552,7 +662,7 @@ mod tests {
             answered_attempts: 1_140,
             held_slot_samples: 95,
         };
-        let e = Estimate::from_totals(0, totals, None, 5.0, Backlog::default());
+        let e = Estimate::from_totals(0, totals, None, 5.0, &BacklogCount::default());
         assert_eq!(e.measured.service_rate_per_s, 20.0);
         assert_eq!(e.measured.failure_rate, 0.25);
         // 19 answered a second (95% of the attempts that ended) with 95% of the slots held:
@@ -565,16 +675,28 @@ mod tests {
             answered_attempts: 600,
             ..totals
         };
-        let h = Estimate::from_totals(0, hanging, None, 5.0, Backlog::default());
+        let h = Estimate::from_totals(0, hanging, None, 5.0, &BacklogCount::default());
         assert_eq!(h.measured.sustainable_per_s, 10.0);
         assert_eq!(h.sustainable_from(), "at_least");
         // An idle minute after it keeps it; on a fresh install the floor applies.
-        let idle = Estimate::from_totals(0, MeterReading::default(), e.shown, 5.0, e.backlog);
+        let idle = Estimate::from_totals(
+            0,
+            MeterReading::default(),
+            e.shown,
+            5.0,
+            &BacklogCount::default(),
+        );
         assert_eq!(
             idle.measured.sustainable_per_s,
             e.measured.sustainable_per_s
         );
-        let fresh = Estimate::from_totals(0, MeterReading::default(), None, 5.0, e.backlog);
+        let fresh = Estimate::from_totals(
+            0,
+            MeterReading::default(),
+            None,
+            5.0,
+            &BacklogCount::default(),
+        );
         assert_eq!(fresh.measured.sustainable_per_s, 5.0);
         assert_eq!(fresh.sustainable_from(), "min_service_rate");
     }

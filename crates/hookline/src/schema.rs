@@ -4,7 +4,7 @@
 
 use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 
-use hookline_policy::{BreakerState, DeadReason, Jitter, Outcome, Refusal};
+use hookline_policy::{BreakerState, DeadReason, DrainTerm, Jitter, Outcome, Refusal};
 use hookline_store::{DeliveryState, ListOrder, RolloutState, SubscriberStatus, WaitingOn};
 
 fn one_of(names: impl IntoIterator<Item = &'static str>) -> ObjectBuilder {
@@ -70,6 +70,10 @@ pub fn refusal_or_null() -> Object {
     one_of_or_null(Refusal::ALL.map(Refusal::as_str))
 }
 
+pub fn drain_term() -> Object {
+    one_of(DrainTerm::ALL.map(DrainTerm::as_str)).build()
+}
+
 pub fn list_order() -> Object {
     one_of(ListOrder::ALL.map(ListOrder::as_str)).build()
 }
@@ -132,6 +136,20 @@ mod tests {
         for v in [Refusal::Backlog, Refusal::ProjectedDrain] {
             match v {
                 Refusal::Backlog | Refusal::ProjectedDrain => listed(&refusals, v.as_str()),
+            }
+        }
+        let terms = DrainTerm::ALL.map(DrainTerm::as_str);
+        for v in [
+            DrainTerm::Throughput,
+            DrainTerm::Retries,
+            DrainTerm::BreakerDeferred,
+            DrainTerm::RateLimited,
+        ] {
+            match v {
+                DrainTerm::Throughput
+                | DrainTerm::Retries
+                | DrainTerm::BreakerDeferred
+                | DrainTerm::RateLimited => listed(&terms, v.as_str()),
             }
         }
         let waits = WaitingOn::ALL.map(WaitingOn::as_str);

@@ -4,7 +4,7 @@ use deadpool_postgres::GenericClient;
 
 use hookline_policy::Shown;
 
-use super::{execute, query_one, query_opt};
+use super::{execute, query, query_one, query_opt};
 use crate::*;
 
 /// Meters older than this are forgotten.
@@ -13,6 +13,20 @@ const DAY_MS: i64 = 24 * 3600 * 1000;
 pub(super) async fn backlog(c: &impl GenericClient, now: UnixMs) -> Result<Backlog> {
     let r = query_one(c, &sql::backlog("NOT held"), &[&now]).await?;
     Ok(backlog_of(r.get(0), r.get(1), r.get(2), r.get(3)))
+}
+
+pub(super) async fn backlog_waits(c: &impl GenericClient, now: UnixMs) -> Result<BacklogWaits> {
+    let deferred = query(c, &sql::backlog_deferred("NOT d.held"), &[&now])
+        .await?
+        .iter()
+        .map(|r| deferred_of(r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let r = query_one(c, &sql::backlog_rate_limited("NOT d.held"), &[&now]).await?;
+    Ok(BacklogWaits {
+        deferred,
+        rate_limited: r.get::<_, i64>(0).max(0) as u64,
+        rate_limited_longest_ms: r.get::<_, i64>(1).max(0) as u64,
+    })
 }
 
 pub(super) async fn record_meter(

@@ -542,6 +542,10 @@ impl Store for PostgresStore {
         capacity::backlog(&self.client().await?, now).await
     }
 
+    async fn backlog_waits(&self, now: UnixMs) -> Result<BacklogWaits> {
+        capacity::backlog_waits(&self.client().await?, now).await
+    }
+
     async fn record_meter(&self, owner: &str, at: UnixMs, reading: MeterReading) -> Result<()> {
         capacity::record_meter(&self.client().await?, owner, at, reading).await
     }

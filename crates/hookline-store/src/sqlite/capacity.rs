@@ -19,6 +19,21 @@ pub(super) fn backlog(c: &Connection, now: UnixMs) -> Result<Backlog> {
     })?)
 }
 
+pub(super) fn backlog_waits(c: &Connection, now: UnixMs) -> Result<BacklogWaits> {
+    let deferred = c
+        .prepare_cached(&sql::backlog_deferred("d.held = 0"))?
+        .query_map([now], |r| Ok(deferred_of(r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let (rate_limited, longest) = c
+        .prepare_cached(&sql::backlog_rate_limited("d.held = 0"))?
+        .query_row([now], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
+    Ok(BacklogWaits {
+        deferred,
+        rate_limited: rate_limited.max(0) as u64,
+        rate_limited_longest_ms: longest.max(0) as u64,
+    })
+}
+
 pub(super) fn record_meter(c: &Connection, owner: &str, at: UnixMs, m: MeterReading) -> Result<()> {
     let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     c.prepare_cached(RECORD_METER)?.execute(params![

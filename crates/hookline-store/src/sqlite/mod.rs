@@ -440,6 +440,10 @@ impl Store for SqliteStore {
         self.read(move |c| capacity::backlog(c, now)).await
     }
 
+    async fn backlog_waits(&self, now: UnixMs) -> Result<BacklogWaits> {
+        self.read(move |c| capacity::backlog_waits(c, now)).await
+    }
+
     async fn record_meter(&self, owner: &str, at: UnixMs, reading: MeterReading) -> Result<()> {
         let owner = owner.to_owned();
         self.writer

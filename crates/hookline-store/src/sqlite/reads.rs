@@ -748,6 +748,19 @@ mod tests {
                 replay_selection_sql(&replay(Some("a"))),
                 vec!["SEARCH d USING INDEX deliveries_dead (dead_reason=? AND subscriber_id=?)"],
             ),
+            // What waits: the rows due later through the due index, and the due rows of
+            // subscribers with an open breaker (or a rate limit) through their own index.
+            (
+                sql::backlog_deferred("d.held = 0"),
+                vec![
+                    "SEARCH d USING INDEX deliveries_due (run_at>?)",
+                    "SEARCH d USING INDEX deliveries_subscriber (subscriber_id=?)",
+                ],
+            ),
+            (
+                sql::backlog_rate_limited("d.held = 0"),
+                vec!["SEARCH d USING INDEX deliveries_subscriber (subscriber_id=?)"],
+            ),
             (
                 recent_dead(sql::DEAD_LETTERS_BY_REASON),
                 vec!["SEARCH deliveries USING INDEX deliveries_dead_at (dead_at>?)"],

@@ -192,9 +192,9 @@ pub async fn publish(
             return Err(ApiError::over_capacity(
                 format!(
                     "event {id:?} fans out to {deliveries} deliveries and only {room} fit now \
-                     ({} reached: hookline could not deliver more within its promise); nothing \
-                     was stored: publish it again after the Retry-After",
-                    refused.reason.as_str()
+                     ({}: hookline could not deliver more within its promise); nothing was \
+                     stored: publish it again after the Retry-After",
+                    refused.why
                 ),
                 refused.retry_after_s,
             ));
