@@ -163,9 +163,15 @@ pub trait Store: Send + Sync + 'static {
     /// Reads the window index only. Answers how many died.
     async fn expire_windows(&self, sweep: WindowSweep) -> Result<u64>;
     /// Depths by state and the oldest waiting deliveries (`caps`: what the dispatcher's claims
-    /// hold subscribers and hosts to, so a delivery held back by one is not counted ready). It
-    /// counts every row, so callers run it on an interval, never per scrape.
-    async fn queue_stats(&self, now: UnixMs, caps: InFlightCaps) -> Result<QueueStats>;
+    /// hold subscribers and hosts to, and `held_back`: the subscribers the dispatcher gives no
+    /// slot now, so a delivery held back by either is not counted ready). It counts every row,
+    /// so callers run it on an interval, never per scrape.
+    async fn queue_stats(
+        &self,
+        now: UnixMs,
+        caps: InFlightCaps,
+        held_back: &[String],
+    ) -> Result<QueueStats>;
 
     async fn get_delivery(&self, id: &str) -> Result<Delivery>;
     async fn list_deliveries(

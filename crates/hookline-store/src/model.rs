@@ -332,15 +332,20 @@ pub enum WaitingOn {
     /// across its subscribers. Told apart from `Cap` because the remedy differs: that host is
     /// slow for everyone pointing there, and the cap keeps it to its own share.
     HostCap,
+    /// Its subscriber's attempt far slower than usual: the dispatcher gives the subscriber no
+    /// new slot until that attempt ends (a process's own view: only the queue gauges of a
+    /// process with a dispatcher show it).
+    Slow,
 }
 
 impl WaitingOn {
-    pub const ALL: [WaitingOn; 5] = [
+    pub const ALL: [WaitingOn; 6] = [
         WaitingOn::Breaker,
         WaitingOn::Paused,
         WaitingOn::RateLimit,
         WaitingOn::Cap,
         WaitingOn::HostCap,
+        WaitingOn::Slow,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -349,6 +354,7 @@ impl WaitingOn {
             WaitingOn::RateLimit => "rate_limit",
             WaitingOn::Cap => "cap",
             WaitingOn::HostCap => "host_cap",
+            WaitingOn::Slow => "slow",
         }
     }
     pub fn parse(s: &str) -> Option<Self> {
@@ -370,14 +376,21 @@ pub struct WaitState {
     pub host_in_flight: u32,
     /// The cap per host in force (`None`: off).
     pub host_cap: Option<u32>,
+    /// Its subscriber has a rate limit.
+    pub rate_limited: bool,
+    /// The dispatcher holds its subscriber back ([`WaitingOn::Slow`]).
+    pub held_back: bool,
 }
 
 impl WaitState {
     /// Paused first (nothing else matters while it is), then the breaker, then, for a delivery
-    /// already due, the rate limit, the subscriber's in-flight cap and its host's (the
-    /// subscriber's own first: a claim checks it first, and room at the host would not help).
-    /// A delivery whose next attempt was still ahead was waiting on nothing but its own retry
-    /// time.
+    /// already due, the dispatcher holding its subscriber back, the rate limit, the
+    /// subscriber's in-flight cap and its host's (the subscriber's own first: a claim checks it
+    /// first, and room at the host would not help). A delivery whose next attempt was still
+    /// ahead was waiting on nothing but its own retry time. A due delivery of a subscriber with
+    /// a rate limit that waits on nothing else waits for its turn at that rate: the limiter's
+    /// next turn may be now, but the deliveries ahead of it take the turns (a window that ends
+    /// there ends on the rate limit).
     pub fn waiting_on(&self, now: UnixMs) -> Option<WaitingOn> {
         if self.held {
             Some(WaitingOn::Paused)
@@ -385,12 +398,16 @@ impl WaitState {
             Some(WaitingOn::Breaker)
         } else if self.run_at.is_some_and(|t| t > now) {
             None
+        } else if self.held_back {
+            Some(WaitingOn::Slow)
         } else if self.rate_next_at.is_some_and(|t| t > now) {
             Some(WaitingOn::RateLimit)
         } else if self.in_flight >= self.cap {
             Some(WaitingOn::Cap)
         } else if self.host_cap.is_some_and(|cap| self.host_in_flight >= cap) {
             Some(WaitingOn::HostCap)
+        } else if self.rate_limited {
+            Some(WaitingOn::RateLimit)
         } else {
             None
         }

@@ -1452,7 +1452,7 @@ mod cases {
     pub async fn queue_stats_show_depths_and_oldest_waits(h: &impl Harness) {
         let store = h.open().await;
         assert_eq!(
-            store.queue_stats(T0, caps(10)).await.unwrap(),
+            store.queue_stats(T0, caps(10), &[]).await.unwrap(),
             QueueStats::default()
         );
         for id in ["a", "b", "c"] {
@@ -1471,7 +1471,7 @@ mod cases {
             completion(&claimed[1], Transition::Delivered, T0 + 100),
         ];
         store.complete(done, T0 + 100).await.unwrap();
-        let stats = store.queue_stats(T0 + 200, caps(10)).await.unwrap();
+        let stats = store.queue_stats(T0 + 200, caps(10), &[]).await.unwrap();
         assert_eq!(
             stats.counts,
             StateCounts {
@@ -1492,9 +1492,22 @@ mod cases {
         // With a cap of one, the subscriber whose e1 is still in flight cannot take e2: it
         // waits on its cap, and is no first attempt waiting for the dispatcher.
         let busy = &claimed[2].destination.subscriber_id;
-        let stats = store.queue_stats(T0 + 200, caps(1)).await.unwrap();
+        let stats = store.queue_stats(T0 + 200, caps(1), &[]).await.unwrap();
         assert_eq!(stats.oldest_waiting_since, [(WaitingOn::Cap, T0 + 50)]);
         assert_eq!(stats.oldest_ready_since, Some(T0 + 50), "the other two");
+        // Subscribers the dispatcher holds back (an attempt of theirs far slower than usual)
+        // wait on that, and are not ready.
+        let others: Vec<String> = ["a", "b", "c"]
+            .into_iter()
+            .filter(|id| id != busy)
+            .map(String::from)
+            .collect();
+        let stats = store.queue_stats(T0 + 200, caps(1), &others).await.unwrap();
+        assert_eq!(
+            stats.oldest_waiting_since,
+            [(WaitingOn::Cap, T0 + 50), (WaitingOn::Slow, T0 + 50)]
+        );
+        assert_eq!(stats.oldest_ready_since, None);
         let pause = SubscriberPatch {
             status: Some(SubscriberStatus::Paused),
             ..Default::default()
@@ -1511,7 +1524,7 @@ mod cases {
             .await
             .unwrap()
             .is_empty());
-        let stats = store.queue_stats(T0 + 300, caps(1)).await.unwrap();
+        let stats = store.queue_stats(T0 + 300, caps(1), &[]).await.unwrap();
         assert_eq!(
             stats.oldest_waiting_since,
             [(WaitingOn::Cap, T0 + 50), (WaitingOn::Paused, T0 + 50)]
@@ -1543,7 +1556,7 @@ mod cases {
         );
         assert_eq!(
             store
-                .queue_stats(T0 + 2, caps(10))
+                .queue_stats(T0 + 2, caps(10), &[])
                 .await
                 .unwrap()
                 .open_breakers,
@@ -1771,7 +1784,7 @@ mod cases {
             rounds.push(batch.len());
             if round == 0 {
                 // At its allowance of 1: the rest wait on its cap, not ready for a claim.
-                let stats = store.queue_stats(now, caps(4)).await.unwrap();
+                let stats = store.queue_stats(now, caps(4), &[]).await.unwrap();
                 assert_eq!(stats.oldest_ready_since, None);
                 assert!(
                     stats
@@ -2155,18 +2168,24 @@ mod cases {
             max_in_flight_per_host: per_host,
         };
 
-        let stats = store.queue_stats(T0 + 10, host_caps(10, 2)).await.unwrap();
+        let stats = store
+            .queue_stats(T0 + 10, host_caps(10, 2), &[])
+            .await
+            .unwrap();
         assert_eq!(stats.oldest_waiting_since, [(WaitingOn::HostCap, T0)]);
         assert_eq!(stats.oldest_ready_since, Some(T0 + 1), "only elsewhere's");
         // The subscribers at their own cap of one wait on it; the third on its host.
-        let stats = store.queue_stats(T0 + 10, host_caps(1, 2)).await.unwrap();
+        let stats = store
+            .queue_stats(T0 + 10, host_caps(1, 2), &[])
+            .await
+            .unwrap();
         assert_eq!(
             stats.oldest_waiting_since,
             [(WaitingOn::Cap, T0), (WaitingOn::HostCap, T0)]
         );
         for (per_host, room) in [(0, "off"), (3, "a place left")] {
             let stats = store
-                .queue_stats(T0 + 10, host_caps(10, per_host))
+                .queue_stats(T0 + 10, host_caps(10, per_host), &[])
                 .await
                 .unwrap();
             assert!(stats.oldest_waiting_since.is_empty(), "{room}: {stats:?}");
@@ -2616,6 +2635,11 @@ mod cases {
         let mut rated = sub("rated", &["r"]);
         rated.rate_limit_per_second = Some(1.0);
         store.create_subscriber(rated, T0).await.unwrap();
+        // Rate-limited too, with its limiter's turn come (no claim reached it): its due row
+        // waits for its turn at that rate all the same.
+        let mut queued = sub("queued", &["q"]);
+        queued.rate_limit_per_second = Some(1.0);
+        store.create_subscriber(queued, T0).await.unwrap();
         let mut capped = sub("capped", &["c"]);
         capped.max_in_flight = Some(1);
         store.create_subscriber(capped, T0).await.unwrap();
@@ -2635,10 +2659,17 @@ mod cases {
             ("c1", "c"),
             ("i0", "i"),
             ("f0", "f"),
+            ("q0", "q"),
         ] {
             accepted(&*store, event(e, ty), T0).await;
         }
-        let claimed = store.claim_due(claim(T0 + 1, 100, 10)).await.unwrap();
+        let claimed = store
+            .claim_due(ClaimRequest {
+                exclude_subscribers: vec!["queued".into()],
+                ..claim(T0 + 1, 100, 10)
+            })
+            .await
+            .unwrap();
         let mut taken: Vec<&str> = claimed.iter().map(|c| c.id.as_str()).collect();
         taken.sort();
         assert_eq!(taken, ["c0:capped", "f0:busy", "i0:idle", "r0:rated"]);
@@ -2666,7 +2697,7 @@ mod cases {
             caps: caps(10),
             limit: 1000,
         };
-        assert_eq!(store.expire_windows(sweep).await.unwrap(), 11);
+        assert_eq!(store.expire_windows(sweep).await.unwrap(), 12);
         let waited = |id: &'static str| {
             let store = store.clone();
             async move {
@@ -2690,6 +2721,7 @@ mod cases {
         }
         assert_eq!(waited("p0:paused").await, Some(WaitingOn::Paused));
         assert_eq!(waited("r1:rated").await, Some(WaitingOn::RateLimit));
+        assert_eq!(waited("q0:queued").await, Some(WaitingOn::RateLimit));
         assert_eq!(waited("c1:capped").await, Some(WaitingOn::Cap));
         assert_eq!(waited("i0:idle").await, None);
         assert_eq!(waited("o0:open").await, None);

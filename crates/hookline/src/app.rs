@@ -131,11 +131,14 @@ pub async fn start(
     let (stop_gauges, gauges_stopped) = tokio::sync::watch::channel(false);
     let queue = Arc::new(crate::telemetry::QueueSnapshot::default());
     let gauges = tokio::spawn(crate::telemetry::refresh_gauges(
-        store.clone(),
-        clock.clone(),
-        config.metrics.refresh_interval,
-        config.delivery.in_flight_caps(),
-        queue.clone(),
+        crate::telemetry::QueueGauges {
+            store: store.clone(),
+            clock: clock.clone(),
+            every: config.metrics.refresh_interval,
+            caps: config.delivery.in_flight_caps(),
+            held_back: dispatcher.as_ref().map(DispatcherHandle::held_back),
+            snapshot: queue.clone(),
+        },
         gauges_stopped.clone(),
     ));
     let policies_kept = tokio::spawn(crate::rollouts::keep_current(

@@ -70,7 +70,7 @@ struct Shared {
     wake: Arc<Notify>,
     slots: Arc<Slots>,
     latency_labels: telemetry::LatencyLabels,
-    slowness: std::sync::Mutex<Slowness>,
+    slowness: Arc<std::sync::Mutex<Slowness>>,
     hosts: Arc<HostLoad>,
     meter: Arc<Meter>,
     /// Completions are being committed beside the loop (PostgreSQL): what finishes meanwhile
@@ -85,10 +85,22 @@ pub struct Dispatcher {
     lease_ms: i64,
 }
 
+/// The subscribers a dispatcher gives no new slot now (one of their attempts is far slower
+/// than usual): the queue gauges count their due deliveries as waiting on `slow`, not ready.
+#[derive(Clone)]
+pub struct HeldBack(Arc<std::sync::Mutex<Slowness>>);
+
+impl HeldBack {
+    pub fn subscribers(&self) -> Vec<String> {
+        self.0.lock().unwrap().suspects(Instant::now())
+    }
+}
+
 /// Controls a running dispatcher.
 pub struct DispatcherHandle {
     wake: Arc<Notify>,
     slots: Arc<Slots>,
+    held_back: HeldBack,
     alive: std::sync::Weak<()>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
@@ -103,6 +115,11 @@ impl DispatcherHandle {
     /// Its delivery slots, for the capacity model to sample.
     pub fn slots(&self) -> Arc<Slots> {
         self.slots.clone()
+    }
+
+    /// The subscribers it holds back, for the queue gauges.
+    pub fn held_back(&self) -> HeldBack {
+        self.held_back.clone()
     }
 
     /// Whether its loop still runs (it stops only at shutdown, or by a panic).
@@ -151,6 +168,10 @@ impl Dispatcher {
             probation: delivery.probation_slots(),
             slow_lane: delivery.slow_lane,
         });
+        let slowness = Arc::new(std::sync::Mutex::new(Slowness::new(
+            delivery.slow_after,
+            delivery.attempt_timeout,
+        )));
         let dispatcher = Dispatcher {
             shared: Arc::new(Shared {
                 store,
@@ -160,10 +181,7 @@ impl Dispatcher {
                 wake: wake.clone(),
                 slots: slots.clone(),
                 latency_labels,
-                slowness: std::sync::Mutex::new(Slowness::new(
-                    delivery.slow_after,
-                    delivery.attempt_timeout,
-                )),
+                slowness: slowness.clone(),
                 hosts: HostLoad::new(delivery.max_in_flight_per_host),
                 meter,
                 committing: AtomicBool::new(false),
@@ -181,6 +199,7 @@ impl Dispatcher {
         DispatcherHandle {
             wake,
             slots,
+            held_back: HeldBack(slowness),
             alive: liveness,
             stop,
             task,

@@ -159,13 +159,15 @@ mod tests {
             WaitingOn::RateLimit,
             WaitingOn::Cap,
             WaitingOn::HostCap,
+            WaitingOn::Slow,
         ] {
             match v {
                 WaitingOn::Breaker
                 | WaitingOn::Paused
                 | WaitingOn::RateLimit
                 | WaitingOn::Cap
-                | WaitingOn::HostCap => listed(&waits, v.as_str()),
+                | WaitingOn::HostCap
+                | WaitingOn::Slow => listed(&waits, v.as_str()),
             }
         }
         let reasons = DeadReason::ALL.map(DeadReason::as_str);

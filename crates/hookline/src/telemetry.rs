@@ -315,21 +315,38 @@ impl QueueSnapshot {
     }
 }
 
+/// What the queue gauges read, and how often.
+pub struct QueueGauges {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub every: Duration,
+    pub caps: InFlightCaps,
+    /// This process's dispatcher's view of whom it holds back (none in an api-only process).
+    pub held_back: Option<crate::dispatcher::HeldBack>,
+    /// Where what was read last is kept, for the console's overview.
+    pub snapshot: Arc<QueueSnapshot>,
+}
+
 /// Refreshes the gauges that need a store query, every `every`, until `stop` changes, and
 /// keeps what it read in `snapshot`.
-pub async fn refresh_gauges(
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
-    every: Duration,
-    caps: InFlightCaps,
-    snapshot: Arc<QueueSnapshot>,
-    mut stop: watch::Receiver<bool>,
-) {
+pub async fn refresh_gauges(gauges: QueueGauges, mut stop: watch::Receiver<bool>) {
+    let QueueGauges {
+        store,
+        clock,
+        every,
+        caps,
+        held_back,
+        snapshot,
+    } = gauges;
     // Subscribers whose breaker gauge is at 1, to set back to 0 when it closes.
     let mut open: std::collections::HashSet<String> = Default::default();
     loop {
         let now = clock.now_ms();
-        match store.queue_stats(now, caps).await {
+        let held_back = held_back
+            .as_ref()
+            .map(crate::dispatcher::HeldBack::subscribers)
+            .unwrap_or_default();
+        match store.queue_stats(now, caps, &held_back).await {
             Ok(stats) => {
                 for state in DeliveryState::ALL {
                     let n = match state {

@@ -79,7 +79,11 @@ async fn a_hanging_subscriber_holds_at_most_its_cap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_subscriber_gets_no_new_slot_until_it_answers() {
     let sink = sink().await;
-    let app = TestApp::start("[delivery]\nattempt_timeout = \"3s\"\nslow_after = \"300ms\"").await;
+    let app = TestApp::start(
+        "[delivery]\nattempt_timeout = \"3s\"\nslow_after = \"300ms\"\n\
+         [metrics]\nrefresh_interval = \"100ms\"",
+    )
+    .await;
     app.subscriber("hangs", &format!("{sink}/hang/x")).await;
     app.subscriber("healthy", &format!("{sink}/ok/y")).await;
     app.publish("e0", "t").await;
@@ -105,6 +109,14 @@ async fn a_slow_subscriber_gets_no_new_slot_until_it_answers() {
         ("scheduled", Some(0)),
         "no attempt spent"
     );
+    // The gauges count the held-back deliveries as waiting on `slow`, not as first attempts
+    // ready for a worker: the ready gauge pages when workers are stuck, and they are not.
+    let overview = eventually("the gauges to see the held-back deliveries", async || {
+        let (_, o) = app.call("GET", "/v1/overview", None).await;
+        o["oldest_waiting_age_s"]["slow"].is_number().then_some(o)
+    })
+    .await;
+    assert_eq!(overview["oldest_ready_age_s"], Value::Null, "{overview}");
     app.stop().await;
 }
 

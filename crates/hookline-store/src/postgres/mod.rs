@@ -410,8 +410,13 @@ impl Store for PostgresStore {
         Ok(expired)
     }
 
-    async fn queue_stats(&self, now: UnixMs, caps: InFlightCaps) -> Result<QueueStats> {
-        reads::queue_stats(&self.client().await?, now, caps).await
+    async fn queue_stats(
+        &self,
+        now: UnixMs,
+        caps: InFlightCaps,
+        held_back: &[String],
+    ) -> Result<QueueStats> {
+        reads::queue_stats(&self.client().await?, now, caps, held_back).await
     }
 
     async fn get_delivery(&self, id: &str) -> Result<Delivery> {

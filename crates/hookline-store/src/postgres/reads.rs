@@ -472,6 +472,7 @@ pub(super) async fn queue_stats(
     c: &impl GenericClient,
     now: UnixMs,
     caps: InFlightCaps,
+    held_back: &[String],
 ) -> Result<QueueStats> {
     let mut stats = QueueStats::default();
     for r in query(
@@ -490,7 +491,8 @@ pub(super) async fn queue_stats(
         c,
         "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
                 min(s.breaker_open_until), min(s.rate_next_at), min(s.max_in_flight),
-                min(s.breaker_allowance), min(s.origin), min(s.url)
+                min(s.breaker_allowance), min(s.origin), min(s.url),
+                bool_or(s.rate_limit_per_second IS NOT NULL)
          FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
          WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
          GROUP BY d.subscriber_id",
@@ -518,6 +520,8 @@ pub(super) async fn queue_stats(
                 ),
                 host_in_flight: in_flight.of_origin(&origin),
                 host_cap: host_cap_in_force(caps.max_in_flight_per_host),
+                rate_limited: r.get(9),
+                held_back: held_back.iter().any(|id| id == subscriber),
             },
         }
     })

@@ -982,7 +982,8 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
     let rows = query(
         c,
         "SELECT d.seq, d.held, d.run_at, s.breaker_open_until, s.rate_next_at, s.max_in_flight,
-                d.subscriber_id, s.breaker_allowance, s.origin, s.url
+                d.subscriber_id, s.breaker_allowance, s.origin, s.url,
+                s.rate_limit_per_second IS NOT NULL
          FROM (SELECT seq, subscriber_id, held, run_at FROM deliveries
                WHERE state = 'scheduled' AND window_start <= $1
                ORDER BY window_start LIMIT $2
@@ -1008,6 +1009,9 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
                 ),
                 host_in_flight: in_flight.of_origin(&origin),
                 host_cap: host_cap_in_force(sweep.caps.max_in_flight_per_host),
+                rate_limited: r.get(10),
+                // The dispatcher's own view; a window that ends on it ends on its cause.
+                held_back: false,
             };
             (
                 r.get::<_, i64>(0),

@@ -302,8 +302,15 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn queue_stats(&self, now: UnixMs, caps: InFlightCaps) -> Result<QueueStats> {
-        self.read(move |c| reads::queue_stats(c, now, caps)).await
+    async fn queue_stats(
+        &self,
+        now: UnixMs,
+        caps: InFlightCaps,
+        held_back: &[String],
+    ) -> Result<QueueStats> {
+        let held_back = held_back.to_vec();
+        self.read(move |c| reads::queue_stats(c, now, caps, &held_back))
+            .await
     }
 
     async fn get_delivery(&self, id: &str) -> Result<Delivery> {

@@ -482,7 +482,7 @@ fn state_counts() -> String {
 const DUE_GROUPS: &str =
     "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
             s.breaker_open_until, s.rate_next_at, s.max_in_flight, s.breaker_allowance,
-            s.origin, s.url
+            s.origin, s.url, s.rate_limit_per_second IS NOT NULL
      FROM deliveries d INDEXED BY deliveries_due JOIN subscribers s ON s.id = d.subscriber_id
      WHERE d.state = 'scheduled' AND d.held = 0 AND d.run_at <= ?1
      GROUP BY d.subscriber_id";
@@ -497,7 +497,12 @@ const OLDEST_PAUSED: &str = "SELECT min(d.run_at)
 
 /// Each count reads the index the test below names, so a large backlog of delayed
 /// deliveries costs the gauges' refresh little.
-pub(super) fn queue_stats(c: &Connection, now: UnixMs, caps: InFlightCaps) -> Result<QueueStats> {
+pub(super) fn queue_stats(
+    c: &Connection,
+    now: UnixMs,
+    caps: InFlightCaps,
+    held_back: &[String],
+) -> Result<QueueStats> {
     let mut stats = QueueStats::default();
     let counts = c.prepare_cached(&state_counts())?.query_row([], |r| {
         DeliveryState::ALL
@@ -536,6 +541,8 @@ pub(super) fn queue_stats(c: &Connection, now: UnixMs, caps: InFlightCaps) -> Re
                     cap: cap_in_force(r.get(5)?, caps.max_in_flight_per_subscriber, r.get(6)?),
                     host_in_flight: in_flight.of_origin(&origin),
                     host_cap: host_cap_in_force(caps.max_in_flight_per_host),
+                    rate_limited: r.get(9)?,
+                    held_back: held_back.contains(&subscriber),
                 },
             })
         })?

@@ -799,7 +799,8 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
     let expiring = c
         .prepare_cached(
             "SELECT d.seq, d.subscriber_id, d.held, d.run_at, s.breaker_open_until,
-                    s.rate_next_at, s.max_in_flight, s.breaker_allowance, s.origin, s.url
+                    s.rate_next_at, s.max_in_flight, s.breaker_allowance, s.origin, s.url,
+                    s.rate_limit_per_second IS NOT NULL
              FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
              WHERE d.state = 'scheduled' AND d.window_start <= ?1
              ORDER BY d.window_start LIMIT ?2",
@@ -821,6 +822,9 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
                 ),
                 host_in_flight: in_flight.of_origin(&origin),
                 host_cap: host_cap_in_force(sweep.caps.max_in_flight_per_host),
+                rate_limited: r.get(10)?,
+                // The dispatcher's own view; a window that ends on it ends on its cause.
+                held_back: false,
             };
             Ok((r.get::<_, i64>(0)?, state.waiting_on(sweep.now), subscriber))
         })?

@@ -65,7 +65,7 @@ pub async fn overview(State(ctx): ApiState) -> Result<Json<Overview>, ApiError> 
         // Before the gauges' first refresh.
         None => {
             let now = ctx.clock.now_ms();
-            let stats = ctx.store.queue_stats(now, ctx.caps).await?;
+            let stats = ctx.store.queue_stats(now, ctx.caps, &[]).await?;
             (now, stats)
         }
     };
