@@ -36,6 +36,23 @@ impl Demand {
     }
 }
 
+/// Attempts per second the slots sustain when a share `unanswered` of the attempts gets no
+/// answer: the answered ones at `answered_per_s` (what a load of answered attempts showed),
+/// each unanswered one holding one of `slots` for the whole `attempt_timeout_s`. A timeout
+/// costs a timeout: with every attempt unanswered this is `slots / attempt_timeout_s`, the
+/// default `min_service_rate`.
+pub fn rate_with_unanswered(
+    answered_per_s: f64,
+    unanswered: f64,
+    slots: f64,
+    attempt_timeout_s: f64,
+) -> f64 {
+    let u = unanswered.clamp(0.0, 1.0);
+    let per_answered = 1.0 / answered_per_s.max(f64::MIN_POSITIVE);
+    let per_unanswered = attempt_timeout_s.max(0.0) / slots.max(1.0);
+    1.0 / ((1.0 - u) * per_answered + u * per_unanswered).max(f64::MIN_POSITIVE)
+}
+
 /// How long a backlog of `backlog_attempts` takes to drain at `available_per_s` while
 /// `ongoing_per_s` of new work keeps arriving; `None` when it never does (no surplus).
 pub fn drain_seconds(
@@ -571,7 +588,32 @@ mod tests {
         )
     }
 
+    #[test]
+    fn a_timeout_costs_a_timeout() {
+        // 512 slots, 10 s timeouts: 51.2/s when nothing answers, whatever answered ones do.
+        assert!((rate_with_unanswered(12_000.0, 1.0, 512.0, 10.0) - 51.2).abs() < 1e-9);
+        assert_eq!(rate_with_unanswered(12_000.0, 0.0, 512.0, 10.0), 12_000.0);
+        // 5% timing out: each costs 10 s / 512 = 19.5 ms of the slots; the answered 95%
+        // 1/12,000 s each. About 950/s.
+        let r = rate_with_unanswered(12_000.0, 0.05, 512.0, 10.0);
+        assert!((940.0..955.0).contains(&r), "{r}");
+    }
+
     proptest! {
+        #[test]
+        fn unanswered_attempts_lower_the_rate_towards_the_slots(answered in 0.1f64..1e6, u in 0.0f64..=1.0, v in 0.0f64..=1.0, slots in 1.0f64..10_000.0, timeout in 0.01f64..600.0) {
+            let floor = slots / timeout;
+            let (lo, hi) = (u.min(v), u.max(v));
+            let (a, b) = (rate_with_unanswered(answered, lo, slots, timeout), rate_with_unanswered(answered, hi, slots, timeout));
+            // Between the two extremes, and moving from one towards the other.
+            prop_assert!(a >= answered.min(floor) * (1.0 - 1e-9) && a <= answered.max(floor) * (1.0 + 1e-9));
+            if floor <= answered {
+                prop_assert!(b <= a * (1.0 + 1e-9));
+            } else {
+                prop_assert!(b >= a * (1.0 - 1e-9));
+            }
+        }
+
         #[test]
         fn a_drain_waits_for_every_group_and_all_the_work(deferred in groups(), per_s in 0.001f64..1e6, extra in 0u64..1_000) {
             let waits = BacklogWaits { deferred: deferred.clone(), ..BacklogWaits::default() };

@@ -16,9 +16,9 @@ mod schedule;
 
 pub use breaker::{Breaker, BreakerConfig, BreakerState};
 pub use capacity::{
-    drain_seconds, expected_attempts, retry_after_s, room, AdmissionLimits, BacklogWaits,
-    DeferCause, Deferred, Demand, Drain, DrainTerm, Evidence, Measured, Refusal, Shown, WaitTerms,
-    Window, SATURATED,
+    drain_seconds, expected_attempts, rate_with_unanswered, retry_after_s, room, AdmissionLimits,
+    BacklogWaits, DeferCause, Deferred, Demand, Drain, DrainTerm, Evidence, Measured, Refusal,
+    Shown, WaitTerms, Window, SATURATED,
 };
 pub use classify::{AttemptResult, Classification, ClassificationError, Outcome};
 pub use cohort::{compare_proportions, in_share, Difference, EVERYONE};

@@ -249,6 +249,10 @@ pub trait Store: Send + Sync + 'static {
     async fn record_shown(&self, at: UnixMs, shown: Shown) -> Result<()>;
     /// The estimate last recorded; `None` on a fresh install.
     async fn shown(&self) -> Result<Option<Shown>>;
+    /// The attempts started at or after `since`, at most `limit` of them (the most recent):
+    /// what `hookline capacity --from-history` models its load on. It reads the attempts
+    /// table without an index on time, so it is for a command run by hand, not a loop.
+    async fn attempt_history(&self, since: UnixMs, limit: u32) -> Result<AttemptHistory>;
 
     /// Deletes up to `batch` delivered deliveries last changed before `before`, with their
     /// attempt history, and answers how many. Deliveries a replay audit names are kept. Small

@@ -827,6 +827,20 @@ pub struct Backlog {
     pub due: u64,
 }
 
+/// The recent attempts, as `hookline capacity --from-history` models a load on them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AttemptHistory {
+    /// Attempts read (the most recent first, up to the limit asked).
+    pub attempts: u64,
+    /// How long each answered attempt took to answer, in ms, ascending.
+    pub answered_ms: Vec<u64>,
+    /// Of the attempts, those that failed retryably (the unanswered included).
+    pub failed: u64,
+    /// Of the attempts, those that got no answer: a timeout, a refused connection, a lost
+    /// attempt. Each held its place for up to the attempt timeout.
+    pub unanswered: u64,
+}
+
 /// What one process measured over the last minute, kept in the store so that every process
 /// reads the sum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -274,6 +274,29 @@ pub(crate) fn backlog_of(scheduled: i64, in_flight: i64, unheld: i64, due: i64) 
     }
 }
 
+/// [`sql::ATTEMPT_HISTORY`]'s rows, summed: each row is (duration in ms, outcome, answered).
+pub(crate) fn attempt_history_of(
+    rows: impl IntoIterator<Item = (i64, String, bool)>,
+) -> Result<AttemptHistory> {
+    let mut h = AttemptHistory::default();
+    for (duration_ms, outcome, answered) in rows {
+        let outcome = Outcome::parse(&outcome).ok_or_else(|| {
+            StoreError::Backend(format!("unexpected outcome {outcome:?} in the database"))
+        })?;
+        h.attempts += 1;
+        if matches!(outcome, Outcome::Retryable | Outcome::Lost) {
+            h.failed += 1;
+        }
+        if answered {
+            h.answered_ms.push(duration_ms.max(0) as u64);
+        } else {
+            h.unanswered += 1;
+        }
+    }
+    h.answered_ms.sort_unstable();
+    Ok(h)
+}
+
 /// One group of [`sql::backlog_deferred`]'s answer.
 pub(crate) fn deferred_of(cause: i64, after_ms: i64, deliveries: i64) -> Deferred {
     Deferred {

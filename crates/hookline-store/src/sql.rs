@@ -265,6 +265,12 @@ pub(crate) fn backlog_rate_limited(unheld: &str) -> String {
     )
 }
 
+/// The attempts started at or after `$1`, the most recent `$2`: duration, outcome, whether
+/// answered.
+pub(crate) const ATTEMPT_HISTORY: &str =
+    "SELECT duration_ms, outcome, status IS NOT NULL FROM attempts
+     WHERE started_at >= $1 ORDER BY started_at DESC LIMIT $2";
+
 /// One process's meter, replaced (parameters in [`MeterReading`]'s order after owner and time).
 pub(crate) const RECORD_METER: &str = "INSERT INTO capacity_meters
         (owner, measured_at, new_attempts, retry_attempts, failed_attempts, busy_slot_samples,

@@ -116,6 +116,7 @@ macro_rules! all_cases {
             a_publish_over_its_admission_stores_nothing,
             backlog_and_meters_count_across_processes,
             backlog_waits_group_what_waits_for_a_time_or_a_rate,
+            attempt_history_reads_the_recent_attempts,
         );
     };
 }
@@ -3027,6 +3028,58 @@ mod cases {
             store.publish(e, T0).await.unwrap(),
             PublishOutcome::AlreadyAccepted(_)
         ));
+    }
+
+    pub async fn attempt_history_reads_the_recent_attempts(h: &impl Harness) {
+        let store = h.open().await;
+        store.create_subscriber(sub("a", &[]), T0).await.unwrap();
+        for i in 0..4 {
+            accepted(&*store, event(&format!("e{i}"), "t"), T0).await;
+        }
+        assert_eq!(
+            store.attempt_history(T0, 100).await.unwrap(),
+            AttemptHistory::default()
+        );
+        let claimed = store.claim_due(claim(T0, 10, 10)).await.unwrap();
+        // Answered in 40 ms and 7 ms (a success and a 503), a timeout, and an old success.
+        let mut done: Vec<Completion> = Vec::new();
+        for (i, c) in claimed.iter().enumerate() {
+            let (transition, status, duration_ms, started_at) = match i {
+                0 => (Transition::Delivered, Some(200), 40, T0 + 10),
+                1 => (
+                    Transition::Reschedule { run_at: T0 + 9_000 },
+                    Some(503),
+                    7,
+                    T0 + 11,
+                ),
+                2 => (
+                    Transition::Reschedule { run_at: T0 + 9_000 },
+                    None,
+                    10_000,
+                    T0 + 12,
+                ),
+                _ => (Transition::Delivered, Some(200), 1, T0 - 1),
+            };
+            let mut completion = completion(c, transition, T0 + 20);
+            completion.record.status = status;
+            completion.record.duration_ms = duration_ms;
+            completion.record.started_at = started_at;
+            done.push(completion);
+        }
+        store.complete(done, T0 + 20).await.unwrap();
+        let h = store.attempt_history(T0, 100).await.unwrap();
+        assert_eq!(
+            h,
+            AttemptHistory {
+                attempts: 3,
+                answered_ms: vec![7, 40],
+                failed: 2,
+                unanswered: 1,
+            }
+        );
+        // The most recent first: a limit of one reads the timeout.
+        let h = store.attempt_history(T0, 1).await.unwrap();
+        assert_eq!((h.attempts, h.unanswered), (1, 1));
     }
 
     pub async fn backlog_waits_group_what_waits_for_a_time_or_a_rate(h: &impl Harness) {

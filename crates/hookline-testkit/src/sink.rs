@@ -5,7 +5,8 @@
 //! not by hookline's own signer.
 //!
 //! Paths: `/ok/...` 200; `/status/{code}/...` that status; `/flaky/{n}/...` 503 for the first n
-//! attempts of each webhook-id, then 200; `/slow/{ms}/...` 200 after ms; `/hang/...` never
+//! attempts of each webhook-id, then 200; `/slow/{ms}/...` after ms, what the rest of the path
+//! asks for (`/slow/40/status/503/...`), or 200; `/hang/...` never
 //! answers; `/gone/...` 410. `POST /control {"prefix", "fail": 503 | "hang" | null}` makes every
 //! path under a prefix fail (or recover); `GET /stats` reports.
 //!
@@ -194,7 +195,12 @@ fn behaviour(path: &str, nth: u32) -> Option<Failure> {
             .map(Failure::Status),
         Some("flaky") => number(parts.next())
             .map(|n| Failure::Status(if u64::from(nth) <= n { 503 } else { 200 })),
-        Some("slow") => number(parts.next()).map(|_| Failure::Status(200)),
+        // After the delay, what the rest of the path asks for; 200 when it asks for nothing.
+        Some("slow") => {
+            number(parts.next())?;
+            let rest = parts.collect::<Vec<_>>().join("/");
+            behaviour(&format!("/{rest}"), nth).or(Some(Failure::Status(200)))
+        }
         _ => None,
     }
 }
@@ -382,6 +388,11 @@ mod tests {
         assert_eq!(behaviour("/gone/s1", 1), Some(Failure::Status(410)));
         assert_eq!(behaviour("/hang/s1", 1), Some(Failure::Hang));
         assert_eq!(behaviour("/slow/5/s1", 1), Some(Failure::Status(200)));
+        assert_eq!(
+            behaviour("/slow/5/status/503/s1", 1),
+            Some(Failure::Status(503))
+        );
+        assert_eq!(behaviour("/slow/x/s1", 1), None);
         assert_eq!(behaviour("/nothing", 1), None);
     }
 }

@@ -390,15 +390,19 @@ fn hookline_capacity_does_the_briefs_arithmetic() {
     ]);
     assert!(ok.success(), "{text}");
     assert!(
-        text.contains("available: 200 attempts/s, nominal: 20 workers x 10.0"),
+        text.contains(
+            "available: 200 attempts/s (200 answered attempts/s, nominal: 20 workers x 10.0"
+        ),
         "{text}"
     );
     assert_eq!(row(&text, "new attempts/s"), ["100", "100"]);
     assert_eq!(row(&text, "retry attempts/s"), ["11.1", "500"]);
     assert_eq!(row(&text, "required attempts/s"), ["111", "600"]);
+    // The worst case costs every attempt a timeout: the default 512 slots at 10 s each.
+    assert_eq!(row(&text, "available attempts/s"), ["200", "51.2"]);
     assert_eq!(
         row(&text, "verdict"),
-        ["fits", "(88.9", "spare)", "OVER", "by", "400"]
+        ["fits", "(88.9", "spare)", "OVER", "by", "549"]
     );
     assert!(
         text.contains("drains in 2m 5s at 10% failing, inside the window"),
@@ -406,9 +410,34 @@ fn hookline_capacity_does_the_briefs_arithmetic() {
     );
     assert!(text.contains("NEVER drains at worst case"), "{text}");
     assert!(
-        text.contains("max_attempts = 2 keeps the worst case inside"),
+        text.contains("even one attempt per delivery is more than the slots sustain"),
         "{text}"
     );
+    // A share of timeouts costs the slots their timeout: 5% at 10 s over 512 slots leaves
+    // 1 / (0.95 / 200 + 0.05 x 10 / 512) = 174.6 of the 200.
+    let (ok, text) = capacity_cli(&[
+        "--config",
+        six.to_str().unwrap(),
+        "--workers",
+        "20",
+        "--attempts-per-worker",
+        "10",
+        "--events-per-second",
+        "1",
+        "--fanout",
+        "100",
+        "--failure-rate",
+        "0.1",
+        "--timeout-rate",
+        "0.05",
+    ]);
+    assert!(ok.success(), "{text}");
+    assert_eq!(
+        row(&text, "available attempts/s"),
+        ["175", "51.2"],
+        "{text}"
+    );
+    assert!(text.contains("5.0% unanswered"), "{text}");
     // Bad input is refused, naming the flag.
     let (ok, text) = capacity_cli(&[
         "--service-rate",
@@ -419,6 +448,21 @@ fn hookline_capacity_does_the_briefs_arithmetic() {
         "1",
     ]);
     assert!(!ok.success() && text.contains("--service-rate"), "{text}");
+    for (flags, names) in [
+        (
+            &["--failure-rate", "0.1", "--timeout-rate", "0.2"][..],
+            "--timeout-rate",
+        ),
+        (&["--measure", "--answer-times", "soon"], "--answer-times"),
+        (&["--measure", "--answer-times", "1h"], "--answer-times"),
+        (&["--answer-times", "5ms"], "--measure"),
+        (&["--save", "--service-rate", "10"], "--measure"),
+    ] {
+        let mut args = vec!["--events-per-second", "1", "--fanout", "1"];
+        args.extend_from_slice(flags);
+        let (ok, text) = capacity_cli(&args);
+        assert!(!ok.success() && text.contains(names), "{flags:?}: {text}");
+    }
 }
 
 /// The verdict is the exit code: 0 when the load at the given failure rate fits, 1 when it is
@@ -453,7 +497,77 @@ async fn hookline_capacity_measures_this_machine() {
     .unwrap();
     assert!(ok.success(), "{text}");
     assert!(
-        text.contains("5000 deliveries to a loopback sink"),
+        text.contains("5000 answered attempts to a loopback sink"),
         "{text}"
     );
+}
+
+/// `--from-history` takes the mix from the store's last hour, `--measure` loads a sink that
+/// answers that way, and `--save` records the measured rate where the next `serve` starts
+/// from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hookline_capacity_measures_the_recorded_mix_and_saves_it() {
+    // A history: 20 subscribers, six of them (those ending in 0, 4 or 8) answering 503, each
+    // answering after ~20 ms.
+    let rx = Receiver::start_slow(Duration::from_millis(20), |path, _| {
+        if path.ends_with('0') || path.ends_with('4') || path.ends_with('8') {
+            503
+        } else {
+            200
+        }
+    })
+    .await;
+    let app = TestApp::start("").await;
+    subscribe(&app, &rx, 20).await;
+    for e in 0..5 {
+        let (status, _, _) = publish(&app, &format!("h{e}")).await;
+        assert_eq!(status, 202);
+    }
+    eventually("every first attempt", async || {
+        (rx.received().len() >= 100).then_some(())
+    })
+    .await;
+    let database = format!("sqlite://{}", TestApp::db_path(&app.dir).display());
+    let (app, out) = app
+        .stopped_while(async || {
+            tokio::task::spawn_blocking(move || {
+                std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+                    .args([
+                        "capacity",
+                        "--from-history",
+                        "--measure",
+                        "--save",
+                        "--events-per-second",
+                        "1",
+                        "--fanout",
+                        "10",
+                    ])
+                    .env_remove("HOOKLINE_CONFIG")
+                    .env("HOOKLINE_DATABASE", &database)
+                    .output()
+                    .unwrap()
+            })
+            .await
+            .unwrap()
+        })
+        .await;
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    // 30 of the 100 attempts failed (the 503s: answered, so none unanswered).
+    assert!(
+        text.contains("30.0% failing retryably, 0.0% unanswered"),
+        "{text}"
+    );
+    assert!(text.contains("from the last hour's 100 attempts"), "{text}");
+    let answered: f64 = row(&text, "available attempts/s")[0].parse().unwrap();
+    assert!(text.contains("saved in sqlite://"), "{text}");
+    // The next start projects with it.
+    let (_, c) = app.call("GET", "/v1/capacity", None).await;
+    let shown = c["shown_rate_per_s"].as_f64().unwrap();
+    assert!(
+        (shown - answered).abs() <= answered * 0.01 + 0.1,
+        "{shown} vs {answered}: {c}"
+    );
+    app.stop().await;
 }

@@ -80,6 +80,18 @@ pub(super) async fn record_shown(c: &impl GenericClient, at: UnixMs, shown: Show
     Ok(())
 }
 
+pub(super) async fn attempt_history(
+    c: &impl GenericClient,
+    since: UnixMs,
+    limit: u32,
+) -> Result<AttemptHistory> {
+    let rows = query(c, ATTEMPT_HISTORY, &[&since, &i64::from(limit)]).await?;
+    attempt_history_of(
+        rows.iter()
+            .map(|r| (r.get::<_, i64>(0), r.get(1), r.get(2))),
+    )
+}
+
 pub(super) async fn shown(c: &impl GenericClient) -> Result<Option<Shown>> {
     let row = query_opt(c, SHOWN, &[]).await?;
     Ok(row.map(|r| shown_of(r.get(0), r.get(1))))

@@ -567,6 +567,10 @@ impl Store for PostgresStore {
         capacity::shown(&self.client().await?).await
     }
 
+    async fn attempt_history(&self, since: UnixMs, limit: u32) -> Result<AttemptHistory> {
+        capacity::attempt_history(&self.client().await?, since, limit).await
+    }
+
     async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;

@@ -73,6 +73,20 @@ pub(super) fn record_shown(c: &Connection, at: UnixMs, shown: Shown) -> Result<(
     Ok(())
 }
 
+pub(super) fn attempt_history(c: &Connection, since: UnixMs, limit: u32) -> Result<AttemptHistory> {
+    let rows = c
+        .prepare(ATTEMPT_HISTORY)?
+        .query_map(params![since, limit], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, bool>(2)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    attempt_history_of(rows)
+}
+
 pub(super) fn shown(c: &Connection) -> Result<Option<Shown>> {
     Ok(c.prepare_cached(SHOWN)?
         .query_row([], |r| Ok(shown_of(r.get(0)?, &r.get::<_, String>(1)?)))

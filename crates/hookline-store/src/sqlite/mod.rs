@@ -472,6 +472,11 @@ impl Store for SqliteStore {
         self.read(capacity::shown).await
     }
 
+    async fn attempt_history(&self, since: UnixMs, limit: u32) -> Result<AttemptHistory> {
+        self.read(move |c| capacity::attempt_history(c, since, limit))
+            .await
+    }
+
     async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {
         self.writer
             .write(move |w| writes::prune_delivered(&w.conn, before, batch))

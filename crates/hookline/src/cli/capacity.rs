@@ -1,12 +1,17 @@
 //! `hookline capacity`: the capacity arithmetic before deploying. New attempts plus retry
 //! attempts (at the failure rate given, and at the policy's worst case) against the throughput
-//! available: given, read from a running hookline, or measured here with a short load test.
+//! available: given, read from a running hookline, or measured here with a short load test
+//! against the mix of answers given or found in the store's recent attempts.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hookline_policy::{drain_seconds, expected_attempts, Demand};
+use hookline_policy::{
+    drain_seconds, expected_attempts, rate_with_unanswered, Demand, Evidence, Shown,
+};
 use serde_json::{json, Value};
+
+use crate::clock::Clock;
 
 use super::client::call;
 use super::{table, ApiArg, CapacityArgs};
@@ -21,8 +26,145 @@ enum Available {
 }
 
 struct Measurement {
-    deliveries: u64,
+    attempts: u64,
     elapsed: Duration,
+}
+
+/// What the load's attempts look like: the answer times of those answered, and the shares that
+/// fail retryably and that get no answer.
+struct Mix {
+    answer_times: Vec<Duration>,
+    failure_rate: f64,
+    unanswered: f64,
+    /// Where it came from, for the reader.
+    source: String,
+}
+
+/// Quantiles read from the history: the measuring sink's subscribers each answer after one.
+const HISTORY_QUANTILES: usize = 100;
+/// At most this many recent attempts are read for --from-history.
+const HISTORY_LIMIT: u32 = 100_000;
+const HOUR_MS: i64 = 3_600_000;
+
+impl Mix {
+    async fn of(args: &CapacityArgs, config: &Config) -> Result<Mix, String> {
+        if args.from_history {
+            return Mix::from_history(config).await;
+        }
+        if !(0.0..=1.0).contains(&args.failure_rate) {
+            return Err(format!(
+                "--failure-rate must be from 0 to 1, not {}",
+                args.failure_rate
+            ));
+        }
+        if !(0.0..=args.failure_rate).contains(&args.timeout_rate) {
+            return Err(format!(
+                "--timeout-rate must be from 0 to --failure-rate ({}): a timeout is a \
+                 failure, not {}",
+                args.failure_rate, args.timeout_rate
+            ));
+        }
+        let answer_times = args
+            .answer_times
+            .iter()
+            .map(|t| {
+                crate::config::parse_duration(t)
+                    .ok()
+                    .filter(|d| *d <= config.delivery.attempt_timeout)
+                    .ok_or_else(|| {
+                        format!(
+                            "--answer-times: {t:?} is not a duration within the attempt \
+                             timeout ({}), like 20ms or 1s",
+                            humantime::format_duration(config.delivery.attempt_timeout)
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Mix {
+            answer_times,
+            failure_rate: args.failure_rate,
+            unanswered: args.timeout_rate,
+            source: "the flags".into(),
+        })
+    }
+
+    async fn from_history(config: &Config) -> Result<Mix, String> {
+        let store = hookline_store::open_with(&config.database, &config.store_options())
+            .await
+            .map_err(|e| e.to_string())?;
+        let now = crate::clock::SystemClock.now_ms();
+        let h = store
+            .attempt_history(now.saturating_sub(HOUR_MS), HISTORY_LIMIT)
+            .await
+            .map_err(|e| e.to_string())?;
+        if h.attempts == 0 {
+            return Err(format!(
+                "no attempts in the last hour in {}: give --failure-rate, --timeout-rate and \
+                 --answer-times instead",
+                config.database
+            ));
+        }
+        let n = h.answered_ms.len();
+        let answer_times = if n == 0 {
+            Vec::new()
+        } else {
+            (0..HISTORY_QUANTILES)
+                .map(|i| Duration::from_millis(h.answered_ms[(i * n) / HISTORY_QUANTILES]))
+                .collect()
+        };
+        let share = |k: u64| k as f64 / h.attempts as f64;
+        Ok(Mix {
+            answer_times,
+            failure_rate: share(h.failed),
+            unanswered: share(h.unanswered),
+            source: format!("the last hour's {} attempts in the store", h.attempts),
+        })
+    }
+
+    fn describe(&self) -> String {
+        let times = match (
+            self.answer_times.iter().min(),
+            self.answer_times.iter().max(),
+        ) {
+            (Some(lo), Some(hi)) => {
+                let mut sorted = self.answer_times.clone();
+                sorted.sort();
+                format!(
+                    "answers in {} to {} (median {})",
+                    humantime::format_duration(*lo),
+                    humantime::format_duration(*hi),
+                    humantime::format_duration(sorted[sorted.len() / 2])
+                )
+            }
+            _ => "answers at once".into(),
+        };
+        format!(
+            "{:.1}% failing retryably, {:.1}% unanswered (each costs the attempt timeout), {times}; \
+             from {}",
+            100.0 * self.failure_rate,
+            100.0 * self.unanswered,
+            self.source
+        )
+    }
+
+    /// The path the measuring sink serves subscriber `i` of `n` on: its answer time, and a
+    /// 503 for the share of answered attempts that fail (spread evenly over the times).
+    fn path(&self, i: usize, n: usize) -> String {
+        let delay = match self.answer_times.len() {
+            0 => 0,
+            len => self.answer_times[i * len / n].as_millis(),
+        };
+        let answered = 1.0 - self.unanswered;
+        let failing = if answered > 0.0 {
+            ((self.failure_rate - self.unanswered) / answered).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        // Subscriber i fails when the running count of failing ones steps up at i.
+        let fails = ((i + 1) as f64 * failing).floor() > (i as f64 * failing).floor();
+        let answer = if fails { "status/503" } else { "ok" };
+        format!("/slow/{delay}/{answer}/m-{i}")
+    }
 }
 
 impl Available {
@@ -33,7 +175,7 @@ impl Available {
                 workers,
                 per_worker,
             } => f64::from(*workers) * per_worker,
-            Available::Measured(m) => m.deliveries as f64 / m.elapsed.as_secs_f64().max(1e-3),
+            Available::Measured(m) => m.attempts as f64 / m.elapsed.as_secs_f64().max(1e-3),
         }
     }
 
@@ -50,9 +192,9 @@ impl Available {
             ),
             Available::Running(_) => "sustainable rate of the running hookline (--api)".into(),
             Available::Measured(m) => format!(
-                "measured here (embedded SQLite, this config's delivery settings): {} deliveries \
-                 to a loopback sink in {:.2} s",
-                m.deliveries,
+                "measured here (embedded SQLite, this config's delivery settings): {} answered \
+                 attempts to a loopback sink in {:.2} s",
+                m.attempts,
                 m.elapsed.as_secs_f64()
             ),
         }
@@ -83,12 +225,18 @@ pub async fn run(args: CapacityArgs) -> Result<(), String> {
             return Err(format!("{name} must be a number from 0 to 1e9, not {v:?}"));
         }
     }
-    if !(0.0..=1.0).contains(&args.failure_rate) {
-        return Err(format!(
-            "--failure-rate must be from 0 to 1, not {}",
-            args.failure_rate
-        ));
+    // Checked here, not by clap: `--measure` has a default, which satisfies clap's `requires`.
+    for (flag, given) in [
+        ("--save", args.save),
+        ("--answer-times", !args.answer_times.is_empty()),
+    ] {
+        if given && !args.measure {
+            return Err(format!(
+                "{flag} needs --measure: it is about the measuring load"
+            ));
+        }
     }
+    let mix = Mix::of(&args, &config).await?;
     let positive = |name: &str, v: f64| {
         if (0.001..=1e9).contains(&v) {
             Ok(v)
@@ -107,15 +255,18 @@ pub async fn run(args: CapacityArgs) -> Result<(), String> {
             per_worker: positive("--attempts-per-worker", per_worker)?,
         },
         (None, Some(_), _) => return Err("--workers must be at least 1".into()),
-        _ if args.measure => Available::Measured(measure(args.config.as_deref()).await?),
+        _ if args.measure => Available::Measured(measure(args.config.as_deref(), &mix).await?),
         _ => {
             let (rate, in_force) = running(&args.api).await?;
             budget = in_force;
             Available::Running(rate)
         }
     };
-    let (text, verdict) = render(&args, &config, &available, budget);
+    let (text, verdict) = render(&args, &config, &available, budget, &mix);
     print!("{text}");
+    if args.save {
+        save(&config, available.per_s()).await?;
+    }
     match verdict {
         Verdict::Fits => Ok(()),
         // Non-zero so a deploy script or CI step stops on it, not only a reader of the table.
@@ -193,26 +344,37 @@ fn render(
     config: &Config,
     available: &Available,
     budget: Budget,
+    mix: &Mix,
 ) -> (String, Verdict) {
     let m = budget.max_attempts;
-    let at_rate = Demand::of(args.events_per_second, args.fanout, args.failure_rate, m);
+    let at_rate = Demand::of(args.events_per_second, args.fanout, mix.failure_rate, m);
     let worst = Demand::of(args.events_per_second, args.fanout, 1.0, m);
-    let have = available.per_s();
+    // What the slots sustain when the unanswered attempts each hold one for the timeout: at
+    // the mix's share, and in the worst case, where every attempt fails the costliest way.
+    let answered = available.per_s();
+    let slots = config.delivery.concurrency as f64;
+    let timeout = config.delivery.attempt_timeout.as_secs_f64();
+    let have = rate_with_unanswered(answered, mix.unanswered, slots, timeout);
+    let have_worst = rate_with_unanswered(answered, 1.0, slots, timeout);
     let mut out = format!(
         "{} events/s x {} subscribers; retry policy: max_attempts {m} (one delivery costs up to \
-         {m} attempts), delivery window {}\navailable: {} attempts/s, {}\n\n",
+         {m} attempts), delivery window {}\nattempts: {}\navailable: {} attempts/s \
+         ({} answered attempts/s, {})\n\n",
         rate(args.events_per_second),
         rate(args.fanout),
         humantime::format_duration(budget.window),
+        mix.describe(),
         rate(have),
+        rate(answered),
         available.source()
     );
-    let column = |d: &Demand| {
+    let column = |d: &Demand, have: f64| {
         let left = have - d.total_per_s();
         vec![
             rate(d.new_per_s),
             rate(d.retry_per_s),
             rate(d.total_per_s()),
+            rate(have),
             format!("{:.0}%", 100.0 * d.total_per_s() / have),
             if left >= 0.0 {
                 format!("fits ({} spare)", rate(left))
@@ -221,11 +383,12 @@ fn render(
             },
         ]
     };
-    let (a, w) = (column(&at_rate), column(&worst));
+    let (a, w) = (column(&at_rate, have), column(&worst, have_worst));
     let names = [
         "new attempts/s",
         "retry attempts/s",
         "required attempts/s",
+        "available attempts/s",
         "of available",
         "verdict",
     ];
@@ -234,14 +397,17 @@ fn render(
         .enumerate()
         .map(|(i, name)| vec![name.to_string(), a[i].clone(), w[i].clone()])
         .collect();
-    let failing = format!("{:.0}% failing", 100.0 * args.failure_rate + 0.0);
-    out += &table::render(&["", &failing, "worst case (every attempt fails)"], &rows);
+    let failing = format!("{:.0}% failing", 100.0 * mix.failure_rate + 0.0);
+    out += &table::render(
+        &["", &failing, "worst case (every attempt times out)"],
+        &rows,
+    );
     if let Some(backlog) = args.backlog {
         let window = budget.window.as_secs_f64();
         out += "\n";
-        for (what, failure, demand) in [
-            (failing.as_str(), args.failure_rate, &at_rate),
-            ("worst case", 1.0, &worst),
+        for (what, failure, demand, have) in [
+            (failing.as_str(), mix.failure_rate, &at_rate, have),
+            ("worst case", 1.0, &worst, have_worst),
         ] {
             let attempts = backlog as f64 * expected_attempts(failure, m);
             out += &match drain_seconds(attempts, have, demand.total_per_s()) {
@@ -263,7 +429,7 @@ fn render(
         }
     }
     out += "\nlevers:\n";
-    out += &levers(config, budget, &at_rate, &worst, have);
+    out += &levers(config, budget, &at_rate, &worst, have, have_worst);
     let verdict = match at_rate.total_per_s() - have {
         by if by > 0.0 => Verdict::Over { by },
         _ => Verdict::Fits,
@@ -271,8 +437,38 @@ fn render(
     (out, verdict)
 }
 
+/// Records `per_s` answered attempts/s as what the process has shown, in the configured store:
+/// the next `serve` projects admission with it.
+async fn save(config: &Config, per_s: f64) -> Result<(), String> {
+    let store = hookline_store::open_with(&config.database, &config.store_options())
+        .await
+        .map_err(|e| e.to_string())?;
+    let shown = Shown {
+        per_s,
+        evidence: Evidence::Saturated,
+    };
+    store
+        .record_shown(crate::clock::SystemClock.now_ms(), shown)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!(
+        "\nsaved in {}: admission projects with {} attempts/s (shown_rate_per_s) until the \
+         processes measure otherwise",
+        config.database,
+        rate(per_s)
+    );
+    Ok(())
+}
+
 /// What changes the answer, in the order an operator would reach for it.
-fn levers(config: &Config, budget: Budget, at_rate: &Demand, worst: &Demand, have: f64) -> String {
+fn levers(
+    config: &Config,
+    budget: Budget,
+    at_rate: &Demand,
+    worst: &Demand,
+    have: f64,
+    have_worst: f64,
+) -> String {
     let m = budget.max_attempts;
     let mut out = String::new();
     if at_rate.total_per_s() > have {
@@ -283,17 +479,25 @@ fn levers(config: &Config, budget: Budget, at_rate: &Demand, worst: &Demand, hav
             config.delivery.concurrency
         );
     }
-    if worst.total_per_s() > have && worst.new_per_s > 0.0 {
-        let fits = (have / worst.new_per_s).floor() as u32;
-        out += &format!(
-            "- attempt budget: max_attempts {m} multiplies every delivery by up to {m}; \
-             {} keeps the worst case inside the available rate\n",
-            if fits >= 1 {
-                format!("max_attempts = {}", fits.min(m))
-            } else {
-                "no budget".into()
-            }
-        );
+    if worst.total_per_s() > have_worst && worst.new_per_s > 0.0 {
+        let fits = (have_worst / worst.new_per_s).floor() as u32;
+        out += &if fits >= 1 {
+            format!(
+                "- attempt budget: max_attempts {m} multiplies every delivery by up to {m}; \
+                 max_attempts = {} keeps the worst case inside the available rate\n",
+                fits.min(m)
+            )
+        } else {
+            format!(
+                "- attempt budget: even one attempt per delivery is more than the slots sustain \
+                 when every attempt times out ({} attempts/s: delivery.concurrency {} over \
+                 delivery.attempt_timeout {}); admission and per-destination concurrency are \
+                 what hold that case\n",
+                rate(have_worst),
+                config.delivery.concurrency,
+                humantime::format_duration(config.delivery.attempt_timeout)
+            )
+        };
         out += &format!(
             "- per-destination concurrency: delivery.max_in_flight_per_subscriber = {} bounds \
              what failing destinations take from healthy ones (a retry also needs one of the \
@@ -313,7 +517,7 @@ fn levers(config: &Config, budget: Budget, at_rate: &Demand, worst: &Demand, hav
 
 /// A short, bounded load test of this configuration on this machine: an in-process hookline
 /// on a scratch database delivering to an in-process sink on loopback.
-async fn measure(config: Option<&Path>) -> Result<Measurement, String> {
+async fn measure(config: Option<&Path>, mix: &Mix) -> Result<Measurement, String> {
     const SUBSCRIBERS: usize = 100;
     const EVENTS: usize = 50;
     const LIMIT: Duration = Duration::from_secs(120);
@@ -324,9 +528,11 @@ async fn measure(config: Option<&Path>) -> Result<Measurement, String> {
     config.listen = "127.0.0.1:0".parse().expect("a loopback address");
     config.database = format!("sqlite://{}", dir.path().join("capacity.db").display());
     config.api_tokens.clear();
-    // Measuring, not protecting: the configured limits must not cut the load short.
+    // Measuring, not protecting: the configured limits must not cut the load short, and the
+    // failing share of the mix must keep being attempted, not deferred behind breakers.
     config.admission.max_backlog = u64::MAX;
     config.admission.max_projected_drain = Some(Duration::MAX);
+    config.breaker.failures = u32::MAX;
     config.guard = std::sync::Arc::new(crate::destination::Guard::default());
     // Both ends of every attempt are in this process: hookline's and the sink's.
     crate::open_files::check(
@@ -343,7 +549,7 @@ async fn measure(config: Option<&Path>) -> Result<Measurement, String> {
     let api = format!("http://{}", app.addr);
     let http = reqwest::Client::new();
     let bodies = (0..SUBSCRIBERS)
-        .map(|i| json!({"id": format!("m-{i}"), "url": format!("{sink}/ok/m-{i}")}))
+        .map(|i| json!({"id": format!("m-{i}"), "url": format!("{sink}{}", mix.path(i, SUBSCRIBERS))}))
         .collect();
     hookline_testkit::create_subscribers(&http, &api, None, bodies, 8).await?;
     let started = Instant::now();
@@ -362,28 +568,37 @@ async fn measure(config: Option<&Path>) -> Result<Measurement, String> {
         }
     }
     let total = (SUBSCRIBERS * EVENTS) as u64;
-    loop {
-        let stats: Value = http
-            .get(format!("{sink}/stats"))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
+    // Every first attempt has reached the sink and none is still under way: each has been
+    // answered (a slow answer counts its time, a 503 its retry later, outside the measurement).
+    let attempts = loop {
+        let stats: Value = get_json(&http, &format!("{sink}/stats")).await?;
         if stats["unique"].as_u64().unwrap_or(0) >= total {
-            break;
+            let in_flight = get_json(
+                &http,
+                &format!("{api}/v1/deliveries?state=in_flight&limit=1"),
+            )
+            .await?;
+            if in_flight["items"].as_array().is_some_and(Vec::is_empty) {
+                break stats["received"].as_u64().unwrap_or(total);
+            }
         }
         if started.elapsed() > LIMIT {
             app.shutdown().await;
             return Err(format!("the measuring load did not finish in {LIMIT:?}"));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    };
     let elapsed = started.elapsed();
     app.shutdown().await;
-    Ok(Measurement {
-        deliveries: total,
-        elapsed,
-    })
+    Ok(Measurement { attempts, elapsed })
+}
+
+async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value, String> {
+    http.get(url)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())
 }

@@ -246,9 +246,27 @@ pub struct CapacityArgs {
     /// Subscribers each event fans out to.
     #[arg(long)]
     fanout: f64,
-    /// The share of attempts that fail retryably (0 to 1).
-    #[arg(long, default_value_t = 0.0)]
+    /// The share of attempts that fail retryably (0 to 1), timeouts included.
+    #[arg(long, default_value_t = 0.0, conflicts_with = "from_history")]
     failure_rate: f64,
+    /// Of the attempts, the share that get no answer (0 to --failure-rate): each holds a
+    /// delivery slot for the whole attempt timeout.
+    #[arg(long, default_value_t = 0.0, conflicts_with = "from_history")]
+    timeout_rate: f64,
+    /// How long answered attempts take to answer, as a list (`20ms,50ms,200ms,1s`): with
+    /// --measure the loopback sink's subscribers answer after these, spread over them
+    /// (default: at once).
+    #[arg(long, value_delimiter = ',', conflicts_with = "from_history")]
+    answer_times: Vec<String>,
+    /// Take the failure and timeout rates and the answer times from the attempts of the last
+    /// hour in the configured database (`HOOKLINE_DATABASE`, or the config's `database`).
+    #[arg(long)]
+    from_history: bool,
+    /// With --measure: record the measured rate in the configured database as what the
+    /// process has shown, so admission projects with it from the next start instead of
+    /// `[admission] min_service_rate`.
+    #[arg(long)]
+    save: bool,
     /// Attempts per second available; without it (or --workers, or --measure) the sustainable
     /// rate a running hookline measures, read from --api.
     #[arg(long, conflicts_with_all = ["workers", "measure"])]
@@ -265,7 +283,8 @@ pub struct CapacityArgs {
     #[arg(long)]
     backlog: Option<u64>,
     /// Measure the available rate here: a short, bounded load test of this config (an
-    /// in-process hookline on a scratch database, 5,000 deliveries to a loopback sink).
+    /// in-process hookline on a scratch database, 5,000 first attempts to a loopback sink that
+    /// answers as --answer-times and --failure-rate say, or as --from-history found).
     #[arg(long)]
     measure: bool,
     #[command(flatten)]

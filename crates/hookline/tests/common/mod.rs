@@ -307,8 +307,15 @@ impl TestApp {
     }
 
     /// A clean stop and a fresh start on the same database and clock: a restart.
-    pub async fn restart(mut self) -> Self {
+    pub async fn restart(self) -> Self {
+        self.stopped_while(async || ()).await.0
+    }
+
+    /// A clean stop, `f` (another process on the database, say), and a fresh start on the same
+    /// database and clock.
+    pub async fn stopped_while<T>(mut self, f: impl AsyncFnOnce() -> T) -> (Self, T) {
         self.app.take().unwrap().shutdown().await;
+        let out = f().await;
         let TestApp {
             dir,
             clock,
@@ -318,7 +325,7 @@ impl TestApp {
         } = self;
         let mut app = Self::launch(dir, clock, config).await;
         app.schema = schema;
-        app
+        (app, out)
     }
 
     pub fn base(&self) -> String {
