@@ -1007,3 +1007,85 @@ async fn browsers_cannot_drive_an_open_api() {
     assert_eq!(health.status(), 200);
     app.stop().await;
 }
+
+/// Revoking is the emergency action for a compromised endpoint: on PostgreSQL it must succeed
+/// while workers claim for the same subscribers (a claim holds due rows and then locks their
+/// subscribers for their rate limiters; a revocation locked the subscriber, then its rows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn revoking_succeeds_while_workers_claim_on_postgres() {
+    let Some(app) = TestApp::start_on_postgres("").await else {
+        return;
+    };
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let worker = hookline::app::start(
+            &app.config,
+            std::sync::Arc::new(app.clock.clone()),
+            hookline::app::Role::Worker,
+        )
+        .await
+        .unwrap();
+        workers.push(worker);
+    }
+    let rx = Receiver::start(|_, _| 200).await;
+    const SUBSCRIBERS: usize = 60;
+    const ROUNDS: usize = 3;
+    for round in 0..ROUNDS {
+        for s in 0..SUBSCRIBERS {
+            let (status, body) = app
+                .call(
+                    "POST",
+                    "/v1/subscribers",
+                    Some(json!({"id": format!("r{round}-s{s}"), "url": rx.url("/ok"),
+                                "rate_limit_per_second": 20})),
+                )
+                .await;
+            assert_eq!(status, 201, "{body}");
+        }
+        for e in 0..60 {
+            app.publish(&format!("r{round}-e{e}"), "t").await;
+        }
+        // The limiters admit one attempt per subscriber every 50 ms of the clock: moving it
+        // keeps every worker claiming (and locking subscribers) while the revocations run.
+        let clock = app.clock.clone();
+        let ticking = tokio::spawn(async move {
+            loop {
+                clock.advance(std::time::Duration::from_millis(50));
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+        });
+        eventually("claims under way", async || {
+            (rx.received().len() > SUBSCRIBERS * (round + 1)).then_some(())
+        })
+        .await;
+        let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut revokers = tokio::task::JoinSet::new();
+        for _ in 0..8 {
+            let (next, http, base) = (next.clone(), app.http.clone(), app.base());
+            revokers.spawn(async move {
+                let mut failed = Vec::new();
+                loop {
+                    let s = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if s >= SUBSCRIBERS {
+                        return failed;
+                    }
+                    let url = format!("{base}/v1/subscribers/r{round}-s{s}");
+                    let response = http.delete(url).send().await.unwrap();
+                    if !response.status().is_success() {
+                        failed.push((s, response.status(), response.text().await.unwrap()));
+                    }
+                }
+            });
+        }
+        let failed: Vec<_> = revokers.join_all().await.into_iter().flatten().collect();
+        ticking.abort();
+        assert!(
+            failed.is_empty(),
+            "round {round}: revocations failed: {failed:?}"
+        );
+    }
+    for worker in workers {
+        worker.shutdown().await;
+    }
+    app.stop().await;
+}

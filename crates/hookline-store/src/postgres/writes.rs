@@ -112,7 +112,26 @@ pub(super) async fn rotate_secret(
     reads::subscriber(c, id).await
 }
 
+/// Takes the claims' lock for the rest of the transaction: one claim at a time per schema, and
+/// nothing else that locks a subscriber and then its waiting rows while a claim runs.
+async fn lock_out_claims(c: &impl GenericClient) -> Result<()> {
+    execute(
+        c,
+        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.hookline.claim'))",
+        &[],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A revocation locks the subscriber, then its waiting rows; a claim locks the due rows it
+/// scans, then their subscribers (for their rate limiters and slow starts). Run side by side
+/// they could each wait for the other (a deadlock, which failed the revocation), so a
+/// revocation first waits for the claim under way and holds the next one off: the emergency
+/// action for a compromised endpoint always goes through. Taken again by a completion that
+/// revokes, which takes it before its first lock (`complete`).
 pub(super) async fn revoke_subscriber(c: &impl GenericClient, id: &str, now: UnixMs) -> Result<()> {
+    lock_out_claims(c).await?;
     let updated = execute(c,
             "UPDATE subscribers SET status = 'revoked', updated_at = $2 WHERE id = $1 AND status <> 'revoked'",
             &[&id, &now],
@@ -412,12 +431,7 @@ pub(super) async fn claim_due(
 ) -> Result<Vec<ClaimedDelivery>> {
     // One claimer at a time per schema: the per-subscriber counts below are then exact across
     // every process. A claim is a few statements, so the queue this forms is short.
-    execute(
-        c,
-        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.hookline.claim'))",
-        &[],
-    )
-    .await?;
+    lock_out_claims(c).await?;
     // In flight per subscriber across every process (a short list: at most the slots of all
     // workers), and the subscribers whose rate limiter admits nobody yet.
     let busy = query(
@@ -628,6 +642,11 @@ pub(super) async fn complete(
     completions: Vec<Completion>,
     now: UnixMs,
 ) -> Result<Vec<CompletionResult>> {
+    // A batch that revokes (a 410) holds claims off before it locks anything, as
+    // `revoke_subscriber` needs (it would otherwise take the lock holding rows a claim waits for).
+    if completions.iter().any(|done| done.revoke_subscriber) {
+        lock_out_claims(c).await?;
+    }
     // Each completion's ending as `Ending::of` decides it for an active subscriber and for a
     // revoked one; the statement picks by the subscriber's status as it finds it.
     let mut keys = Vec::with_capacity(completions.len());
