@@ -1008,6 +1008,67 @@ async fn browsers_cannot_drive_an_open_api() {
     app.stop().await;
 }
 
+/// A subscriber that answers by echoing the request (headers included) would put its own
+/// credentials and the signature into the stored answer, which read tokens and the console
+/// see: they are redacted before the answer is stored.
+#[tokio::test]
+async fn credentials_echoed_in_an_answer_are_redacted() {
+    use axum::http::HeaderMap;
+    let seen: std::sync::Arc<std::sync::Mutex<Option<HeaderMap>>> = Default::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let record = seen.clone();
+    let echo = axum::Router::new().fallback(move |headers: HeaderMap| {
+        let echoed: String = headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {}\n", value.to_str().unwrap()))
+            .collect();
+        *record.lock().unwrap() = Some(headers);
+        std::future::ready((axum::http::StatusCode::BAD_REQUEST, echoed))
+    });
+    tokio::spawn(async move { axum::serve(listener, echo).await.unwrap() });
+
+    let app = TestApp::start("").await;
+    let headers = json!({"authorization": "Bearer sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+                         "x-api-key": "key-2f9c1a7e", "x-tenant": "t-7"});
+    let (status, created) = app
+        .call(
+            "POST",
+            "/v1/subscribers",
+            Some(json!({"id": "s1", "url": format!("http://{addr}/hooks"), "headers": headers})),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    app.publish("e1", "t").await;
+    let dead = app
+        .delivery_when("e1:s1", "the 400", |d| state(d) == "dead")
+        .await;
+    let body = dead["attempt_history"][0]["response_body"]
+        .as_str()
+        .expect("the answer is kept")
+        .to_owned();
+    let sent = seen.lock().unwrap().clone().expect("the request arrived");
+    let signature = sent["webhook-signature"].to_str().unwrap();
+    let signature_value = signature.strip_prefix("v1,").unwrap();
+    for secret in [
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "key-2f9c1a7e",
+        "t-7",
+        signature_value,
+    ] {
+        assert!(
+            !body.contains(secret),
+            "{secret:?} is in the stored answer:\n{body}"
+        );
+    }
+    assert!(body.contains("authorization: [redacted]"), "{body}");
+    assert!(body.contains("x-api-key: [redacted]"), "{body}");
+    assert!(body.contains("webhook-signature: [redacted]"), "{body}");
+    // What is not a credential is kept as it came.
+    assert!(body.contains("webhook-id: e1:s1"), "{body}");
+    app.stop().await;
+}
+
 /// Revoking is the emergency action for a compromised endpoint: on PostgreSQL it must succeed
 /// while workers claim for the same subscribers (a claim holds due rows and then locks their
 /// subscribers for their rate limiters; a revocation locked the subscriber, then its rows).
