@@ -352,10 +352,35 @@ mod cases {
             store.publish(changed, T0).await.unwrap(),
             PublishOutcome::Conflict
         );
-        let mut bumped = e;
+        let mut bumped = e.clone();
         bumped.payload_version = 2;
         assert_eq!(
             store.publish(bumped, T0).await.unwrap(),
+            PublishOutcome::Conflict
+        );
+        // A publisher learns nothing of another's event: the same body is a conflict too.
+        let mut owned = event("INV-7", "invoice.paid");
+        owned.published_by = Some("billing".into());
+        assert_eq!(accepted(&*store, owned.clone(), T0).await, 2);
+        let by_other = NewEvent {
+            published_by: Some("ci".into()),
+            ..owned.clone()
+        };
+        assert_eq!(
+            store.publish(by_other, T0).await.unwrap(),
+            PublishOutcome::Conflict
+        );
+        assert!(matches!(
+            store.publish(owned.clone(), T0).await.unwrap(),
+            PublishOutcome::AlreadyAccepted(_)
+        ));
+        // An event published without tokens is another token's to no one: a token gets 409.
+        let by_token = NewEvent {
+            published_by: Some("ci".into()),
+            ..e
+        };
+        assert_eq!(
+            store.publish(by_token, T0).await.unwrap(),
             PublishOutcome::Conflict
         );
 

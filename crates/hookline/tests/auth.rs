@@ -251,3 +251,31 @@ async fn metrics_can_require_a_token() {
     assert_eq!(with.status(), 200);
     app.stop().await;
 }
+
+/// A re-publish tells a publisher nothing about another's event: only the token that
+/// published an id gets its receipt back (200); any other token, admin included, gets the same
+/// 409 whatever the body, as it would for a different body.
+async fn a_republish_answers_only_its_publisher(app: &TestApp) {
+    let event = json!({"id": "INV-7:paid", "type": "invoice.paid", "payload": {"amount": 12}});
+    let guess = json!({"id": "INV-7:paid", "type": "invoice.paid", "payload": {"amount": 13}});
+    let publish = async |token, body: &Value| {
+        call(app, Some(token), "POST", "/v1/events", Some(body.clone())).await
+    };
+    assert_eq!(publish(OTHER_PUBLISH, &event).await.0, 202);
+    let (code, receipt) = publish(OTHER_PUBLISH, &event).await;
+    assert_eq!((code, receipt["id"].as_str()), (200, Some("INV-7:paid")));
+    assert_eq!(publish(OTHER_PUBLISH, &guess).await.0, 409);
+    for token in [PUBLISH, ADMIN] {
+        let same = publish(token, &event).await;
+        let different = publish(token, &guess).await;
+        assert_eq!(same.0, 409, "{same:?}");
+        assert_eq!(same, different, "the same answer whatever the body");
+    }
+}
+
+on_both_backends!(
+    a_republish_answers_only_its_publisher_on_sqlite,
+    a_republish_answers_only_its_publisher_on_postgres,
+    &tokens(),
+    a_republish_answers_only_its_publisher
+);

@@ -175,7 +175,8 @@ pub(super) async fn publish(
     if inserted == 0 {
         let row = query_one(
             c,
-            "SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0)
+            "SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0),
+                    published_by
              FROM events WHERE id = $1",
             &[&event.id],
         )
@@ -187,6 +188,7 @@ pub(super) async fn publish(
             i64,
             i64,
         ) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+        let published_by: Option<&str> = row.get(5);
         let receipt = EventReceipt {
             id: event.id.clone(),
             event_type,
@@ -194,7 +196,14 @@ pub(super) async fn publish(
             unversioned: unversioned as u64,
         };
         let earlier = reads::earlier_payloads(c, &event.id).await?;
-        return Ok(republished(event, receipt, &payload, version, &earlier));
+        return Ok(republished(
+            event,
+            receipt,
+            published_by,
+            &payload,
+            version,
+            &earlier,
+        ));
     }
     let versions = event.versions();
     let oldest = versions[0];
