@@ -82,6 +82,7 @@ macro_rules! all_cases {
             completions_free_slots_for_the_claim_that_follows,
             a_claim_with_completions_fills_its_limit_from_the_slots_they_free,
             a_nul_byte_in_an_id_is_the_callers_error_never_the_stores,
+            a_search_matches_query_values_only_when_asked,
             rescue_returns_lost_attempts,
             pause_holds_without_spending_attempts,
             revocation_kills_pending_and_stops_fan_out,
@@ -255,6 +256,7 @@ mod cases {
         // Search: any case, in the id or the URL; `%` and `_` are themselves; pages go on.
         let containing = |text: &str| SubscriberFilter {
             contains: Some(text.into()),
+            search_query_values: true,
         };
         let ids = |p: &Page<Subscriber>| p.items.iter().map(|s| s.id.clone()).collect::<Vec<_>>();
         let found = store
@@ -553,6 +555,43 @@ mod cases {
         assert!(per("a") <= 2 && per("b") <= 2, "within each cap");
     }
 
+    /// A URL's query values may be credentials: a search matches them only when asked to (for
+    /// callers who are shown them), and the URL before its query and the id always.
+    pub async fn a_search_matches_query_values_only_when_asked(h: &impl Harness) {
+        let store = h.open().await;
+        let keyed = NewSubscriber {
+            url: "http://127.0.0.1:9/hooks?api_key=sk_live_Secret&v=2".into(),
+            ..sub("keyed", &[])
+        };
+        store.create_subscriber(keyed, T0).await.unwrap();
+        store
+            .create_subscriber(sub("plain", &[]), T0)
+            .await
+            .unwrap();
+        let search = |text: &str, search_query_values: bool| SubscriberFilter {
+            contains: Some(text.into()),
+            search_query_values,
+        };
+        let ids = |p: Page<Subscriber>| p.items.into_iter().map(|s| s.id).collect::<Vec<_>>();
+        for (text, with_values, found) in [
+            ("sk_live_secret", false, vec![]),
+            ("sk_live_secret", true, vec!["keyed"]),
+            ("/HOOKS", false, vec!["keyed"]),
+            ("keyed", false, vec!["keyed"]),
+            ("127.0.0.1:9/", false, vec!["keyed", "plain"]),
+        ] {
+            let page = store
+                .list_subscribers(search(text, with_values), 10, None)
+                .await
+                .unwrap();
+            assert_eq!(
+                ids(page),
+                found,
+                "{text:?}, query values searched: {with_values}"
+            );
+        }
+    }
+
     /// An id or a filter with a NUL byte (an outsider's `%00`) finds nothing or is refused as
     /// the caller's input; it is never a store failure (a 500, and the store-error alert).
     pub async fn a_nul_byte_in_an_id_is_the_callers_error_never_the_stores(h: &impl Harness) {
@@ -571,6 +610,16 @@ mod cases {
             ..Default::default()
         };
         callers(store.list_deliveries(filter, 10, None).await.map(|_| ()));
+        // A search for a NUL is refused on every backend, never a match of everyone.
+        let search = SubscriberFilter {
+            contains: Some("\0".into()),
+            ..Default::default()
+        };
+        let refused = store.list_subscribers(search, 10, None).await;
+        assert!(
+            matches!(refused, Err(StoreError::Invalid(ref m)) if m.contains("NUL")),
+            "{refused:?}"
+        );
         // And nothing changed.
         assert_eq!(store.get_subscriber("a").await.unwrap().id, "a");
     }

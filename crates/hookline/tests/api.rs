@@ -1008,6 +1008,34 @@ async fn browsers_cannot_drive_an_open_api() {
     app.stop().await;
 }
 
+/// A search for a NUL character gets one answer on every backend: 422 naming it (SQLite used to
+/// match every subscriber, PostgreSQL to refuse it).
+async fn a_search_for_nul_is_refused(app: &TestApp) {
+    app.subscriber("s1", "http://127.0.0.1:9/hooks").await;
+    for text in ["%00", "a%00b"] {
+        let (status, answer) = app
+            .call("GET", &format!("/v1/subscribers?contains={text}"), None)
+            .await;
+        assert_eq!(
+            (status, code(&answer)),
+            (422, "invalid_request"),
+            "{answer}"
+        );
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("contains") && message.contains("NUL"),
+            "{message}"
+        );
+    }
+}
+
+on_both_backends!(
+    a_search_for_nul_is_refused_on_sqlite,
+    a_search_for_nul_is_refused_on_postgres,
+    "",
+    a_search_for_nul_is_refused
+);
+
 /// A subscriber that answers by echoing the request (headers included) would put its own
 /// credentials and the signature into the stored answer, which read tokens and the console
 /// see: they are redacted before the answer is stored.

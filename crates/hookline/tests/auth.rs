@@ -279,3 +279,46 @@ on_both_backends!(
     &tokens(),
     a_republish_answers_only_its_publisher
 );
+
+/// A URL's query values may be credentials (`?api_key=...`): a read token sees them masked and
+/// cannot find a subscriber by them; admin sees and finds them.
+async fn query_values_are_admin_only(app: &TestApp) {
+    let url = "http://127.0.0.1:9/hooks?api_key=sk_live_Q7x9&region=eu";
+    let sub = json!({"id": "keyed", "url": url});
+    let (code, created) = call(app, Some(ADMIN), "POST", "/v1/subscribers", Some(sub)).await;
+    assert_eq!((code, created["url"].as_str()), (201, Some(url)));
+    let masked = "http://127.0.0.1:9/hooks?api_key=***&region=***";
+    for (token, shown) in [(READ, masked), (ADMIN, url)] {
+        let (_, one) = call(app, Some(token), "GET", "/v1/subscribers/keyed", None).await;
+        assert_eq!(one["url"], shown);
+        let (_, page) = call(app, Some(token), "GET", "/v1/subscribers", None).await;
+        assert_eq!(page["items"][0]["url"], shown);
+    }
+    let found = async |token, text: &str| {
+        let path = format!("/v1/subscribers?contains={text}");
+        let (code, page) = call(app, Some(token), "GET", &path, None).await;
+        assert_eq!(code, 200, "{page}");
+        page["items"].as_array().unwrap().len()
+    };
+    assert_eq!(found(READ, "sk_live").await, 0);
+    assert_eq!(found(READ, "Q7x9").await, 0);
+    assert_eq!(found(READ, "/hooks").await, 1);
+    assert_eq!(found(ADMIN, "sk_live").await, 1);
+    // The console shows what the API answers: nothing more to check there.
+    let (_, patched) = call(
+        app,
+        Some(ADMIN),
+        "PATCH",
+        "/v1/subscribers/keyed",
+        Some(json!({"status": "paused"})),
+    )
+    .await;
+    assert_eq!(patched["url"], url);
+}
+
+on_both_backends!(
+    query_values_are_admin_only_on_sqlite,
+    query_values_are_admin_only_on_postgres,
+    &tokens(),
+    query_values_are_admin_only
+);

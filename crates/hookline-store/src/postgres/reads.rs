@@ -102,8 +102,13 @@ pub(super) async fn subscribers(
 ) -> Result<Page<Subscriber>> {
     let rows = query(
         c,
-        &sql::subscriber_page(SUBSCRIBER_COLUMNS),
-        &[&after, &filter.like_pattern(), &(i64::from(limit) + 1)],
+        &sql::subscriber_page(SUBSCRIBER_COLUMNS, "split_part(url, '?', 1)"),
+        &[
+            &after,
+            &filter.like_pattern()?,
+            &filter.search_query_values,
+            &(i64::from(limit) + 1),
+        ],
     )
     .await?;
     let rows = rows

@@ -81,9 +81,17 @@ pub(super) fn subscribers(
     after: i64,
 ) -> Result<Page<Subscriber>> {
     let rows = c
-        .prepare_cached(&sql::subscriber_page(SUBSCRIBER_COLUMNS))?
+        .prepare_cached(&sql::subscriber_page(
+            SUBSCRIBER_COLUMNS,
+            "substr(url, 1, instr(url || '?', '?') - 1)",
+        ))?
         .query_map(
-            params![after, filter.like_pattern(), limit + 1],
+            params![
+                after,
+                filter.like_pattern()?,
+                filter.search_query_values,
+                limit + 1
+            ],
             subscriber_row,
         )?
         .collect::<rusqlite::Result<Vec<_>>>()?;
