@@ -251,6 +251,10 @@ pub trait Store: Send + Sync + 'static {
 pub struct OpenOptions {
     /// PostgreSQL connections this process keeps (SQLite has one writer and pools readers).
     pub pool_size: usize,
+    /// Whether this process serves the store (publishes, claims): a SQLite file is then locked
+    /// for it, under every name it has, and refused while another process serves it.
+    /// Maintenance beside a serving process (`migrate`, `prune`, `backup`) opens without.
+    pub serving: bool,
 }
 
 /// Which backend a database URL names.
@@ -288,7 +292,7 @@ fn backend(url: &str) -> Result<Backend<'_>> {
 pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
     Ok(match backend(url)? {
         Backend::Postgres(url) => Arc::new(PostgresStore::open(url, options.pool_size).await?),
-        Backend::Sqlite(path) => Arc::new(SqliteStore::open(path).await?),
+        Backend::Sqlite(path) => Arc::new(SqliteStore::open(path, options.serving).await?),
     })
 }
 

@@ -14,7 +14,10 @@ use crate::{open_with, OpenOptions, Result, Store};
 /// declares those, once).
 impl Default for OpenOptions {
     fn default() -> Self {
-        Self { pool_size: 16 }
+        Self {
+            pool_size: 16,
+            serving: false,
+        }
     }
 }
 

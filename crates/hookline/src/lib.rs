@@ -17,7 +17,6 @@ pub mod policies;
 pub mod rollouts;
 pub mod schema;
 pub mod sender;
-pub mod serve_lock;
 pub mod server;
 pub mod signer;
 pub mod slots;

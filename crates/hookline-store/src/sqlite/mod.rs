@@ -12,6 +12,7 @@ mod reads;
 mod rollouts;
 mod scheduled;
 mod schema;
+mod serve_lock;
 mod subscriber_cache;
 mod writer;
 mod writes;
@@ -23,6 +24,7 @@ use hookline_policy::UnixMs;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::*;
+use serve_lock::ServeLock;
 use writer::WriterHandle;
 
 pub(crate) use backup::{backup, restore};
@@ -77,6 +79,9 @@ const MAX_IDLE_READERS: usize = 8;
 struct ReaderPool {
     path: String,
     idle: Mutex<Vec<Connection>>,
+    /// A serving store's lock, let go after the idle connections close (fields drop in order;
+    /// a read under way holds the pool until its connection is back or closed).
+    _serving: Option<Arc<ServeLock>>,
 }
 
 impl ReaderPool {
@@ -103,14 +108,20 @@ impl ReaderPool {
 }
 
 impl SqliteStore {
-    pub async fn open(path: &str) -> Result<Self> {
+    /// Opens (creating and migrating) the database at `path`. A `serving` store locks the file
+    /// for this process first (`serve_lock`), and is refused while another serves it.
+    pub async fn open(path: &str, serving: bool) -> Result<Self> {
         let path = path.to_owned();
-        tokio::task::spawn_blocking(move || Self::open_blocking(path))
+        tokio::task::spawn_blocking(move || Self::open_blocking(path, serving))
             .await
             .map_err(|e| StoreError::Backend(e.to_string()))?
     }
 
-    fn open_blocking(path: String) -> Result<Self> {
+    fn open_blocking(path: String, serving: bool) -> Result<Self> {
+        // Before any connection: see `serve_lock` on why the lock outlives every one of them.
+        let serve_lock = serving
+            .then(|| ServeLock::take(&path).map(Arc::new))
+            .transpose()?;
         let mut conn = Connection::open(&path).map_err(|e| {
             StoreError::Invalid(format!("database: cannot open SQLite file {path:?}: {e}"))
         })?;
@@ -127,17 +138,22 @@ impl SqliteStore {
         let checkpoint_conn = Connection::open(&path)?;
         checkpoint_conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let (checkpointer, stop) = std::sync::mpsc::channel();
+        let checkpointer_lock = serve_lock.clone();
         std::thread::Builder::new()
             .name("hookline-sqlite-checkpoint".into())
-            .spawn(move || run_checkpointer(checkpoint_conn, stop))
+            .spawn(move || {
+                run_checkpointer(checkpoint_conn, stop);
+                drop(checkpointer_lock);
+            })
             .map_err(|e| StoreError::Backend(format!("cannot start the checkpointer: {e}")))?;
         Ok(Self {
             _stop_checkpointer: checkpointer,
-            writer: WriterHandle::spawn(conn)?,
+            writer: WriterHandle::spawn(conn, serve_lock.clone())?,
             fan_outs: Default::default(),
             readers: Arc::new(ReaderPool {
                 path,
                 idle: Mutex::new(Vec::new()),
+                _serving: serve_lock,
             }),
         })
     }

@@ -15,13 +15,14 @@
 //! memory, the dead-letter metric) is undone with them or waits for the commit.
 
 use std::collections::HashMap;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::dead_tally::{self, DeadTally};
 use super::scheduled::{self, ScheduledCounts};
+use super::serve_lock::ServeLock;
 use super::subscriber_cache::SubscriberCache;
 use crate::{Result, StoreError};
 
@@ -135,7 +136,9 @@ pub(super) struct WriterHandle {
 }
 
 impl WriterHandle {
-    pub fn spawn(conn: Connection) -> Result<Self> {
+    /// Starts the writer thread on `conn`; a serving store's lock goes with it, let go once the
+    /// thread has closed the connection.
+    pub fn spawn(conn: Connection, serving: Option<Arc<ServeLock>>) -> Result<Self> {
         let mut writer = Writer {
             subscribers: SubscriberCache::watch(&conn),
             scheduled: ScheduledCounts::load(&conn)?,
@@ -148,7 +151,10 @@ impl WriterHandle {
         let (jobs, rx) = mpsc::channel::<Queued>();
         std::thread::Builder::new()
             .name("hookline-sqlite-writer".into())
-            .spawn(move || run(writer, rx))
+            .spawn(move || {
+                run(writer, rx);
+                drop(serving);
+            })
             .map_err(|e| StoreError::Backend(format!("cannot start the writer thread: {e}")))?;
         Ok(Self { jobs })
     }
@@ -881,7 +887,7 @@ mod tests {
 
         let mut conn = Connection::open_in_memory().unwrap();
         super::super::schema::migrate(&mut conn).unwrap();
-        let handle = WriterHandle::spawn(conn).unwrap();
+        let handle = WriterHandle::spawn(conn, None).unwrap();
         let bound = Duration::from_secs(10);
         // Polled once, a write has sent its job; it is awaited later.
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());

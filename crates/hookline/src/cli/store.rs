@@ -20,7 +20,7 @@ fn config(args: StoreArgs) -> Result<Config, String> {
 async fn open(args: StoreArgs) -> Result<std::sync::Arc<dyn hookline_store::Store>, String> {
     let config = config(args)?;
     // Opening a store applies its pending migrations.
-    hookline_store::open_with(&config.database, &config.store_options())
+    hookline_store::open_with(&config.database, &config.store_options(false))
         .await
         .map_err(|e| e.to_string())
 }

@@ -257,9 +257,12 @@ fn laid_over(mut base: toml::Table, over: toml::Table) -> toml::Table {
 }
 
 impl Config {
-    pub fn store_options(&self) -> hookline_store::OpenOptions {
+    /// How to open the store; `serving` for the process that publishes and claims (`serve`),
+    /// not for maintenance beside it.
+    pub fn store_options(&self, serving: bool) -> hookline_store::OpenOptions {
         hookline_store::OpenOptions {
             pool_size: self.database_pool_size,
+            serving,
         }
     }
 
