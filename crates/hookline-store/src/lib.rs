@@ -13,6 +13,7 @@ mod migrations;
 mod model;
 mod paging;
 mod postgres;
+pub mod repeats;
 mod rules;
 mod sql;
 mod sqlite;
@@ -57,8 +58,20 @@ pub enum StoreError {
         "the event fans out to {deliveries} deliveries, more than the {room} admission allows now"
     )]
     OverCapacity { deliveries: u64, room: u64 },
+    /// The database's storage is full (SQLite's `SQLITE_FULL`, PostgreSQL's `disk_full`):
+    /// nothing of the write was stored, and the same write may go through once room is made.
+    #[error("the database's storage is full: {0}")]
+    StorageFull(String),
     #[error("storage failure: {0}")]
     Backend(String),
+}
+
+impl StoreError {
+    /// Whether the store itself failed to commit (a full disk, a failing database), rather
+    /// than refusing what the caller asked: what makes a process unhealthy.
+    pub fn is_storage_failure(&self) -> bool {
+        matches!(self, StoreError::StorageFull(_) | StoreError::Backend(_))
+    }
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -74,6 +87,13 @@ pub trait Store: Send + Sync + 'static {
     /// file or replica, a full disk, a lock held elsewhere); only a commit shows that it can
     /// take events.
     async fn heartbeat(&self, now: UnixMs) -> Result<()>;
+
+    /// Why work the store does on its own keeps failing, if it does (SQLite: its WAL
+    /// checkpoints, which a full disk stops while small commits still go through): a store
+    /// in that state is not healthy whatever a heartbeat says.
+    fn maintenance_failure(&self) -> Option<String> {
+        None
+    }
 
     /// Fires when another process may have made deliveries due (a publish, a resume, a
     /// replay), for backends that several processes share. `None` for single-process backends,

@@ -108,6 +108,7 @@ pub async fn start(
         config.admission,
     )
     .await?;
+    let failed_commits = Arc::new(crate::health::FailedCommits::default());
     let dispatcher = (role != Role::Api).then(|| {
         Dispatcher::spawn(DispatcherParts {
             store: store.clone(),
@@ -117,6 +118,7 @@ pub async fn start(
             guard: config.guard.clone(),
             latency_labels: config.metrics.latency_labels,
             meter: capacity.meter.clone(),
+            failed_commits: failed_commits.clone(),
         })
     });
     if let Some(d) = &dispatcher {
@@ -145,6 +147,7 @@ pub async fn start(
         store.clone(),
         clock.clone(),
         dispatcher.as_ref().map(DispatcherHandle::liveness),
+        failed_commits,
     );
     let ctx = Arc::new(ApiContext {
         store: store.clone(),

@@ -1178,3 +1178,50 @@ async fn revoking_succeeds_while_workers_claim_on_postgres() {
     }
     app.stop().await;
 }
+
+/// A full disk (here: the database capped at the size it has, so that SQLite answers
+/// `SQLITE_FULL` as on a full disk): a publish is 503 `storage_full` with a `Retry-After` and
+/// stores nothing, and `/healthz` is degraded from that first failed commit, although the
+/// heartbeat's small write still goes through.
+#[tokio::test]
+async fn a_full_disk_answers_503_and_degrades_health_at_once() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start("").await;
+    app.subscriber("s1", &rx.url("/ok")).await;
+    let path = TestApp::db_path(&app.dir);
+    let pages: u64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .unwrap();
+    hookline_store::testing::cap_sqlite_pages(path.to_str().unwrap(), pages);
+    let app = app.restart().await;
+    let event = json!({"id": "big", "type": "t", "payload": {"blob": "x".repeat(200_000)}});
+    let response = app
+        .http
+        .post(format!("{}/v1/events", app.base()))
+        .json(&event)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let retry_after = response.headers().get("retry-after").cloned();
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!((status, code(&answer)), (503, "storage_full"), "{answer}");
+    assert_eq!(retry_after.unwrap().to_str().unwrap(), "30");
+    let (status, health) = app.call("GET", "/healthz", None).await;
+    assert_eq!(
+        (status, &health["status"]),
+        (503, &json!("degraded")),
+        "{health}"
+    );
+    assert!(
+        health["store"].as_str().unwrap().contains("full"),
+        "{health}"
+    );
+    assert_eq!(app.call("GET", "/v1/events/big", None).await.0, 404);
+    // Room made (here: the cap raised), the same publish goes through.
+    hookline_store::testing::cap_sqlite_pages(path.to_str().unwrap(), pages * 1000);
+    let app = app.restart().await;
+    assert_eq!(app.call("POST", "/v1/events", Some(event)).await.0, 202);
+    app.stop().await;
+}

@@ -37,6 +37,9 @@ impl From<tokio_postgres::Error> for StoreError {
                     "text with a NUL byte, which PostgreSQL cannot store or compare".into(),
                 )
             }
+            Some(db) if *db.code() == tokio_postgres::error::SqlState::DISK_FULL => {
+                StoreError::StorageFull(format!("{}: {}", db.code().code(), db.message()))
+            }
             Some(db) => StoreError::Backend(format!("{}: {}", db.code().code(), db.message())),
             None => StoreError::Backend(e.to_string()),
         }

@@ -23,6 +23,7 @@ use async_trait::async_trait;
 use hookline_policy::UnixMs;
 use rusqlite::{Connection, OpenFlags};
 
+use crate::repeats::{Repeats, REPEATED_WARNING_EVERY};
 use crate::*;
 use serve_lock::ServeLock;
 use writer::WriterHandle;
@@ -32,7 +33,10 @@ pub(crate) use schema::status as schema_status;
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
-        StoreError::Backend(e.to_string())
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => StoreError::StorageFull(e.to_string()),
+            _ => StoreError::Backend(e.to_string()),
+        }
     }
 }
 
@@ -42,6 +46,8 @@ pub struct SqliteStore {
     readers: Arc<ReaderPool>,
     /// Dropping it (with the store) stops the checkpointer thread.
     _stop_checkpointer: std::sync::mpsc::Sender<()>,
+    /// Why checkpoints are failing, while they are (`Store::maintenance_failure`).
+    checkpoints_failing: Arc<Mutex<Option<String>>>,
 }
 
 /// How often WAL frames are copied back into the database file, off the writer's thread: a
@@ -52,7 +58,14 @@ const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(2
 /// that briefly waits for the writer runs instead, so the WAL cannot grow without bound.
 const WAL_FRAMES_LIMIT: i64 = 16_384;
 
-fn run_checkpointer(conn: Connection, stop: std::sync::mpsc::Receiver<()>) {
+/// Checkpoints until `stop` is dropped; while they fail, `failing` says why (and the warning is
+/// logged once every `REPEATED_WARNING_EVERY` with its count, not every 200 ms).
+fn run_checkpointer(
+    conn: Connection,
+    stop: std::sync::mpsc::Receiver<()>,
+    failing: Arc<Mutex<Option<String>>>,
+) {
+    let mut repeats = Repeats::new(REPEATED_WARNING_EVERY);
     let checkpoint = |mode: &str| {
         conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
             Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
@@ -67,8 +80,25 @@ fn run_checkpointer(conn: Connection, stop: std::sync::mpsc::Receiver<()>) {
             }
             Ok(())
         });
-        if let Err(e) = result {
-            tracing::warn!(error = %e, "WAL checkpoint failed");
+        match result {
+            Ok(()) => {
+                if failing
+                    .lock()
+                    .expect("checkpoint state poisoned")
+                    .take()
+                    .is_some()
+                {
+                    let unlogged = repeats.stopped().unwrap_or(0);
+                    tracing::info!(unlogged, "WAL checkpoints succeed again");
+                }
+            }
+            Err(e) => {
+                *failing.lock().expect("checkpoint state poisoned") =
+                    Some(format!("WAL checkpoints are failing: {e}"));
+                if let Some(times) = repeats.occurred(std::time::Instant::now()) {
+                    tracing::warn!(error = %e, times, "WAL checkpoint failed");
+                }
+            }
         }
     }
 }
@@ -135,19 +165,26 @@ impl SqliteStore {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         schema::migrate(&mut conn)?;
+        #[cfg(feature = "testing")]
+        if let Some(pages) = crate::testing::sqlite_page_cap(&path) {
+            conn.pragma_update(None, "max_page_count", pages)?;
+        }
         let checkpoint_conn = Connection::open(&path)?;
         checkpoint_conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let (checkpointer, stop) = std::sync::mpsc::channel();
+        let checkpoints_failing = Arc::new(Mutex::new(None));
+        let failing = checkpoints_failing.clone();
         let checkpointer_lock = serve_lock.clone();
         std::thread::Builder::new()
             .name("hookline-sqlite-checkpoint".into())
             .spawn(move || {
-                run_checkpointer(checkpoint_conn, stop);
+                run_checkpointer(checkpoint_conn, stop, failing);
                 drop(checkpointer_lock);
             })
             .map_err(|e| StoreError::Backend(format!("cannot start the checkpointer: {e}")))?;
         Ok(Self {
             _stop_checkpointer: checkpointer,
+            checkpoints_failing,
             writer: WriterHandle::spawn(conn, serve_lock.clone())?,
             fan_outs: Default::default(),
             readers: Arc::new(ReaderPool {
@@ -177,6 +214,13 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
+    fn maintenance_failure(&self) -> Option<String> {
+        self.checkpoints_failing
+            .lock()
+            .expect("checkpoint state poisoned")
+            .clone()
+    }
+
     async fn heartbeat(&self, now: UnixMs) -> Result<()> {
         self.writer
             .write(move |w| {
