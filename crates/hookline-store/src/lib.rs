@@ -110,6 +110,10 @@ pub trait Store: Send + Sync + 'static {
 
     async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber>;
     async fn get_subscriber(&self, id: &str) -> Result<Subscriber>;
+    /// Those of `ids` that are revoked (or unknown to the store: gone all the same), for
+    /// whatever a process keeps per subscriber (its metric series) to follow the live ones,
+    /// wherever the revocation was made.
+    async fn gone_among(&self, ids: Vec<String>) -> Result<Vec<String>>;
     async fn list_subscribers(
         &self,
         filter: SubscriberFilter,

@@ -86,6 +86,7 @@ macro_rules! all_cases {
             rescue_returns_lost_attempts,
             pause_holds_without_spending_attempts,
             revocation_kills_pending_and_stops_fan_out,
+            gone_subscribers_are_named,
             a_410_revokes_for_the_completions_after_it_in_its_batch,
             dead_letters_filter_and_page,
             dead_letters_group_by_reason_and_subscriber,
@@ -812,6 +813,21 @@ mod cases {
             .collect();
         ids.sort();
         assert_eq!(ids, ["e1:a", "e2:a", "e2:b"]);
+    }
+
+    /// What a process keeps per subscriber follows the live ones: the revoked and the unknown
+    /// among those it asks about, wherever the revocation was made.
+    pub async fn gone_subscribers_are_named(h: &impl Harness) {
+        let store = h.open().await;
+        for id in ["live", "revoked"] {
+            store.create_subscriber(sub(id, &[]), T0).await.unwrap();
+        }
+        store.revoke_subscriber("revoked", T0).await.unwrap();
+        let asked = ["live", "revoked", "never"].map(String::from).to_vec();
+        let mut gone = store.gone_among(asked).await.unwrap();
+        gone.sort();
+        assert_eq!(gone, ["never", "revoked"]);
+        assert!(store.gone_among(Vec::new()).await.unwrap().is_empty());
     }
 
     pub async fn revocation_kills_pending_and_stops_fan_out(h: &impl Harness) {

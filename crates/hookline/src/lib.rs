@@ -21,5 +21,6 @@ pub mod server;
 pub mod signer;
 pub mod slots;
 pub mod slowness;
+pub mod subscriber_series;
 pub mod telemetry;
 pub mod tokens;

@@ -271,6 +271,10 @@ impl Store for PostgresStore {
         reads::subscriber(&self.client().await?, id).await
     }
 
+    async fn gone_among(&self, ids: Vec<String>) -> Result<Vec<String>> {
+        reads::gone_among(&self.client().await?, ids).await
+    }
+
     async fn list_subscribers(
         &self,
         filter: SubscriberFilter,

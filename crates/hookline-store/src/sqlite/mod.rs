@@ -241,6 +241,10 @@ impl Store for SqliteStore {
         self.read(move |c| reads::subscriber(c, &id)).await
     }
 
+    async fn gone_among(&self, ids: Vec<String>) -> Result<Vec<String>> {
+        self.read(move |c| reads::gone_among(c, &ids)).await
+    }
+
     async fn list_subscribers(
         &self,
         filter: SubscriberFilter,
