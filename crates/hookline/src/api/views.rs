@@ -28,6 +28,8 @@ pub struct Breaker {
 pub struct Subscriber {
     #[schema(example = "sub_acme")]
     pub id: String,
+    /// Its query values (`?api_key=...`, maybe credentials) shown to admin tokens only; other
+    /// callers see each as `***`.
     #[schema(example = "https://hooks.acme.example/hookline")]
     pub url: String,
     /// Empty: every type.
