@@ -13,6 +13,7 @@ mod migrations;
 mod model;
 mod paging;
 mod postgres;
+pub mod repeats;
 mod rules;
 mod sql;
 mod sqlite;
@@ -57,8 +58,20 @@ pub enum StoreError {
         "the event fans out to {deliveries} deliveries, more than the {room} admission allows now"
     )]
     OverCapacity { deliveries: u64, room: u64 },
+    /// The database's storage is full (SQLite's `SQLITE_FULL`, PostgreSQL's `disk_full`):
+    /// nothing of the write was stored, and the same write may go through once room is made.
+    #[error("the database's storage is full: {0}")]
+    StorageFull(String),
     #[error("storage failure: {0}")]
     Backend(String),
+}
+
+impl StoreError {
+    /// Whether the store itself failed to commit (a full disk, a failing database), rather
+    /// than refusing what the caller asked: what makes a process unhealthy.
+    pub fn is_storage_failure(&self) -> bool {
+        matches!(self, StoreError::StorageFull(_) | StoreError::Backend(_))
+    }
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -75,6 +88,13 @@ pub trait Store: Send + Sync + 'static {
     /// take events.
     async fn heartbeat(&self, now: UnixMs) -> Result<()>;
 
+    /// Why work the store does on its own keeps failing, if it does (SQLite: its WAL
+    /// checkpoints, which a full disk stops while small commits still go through): a store
+    /// in that state is not healthy whatever a heartbeat says.
+    fn maintenance_failure(&self) -> Option<String> {
+        None
+    }
+
     /// Fires when another process may have made deliveries due (a publish, a resume, a
     /// replay), for backends that several processes share. `None` for single-process backends,
     /// whose own API wakes the dispatcher directly.
@@ -90,6 +110,10 @@ pub trait Store: Send + Sync + 'static {
 
     async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber>;
     async fn get_subscriber(&self, id: &str) -> Result<Subscriber>;
+    /// Those of `ids` that are revoked (or unknown to the store: gone all the same), for
+    /// whatever a process keeps per subscriber (its metric series) to follow the live ones,
+    /// wherever the revocation was made.
+    async fn gone_among(&self, ids: Vec<String>) -> Result<Vec<String>>;
     async fn list_subscribers(
         &self,
         filter: SubscriberFilter,
@@ -265,6 +289,10 @@ pub trait Store: Send + Sync + 'static {
 pub struct OpenOptions {
     /// PostgreSQL connections this process keeps (SQLite has one writer and pools readers).
     pub pool_size: usize,
+    /// Whether this process serves the store (publishes, claims): a SQLite file is then locked
+    /// for it, under every name it has, and refused while another process serves it.
+    /// Maintenance beside a serving process (`migrate`, `prune`, `backup`) opens without.
+    pub serving: bool,
 }
 
 /// Which backend a database URL names.
@@ -302,7 +330,7 @@ fn backend(url: &str) -> Result<Backend<'_>> {
 pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
     Ok(match backend(url)? {
         Backend::Postgres(url) => Arc::new(PostgresStore::open(url, options.pool_size).await?),
-        Backend::Sqlite(path) => Arc::new(SqliteStore::open(path).await?),
+        Backend::Sqlite(path) => Arc::new(SqliteStore::open(path, options.serving).await?),
     })
 }
 

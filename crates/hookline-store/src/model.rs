@@ -497,13 +497,28 @@ pub struct Page<T> {
 pub struct SubscriberFilter {
     /// Those whose id or URL contains this, in any case (`None`: every subscriber).
     pub contains: Option<String>,
+    /// Whether `contains` may match inside a URL's query string, whose values may be
+    /// credentials (`?api_key=...`): only for callers who are shown them. Otherwise the URL is
+    /// searched up to its `?`.
+    pub search_query_values: bool,
 }
 
 impl SubscriberFilter {
     /// The `LIKE` pattern both backends match the lower-cased id and URL against: `%`, `_`
-    /// and `\` in the text match themselves.
-    pub(crate) fn like_pattern(&self) -> Option<String> {
-        self.contains.as_ref().map(|text| {
+    /// and `\` in the text match themselves. A NUL is refused: no id or URL holds one, and the
+    /// backends would disagree on it (SQLite ends the pattern there and matches everyone).
+    pub(crate) fn like_pattern(&self) -> Result<Option<String>, crate::StoreError> {
+        if self
+            .contains
+            .as_deref()
+            .is_some_and(|text| text.contains('\0'))
+        {
+            return Err(crate::StoreError::Invalid(
+                "contains may not hold a NUL character (%00): no subscriber id or URL has one"
+                    .into(),
+            ));
+        }
+        Ok(self.contains.as_ref().map(|text| {
             let mut pattern = String::with_capacity(text.len() + 2);
             pattern.push('%');
             for c in text.to_lowercase().chars() {
@@ -514,7 +529,7 @@ impl SubscriberFilter {
             }
             pattern.push('%');
             pattern
-        })
+        }))
     }
 }
 

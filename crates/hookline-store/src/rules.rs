@@ -102,15 +102,24 @@ pub(crate) fn count_dead(reason: DeadReason, policy: Option<&str>, n: u64) {
 }
 
 /// The answer to publishing an id that exists: the original answer when the type and every
-/// payload version are the same, a conflict when anything differs.
+/// payload version are the same, a conflict when anything differs. A token that did not publish
+/// the event (`published_by`, the token's name) gets a conflict whatever the body, so that a
+/// re-publish tells it neither that the id exists with its body nor what that body is; without
+/// tokens (open mode: no publisher named) the body alone decides.
 pub(crate) fn republished(
     event: NewEvent,
     existing: EventReceipt,
+    published_by: Option<&str>,
     payload: &str,
     payload_version: i64,
     earlier_payloads: &[(i64, String)],
 ) -> PublishOutcome {
-    let same = existing.event_type == event.event_type
+    let another_publisher = event
+        .published_by
+        .as_deref()
+        .is_some_and(|name| published_by != Some(name));
+    let same = !another_publisher
+        && existing.event_type == event.event_type
         && payload == event.payload
         && payload_version == event.payload_version
         && earlier_payloads == event.earlier_payloads.as_slice();

@@ -61,14 +61,17 @@ pub(crate) fn replay_selection(
 }
 
 /// A page of subscribers after key `$1` whose lower-cased id or URL is `LIKE` `$2` (NULL: all),
-/// at most `$3` rows (parameters in both backends' `$N`, in order of appearance).
-pub(crate) fn subscriber_page(columns: &str) -> String {
+/// the URL whole when `$3`, else up to its query (`url_before_query`, the backend's expression:
+/// query values may be credentials), at most `$4` rows (parameters in both backends' `$N`, in
+/// order of appearance).
+pub(crate) fn subscriber_page(columns: &str, url_before_query: &str) -> String {
     format!(
         "SELECT {columns} FROM subscribers
          WHERE seq > $1
            AND (CAST($2 AS TEXT) IS NULL
-                OR lower(id) LIKE $2 ESCAPE '\\' OR lower(url) LIKE $2 ESCAPE '\\')
-         ORDER BY seq LIMIT $3"
+                OR lower(id) LIKE $2 ESCAPE '\\'
+                OR lower(CASE WHEN $3 THEN url ELSE {url_before_query} END) LIKE $2 ESCAPE '\\')
+         ORDER BY seq LIMIT $4"
     )
 }
 

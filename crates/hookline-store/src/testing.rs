@@ -14,7 +14,10 @@ use crate::{open_with, OpenOptions, Result, Store};
 /// declares those, once).
 impl Default for OpenOptions {
     fn default() -> Self {
-        Self { pool_size: 16 }
+        Self {
+            pool_size: 16,
+            serving: false,
+        }
     }
 }
 
@@ -169,4 +172,24 @@ impl PgSchema {
             .await
             .expect("drop a test schema");
     }
+}
+
+/// SQLite files opened from now on whose database may grow to at most so many pages (by the
+/// path the store is opened with): a full disk on demand, since `PRAGMA max_page_count` holds
+/// only for the connection that sets it, the store's writer.
+static SQLITE_PAGE_CAPS: std::sync::Mutex<Vec<(String, u64)>> = std::sync::Mutex::new(Vec::new());
+
+/// Caps the SQLite database at `path` to `pages` pages for every store opened on it from now
+/// on: its writes fail with `StoreError::StorageFull` as on a full disk.
+pub fn cap_sqlite_pages(path: &str, pages: u64) {
+    SQLITE_PAGE_CAPS
+        .lock()
+        .unwrap()
+        .push((path.to_owned(), pages));
+}
+
+/// The cap `cap_sqlite_pages` set for `path`, if any.
+pub(crate) fn sqlite_page_cap(path: &str) -> Option<u64> {
+    let caps = SQLITE_PAGE_CAPS.lock().unwrap();
+    caps.iter().rev().find(|(p, _)| p == path).map(|(_, n)| *n)
 }

@@ -82,9 +82,11 @@ macro_rules! all_cases {
             completions_free_slots_for_the_claim_that_follows,
             a_claim_with_completions_fills_its_limit_from_the_slots_they_free,
             a_nul_byte_in_an_id_is_the_callers_error_never_the_stores,
+            a_search_matches_query_values_only_when_asked,
             rescue_returns_lost_attempts,
             pause_holds_without_spending_attempts,
             revocation_kills_pending_and_stops_fan_out,
+            gone_subscribers_are_named,
             a_410_revokes_for_the_completions_after_it_in_its_batch,
             dead_letters_filter_and_page,
             dead_letters_group_by_reason_and_subscriber,
@@ -257,6 +259,7 @@ mod cases {
         // Search: any case, in the id or the URL; `%` and `_` are themselves; pages go on.
         let containing = |text: &str| SubscriberFilter {
             contains: Some(text.into()),
+            search_query_values: true,
         };
         let ids = |p: &Page<Subscriber>| p.items.iter().map(|s| s.id.clone()).collect::<Vec<_>>();
         let found = store
@@ -354,10 +357,35 @@ mod cases {
             store.publish(changed, T0).await.unwrap(),
             PublishOutcome::Conflict
         );
-        let mut bumped = e;
+        let mut bumped = e.clone();
         bumped.payload_version = 2;
         assert_eq!(
             store.publish(bumped, T0).await.unwrap(),
+            PublishOutcome::Conflict
+        );
+        // A publisher learns nothing of another's event: the same body is a conflict too.
+        let mut owned = event("INV-7", "invoice.paid");
+        owned.published_by = Some("billing".into());
+        assert_eq!(accepted(&*store, owned.clone(), T0).await, 2);
+        let by_other = NewEvent {
+            published_by: Some("ci".into()),
+            ..owned.clone()
+        };
+        assert_eq!(
+            store.publish(by_other, T0).await.unwrap(),
+            PublishOutcome::Conflict
+        );
+        assert!(matches!(
+            store.publish(owned.clone(), T0).await.unwrap(),
+            PublishOutcome::AlreadyAccepted(_)
+        ));
+        // An event published without tokens is another token's to no one: a token gets 409.
+        let by_token = NewEvent {
+            published_by: Some("ci".into()),
+            ..e
+        };
+        assert_eq!(
+            store.publish(by_token, T0).await.unwrap(),
             PublishOutcome::Conflict
         );
 
@@ -530,6 +558,43 @@ mod cases {
         assert!(per("a") <= 2 && per("b") <= 2, "within each cap");
     }
 
+    /// A URL's query values may be credentials: a search matches them only when asked to (for
+    /// callers who are shown them), and the URL before its query and the id always.
+    pub async fn a_search_matches_query_values_only_when_asked(h: &impl Harness) {
+        let store = h.open().await;
+        let keyed = NewSubscriber {
+            url: "http://127.0.0.1:9/hooks?api_key=sk_live_Secret&v=2".into(),
+            ..sub("keyed", &[])
+        };
+        store.create_subscriber(keyed, T0).await.unwrap();
+        store
+            .create_subscriber(sub("plain", &[]), T0)
+            .await
+            .unwrap();
+        let search = |text: &str, search_query_values: bool| SubscriberFilter {
+            contains: Some(text.into()),
+            search_query_values,
+        };
+        let ids = |p: Page<Subscriber>| p.items.into_iter().map(|s| s.id).collect::<Vec<_>>();
+        for (text, with_values, found) in [
+            ("sk_live_secret", false, vec![]),
+            ("sk_live_secret", true, vec!["keyed"]),
+            ("/HOOKS", false, vec!["keyed"]),
+            ("keyed", false, vec!["keyed"]),
+            ("127.0.0.1:9/", false, vec!["keyed", "plain"]),
+        ] {
+            let page = store
+                .list_subscribers(search(text, with_values), 10, None)
+                .await
+                .unwrap();
+            assert_eq!(
+                ids(page),
+                found,
+                "{text:?}, query values searched: {with_values}"
+            );
+        }
+    }
+
     /// An id or a filter with a NUL byte (an outsider's `%00`) finds nothing or is refused as
     /// the caller's input; it is never a store failure (a 500, and the store-error alert).
     pub async fn a_nul_byte_in_an_id_is_the_callers_error_never_the_stores(h: &impl Harness) {
@@ -548,6 +613,16 @@ mod cases {
             ..Default::default()
         };
         callers(store.list_deliveries(filter, 10, None).await.map(|_| ()));
+        // A search for a NUL is refused on every backend, never a match of everyone.
+        let search = SubscriberFilter {
+            contains: Some("\0".into()),
+            ..Default::default()
+        };
+        let refused = store.list_subscribers(search, 10, None).await;
+        assert!(
+            matches!(refused, Err(StoreError::Invalid(ref m)) if m.contains("NUL")),
+            "{refused:?}"
+        );
         // And nothing changed.
         assert_eq!(store.get_subscriber("a").await.unwrap().id, "a");
     }
@@ -740,6 +815,21 @@ mod cases {
             .collect();
         ids.sort();
         assert_eq!(ids, ["e1:a", "e2:a", "e2:b"]);
+    }
+
+    /// What a process keeps per subscriber follows the live ones: the revoked and the unknown
+    /// among those it asks about, wherever the revocation was made.
+    pub async fn gone_subscribers_are_named(h: &impl Harness) {
+        let store = h.open().await;
+        for id in ["live", "revoked"] {
+            store.create_subscriber(sub(id, &[]), T0).await.unwrap();
+        }
+        store.revoke_subscriber("revoked", T0).await.unwrap();
+        let asked = ["live", "revoked", "never"].map(String::from).to_vec();
+        let mut gone = store.gone_among(asked).await.unwrap();
+        gone.sort();
+        assert_eq!(gone, ["never", "revoked"]);
+        assert!(store.gone_among(Vec::new()).await.unwrap().is_empty());
     }
 
     pub async fn revocation_kills_pending_and_stops_fan_out(h: &impl Harness) {

@@ -15,7 +15,6 @@ use crate::config::Config;
 use crate::dispatcher::{Dispatcher, DispatcherHandle, DispatcherParts};
 use crate::policies::Policy;
 use crate::rollouts::Policies;
-use crate::serve_lock::ServeLock;
 
 /// Which parts of hookline this process runs. Several processes on one PostgreSQL split the work:
 /// `api` processes accept and serve reads but never claim; `worker` processes claim and deliver
@@ -40,8 +39,6 @@ pub enum StartError {
          (hookline token new --name NAME --scope admin) or listen on a loopback address"
     )]
     OpenApiOnNetwork(SocketAddr),
-    #[error(transparent)]
-    ServeLock(#[from] crate::serve_lock::ServeLockError),
     #[error("{0}")]
     Store(#[from] StoreError),
     #[error("cannot listen on {addr}: {source}")]
@@ -63,8 +60,6 @@ pub struct RunningApp {
     measuring: JoinHandle<()>,
     /// Stops the gauges and the policies' refresh.
     stop_gauges: tokio::sync::watch::Sender<bool>,
-    /// Held until this app is shut down or dropped (SQLite only).
-    _serve_lock: Option<ServeLock>,
 }
 
 /// What start-up refuses from the configuration alone, before anything is opened: kept apart
@@ -86,8 +81,8 @@ pub async fn start(
 ) -> Result<RunningApp, StartError> {
     check(config, role)?;
     crate::telemetry::handle();
-    let serve_lock = ServeLock::take(&config.database)?;
-    let store = hookline_store::open_with(&config.database, &config.store_options()).await?;
+    let store =
+        hookline_store::open_with(&config.database, &config.serving_store_options()).await?;
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| StartError::Bind {
@@ -114,6 +109,7 @@ pub async fn start(
         config.admission,
     )
     .await?;
+    let failed_commits = Arc::new(crate::health::FailedCommits::default());
     let dispatcher = (role != Role::Api).then(|| {
         Dispatcher::spawn(DispatcherParts {
             store: store.clone(),
@@ -123,6 +119,7 @@ pub async fn start(
             guard: config.guard.clone(),
             latency_labels: config.metrics.latency_labels,
             meter: capacity.meter.clone(),
+            failed_commits: failed_commits.clone(),
         })
     });
     if let Some(d) = &dispatcher {
@@ -154,6 +151,7 @@ pub async fn start(
         store.clone(),
         clock.clone(),
         dispatcher.as_ref().map(DispatcherHandle::liveness),
+        failed_commits,
     );
     let ctx = Arc::new(ApiContext {
         store: store.clone(),
@@ -191,7 +189,6 @@ pub async fn start(
         policies_kept,
         measuring,
         stop_gauges,
-        _serve_lock: serve_lock,
     })
 }
 

@@ -28,6 +28,7 @@ use crate::capacity::{Meter, Showing};
 use crate::clock::Clock;
 use crate::config::DeliveryConfig;
 use crate::destination::Guard;
+use crate::health::FailedCommits;
 use crate::hosts::HostLoad;
 use crate::rollouts::Policies;
 use crate::sender::{render_body, AttemptReport, Sender};
@@ -73,6 +74,8 @@ struct Shared {
     slowness: Arc<std::sync::Mutex<Slowness>>,
     hosts: Arc<HostLoad>,
     meter: Arc<Meter>,
+    /// Where the claims and completions the store failed to commit are told to `/healthz`.
+    failed_commits: Arc<FailedCommits>,
     /// Completions are being committed beside the loop (PostgreSQL): what finishes meanwhile
     /// waits for the next batch, one completion transaction at a time per process, so a burst
     /// of them does not crowd the claims on the database.
@@ -147,6 +150,8 @@ pub struct DispatcherParts {
     pub latency_labels: telemetry::LatencyLabels,
     /// Where completed attempts and busy slots are counted, for the capacity model.
     pub meter: Arc<Meter>,
+    /// Where a claim or completions the store failed to commit are recorded for `/healthz`.
+    pub failed_commits: Arc<FailedCommits>,
 }
 
 impl Dispatcher {
@@ -159,6 +164,7 @@ impl Dispatcher {
             guard,
             latency_labels,
             meter,
+            failed_commits,
         } = parts;
         let wake = Arc::new(Notify::new());
         let lease_ms = (delivery.attempt_timeout + LEASE_MARGIN).as_millis() as i64;
@@ -184,6 +190,7 @@ impl Dispatcher {
                 slowness: slowness.clone(),
                 hosts: HostLoad::new(delivery.max_in_flight_per_host),
                 meter,
+                failed_commits,
                 committing: AtomicBool::new(false),
             }),
             delivery,
@@ -278,6 +285,7 @@ impl Dispatcher {
                     }
                     Err(e) => {
                         telemetry::store_error("claim");
+                        s.failed_commits.record(&e);
                         tracing::error!(error = %e, "claim failed")
                     }
                 }
@@ -632,6 +640,7 @@ async fn commit(s: Arc<Shared>, finished: Vec<(String, Completion)>) {
             Ok(results) => break results,
             Err(e) if tries < 5 => {
                 telemetry::store_error("complete");
+                s.failed_commits.record(&e);
                 tries += 1;
                 tracing::warn!(error = %e, tries, "committing completions failed; retrying");
                 tokio::time::sleep(Duration::from_millis(200 * tries)).await;

@@ -2,10 +2,10 @@
 //! still running. A store can answer reads while refusing writes (a read-only file or replica,
 //! a full disk, a lock held elsewhere), so only a commit shows that publishing would work.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use hookline_store::Store;
+use hookline_store::{Store, StoreError};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -18,6 +18,36 @@ const FRESH: Duration = Duration::from_secs(1);
 /// and its outcome is reported when it ends). It waits behind the writes queued before it, so
 /// this is well above a busy store's commit time: a store this slow is failing its publishers.
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// After a commit fails, the store is reported degraded for this long: a full disk lets the
+/// small heartbeat commit through while publishes fail, so the heartbeat alone would say `ok`.
+/// Once commits stop failing (room was made), health is `ok` again this long after the last
+/// failure.
+const DEGRADED_AFTER_FAILED_COMMIT: Duration = Duration::from_secs(10);
+
+/// The latest commit of real work (a publish, a claim, completions) that the store failed,
+/// shared by the API and the dispatcher, which meet them, and `/healthz`, which reports them.
+#[derive(Default)]
+pub struct FailedCommits(Mutex<Option<(Instant, String)>>);
+
+impl FailedCommits {
+    /// Records `e` when it is the store failing (a full disk, a broken database), not a refusal
+    /// of what was asked (not found, a conflict, admission).
+    pub fn record(&self, e: &StoreError) {
+        if e.is_storage_failure() {
+            *self.0.lock().unwrap() = Some((Instant::now(), e.to_string()));
+        }
+    }
+
+    /// The failure, while it is recent enough to report.
+    fn recent(&self) -> Option<String> {
+        let last = self.0.lock().unwrap();
+        let (at, error) = last.as_ref()?;
+        let ago = at.elapsed();
+        (ago < DEGRADED_AFTER_FAILED_COMMIT)
+            .then(|| format!("a commit failed {} s ago: {error}", ago.as_secs()))
+    }
+}
 
 /// Alive while the dispatcher's loop is: the loop holds the only strong reference.
 pub struct Liveness(pub(crate) Weak<()>);
@@ -46,6 +76,7 @@ pub struct Health {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     dispatcher: Option<Liveness>,
+    failed_commits: Arc<FailedCommits>,
     probe: tokio::sync::Mutex<Probe>,
 }
 
@@ -58,18 +89,36 @@ struct Probe {
 }
 
 impl Health {
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, dispatcher: Option<Liveness>) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        dispatcher: Option<Liveness>,
+        failed_commits: Arc<FailedCommits>,
+    ) -> Self {
         Self {
             store,
             clock,
             dispatcher,
+            failed_commits,
             probe: Default::default(),
         }
     }
 
+    /// Where the API records the commits it saw fail.
+    pub fn failed_commits(&self) -> &FailedCommits {
+        &self.failed_commits
+    }
+
     pub async fn check(&self) -> Report {
+        let store = match (
+            self.failed_commits.recent(),
+            self.store.maintenance_failure(),
+        ) {
+            (Some(failed), _) | (None, Some(failed)) => Err(failed),
+            (None, None) => self.store_commits().await,
+        };
         Report {
-            store: self.store_commits().await,
+            store,
             dispatcher_running: self.dispatcher.as_ref().map(Liveness::running),
         }
     }
@@ -118,7 +167,12 @@ mod tests {
         let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_800_000_000_000));
         let alive = Arc::new(());
         let running = Liveness(Arc::downgrade(&alive));
-        let health = Health::new(store.clone(), clock.clone(), Some(running));
+        let health = Health::new(
+            store.clone(),
+            clock.clone(),
+            Some(running),
+            Default::default(),
+        );
         assert!(health.check().await.healthy());
         drop(alive);
         let report = health.check().await;
@@ -126,7 +180,9 @@ mod tests {
             (report.store, report.dispatcher_running),
             (Ok(()), Some(false))
         );
-        let api_only = Health::new(store, clock, None).check().await;
+        let api_only = Health::new(store, clock, None, Default::default())
+            .check()
+            .await;
         assert!(api_only.healthy() && api_only.dispatcher_running.is_none());
     }
 }

@@ -172,8 +172,14 @@ impl Sender {
             }
         }
         let signature = signatures.join(" ");
-        let mut request = Request::post(target.uri.clone());
         let own = &delivery.destination.headers.0;
+        let credentials = Credentials::new(
+            own.values()
+                .map(String::as_str)
+                .chain(target.authorization.iter().filter_map(|v| v.to_str().ok()))
+                .chain([signature.as_str()]),
+        );
+        let mut request = Request::post(target.uri.clone());
         for (name, value) in own {
             request = request.header(name, value);
         }
@@ -200,7 +206,7 @@ impl Sender {
         // deadline is the answer it is: its status stands, with the part of the body read.
         let deadline = Instant::now() + self.attempt_timeout;
         match timeout_at(deadline, self.client.request(request)).await {
-            Ok(Ok(response)) => answered(response, now, deadline).await,
+            Ok(Ok(response)) => answered(response, now, deadline, &credentials).await,
             Ok(Err(e)) => transport_failure(&e, self.attempt_timeout),
             Err(_) => timed_out(self.attempt_timeout, None),
         }
@@ -279,8 +285,13 @@ fn basic_credentials(url: &Url) -> Option<HeaderValue> {
 }
 
 /// What an answer says: its status, the wait it asks for, the start of its body (what arrives
-/// of it before `deadline`).
-async fn answered(response: Response<Incoming>, now: UnixMs, deadline: Instant) -> AttemptReport {
+/// of it before `deadline`, `credentials` redacted).
+async fn answered(
+    response: Response<Incoming>,
+    now: UnixMs,
+    deadline: Instant,
+    credentials: &Credentials,
+) -> AttemptReport {
     let status = response.status().as_u16();
     let retry_after = match status {
         429 | 503 => response
@@ -294,7 +305,66 @@ async fn answered(response: Response<Incoming>, now: UnixMs, deadline: Instant) 
         result: AttemptResult::Status(status),
         error: None,
         retry_after,
-        response_body: read_start(response.into_body(), deadline).await,
+        response_body: read_start(response.into_body(), deadline, credentials).await,
+    }
+}
+
+/// What replaces a credential in a stored answer.
+pub const REDACTED: &str = "[redacted]";
+
+/// A part of a credential at least this long is redacted on its own too: a bearer token
+/// without its scheme, one signature of several without its `v1,`. Shorter parts (`Bearer`,
+/// `v1`) are common words.
+const MIN_REDACTED_PART: usize = 16;
+
+/// What a request carried that is a credential: the subscriber's header values (admin-only,
+/// like its secret), the `Basic` credentials of an older subscriber's URL, and the signatures.
+/// A subscriber that answers by echoing the request would otherwise have them stored in the
+/// attempt history, which read tokens and the console see.
+struct Credentials(Vec<Vec<u8>>);
+
+impl Credentials {
+    fn new<'a>(values: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut redacted: Vec<Vec<u8>> = Vec::new();
+        for value in values.into_iter().filter(|v| !v.is_empty()) {
+            redacted.push(value.as_bytes().to_vec());
+            redacted.extend(
+                value
+                    .split([' ', ','])
+                    .filter(|part| part.len() >= MIN_REDACTED_PART && *part != value)
+                    .map(|part| part.as_bytes().to_vec()),
+            );
+        }
+        // Longest first: a whole value goes before a part of it could split it.
+        redacted.sort_unstable_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        redacted.dedup();
+        Credentials(redacted)
+    }
+
+    /// How many bytes past the kept start a credential that begins inside it can reach.
+    fn reach(&self) -> usize {
+        self.0
+            .first()
+            .map_or(0, |longest| longest.len().saturating_sub(1))
+    }
+
+    /// `text` with every occurrence of a credential replaced by [`REDACTED`].
+    fn redact(&self, mut text: Vec<u8>) -> Vec<u8> {
+        for secret in &self.0 {
+            let mut out = Vec::with_capacity(text.len());
+            let mut rest = text.as_slice();
+            while let Some(at) = rest
+                .windows(secret.len())
+                .position(|w| w == secret.as_slice())
+            {
+                out.extend_from_slice(&rest[..at]);
+                out.extend_from_slice(REDACTED.as_bytes());
+                rest = &rest[at + secret.len()..];
+            }
+            out.extend_from_slice(rest);
+            text = out;
+        }
+        text
     }
 }
 
@@ -319,11 +389,17 @@ pub const KEPT_RESPONSE_BYTES: usize = 4 * 1024;
 /// closes the connection instead.
 const MAX_DRAIN_BYTES: usize = 64 * 1024;
 
-/// Keeps the first `KEPT_RESPONSE_BYTES` of the body and drains a bounded amount of the rest,
-/// until `deadline`. Kept as text that every store can hold: invalid UTF-8 and NUL bytes are
-/// replaced (PostgreSQL refuses NUL in text, and one subscriber's binary answer would fail the
-/// whole batch of completions it was committed with).
-async fn read_start(mut body: Incoming, deadline: Instant) -> Option<String> {
+/// Keeps the first `KEPT_RESPONSE_BYTES` of the body, `credentials` redacted, and drains a
+/// bounded amount of the rest, until `deadline`. A credential that starts inside the kept part
+/// is redacted whole: enough past it is read to see its end. Kept as text that every store can
+/// hold: invalid UTF-8 and NUL bytes are replaced (PostgreSQL refuses NUL in text, and one
+/// subscriber's binary answer would fail the whole batch of completions it was committed with).
+async fn read_start(
+    mut body: Incoming,
+    deadline: Instant,
+    credentials: &Credentials,
+) -> Option<String> {
+    let read = KEPT_RESPONSE_BYTES + credentials.reach();
     let mut kept = Vec::new();
     let mut seen = 0;
     while let Ok(Some(Ok(frame))) = timeout_at(deadline, body.frame()).await {
@@ -331,13 +407,15 @@ async fn read_start(mut body: Incoming, deadline: Instant) -> Option<String> {
         let Ok(chunk) = frame.into_data() else {
             continue;
         };
-        let room = KEPT_RESPONSE_BYTES.saturating_sub(kept.len());
+        let room = read.saturating_sub(kept.len());
         kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
         seen += chunk.len();
         if seen > MAX_DRAIN_BYTES {
             break;
         }
     }
+    let mut kept = credentials.redact(kept);
+    kept.truncate(KEPT_RESPONSE_BYTES);
     (!kept.is_empty()).then(|| String::from_utf8_lossy(&kept).replace('\0', "\u{FFFD}"))
 }
 
@@ -664,6 +742,46 @@ mod tests {
         let report = bounded(&sender, &delivery(format!("http://{addr}/hook"))).await;
         assert_eq!(report.result, AttemptResult::Status(200));
         assert_eq!(report.response_body.unwrap().len(), KEPT_RESPONSE_BYTES);
+    }
+
+    #[test]
+    fn credentials_are_redacted_whole_and_by_their_long_parts() {
+        let credentials = Credentials::new([
+            "Bearer sk_live_0123456789abcdef",
+            "t-7",
+            "v1,c2lnbmF0dXJlLW9uZS12YWx1ZQ== v1,b3RoZXItc2lnbmF0dXJlLXZhbHVl",
+        ]);
+        let echoed = b"auth: Bearer sk_live_0123456789abcdef; key sk_live_0123456789abcdef; \
+            tenant t-7; sig v1,b3RoZXItc2lnbmF0dXJlLXZhbHVl; Bearer stays";
+        assert_eq!(
+            String::from_utf8(credentials.redact(echoed.to_vec())).unwrap(),
+            "auth: [redacted]; key [redacted]; tenant [redacted]; sig v1,[redacted]; Bearer stays"
+        );
+    }
+
+    /// A credential that begins inside the kept start of an answer and ends past it is
+    /// redacted all the same: none of it is kept.
+    #[tokio::test]
+    async fn a_credential_across_the_end_of_the_kept_answer_is_redacted() {
+        const KEY: &str = "key-0123456789abcdefghij";
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let answer = format!("{}{KEY} and more", "x".repeat(KEPT_RESPONSE_BYTES - 8));
+        let app = axum::Router::new().fallback(move || std::future::ready(answer.clone()));
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
+        let mut d = delivery(format!("http://{addr}/hook"));
+        let mut destination = (*d.destination).clone();
+        destination.headers.0.insert("x-api-key".into(), KEY.into());
+        d.destination = Arc::new(destination);
+        let kept = bounded(&sender, &d).await.response_body.unwrap();
+        assert_eq!(kept.len(), KEPT_RESPONSE_BYTES);
+        // 8 bytes of room: the start of the marker, none of the key.
+        assert!(
+            kept.ends_with("xxxx[redacte"),
+            "{}",
+            &kept[kept.len() - 40..]
+        );
     }
 
     /// A subscriber's own `accept` replaces hookline's; credentials stored in an older

@@ -16,15 +16,11 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::sync::watch;
 
 use crate::clock::Clock;
+use crate::subscriber_series::subscriber_series;
 
 /// Seconds: from a fast local receiver (milliseconds) to a delivery window's worth of retries.
-const LATENCY_BUCKETS: &[f64] = &[
+pub(crate) const LATENCY_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0,
-];
-
-/// Seconds an attempt takes: from a fast local receiver to the longest attempt timeout.
-const ATTEMPT_DURATION_BUCKETS: &[f64] = &[
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
 /// Every metric hookline exports, each name written once: registration, recording and the
@@ -65,16 +61,19 @@ pub fn handle() -> &'static PrometheusHandle {
         let handle = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("latency_seconds".into()), LATENCY_BUCKETS)
             .expect("buckets are not empty")
-            .set_buckets_for_metric(
-                Matcher::Full(names::ATTEMPT_DURATION_SECONDS.into()),
-                ATTEMPT_DURATION_BUCKETS,
-            )
-            .expect("buckets are not empty")
             .install_recorder()
             .expect("the metrics recorder is installed once, here");
         describe();
         handle
     })
+}
+
+/// What `GET /metrics` answers: the exporter's families, then those labelled by subscriber
+/// (`subscriber_series`).
+pub fn render() -> String {
+    let mut text = handle().render();
+    text.push_str(&subscriber_series().render());
+    text
 }
 
 fn describe() {
@@ -115,10 +114,6 @@ fn describe() {
         names::ATTEMPTS_TOTAL,
         "Delivery attempts by ordinal (1 = first attempt), outcome (success, retryable, permanent) and the policy that decided."
     );
-    describe_histogram!(
-        names::ATTEMPT_DURATION_SECONDS,
-        "How long attempts took, from sending to an answer or giving up, by outcome (and by subscriber unless switched off)."
-    );
     describe_gauge!(
         names::ATTEMPTS_IN_FLIGHT,
         "Attempts in flight in this process, by class: first (a first attempt in a slot), retry (a later attempt in a slot), slow_lane (waiting out of the slots)."
@@ -143,10 +138,6 @@ fn describe() {
         names::FIRST_ATTEMPT_LATENCY_SECONDS,
         "From an event's acceptance to the start of a delivery's first attempt."
     );
-    describe_histogram!(
-        names::DELIVERY_LATENCY_SECONDS,
-        "From an event's acceptance (or a replay's release) to a delivery's success, by subscriber (unless switched off)."
-    );
     describe_counter!(
         names::EVENTS_ACCEPTED_TOTAL,
         "Events accepted by POST /v1/events."
@@ -154,10 +145,6 @@ fn describe() {
     describe_counter!(
         names::FANOUT_DELIVERIES_TOTAL,
         "Deliveries created by accepted events (one per event and matching subscriber)."
-    );
-    describe_gauge!(
-        names::BREAKER_OPEN,
-        "1 while a subscriber's circuit breaker is open or half-open, 0 once it closes."
     );
     describe_gauge!(
         names::SLOW_LANE_ATTEMPTS,
@@ -277,26 +264,16 @@ pub fn attempt(a: &AttemptSeen<'_>, labels: LatencyLabels) {
         "policy" => a.policy.to_owned(),
     )
     .increment(1);
-    let took = a.duration.as_secs_f64();
-    if labels == LatencyLabels::PerSubscriber {
-        histogram!(names::ATTEMPT_DURATION_SECONDS, "outcome" => a.outcome.as_str(), "subscriber" => a.subscriber_id.to_owned())
-            .record(took);
-    } else {
-        histogram!(names::ATTEMPT_DURATION_SECONDS, "outcome" => a.outcome.as_str()).record(took);
-    }
+    let series = subscriber_series();
+    let subscriber = (labels == LatencyLabels::PerSubscriber).then_some(a.subscriber_id);
+    series.attempt_duration(subscriber, a.outcome, a.duration.as_secs_f64());
     if a.first_ever {
         histogram!(names::FIRST_ATTEMPT_LATENCY_SECONDS)
             .record(seconds(a.started_at - a.accepted_at));
     }
     if a.outcome == Outcome::Success {
         // A replayed delivery is measured from its release, not from an acceptance hours ago.
-        let latency = seconds(a.finished_at - a.window_start);
-        if labels == LatencyLabels::PerSubscriber {
-            histogram!(names::DELIVERY_LATENCY_SECONDS, "subscriber" => a.subscriber_id.to_owned())
-                .record(latency);
-        } else {
-            histogram!(names::DELIVERY_LATENCY_SECONDS).record(latency);
-        }
+        series.delivery_latency(subscriber, seconds(a.finished_at - a.window_start));
     }
 }
 
@@ -373,10 +350,10 @@ pub async fn refresh_gauges(gauges: QueueGauges, mut stop: watch::Receiver<bool>
                 let now_open: std::collections::HashSet<String> =
                     stats.open_breakers.iter().cloned().collect();
                 for closed in open.difference(&now_open) {
-                    gauge!(names::BREAKER_OPEN, "subscriber" => closed.clone()).set(0.0);
+                    subscriber_series().breaker_open(closed, false);
                 }
                 for id in &now_open {
-                    gauge!(names::BREAKER_OPEN, "subscriber" => id.clone()).set(1.0);
+                    subscriber_series().breaker_open(id, true);
                 }
                 open = now_open;
                 snapshot.keep(now, stats);
@@ -384,6 +361,22 @@ pub async fn refresh_gauges(gauges: QueueGauges, mut stop: watch::Receiver<bool>
             Err(e) => {
                 store_error("queue_stats");
                 tracing::warn!(error = %e, "cannot refresh queue gauges");
+            }
+        }
+        // Series follow the live subscribers, whichever process revoked them.
+        let kept = subscriber_series().subscribers();
+        if !kept.is_empty() {
+            match store.gone_among(kept).await {
+                Ok(gone) => {
+                    for id in &gone {
+                        subscriber_series().forget(id);
+                        open.remove(id);
+                    }
+                }
+                Err(e) => {
+                    store_error("gone_among");
+                    tracing::warn!(error = %e, "cannot tell which subscribers are gone");
+                }
             }
         }
         tokio::select! {

@@ -1007,3 +1007,221 @@ async fn browsers_cannot_drive_an_open_api() {
     assert_eq!(health.status(), 200);
     app.stop().await;
 }
+
+/// A search for a NUL character gets one answer on every backend: 422 naming it (SQLite used to
+/// match every subscriber, PostgreSQL to refuse it).
+async fn a_search_for_nul_is_refused(app: &TestApp) {
+    app.subscriber("s1", "http://127.0.0.1:9/hooks").await;
+    for text in ["%00", "a%00b"] {
+        let (status, answer) = app
+            .call("GET", &format!("/v1/subscribers?contains={text}"), None)
+            .await;
+        assert_eq!(
+            (status, code(&answer)),
+            (422, "invalid_request"),
+            "{answer}"
+        );
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("contains") && message.contains("NUL"),
+            "{message}"
+        );
+    }
+}
+
+on_both_backends!(
+    a_search_for_nul_is_refused_on_sqlite,
+    a_search_for_nul_is_refused_on_postgres,
+    "",
+    a_search_for_nul_is_refused
+);
+
+/// A subscriber that answers by echoing the request (headers included) would put its own
+/// credentials and the signature into the stored answer, which read tokens and the console
+/// see: they are redacted before the answer is stored.
+#[tokio::test]
+async fn credentials_echoed_in_an_answer_are_redacted() {
+    use axum::http::HeaderMap;
+    let seen: std::sync::Arc<std::sync::Mutex<Option<HeaderMap>>> = Default::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let record = seen.clone();
+    let echo = axum::Router::new().fallback(move |headers: HeaderMap| {
+        let echoed: String = headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {}\n", value.to_str().unwrap()))
+            .collect();
+        *record.lock().unwrap() = Some(headers);
+        std::future::ready((axum::http::StatusCode::BAD_REQUEST, echoed))
+    });
+    tokio::spawn(async move { axum::serve(listener, echo).await.unwrap() });
+
+    let app = TestApp::start("").await;
+    let headers = json!({"authorization": "Bearer sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+                         "x-api-key": "key-2f9c1a7e", "x-tenant": "t-7"});
+    let (status, created) = app
+        .call(
+            "POST",
+            "/v1/subscribers",
+            Some(json!({"id": "s1", "url": format!("http://{addr}/hooks"), "headers": headers})),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    app.publish("e1", "t").await;
+    let dead = app
+        .delivery_when("e1:s1", "the 400", |d| state(d) == "dead")
+        .await;
+    let body = dead["attempt_history"][0]["response_body"]
+        .as_str()
+        .expect("the answer is kept")
+        .to_owned();
+    let sent = seen.lock().unwrap().clone().expect("the request arrived");
+    let signature = sent["webhook-signature"].to_str().unwrap();
+    let signature_value = signature.strip_prefix("v1,").unwrap();
+    for secret in [
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "key-2f9c1a7e",
+        "t-7",
+        signature_value,
+    ] {
+        assert!(
+            !body.contains(secret),
+            "{secret:?} is in the stored answer:\n{body}"
+        );
+    }
+    assert!(body.contains("authorization: [redacted]"), "{body}");
+    assert!(body.contains("x-api-key: [redacted]"), "{body}");
+    assert!(body.contains("webhook-signature: [redacted]"), "{body}");
+    // What is not a credential is kept as it came.
+    assert!(body.contains("webhook-id: e1:s1"), "{body}");
+    app.stop().await;
+}
+
+/// Revoking is the emergency action for a compromised endpoint: on PostgreSQL it must succeed
+/// while workers claim for the same subscribers (a claim holds due rows and then locks their
+/// subscribers for their rate limiters; a revocation locked the subscriber, then its rows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn revoking_succeeds_while_workers_claim_on_postgres() {
+    let Some(app) = TestApp::start_on_postgres("").await else {
+        return;
+    };
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let worker = hookline::app::start(
+            &app.config,
+            std::sync::Arc::new(app.clock.clone()),
+            hookline::app::Role::Worker,
+        )
+        .await
+        .unwrap();
+        workers.push(worker);
+    }
+    let rx = Receiver::start(|_, _| 200).await;
+    const SUBSCRIBERS: usize = 60;
+    const ROUNDS: usize = 3;
+    for round in 0..ROUNDS {
+        for s in 0..SUBSCRIBERS {
+            let (status, body) = app
+                .call(
+                    "POST",
+                    "/v1/subscribers",
+                    Some(json!({"id": format!("r{round}-s{s}"), "url": rx.url("/ok"),
+                                "rate_limit_per_second": 20})),
+                )
+                .await;
+            assert_eq!(status, 201, "{body}");
+        }
+        for e in 0..60 {
+            app.publish(&format!("r{round}-e{e}"), "t").await;
+        }
+        // The limiters admit one attempt per subscriber every 50 ms of the clock: moving it
+        // keeps every worker claiming (and locking subscribers) while the revocations run.
+        let clock = app.clock.clone();
+        let ticking = tokio::spawn(async move {
+            loop {
+                clock.advance(std::time::Duration::from_millis(50));
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+        });
+        eventually("claims under way", async || {
+            (rx.received().len() > SUBSCRIBERS * (round + 1)).then_some(())
+        })
+        .await;
+        let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut revokers = tokio::task::JoinSet::new();
+        for _ in 0..8 {
+            let (next, http, base) = (next.clone(), app.http.clone(), app.base());
+            revokers.spawn(async move {
+                let mut failed = Vec::new();
+                loop {
+                    let s = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if s >= SUBSCRIBERS {
+                        return failed;
+                    }
+                    let url = format!("{base}/v1/subscribers/r{round}-s{s}");
+                    let response = http.delete(url).send().await.unwrap();
+                    if !response.status().is_success() {
+                        failed.push((s, response.status(), response.text().await.unwrap()));
+                    }
+                }
+            });
+        }
+        let failed: Vec<_> = revokers.join_all().await.into_iter().flatten().collect();
+        ticking.abort();
+        assert!(
+            failed.is_empty(),
+            "round {round}: revocations failed: {failed:?}"
+        );
+    }
+    for worker in workers {
+        worker.shutdown().await;
+    }
+    app.stop().await;
+}
+
+/// A full disk (here: the database capped at the size it has, so that SQLite answers
+/// `SQLITE_FULL` as on a full disk): a publish is 503 `storage_full` with a `Retry-After` and
+/// stores nothing, and `/healthz` is degraded from that first failed commit, although the
+/// heartbeat's small write still goes through.
+#[tokio::test]
+async fn a_full_disk_answers_503_and_degrades_health_at_once() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start("").await;
+    app.subscriber("s1", &rx.url("/ok")).await;
+    let path = TestApp::db_path(&app.dir);
+    let pages: u64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .unwrap();
+    hookline_store::testing::cap_sqlite_pages(path.to_str().unwrap(), pages);
+    let app = app.restart().await;
+    let event = json!({"id": "big", "type": "t", "payload": {"blob": "x".repeat(200_000)}});
+    let response = app
+        .http
+        .post(format!("{}/v1/events", app.base()))
+        .json(&event)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let retry_after = response.headers().get("retry-after").cloned();
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!((status, code(&answer)), (503, "storage_full"), "{answer}");
+    assert_eq!(retry_after.unwrap().to_str().unwrap(), "30");
+    let (status, health) = app.call("GET", "/healthz", None).await;
+    assert_eq!(
+        (status, &health["status"]),
+        (503, &json!("degraded")),
+        "{health}"
+    );
+    assert!(
+        health["store"].as_str().unwrap().contains("full"),
+        "{health}"
+    );
+    assert_eq!(app.call("GET", "/v1/events/big", None).await.0, 404);
+    // Room made (here: the cap raised), the same publish goes through.
+    hookline_store::testing::cap_sqlite_pages(path.to_str().unwrap(), pages * 1000);
+    let app = app.restart().await;
+    assert_eq!(app.call("POST", "/v1/events", Some(event)).await.0, 202);
+    app.stop().await;
+}

@@ -251,3 +251,74 @@ async fn metrics_can_require_a_token() {
     assert_eq!(with.status(), 200);
     app.stop().await;
 }
+
+/// A re-publish tells a publisher nothing about another's event: only the token that
+/// published an id gets its receipt back (200); any other token, admin included, gets the same
+/// 409 whatever the body, as it would for a different body.
+async fn a_republish_answers_only_its_publisher(app: &TestApp) {
+    let event = json!({"id": "INV-7:paid", "type": "invoice.paid", "payload": {"amount": 12}});
+    let guess = json!({"id": "INV-7:paid", "type": "invoice.paid", "payload": {"amount": 13}});
+    let publish = async |token, body: &Value| {
+        call(app, Some(token), "POST", "/v1/events", Some(body.clone())).await
+    };
+    assert_eq!(publish(OTHER_PUBLISH, &event).await.0, 202);
+    let (code, receipt) = publish(OTHER_PUBLISH, &event).await;
+    assert_eq!((code, receipt["id"].as_str()), (200, Some("INV-7:paid")));
+    assert_eq!(publish(OTHER_PUBLISH, &guess).await.0, 409);
+    for token in [PUBLISH, ADMIN] {
+        let same = publish(token, &event).await;
+        let different = publish(token, &guess).await;
+        assert_eq!(same.0, 409, "{same:?}");
+        assert_eq!(same, different, "the same answer whatever the body");
+    }
+}
+
+on_both_backends!(
+    a_republish_answers_only_its_publisher_on_sqlite,
+    a_republish_answers_only_its_publisher_on_postgres,
+    &tokens(),
+    a_republish_answers_only_its_publisher
+);
+
+/// A URL's query values may be credentials (`?api_key=...`): a read token sees them masked and
+/// cannot find a subscriber by them; admin sees and finds them.
+async fn query_values_are_admin_only(app: &TestApp) {
+    let url = "http://127.0.0.1:9/hooks?api_key=sk_live_Q7x9&region=eu";
+    let sub = json!({"id": "keyed", "url": url});
+    let (code, created) = call(app, Some(ADMIN), "POST", "/v1/subscribers", Some(sub)).await;
+    assert_eq!((code, created["url"].as_str()), (201, Some(url)));
+    let masked = "http://127.0.0.1:9/hooks?api_key=***&region=***";
+    for (token, shown) in [(READ, masked), (ADMIN, url)] {
+        let (_, one) = call(app, Some(token), "GET", "/v1/subscribers/keyed", None).await;
+        assert_eq!(one["url"], shown);
+        let (_, page) = call(app, Some(token), "GET", "/v1/subscribers", None).await;
+        assert_eq!(page["items"][0]["url"], shown);
+    }
+    let found = async |token, text: &str| {
+        let path = format!("/v1/subscribers?contains={text}");
+        let (code, page) = call(app, Some(token), "GET", &path, None).await;
+        assert_eq!(code, 200, "{page}");
+        page["items"].as_array().unwrap().len()
+    };
+    assert_eq!(found(READ, "sk_live").await, 0);
+    assert_eq!(found(READ, "Q7x9").await, 0);
+    assert_eq!(found(READ, "/hooks").await, 1);
+    assert_eq!(found(ADMIN, "sk_live").await, 1);
+    // The console shows what the API answers: nothing more to check there.
+    let (_, patched) = call(
+        app,
+        Some(ADMIN),
+        "PATCH",
+        "/v1/subscribers/keyed",
+        Some(json!({"status": "paused"})),
+    )
+    .await;
+    assert_eq!(patched["url"], url);
+}
+
+on_both_backends!(
+    query_values_are_admin_only_on_sqlite,
+    query_values_are_admin_only_on_postgres,
+    &tokens(),
+    query_values_are_admin_only
+);

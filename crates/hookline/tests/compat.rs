@@ -290,9 +290,15 @@ fn now_ms() -> i64 {
 
 /// Writes, with this release's store, a delivery in every state a delivery can be in.
 async fn every_state(url: &str, rx: &Receiver) {
-    let store = hookline_store::open_with(url, &OpenOptions { pool_size: 2 })
-        .await
-        .unwrap();
+    let store = hookline_store::open_with(
+        url,
+        &OpenOptions {
+            pool_size: 2,
+            serving: false,
+        },
+    )
+    .await
+    .unwrap();
     let now = now_ms();
     let subscriber = |id: &str, pin: Option<i64>| NewSubscriber {
         id: id.into(),

@@ -153,56 +153,64 @@ async fn kill_9_during_a_2000_subscriber_fan_out_loses_nothing() {
     assert!(status.success(), "SIGTERM exit: {status}");
 }
 
-/// A second `serve` on a SQLite file another process serves exits at once, naming that process;
-/// once it has stopped, the file can be served again (and after a SIGKILL too: the test above
-/// starts again on the same file).
+/// A second `serve` on a SQLite file another process serves exits at once, naming that process,
+/// under any name of the file (its own, a hard link, a symlink); once it has stopped, the file
+/// can be served again (and after a SIGKILL too: the test above starts again on the same file).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_process_serving_the_same_sqlite_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let config = format!(
-        "database = \"sqlite://{}\"\n",
-        dir.path().join("hookline.db").display()
-    );
+    let database = |name: &str| {
+        format!(
+            "database = \"sqlite://{}\"\n",
+            dir.path().join(name).display()
+        )
+    };
+    let config = database("hookline.db");
     let first = Process::spawn(dir.path(), "first", &config, "all").await;
-    let second_config = dir.path().join("second.toml");
-    let port = hookline_testkit::free_port().unwrap();
-    std::fs::write(
-        &second_config,
-        format!("listen = \"127.0.0.1:{port}\"\n{config}"),
+    std::fs::hard_link(dir.path().join("hookline.db"), dir.path().join("hard.db")).unwrap();
+    std::os::unix::fs::symlink(
+        dir.path().join("hookline.db"),
+        dir.path().join("symlink.db"),
     )
     .unwrap();
-    let mut second = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
-        .args(["serve", "--config", &second_config.display().to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
+    for name in ["hard.db", "symlink.db", "hookline.db"] {
+        let second_config = dir.path().join("second.toml");
+        let port = hookline_testkit::free_port().unwrap();
+        std::fs::write(
+            &second_config,
+            format!("listen = \"127.0.0.1:{port}\"\n{}", database(name)),
+        )
         .unwrap();
-    // Refused at start, or (if the lock is missing) serving: killed after 20 s and failed.
-    let mut exited = None;
-    for _ in 0..400 {
-        exited = second.try_wait().unwrap();
-        if exited.is_some() {
-            break;
+        let mut second = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+            .args(["serve", "--config", &second_config.display().to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Refused at start, or (if the lock is missing) serving: killed after 20 s and failed.
+        let mut exited = None;
+        for _ in 0..400 {
+            exited = second.try_wait().unwrap();
+            if exited.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        if exited.is_none() {
+            let _ = second.kill();
+        }
+        let refused = second.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            exited.is_some_and(|status| !status.success()),
+            "a second process served the same file as {name}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("another hookline process (pid {})", first.pid())),
+            "{name}: {stderr}"
+        );
     }
-    if exited.is_none() {
-        let _ = second.kill();
-    }
-    let refused = second.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        exited.is_some_and(|status| !status.success()),
-        "a second process served the same file: {stderr}"
-    );
-    assert!(
-        stderr.contains(&format!(
-            "another hookline process (pid {}, as recorded in",
-            first.pid()
-        )),
-        "{stderr}"
-    );
     assert!(first.terminate().await.unwrap().success());
-    let again = Process::spawn(dir.path(), "second", &config, "all").await;
+    let again = Process::spawn(dir.path(), "second", &database("hard.db"), "all").await;
     assert!(again.terminate().await.unwrap().success());
 }

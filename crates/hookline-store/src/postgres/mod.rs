@@ -37,6 +37,9 @@ impl From<tokio_postgres::Error> for StoreError {
                     "text with a NUL byte, which PostgreSQL cannot store or compare".into(),
                 )
             }
+            Some(db) if *db.code() == tokio_postgres::error::SqlState::DISK_FULL => {
+                StoreError::StorageFull(format!("{}: {}", db.code().code(), db.message()))
+            }
             Some(db) => StoreError::Backend(format!("{}: {}", db.code().code(), db.message())),
             None => StoreError::Backend(e.to_string()),
         }
@@ -266,6 +269,10 @@ impl Store for PostgresStore {
 
     async fn get_subscriber(&self, id: &str) -> Result<Subscriber> {
         reads::subscriber(&self.client().await?, id).await
+    }
+
+    async fn gone_among(&self, ids: Vec<String>) -> Result<Vec<String>> {
+        reads::gone_among(&self.client().await?, ids).await
     }
 
     async fn list_subscribers(

@@ -94,6 +94,19 @@ pub(super) async fn subscribers_by_id(
     rows.iter().map(|r| Ok(subscriber_row(r)?.1)).collect()
 }
 
+/// Those of `ids` revoked or not in the table.
+pub(super) async fn gone_among(c: &impl GenericClient, ids: Vec<String>) -> Result<Vec<String>> {
+    let rows = query(
+        c,
+        "SELECT asked FROM UNNEST($1::text[]) AS asked
+         LEFT JOIN subscribers s ON s.id = asked
+         WHERE s.id IS NULL OR s.status = 'revoked'",
+        &[&ids],
+    )
+    .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
 pub(super) async fn subscribers(
     c: &impl GenericClient,
     filter: &SubscriberFilter,
@@ -102,8 +115,13 @@ pub(super) async fn subscribers(
 ) -> Result<Page<Subscriber>> {
     let rows = query(
         c,
-        &sql::subscriber_page(SUBSCRIBER_COLUMNS),
-        &[&after, &filter.like_pattern(), &(i64::from(limit) + 1)],
+        &sql::subscriber_page(SUBSCRIBER_COLUMNS, "split_part(url, '?', 1)"),
+        &[
+            &after,
+            &filter.like_pattern()?,
+            &filter.search_query_values,
+            &(i64::from(limit) + 1),
+        ],
     )
     .await?;
     let rows = rows

@@ -112,7 +112,26 @@ pub(super) async fn rotate_secret(
     reads::subscriber(c, id).await
 }
 
+/// Takes the claims' lock for the rest of the transaction: one claim at a time per schema, and
+/// nothing else that locks a subscriber and then its waiting rows while a claim runs.
+async fn lock_out_claims(c: &impl GenericClient) -> Result<()> {
+    execute(
+        c,
+        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.hookline.claim'))",
+        &[],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A revocation locks the subscriber, then its waiting rows; a claim locks the due rows it
+/// scans, then their subscribers (for their rate limiters and slow starts). Run side by side
+/// they could each wait for the other (a deadlock, which failed the revocation), so a
+/// revocation first waits for the claim under way and holds the next one off: the emergency
+/// action for a compromised endpoint always goes through. Taken again by a completion that
+/// revokes, which takes it before its first lock (`complete`).
 pub(super) async fn revoke_subscriber(c: &impl GenericClient, id: &str, now: UnixMs) -> Result<()> {
+    lock_out_claims(c).await?;
     let updated = execute(c,
             "UPDATE subscribers SET status = 'revoked', updated_at = $2 WHERE id = $1 AND status <> 'revoked'",
             &[&id, &now],
@@ -156,7 +175,8 @@ pub(super) async fn publish(
     if inserted == 0 {
         let row = query_one(
             c,
-            "SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0)
+            "SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0),
+                    published_by
              FROM events WHERE id = $1",
             &[&event.id],
         )
@@ -168,6 +188,7 @@ pub(super) async fn publish(
             i64,
             i64,
         ) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+        let published_by: Option<&str> = row.get(5);
         let receipt = EventReceipt {
             id: event.id.clone(),
             event_type,
@@ -175,7 +196,14 @@ pub(super) async fn publish(
             unversioned: unversioned as u64,
         };
         let earlier = reads::earlier_payloads(c, &event.id).await?;
-        return Ok(republished(event, receipt, &payload, version, &earlier));
+        return Ok(republished(
+            event,
+            receipt,
+            published_by,
+            &payload,
+            version,
+            &earlier,
+        ));
     }
     let versions = event.versions();
     let oldest = versions[0];
@@ -412,12 +440,7 @@ pub(super) async fn claim_due(
 ) -> Result<Vec<ClaimedDelivery>> {
     // One claimer at a time per schema: the per-subscriber counts below are then exact across
     // every process. A claim is a few statements, so the queue this forms is short.
-    execute(
-        c,
-        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.hookline.claim'))",
-        &[],
-    )
-    .await?;
+    lock_out_claims(c).await?;
     // In flight per subscriber across every process (a short list: at most the slots of all
     // workers), and the subscribers whose rate limiter admits nobody yet.
     let busy = query(
@@ -628,6 +651,11 @@ pub(super) async fn complete(
     completions: Vec<Completion>,
     now: UnixMs,
 ) -> Result<Vec<CompletionResult>> {
+    // A batch that revokes (a 410) holds claims off before it locks anything, as
+    // `revoke_subscriber` needs (it would otherwise take the lock holding rows a claim waits for).
+    if completions.iter().any(|done| done.revoke_subscriber) {
+        lock_out_claims(c).await?;
+    }
     // Each completion's ending as `Ending::of` decides it for an active subscriber and for a
     // revoked one; the statement picks by the subscriber's status as it finds it.
     let mut keys = Vec::with_capacity(completions.len());

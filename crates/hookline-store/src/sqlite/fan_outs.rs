@@ -92,7 +92,11 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("hookline.db");
-        let store = std::sync::Arc::new(SqliteStore::open(path.to_str().unwrap()).await.unwrap());
+        let store = std::sync::Arc::new(
+            SqliteStore::open(path.to_str().unwrap(), false)
+                .await
+                .unwrap(),
+        );
         let subscriber = |id: String, types: Vec<String>| NewSubscriber {
             url: format!("http://127.0.0.1:9/{id}"),
             id,

@@ -12,6 +12,7 @@ mod reads;
 mod rollouts;
 mod scheduled;
 mod schema;
+mod serve_lock;
 mod subscriber_cache;
 mod writer;
 mod writes;
@@ -22,7 +23,9 @@ use async_trait::async_trait;
 use hookline_policy::UnixMs;
 use rusqlite::{Connection, OpenFlags};
 
+use crate::repeats::{Repeats, REPEATED_WARNING_EVERY};
 use crate::*;
+use serve_lock::ServeLock;
 use writer::WriterHandle;
 
 pub(crate) use backup::{backup, restore};
@@ -30,7 +33,10 @@ pub(crate) use schema::status as schema_status;
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
-        StoreError::Backend(e.to_string())
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => StoreError::StorageFull(e.to_string()),
+            _ => StoreError::Backend(e.to_string()),
+        }
     }
 }
 
@@ -40,6 +46,8 @@ pub struct SqliteStore {
     readers: Arc<ReaderPool>,
     /// Dropping it (with the store) stops the checkpointer thread.
     _stop_checkpointer: std::sync::mpsc::Sender<()>,
+    /// Why checkpoints are failing, while they are (`Store::maintenance_failure`).
+    checkpoints_failing: Arc<Mutex<Option<String>>>,
 }
 
 /// How often WAL frames are copied back into the database file, off the writer's thread: a
@@ -50,7 +58,14 @@ const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(2
 /// that briefly waits for the writer runs instead, so the WAL cannot grow without bound.
 const WAL_FRAMES_LIMIT: i64 = 16_384;
 
-fn run_checkpointer(conn: Connection, stop: std::sync::mpsc::Receiver<()>) {
+/// Checkpoints until `stop` is dropped; while they fail, `failing` says why (and the warning is
+/// logged once every `REPEATED_WARNING_EVERY` with its count, not every 200 ms).
+fn run_checkpointer(
+    conn: Connection,
+    stop: std::sync::mpsc::Receiver<()>,
+    failing: Arc<Mutex<Option<String>>>,
+) {
+    let mut repeats = Repeats::new(REPEATED_WARNING_EVERY);
     let checkpoint = |mode: &str| {
         conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
             Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
@@ -65,8 +80,25 @@ fn run_checkpointer(conn: Connection, stop: std::sync::mpsc::Receiver<()>) {
             }
             Ok(())
         });
-        if let Err(e) = result {
-            tracing::warn!(error = %e, "WAL checkpoint failed");
+        match result {
+            Ok(()) => {
+                if failing
+                    .lock()
+                    .expect("checkpoint state poisoned")
+                    .take()
+                    .is_some()
+                {
+                    let unlogged = repeats.stopped().unwrap_or(0);
+                    tracing::info!(unlogged, "WAL checkpoints succeed again");
+                }
+            }
+            Err(e) => {
+                *failing.lock().expect("checkpoint state poisoned") =
+                    Some(format!("WAL checkpoints are failing: {e}"));
+                if let Some(times) = repeats.occurred(std::time::Instant::now()) {
+                    tracing::warn!(error = %e, times, "WAL checkpoint failed");
+                }
+            }
         }
     }
 }
@@ -77,6 +109,9 @@ const MAX_IDLE_READERS: usize = 8;
 struct ReaderPool {
     path: String,
     idle: Mutex<Vec<Connection>>,
+    /// A serving store's lock, let go after the idle connections close (fields drop in order;
+    /// a read under way holds the pool until its connection is back or closed).
+    _serving: Option<Arc<ServeLock>>,
 }
 
 impl ReaderPool {
@@ -103,14 +138,20 @@ impl ReaderPool {
 }
 
 impl SqliteStore {
-    pub async fn open(path: &str) -> Result<Self> {
+    /// Opens (creating and migrating) the database at `path`. A `serving` store locks the file
+    /// for this process first (`serve_lock`), and is refused while another serves it.
+    pub async fn open(path: &str, serving: bool) -> Result<Self> {
         let path = path.to_owned();
-        tokio::task::spawn_blocking(move || Self::open_blocking(path))
+        tokio::task::spawn_blocking(move || Self::open_blocking(path, serving))
             .await
             .map_err(|e| StoreError::Backend(e.to_string()))?
     }
 
-    fn open_blocking(path: String) -> Result<Self> {
+    fn open_blocking(path: String, serving: bool) -> Result<Self> {
+        // Before any connection: see `serve_lock` on why the lock outlives every one of them.
+        let serve_lock = serving
+            .then(|| ServeLock::take(&path).map(Arc::new))
+            .transpose()?;
         let mut conn = Connection::open(&path).map_err(|e| {
             StoreError::Invalid(format!("database: cannot open SQLite file {path:?}: {e}"))
         })?;
@@ -124,20 +165,32 @@ impl SqliteStore {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         schema::migrate(&mut conn)?;
+        #[cfg(feature = "testing")]
+        if let Some(pages) = crate::testing::sqlite_page_cap(&path) {
+            conn.pragma_update(None, "max_page_count", pages)?;
+        }
         let checkpoint_conn = Connection::open(&path)?;
         checkpoint_conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let (checkpointer, stop) = std::sync::mpsc::channel();
+        let checkpoints_failing = Arc::new(Mutex::new(None));
+        let failing = checkpoints_failing.clone();
+        let checkpointer_lock = serve_lock.clone();
         std::thread::Builder::new()
             .name("hookline-sqlite-checkpoint".into())
-            .spawn(move || run_checkpointer(checkpoint_conn, stop))
+            .spawn(move || {
+                run_checkpointer(checkpoint_conn, stop, failing);
+                drop(checkpointer_lock);
+            })
             .map_err(|e| StoreError::Backend(format!("cannot start the checkpointer: {e}")))?;
         Ok(Self {
             _stop_checkpointer: checkpointer,
-            writer: WriterHandle::spawn(conn)?,
+            checkpoints_failing,
+            writer: WriterHandle::spawn(conn, serve_lock.clone())?,
             fan_outs: Default::default(),
             readers: Arc::new(ReaderPool {
                 path,
                 idle: Mutex::new(Vec::new()),
+                _serving: serve_lock,
             }),
         })
     }
@@ -161,6 +214,13 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
+    fn maintenance_failure(&self) -> Option<String> {
+        self.checkpoints_failing
+            .lock()
+            .expect("checkpoint state poisoned")
+            .clone()
+    }
+
     async fn heartbeat(&self, now: UnixMs) -> Result<()> {
         self.writer
             .write(move |w| {
@@ -179,6 +239,10 @@ impl Store for SqliteStore {
     async fn get_subscriber(&self, id: &str) -> Result<Subscriber> {
         let id = id.to_owned();
         self.read(move |c| reads::subscriber(c, &id)).await
+    }
+
+    async fn gone_among(&self, ids: Vec<String>) -> Result<Vec<String>> {
+        self.read(move |c| reads::gone_among(c, &ids)).await
     }
 
     async fn list_subscribers(

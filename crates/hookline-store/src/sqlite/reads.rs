@@ -74,6 +74,18 @@ pub(super) fn keyed_subscriber(c: &Connection, id: &str) -> Result<(i64, Subscri
     .ok_or_else(|| not_found("subscriber", id))
 }
 
+/// Those of `ids` revoked or not in the table, in one statement (the ids as a JSON array).
+pub(super) fn gone_among(c: &Connection, ids: &[String]) -> Result<Vec<String>> {
+    let ids = serde_json::to_string(ids).map_err(|e| StoreError::Backend(e.to_string()))?;
+    Ok(c.prepare_cached(
+        "SELECT asked.value FROM json_each(?1) AS asked
+         LEFT JOIN subscribers s ON s.id = asked.value
+         WHERE s.id IS NULL OR s.status = 'revoked'",
+    )?
+    .query_map([ids], |r| r.get(0))?
+    .collect::<rusqlite::Result<Vec<String>>>()?)
+}
+
 pub(super) fn subscribers(
     c: &Connection,
     filter: &SubscriberFilter,
@@ -81,9 +93,17 @@ pub(super) fn subscribers(
     after: i64,
 ) -> Result<Page<Subscriber>> {
     let rows = c
-        .prepare_cached(&sql::subscriber_page(SUBSCRIBER_COLUMNS))?
+        .prepare_cached(&sql::subscriber_page(
+            SUBSCRIBER_COLUMNS,
+            "substr(url, 1, instr(url || '?', '?') - 1)",
+        ))?
         .query_map(
-            params![after, filter.like_pattern(), limit + 1],
+            params![
+                after,
+                filter.like_pattern()?,
+                filter.search_query_values,
+                limit + 1
+            ],
             subscriber_row,
         )?
         .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -5,9 +5,9 @@
 //! subscriber with waiting deliveries is left out, the claim knows that without the walk.
 //!
 //! The serving process's write connection is the only writer of the file that moves rows (a
-//! second `serve` is refused by hookline's serve lock; `migrate`, `prune` and `backup` move
-//! none into or out of `scheduled`), so the counts are exact from the rows counted at start
-//! on. A job or a batch that is rolled back takes its changes to the counts with it (`mark`,
+//! second `serve` is refused by the serving store's lock, `serve_lock`; `migrate`, `prune` and
+//! `backup` move none into or out of `scheduled`), so the counts are exact from the rows
+//! counted at start on. A job or a batch that is rolled back takes its changes to the counts with it (`mark`,
 //! `roll_back_to`): a count left too low would skip a scan that had rows to find, one left too
 //! high only loses a saving. In case a count is too low all the same (a write path that forgot
 //! them, an older release serving the file beside this one), claims trust the counts only for
@@ -243,7 +243,9 @@ mod tests {
     async fn the_counts_follow_every_write_that_moves_a_waiting_delivery() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("hookline.db");
-        let store = SqliteStore::open(path.to_str().unwrap()).await.unwrap();
+        let store = SqliteStore::open(path.to_str().unwrap(), false)
+            .await
+            .unwrap();
         for (id, pin) in [("a", None), ("b", None), ("paused", None), ("old", Some(0))] {
             store
                 .create_subscriber(subscriber(id, pin), T0)

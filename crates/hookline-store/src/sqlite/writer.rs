@@ -15,13 +15,14 @@
 //! memory, the dead-letter metric) is undone with them or waits for the commit.
 
 use std::collections::HashMap;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::dead_tally::{self, DeadTally};
 use super::scheduled::{self, ScheduledCounts};
+use super::serve_lock::ServeLock;
 use super::subscriber_cache::SubscriberCache;
 use crate::{Result, StoreError};
 
@@ -40,6 +41,10 @@ pub(super) struct Writer {
     /// Deliveries that died in this batch, counted in the metric once it commits.
     pub dead: DeadTally,
     undo: Undo,
+    /// The error that ended this batch's transaction (SQLite rolls back on some, a full disk
+    /// among them): what the batch's other jobs and its commit answer, so that every caller
+    /// learns the disk is full, not only the one whose write met it.
+    ended_by: Option<StoreError>,
 }
 
 /// How the changes of a job that fails are undone.
@@ -135,7 +140,9 @@ pub(super) struct WriterHandle {
 }
 
 impl WriterHandle {
-    pub fn spawn(conn: Connection) -> Result<Self> {
+    /// Starts the writer thread on `conn`; a serving store's lock goes with it, let go once the
+    /// thread has closed the connection.
+    pub fn spawn(conn: Connection, serving: Option<Arc<ServeLock>>) -> Result<Self> {
         let mut writer = Writer {
             subscribers: SubscriberCache::watch(&conn),
             scheduled: ScheduledCounts::load(&conn)?,
@@ -143,12 +150,16 @@ impl WriterHandle {
             in_flight: HashMap::new(),
             dead: DeadTally::default(),
             undo: Undo::Savepoints,
+            ended_by: None,
         };
         writer.reload_in_flight()?;
         let (jobs, rx) = mpsc::channel::<Queued>();
         std::thread::Builder::new()
             .name("hookline-sqlite-writer".into())
-            .spawn(move || run(writer, rx))
+            .spawn(move || {
+                run(writer, rx);
+                drop(serving);
+            })
             .map_err(|e| StoreError::Backend(format!("cannot start the writer thread: {e}")))?;
         Ok(Self { jobs })
     }
@@ -224,14 +235,13 @@ impl Writer {
     /// commit outside the batch, so nothing runs.
     pub fn undoable<T>(&mut self, f: impl FnOnce(&mut Writer) -> Result<T>) -> Result<T> {
         if self.conn.is_autocommit() {
-            return Err(StoreError::Backend(
-                "an earlier error ended this batch's transaction".into(),
-            ));
+            return Err(self.ended("an earlier error ended this batch's transaction"));
         }
         let mark = self.mark();
         if self.undo != Undo::Savepoints {
             let changes = self.conn.total_changes();
             let result = f(self);
+            self.note_ending(&result);
             if result.is_err() {
                 // A statement that fails undoes itself and counts no change (one without a
                 // statement journal may not: its job says so, `failed_after_writing`): when
@@ -250,6 +260,7 @@ impl Writer {
             self.conn.execute_batch("RELEASE job")?;
             Ok(done)
         });
+        self.note_ending(&result);
         if result.is_err() {
             // When the error ended the whole transaction the savepoint went with it; the
             // job's own error says what happened.
@@ -265,12 +276,28 @@ impl Writer {
         result
     }
 
+    /// Why the batch's transaction is over, as `what` says, keeping the kind of the error that
+    /// ended it when that is a full disk.
+    fn ended(&self, what: &str) -> StoreError {
+        match &self.ended_by {
+            Some(StoreError::StorageFull(e)) => StoreError::StorageFull(format!("{what}: {e}")),
+            _ => StoreError::Backend(what.into()),
+        }
+    }
+
     /// The job failing now may have left rows that SQLite did not count as changes (a
     /// statement without a statement journal, stopped by an error other than a conflict):
     /// in a first run, its batch is run again with savepoints, as after any write.
     pub fn failed_after_writing(&mut self) {
         if self.undo == Undo::RunAgain {
             self.undo = Undo::Spoiled;
+        }
+    }
+
+    /// Keeps the first error that ended the batch's transaction.
+    fn note_ending<T>(&mut self, result: &Result<T>) {
+        if let (Err(e), None, true) = (result, &self.ended_by, self.conn.is_autocommit()) {
+            self.ended_by = Some(e.clone());
         }
     }
 
@@ -347,6 +374,7 @@ fn begin(writer: &mut Writer) -> Result<()> {
 
 fn run_all(writer: &mut Writer, batch: &mut [Box<dyn Job>], undo: Undo) -> Ran {
     writer.undo = undo;
+    writer.ended_by = None;
     if let Err(e) = begin(writer) {
         for job in batch.iter_mut() {
             job.run(Err(e.clone()));
@@ -365,9 +393,7 @@ fn run_all(writer: &mut Writer, batch: &mut [Box<dyn Job>], undo: Undo) -> Ran {
     }
     let commit = if writer.conn.is_autocommit() {
         tracing::error!("an error ended a write batch's transaction: nothing in it was committed");
-        Err(StoreError::Backend(
-            "an error ended this batch's transaction: nothing in it was committed".into(),
-        ))
+        Err(writer.ended("an error ended this batch's transaction: nothing in it was committed"))
     } else {
         writer
             .conn
@@ -400,6 +426,7 @@ mod tests {
             in_flight: HashMap::new(),
             dead: DeadTally::default(),
             undo: Undo::Savepoints,
+            ended_by: None,
         }
     }
 
@@ -881,7 +908,7 @@ mod tests {
 
         let mut conn = Connection::open_in_memory().unwrap();
         super::super::schema::migrate(&mut conn).unwrap();
-        let handle = WriterHandle::spawn(conn).unwrap();
+        let handle = WriterHandle::spawn(conn, None).unwrap();
         let bound = Duration::from_secs(10);
         // Polled once, a write has sent its job; it is awaited later.
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());

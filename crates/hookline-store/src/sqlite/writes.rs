@@ -145,7 +145,8 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     let (c, scheduled) = (&w.conn, &mut w.scheduled);
     let existing = c
         .prepare_cached(
-            "SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0)
+            "SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0),
+                    published_by
              FROM events WHERE id = ?1",
         )?
         .query_row([&event.id], |r| {
@@ -155,10 +156,11 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
                 r.get::<_, i64>(2)?,
                 r.get::<_, u64>(3)?,
                 r.get::<_, u64>(4)?,
+                r.get::<_, Option<String>>(5)?,
             ))
         })
         .optional()?;
-    if let Some((event_type, payload, version, deliveries, unversioned)) = existing {
+    if let Some((event_type, payload, version, deliveries, unversioned, published_by)) = existing {
         let receipt = EventReceipt {
             id: event.id.clone(),
             event_type,
@@ -169,6 +171,7 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
         return Ok(republished(
             event.clone(),
             receipt,
+            published_by.as_deref(),
             &payload,
             version,
             &earlier,

@@ -179,6 +179,10 @@ pub async fn in_the_envelope(
     ApiError::new(status, code, text).into_response()
 }
 
+/// The wait a full disk answers with: it clears when an operator makes room, and a publisher
+/// retrying sooner only adds load.
+pub const STORAGE_FULL_RETRY_AFTER_S: u64 = 30;
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
@@ -194,6 +198,19 @@ impl From<StoreError> for ApiError {
                 "unavailable",
                 "hookline is shutting down",
             ),
+            StoreError::StorageFull(m) => {
+                crate::telemetry::store_error("api");
+                tracing::error!(error = %m, "the database's storage is full");
+                Self {
+                    retry_after: Some(STORAGE_FULL_RETRY_AFTER_S),
+                    ..Self::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "storage_full",
+                        "the database's storage is full; nothing was changed: try again after \
+                         the Retry-After",
+                    )
+                }
+            }
             StoreError::Backend(m) => {
                 crate::telemetry::store_error("api");
                 tracing::error!(error = %m, "storage failure");

@@ -170,8 +170,8 @@ pub(super) fn new_event(
     responses(
         (status = 202, description = "Accepted: the event and its deliveries are committed", body = views::Receipt),
         (status = 200, description = "Accepted before, with the same body: the original receipt", body = views::Receipt),
-        (status = 409, description = "Accepted before with another type, payload or version", body = ErrorEnvelope),
-        (status = 503, description = "`over_capacity`: admission cannot take the fan-out now; nothing was stored",
+        (status = 409, description = "Accepted before with another type, payload or version, or published by another token (whatever the body)", body = ErrorEnvelope),
+        (status = 503, description = "`over_capacity`: admission cannot take the fan-out now, or `storage_full`: the database's disk is full; nothing was stored",
             body = ErrorEnvelope, headers(("retry-after" = u64, description = "Seconds to wait"))),
     ))]
 pub async fn publish(
@@ -199,7 +199,7 @@ pub async fn publish(
                 refused.retry_after_s,
             ));
         }
-        other => other?,
+        other => other.inspect_err(|e| ctx.health.failed_commits().record(e))?,
     };
     match published {
         PublishOutcome::Accepted(receipt) => {
@@ -214,7 +214,8 @@ pub async fn publish(
             Ok((StatusCode::OK, Json(views::receipt(&receipt))))
         }
         PublishOutcome::Conflict => Err(ApiError::conflict(format!(
-            "event {id:?} was already accepted with a different type, payload or payload_version"
+            "event {id:?} was already accepted with a different type, payload or \
+             payload_version, or published by another token"
         ))),
     }
 }

@@ -100,7 +100,7 @@ async fn metrics() -> impl axum::response::IntoResponse {
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        crate::telemetry::handle().render(),
+        crate::telemetry::render(),
     )
 }
 

@@ -4,7 +4,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use hookline_store::{
     NewSubscriber, SubscriberFilter, SubscriberHeaders, SubscriberPatch, SubscriberStatus,
 };
@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use utoipa::{IntoParams, ToSchema};
 
+use super::auth::Caller;
 use super::error::{parse_json, parse_optional_json, ErrorEnvelope};
+use super::views::QueryValues;
 use super::{page_limit, validate, views, Answer, ApiError, ApiState};
 use crate::config::parse_duration;
 use crate::signer::{new_secret, SigningKey};
@@ -185,7 +187,9 @@ const MAX_SEARCH: usize = 256;
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct SubscriberQuery {
-    /// Only subscribers whose id or URL contains this, in any case (1 to 256 characters).
+    /// Only subscribers whose id or URL contains this, in any case (1 to 256 characters, no
+    /// NUL). A URL's query string is searched for admin tokens only (its values may be
+    /// credentials): other callers' searches stop at its `?`.
     #[param(min_length = 1, max_length = 256)]
     contains: Option<String>,
     /// 1 to 1000 (default 100).
@@ -201,8 +205,10 @@ pub struct SubscriberQuery {
     responses((status = 200, description = "A page of subscribers", body = views::Page<views::Subscriber>)))]
 pub async fn list(
     State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
     query: Result<Query<SubscriberQuery>, QueryRejection>,
 ) -> Answer<views::Page<views::Subscriber>> {
+    let query_values = QueryValues::for_caller(caller.as_ref().map(|Extension(c)| c));
     let Query(q) = query?;
     if let Some(text) = &q.contains {
         if text.is_empty() || text.chars().count() > MAX_SEARCH {
@@ -213,6 +219,7 @@ pub async fn list(
     }
     let filter = SubscriberFilter {
         contains: q.contains,
+        search_query_values: query_values == QueryValues::Shown,
     };
     let page = ctx
         .store
@@ -221,7 +228,7 @@ pub async fn list(
     Ok((
         StatusCode::OK,
         Json(views::page(&page, |s| {
-            views::subscriber(s, ctx.clock.now_ms())
+            views::subscriber(s, ctx.clock.now_ms(), query_values)
         })),
     ))
 }
@@ -231,11 +238,16 @@ pub async fn list(
         (status = 200, description = "The subscriber, with its breaker", body = views::Subscriber),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
     ))]
-pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::Subscriber> {
+pub async fn get(
+    State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
+    Path(id): Path<String>,
+) -> Answer<views::Subscriber> {
+    let query_values = QueryValues::for_caller(caller.as_ref().map(|Extension(c)| c));
     let s = ctx.store.get_subscriber(&id).await?;
     Ok((
         StatusCode::OK,
-        Json(views::subscriber(&s, ctx.clock.now_ms())),
+        Json(views::subscriber(&s, ctx.clock.now_ms(), query_values)),
     ))
 }
 
@@ -374,7 +386,12 @@ pub async fn update(
     }
     Ok((
         StatusCode::OK,
-        Json(views::subscriber(&s, ctx.clock.now_ms())),
+        // Admin scope only.
+        Json(views::subscriber(
+            &s,
+            ctx.clock.now_ms(),
+            QueryValues::Shown,
+        )),
     ))
 }
 
@@ -388,6 +405,11 @@ pub async fn revoke(State(ctx): ApiState, Path(id): Path<String>) -> Answer<view
     let s = ctx.store.revoke_subscriber(&id, ctx.clock.now_ms()).await?;
     Ok((
         StatusCode::OK,
-        Json(views::subscriber(&s, ctx.clock.now_ms())),
+        // Admin scope only.
+        Json(views::subscriber(
+            &s,
+            ctx.clock.now_ms(),
+            QueryValues::Shown,
+        )),
     ))
 }

@@ -28,6 +28,8 @@ pub struct Breaker {
 pub struct Subscriber {
     #[schema(example = "sub_acme")]
     pub id: String,
+    /// Its query values (`?api_key=...`, maybe credentials) shown to admin tokens only; other
+    /// callers see each as `***`.
     #[schema(example = "https://hooks.acme.example/hookline")]
     pub url: String,
     /// Empty: every type.
@@ -54,10 +56,60 @@ pub struct Subscriber {
     pub breaker: Breaker,
 }
 
-pub fn subscriber(s: &store::Subscriber, now: hookline_policy::UnixMs) -> Subscriber {
+/// Whether a caller is shown the values of a subscriber URL's query string. They may be
+/// credentials (`?api_key=...`): admin tokens (and open mode, where there are no tokens) see
+/// them; read tokens, and the console with one, see each value as `***` and cannot search them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueryValues {
+    Shown,
+    Masked,
+}
+
+impl QueryValues {
+    pub fn for_caller(caller: Option<&super::auth::Caller>) -> Self {
+        match caller {
+            Some(c) if c.scope != super::auth::Scope::Admin => QueryValues::Masked,
+            _ => QueryValues::Shown,
+        }
+    }
+
+    /// `url` as this caller sees it: with `Masked`, every value of its query string (and a
+    /// part without a name) replaced by `***`, names and everything else as stored.
+    pub fn url(self, url: &str) -> String {
+        let Some((before, rest)) = url.split_once('?').filter(|_| self == QueryValues::Masked)
+        else {
+            return url.to_owned();
+        };
+        let (query, fragment) = match rest.split_once('#') {
+            Some((query, fragment)) => (query, Some(fragment)),
+            None => (rest, None),
+        };
+        let masked: Vec<String> = query
+            .split('&')
+            .map(|part| match part.split_once('=') {
+                Some((name, "")) => format!("{name}="),
+                Some((name, _)) => format!("{name}=***"),
+                None if part.is_empty() => String::new(),
+                None => "***".to_owned(),
+            })
+            .collect();
+        let mut shown = format!("{before}?{}", masked.join("&"));
+        if let Some(fragment) = fragment {
+            shown.push('#');
+            shown.push_str(fragment);
+        }
+        shown
+    }
+}
+
+pub fn subscriber(
+    s: &store::Subscriber,
+    now: hookline_policy::UnixMs,
+    query_values: QueryValues,
+) -> Subscriber {
     Subscriber {
         id: s.id.clone(),
-        url: s.url.clone(),
+        url: query_values.url(&s.url),
         event_types: s.event_types.clone(),
         status: s.status.as_str(),
         created_at: rfc3339(s.created_at),
@@ -89,7 +141,8 @@ pub fn created_subscriber(
     now: hookline_policy::UnixMs,
 ) -> CreatedSubscriber {
     CreatedSubscriber {
-        subscriber: subscriber(s, now),
+        // Only admin creates subscribers.
+        subscriber: subscriber(s, now, QueryValues::Shown),
         secret: s.secret.clone(),
     }
 }
@@ -497,5 +550,34 @@ pub fn rollout(r: &store::Rollout) -> Rollout {
         started_at: rfc3339(r.started_at),
         ended_at: r.ended_at.map(rfc3339),
         created_by: r.created_by.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QueryValues;
+
+    #[test]
+    fn masked_query_values_keep_their_names_and_nothing_else() {
+        for (stored, masked) in [
+            ("https://a.example/h", "https://a.example/h"),
+            ("https://a.example/h?", "https://a.example/h?"),
+            (
+                "https://a.example/h?api_key=sk_live_1&v=2",
+                "https://a.example/h?api_key=***&v=***",
+            ),
+            ("https://a.example/h?sk_live_1", "https://a.example/h?***"),
+            (
+                "https://a.example/h?a=&b=x=y",
+                "https://a.example/h?a=&b=***",
+            ),
+            (
+                "https://a.example/h?a=1#top",
+                "https://a.example/h?a=***#top",
+            ),
+        ] {
+            assert_eq!(QueryValues::Masked.url(stored), masked);
+            assert_eq!(QueryValues::Shown.url(stored), stored);
+        }
     }
 }

@@ -257,9 +257,20 @@ fn laid_over(mut base: toml::Table, over: toml::Table) -> toml::Table {
 }
 
 impl Config {
+    /// How to open the store for maintenance beside the serving process (a command).
     pub fn store_options(&self) -> hookline_store::OpenOptions {
         hookline_store::OpenOptions {
             pool_size: self.database_pool_size,
+            serving: false,
+        }
+    }
+
+    /// How the process that publishes and claims (`serve`) opens the store: on SQLite, the
+    /// only one that may.
+    pub fn serving_store_options(&self) -> hookline_store::OpenOptions {
+        hookline_store::OpenOptions {
+            serving: true,
+            ..self.store_options()
         }
     }
 
