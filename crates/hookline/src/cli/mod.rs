@@ -130,7 +130,7 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKLINE_LISTEN")]
     listen: Option<String>,
     /// What this process runs: all (API and workers), api (no claiming) or worker (claims and
-    /// delivers; serves only /healthz). Split roles need PostgreSQL.
+    /// delivers; serves only /healthz and /metrics). Split roles need PostgreSQL.
     #[arg(long, env = "HOOKLINE_ROLE", value_enum, default_value_t = Role::All)]
     role: Role,
 }
