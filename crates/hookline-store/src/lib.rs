@@ -334,6 +334,21 @@ pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store
     })
 }
 
+/// Opens the store a database URL names only if one is there: a SQLite file, or a PostgreSQL
+/// database (or schema) with hookline's migrations applied; then as `open_with`. For commands
+/// that work on an existing store (`prune`): a mistyped URL must be refused, not answered
+/// from an empty store created on the spot. Only `serve` and `migrate` create a store.
+pub async fn open_existing(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
+    if schema_status(url).await?.version == 0 {
+        return Err(StoreError::Invalid(
+            "database: no hookline store there (hookline migrate or serve creates one); \
+             nothing was changed"
+                .into(),
+        ));
+    }
+    open_with(url, options).await
+}
+
 /// The schema of the database a URL names, as this binary sees it: its version, the oldest
 /// hookline that can run on it, what this binary would apply. Changes nothing.
 pub async fn schema_status(url: &str) -> Result<SchemaStatus> {

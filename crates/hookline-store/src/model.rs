@@ -298,6 +298,11 @@ pub struct QueueStats {
     pub oldest_retrying_first_seen: Option<UnixMs>,
     /// Subscribers whose breaker is open or half-open.
     pub open_breakers: Vec<String>,
+    /// Deliveries not ended of the subscribers in `open_breakers`: a claim defers them to the
+    /// half-open time, so they are not due and `oldest_waiting_since` never counts them.
+    pub behind_open_breakers: u64,
+    /// The earliest `first_seen` among `behind_open_breakers`.
+    pub behind_open_breakers_first_seen: Option<UnixMs>,
 }
 
 /// One attempt, as the append-only history records it.
@@ -702,6 +707,8 @@ pub struct Replay {
 pub struct DeadLetterGroup {
     pub reason: DeadReason,
     pub subscriber_id: String,
+    /// The subscriber's status now: a revoked subscriber's dead letters cannot be replayed.
+    pub subscriber_status: SubscriberStatus,
     pub count: u64,
     pub oldest_dead_at: UnixMs,
     pub newest_dead_at: UnixMs,

@@ -75,13 +75,27 @@ pub(crate) fn subscriber_page(columns: &str, url_before_query: &str) -> String {
     )
 }
 
-/// Dead letters by reason and subscriber since `$1`, largest groups first, at most `$2` groups
-/// (parameters in both backends' `$N`; through [`recent_dead`]).
+/// Dead letters by reason and subscriber since `$1`, largest groups first, at most `$2` groups,
+/// each with its subscriber's status (a revoked one's cannot be replayed) (parameters in both
+/// backends' `$N`; through [`recent_dead`]).
 pub(crate) const DEAD_LETTER_GROUPS: &str =
-    "SELECT dead_reason, subscriber_id, count(*), min(dead_at), max(dead_at)
-     FROM deliveries RECENT_DEAD WHERE state = 'dead' AND dead_at >= $1
-     GROUP BY dead_reason, subscriber_id
-     ORDER BY count(*) DESC, dead_reason, subscriber_id LIMIT $2";
+    "SELECT d.dead_reason, d.subscriber_id, count(*), min(d.dead_at), max(d.dead_at), s.status
+     FROM deliveries d RECENT_DEAD JOIN subscribers s ON s.id = d.subscriber_id
+     WHERE d.state = 'dead' AND d.dead_at >= $1
+     GROUP BY d.dead_reason, d.subscriber_id, s.status
+     ORDER BY count(*) DESC, d.dead_reason, d.subscriber_id LIMIT $2";
+
+/// How many deliveries wait (scheduled, due or deferred) for subscribers whose breaker is open
+/// or half-open, and the earliest `first_seen` among them. From those subscribers to their rows:
+/// `join` is `CROSS JOIN` on SQLite, which keeps the subscribers the outer loop, so it reads no
+/// delivery while no breaker is open; PostgreSQL plans `JOIN` itself.
+pub(crate) fn behind_open_breakers(join: &str) -> String {
+    format!(
+        "SELECT count(*), min(d.first_seen)
+         FROM subscribers s {join} deliveries d ON d.subscriber_id = s.id
+         WHERE s.breaker_open_until IS NOT NULL AND d.state = 'scheduled'"
+    )
+}
 
 /// Dead letters by reason that died since `$1` (and are still dead), through the index on
 /// `dead_at`: the recent inflow, cheap enough to read per request (through [`recent_dead`]).

@@ -85,6 +85,17 @@ pub fn sqlite_page_cache_counts() -> PageCacheCounts {
     crate::sqlite::page_cache::counts()
 }
 
+/// Says in one line that the running test skips, and why, where a plain `cargo test` shows it.
+/// The test harness captures what `println!` and `eprintln!` print and shows it only for a
+/// test that fails, so a skipping test said nothing and was reported `ok`; a write to the
+/// `io::stderr()` handle itself is not captured and appears among the harness's lines (and in
+/// a CI log). The line names the test: the harness names each test's thread after it.
+pub fn say_skipped(why: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED {test}: {why}");
+}
+
 /// The PostgreSQL tests use: `HOOKLINE_TEST_POSTGRES`; else a throwaway server this process
 /// starts from the installed PostgreSQL (a Unix socket in a temporary directory, stopped and
 /// removed when the process exits); else none, and the tests that need one skip, saying so in
@@ -106,12 +117,10 @@ pub fn postgres_url() -> Option<String> {
             );
             static SAID: OnceLock<()> = OnceLock::new();
             SAID.get_or_init(|| {
-                // Straight to stderr: the test harness would hide a println of a passing test.
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "skipping the PostgreSQL tests of this binary: {why}; set \
+                say_skipped(&format!(
+                    "the PostgreSQL tests of this binary skip: {why}; set \
                      HOOKLINE_TEST_POSTGRES or install PostgreSQL"
-                );
+                ));
             });
             None
         }

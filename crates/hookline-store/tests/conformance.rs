@@ -1052,6 +1052,12 @@ mod cases {
         let group = |reason, subscriber: &str, count, oldest, newest| DeadLetterGroup {
             reason,
             subscriber_id: subscriber.into(),
+            // Each group says its subscriber's status now (a revoked one's are no replay's).
+            subscriber_status: if subscriber == "a" {
+                SubscriberStatus::Paused
+            } else {
+                SubscriberStatus::Active
+            },
             count,
             oldest_dead_at: oldest,
             newest_dead_at: newest,
@@ -1645,13 +1651,15 @@ mod cases {
             s.breaker.state(T0 + 2),
             hookline_policy::BreakerState::Open { until: open_until }
         );
+        let stats = store.queue_stats(T0 + 2, caps(10), &[]).await.unwrap();
+        assert_eq!(stats.open_breakers, ["a"]);
+        // Every delivery of "a" waits behind it: the 5 retries and the 3 never tried.
         assert_eq!(
-            store
-                .queue_stats(T0 + 2, caps(10), &[])
-                .await
-                .unwrap()
-                .open_breakers,
-            ["a"]
+            (
+                stats.behind_open_breakers,
+                stats.behind_open_breakers_first_seen
+            ),
+            (8, Some(T0))
         );
 
         // Open: nothing is claimed; what was due waits for the half-open time, no attempt spent.

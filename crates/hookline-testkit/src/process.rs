@@ -33,10 +33,21 @@ impl Process {
         let path = dir.join(format!("{name}.toml"));
         std::fs::write(&path, format!("listen = \"127.0.0.1:{port}\"\n{config}"))
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        let child = serve(binary, &path, role)?;
+        Self::serve(binary, &path, role, format!("http://127.0.0.1:{port}")).await
+    }
+
+    /// Starts `BINARY serve --config CONFIG --role ROLE` for a config that listens at `base`,
+    /// and waits until it answers `/healthz`. The child is owned from the moment it starts, so
+    /// one that never becomes healthy is killed too.
+    pub async fn serve(
+        binary: &Path,
+        config: &Path,
+        role: &str,
+        base: String,
+    ) -> Result<Self, String> {
         let process = Process {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
+            child: serve(binary, config, role)?,
+            base,
         };
         wait_healthy(&process.base).await?;
         Ok(process)
@@ -64,7 +75,7 @@ impl Process {
 }
 
 /// Starts `BINARY serve --config CONFIG --role ROLE` (errors only in its log), not waiting.
-pub fn serve(binary: &Path, config: &Path, role: &str) -> Result<Child, String> {
+fn serve(binary: &Path, config: &Path, role: &str) -> Result<Child, String> {
     Command::new(binary)
         .args([
             "serve",

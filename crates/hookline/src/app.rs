@@ -18,7 +18,7 @@ use crate::rollouts::Policies;
 
 /// Which parts of hookline this process runs. Several processes on one PostgreSQL split the work:
 /// `api` processes accept and serve reads but never claim; `worker` processes claim and deliver
-/// and serve only `/healthz`.
+/// and serve only `/healthz` and `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Role {
     #[default]

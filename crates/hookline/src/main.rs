@@ -1,3 +1,4 @@
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -9,6 +10,13 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Colour codes only where a person reads them: stderr on a terminal, unless `NO_COLOR` is set
+/// to anything but nothing (<https://no-color.org>). A file, a pipe or journald gets plain
+/// text, which grep and log shippers read as written.
+fn colour_logs() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -16,6 +24,7 @@ async fn main() -> ExitCode {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(colour_logs())
         .init();
     // SAFETY: nothing has touched SQLite yet, and no other thread runs hookline's code before
     // this returns.

@@ -393,6 +393,77 @@ async fn publishing_is_idempotent_by_event_id() {
     app.stop().await;
 }
 
+/// `POST /v1/events` with an `Idempotency-Key` header.
+async fn publish_keyed(app: &TestApp, key: &str, body: Value) -> (u16, Value) {
+    let answer = app
+        .http
+        .post(format!("{}/v1/events", app.base()))
+        .header("idempotency-key", key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (answer.status().as_u16(), answer.json().await.unwrap())
+}
+
+/// A publish without an `id` retried after a lost answer, with the same `Idempotency-Key`:
+/// one event, the retry answered 200 with the original receipt; a key and an id that differ
+/// are refused and store nothing.
+async fn the_idempotency_key_names_the_event(app: &TestApp, rx: &Receiver) {
+    app.subscriber("keyed", &rx.url("/ok")).await;
+    let body = json!({"type": "invoice.paid", "payload": {"invoice": "INV-7"}});
+    let (first, receipt) = publish_keyed(app, "INV-7:paid", body.clone()).await;
+    assert_eq!(
+        (first, &receipt["id"]),
+        (202, &json!("INV-7:paid")),
+        "{receipt}"
+    );
+    let (retry, again) = publish_keyed(app, "INV-7:paid", body.clone()).await;
+    assert_eq!((retry, &again), (200, &receipt));
+    let (_, listed) = app
+        .call("GET", "/v1/deliveries?event_id=INV-7:paid", None)
+        .await;
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1, "{listed}");
+    // The same in the body and the header is one name.
+    let named =
+        json!({"id": "INV-7:paid", "type": "invoice.paid", "payload": {"invoice": "INV-7"}});
+    let (same, answer) = publish_keyed(app, "INV-7:paid", named).await;
+    assert_eq!((same, &answer), (200, &receipt));
+    let differ = json!({"id": "INV-8:paid", "type": "invoice.paid", "payload": {}});
+    let (status, refused) = publish_keyed(app, "INV-9:paid", differ).await;
+    assert_eq!(
+        (status, code(&refused)),
+        (422, "invalid_request"),
+        "{refused}"
+    );
+    assert!(refused["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("differ"));
+    let (status, refused) = publish_keyed(app, "no spaces", body).await;
+    assert_eq!(
+        (status, code(&refused)),
+        (422, "invalid_request"),
+        "{refused}"
+    );
+    for id in ["INV-8:paid", "INV-9:paid"] {
+        let (status, _) = app.call("GET", &format!("/v1/events/{id}"), None).await;
+        assert_eq!(status, 404, "{id} was stored");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_retried_with_its_idempotency_key_makes_one_event() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let sqlite = TestApp::start("").await;
+    the_idempotency_key_names_the_event(&sqlite, &rx).await;
+    sqlite.stop().await;
+    if let Some(postgres) = TestApp::start_on_postgres("").await {
+        the_idempotency_key_names_the_event(&postgres, &rx).await;
+        postgres.stop().await;
+    }
+}
+
 /// Numbers reach subscribers and API answers with every digit the publisher wrote, and a
 /// re-publish that differs only in the 23rd digit is a different event.
 #[tokio::test]

@@ -188,3 +188,39 @@ async fn a_backup_during_a_fan_out_restored_and_served_delivers_everything_outst
     }
     assert_eq!(served.terminate().await.unwrap().code(), Some(0));
 }
+
+/// Only `serve` and `migrate` create a store: `prune`, `backup` and `migrate --status` refuse a
+/// database that is not there (a typo), with an error and a non-zero exit, and create nothing;
+/// an empty file is no store either.
+#[test]
+fn commands_refuse_a_database_that_does_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo.db");
+    let url = format!("sqlite://{}", typo.display());
+    let backup = dir.path().join("backup.db");
+    for args in [
+        vec!["prune", "--database", &url, "--delivered-before", "7d"],
+        vec![
+            "backup",
+            "--database",
+            &url,
+            "--to",
+            backup.to_str().unwrap(),
+        ],
+        vec!["migrate", "--status", "--database", &url],
+    ] {
+        let out = hookline(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {stderr}");
+        assert!(stderr.contains("error:"), "{args:?}: {stderr}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("pruned"));
+        assert!(!typo.exists(), "{args:?} created {}", typo.display());
+        assert!(!backup.exists(), "{args:?} wrote a backup");
+    }
+    std::fs::write(&typo, b"").unwrap();
+    let out = hookline(&["prune", "--database", &url, "--delivered-before", "7d"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("no hookline store"), "{stderr}");
+    assert_eq!(std::fs::metadata(&typo).unwrap().len(), 0, "left as it was");
+}

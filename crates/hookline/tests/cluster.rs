@@ -271,6 +271,16 @@ async fn migrate_and_prune_from_the_command_line() {
         return;
     };
     let url = schema.url();
+    // Prune is refused on a database with no hookline store, and creates none.
+    let refused = hookline(&["prune", "--database", &url, "--delivered-before", "7d"]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains("no hookline store"),
+        "{said}"
+    );
+    let status = hookline(&["migrate", "--status", "--database", &url]);
+    let said = String::from_utf8_lossy(&status.stdout);
+    assert!(said.contains("schema version:           0"), "{said}");
     // Several processes migrating at once: one applies, the others find it done.
     let runs: Vec<_> = (0..3)
         .map(|_| {

@@ -492,3 +492,147 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
     browser.quit().await;
     app.stop().await;
 }
+
+/// Whether the page scrolls sideways at the browser's current width.
+async fn scrolls_sideways(browser: &Browser) -> Value {
+    browser
+        .eval(
+            "return document.documentElement.scrollWidth > window.innerWidth \
+             ? [document.documentElement.scrollWidth, window.innerWidth] : false",
+        )
+        .await
+}
+
+/// What a breaker does not say: a subscriber whose every delivery dies 404 (its breaker
+/// closed) shows its last outcome and its dead letters of the last hour; the overview counts
+/// what waits behind an open breaker (deferred, so no due delivery waits on it); a revoked
+/// subscriber's dead letters are offered no replay, and a replay naming it is refused; a
+/// preview of nothing says so and nothing else; at phone width no page scrolls sideways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_what_a_closed_breaker_hides_and_fits_a_phone() {
+    let Some(chromedriver) = external_tool("chromedriver") else {
+        return;
+    };
+    let app = TestApp::start("[metrics]\nrefresh_interval = \"1s\"\n").await;
+    let receiver = Receiver::start(|path, _| match path {
+        p if p.starts_with("/missing") => 404,
+        p if p.starts_with("/flaky") => 503,
+        p if p.starts_with("/refused") => 400,
+        _ => 200,
+    })
+    .await;
+    for (id, path) in [
+        ("gone-404", "/missing"),
+        ("flaky-503", "/flaky"),
+        ("leaving", "/refused"),
+    ] {
+        app.subscriber(id, &receiver.url(path)).await;
+    }
+    for n in 0..8 {
+        app.publish(&format!("INV-{n}"), "invoice.paid").await;
+    }
+    for n in 0..8 {
+        delivery_reaches(&app, &format!("INV-{n}:gone-404"), "dead").await;
+        delivery_reaches(&app, &format!("INV-{n}:leaving"), "dead").await;
+    }
+    // 8 retryable failures at once open the breaker; the retries wait (the clock stands still).
+    common::eventually("flaky-503's breaker open", async || {
+        let (_, s) = app.call("GET", "/v1/subscribers/flaky-503", None).await;
+        (s["breaker"]["state"] == "open").then_some(())
+    })
+    .await;
+    let (status, _) = app.call("DELETE", "/v1/subscribers/leaving", None).await;
+    assert_eq!(status, 200);
+
+    let browser = Browser::start(&chromedriver).await;
+    let console = format!("{}/console", app.base());
+    browser.open(&console).await;
+    browser.ready("overview").await;
+    browser
+        .until(
+            "what waits behind the open breaker",
+            "document.querySelector('#held-by-breakers').textContent\
+             .includes('8 deliveries behind 1 open breaker')",
+        )
+        .await;
+
+    // The 404 subscriber: breaker closed, no failure counted, yet every delivery died.
+    browser.open(&format!("{console}#/subscribers")).await;
+    browser.ready("subscribers").await;
+    let row = "tr[data-subscriber-id='gone-404']";
+    let breaker = browser.text(&format!("{row} td:nth-child(5)")).await;
+    assert_eq!(breaker, "closed");
+    let last = browser.text(&format!("{row} td.last-outcome")).await;
+    assert!(last.contains("permanent 404"), "{last}");
+    assert_eq!(browser.text(&format!("{row} td.dead-last-hour")).await, "8");
+    browser
+        .open(&format!("{console}#/subscribers/gone-404"))
+        .await;
+    browser.ready("subscriber").await;
+    let page = browser.text("#subscriber").await;
+    assert!(page.contains("permanent 404"), "{page}");
+
+    // A revoked subscriber's dead letters: no replay offered; one asked for is refused.
+    browser.open(&format!("{console}#/dead-letters")).await;
+    browser.ready("dead-letters").await;
+    let groups = "tr.dead-group[data-reason='permanent_failure']";
+    browser
+        .element(&format!(
+            "{groups}[data-subscriber-id='gone-404'] button.replay-group"
+        ))
+        .await;
+    let offered = browser
+        .eval(&format!(
+            "return [document.querySelectorAll(\"{groups}[data-subscriber-id='leaving']\").length, \
+             document.querySelectorAll(\"{groups}[data-subscriber-id='leaving'] button\").length]"
+        ))
+        .await;
+    assert_eq!(offered, json!([1, 0]), "listed, with no replay");
+    browser.type_into("#replay-subscriber", "leaving").await;
+    browser.click("#replay-preview").await;
+    browser
+        .until(
+            "the refusal",
+            "document.querySelector('#flash').textContent.includes('is revoked')",
+        )
+        .await;
+    // A preview that selects nothing says so, and nothing more.
+    browser.type_into("#replay-subscriber", "gone-404").await;
+    browser
+        .eval(
+            "const r = document.querySelector('#replay-reason'); r.value = 'window_expired'; \
+             r.dispatchEvent(new Event('change', {bubbles: true})); return null",
+        )
+        .await;
+    browser.click("#replay-preview").await;
+    browser
+        .until(
+            "an empty preview",
+            "document.querySelector('#replay-selected')?.textContent === '0'",
+        )
+        .await;
+    let preview = browser.text("#replay-preview-result").await;
+    assert_eq!(preview, "A replay would release 0 dead letters.");
+
+    // Phone width: every page fits (wide tables scroll inside their own box).
+    browser
+        .post("/window/rect", json!({"width": 375, "height": 800}))
+        .await;
+    let width = browser.eval("return window.innerWidth").await;
+    assert!(width.as_u64() <= Some(400), "a phone's width: {width}");
+    for (hash, page) in [
+        ("#/overview", "overview"),
+        ("#/subscribers", "subscribers"),
+        ("#/subscribers/gone-404", "subscriber"),
+        ("#/deliveries/INV-0%3Agone-404", "delivery"),
+        ("#/dead-letters", "dead-letters"),
+        ("#/replays", "replays"),
+        ("#/drill", "drill"),
+    ] {
+        browser.open(&format!("{console}{hash}")).await;
+        browser.ready(page).await;
+        assert_eq!(scrolls_sideways(&browser).await, json!(false), "{page}");
+    }
+    browser.quit().await;
+    app.stop().await;
+}

@@ -235,3 +235,79 @@ fn the_drill_refuses_more_hanging_than_subscribers() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cannot be used with"), "{stderr}");
 }
+
+/// The pid of the hookline the drill said it started (`hookline started (pid N)`).
+fn started_pid(stderr: &str) -> Option<u32> {
+    let (_, rest) = stderr.split_once("hookline started (pid ")?;
+    rest.split(')').next()?.parse().ok()
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie). A live one is killed, so a failing
+/// test leaves nothing behind either.
+fn still_running(pid: u32) -> bool {
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let running = state
+        .rsplit_once(") ")
+        .is_some_and(|(_, fields)| !fields.starts_with('Z'));
+    if running {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    running
+}
+
+/// A drill that fails after its hookline started (here a bad `--interval`, read when the phases
+/// are planned) stops that hookline before it exits.
+#[test]
+fn a_drill_that_fails_early_leaves_no_hookline_running() {
+    let (out, report) = drill(&["--subscribers", "10", "--interval", "soon"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("soon"),
+        "the error names the bad value: {stderr}"
+    );
+    assert!(report.is_null(), "no report: {report}");
+    let pid = started_pid(&stderr).expect("the drill names its hookline's pid");
+    assert!(!still_running(pid), "hookline {pid} outlived the drill");
+}
+
+/// SIGINT (Ctrl-C) and SIGTERM stop the drill and the hookline it started.
+#[test]
+fn an_interrupted_drill_leaves_no_hookline_running() {
+    use std::io::BufRead;
+    for signal in ["-INT", "-TERM"] {
+        let mut drill = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+            .args(["drill", "--subscribers", "10", "--events", "1000"])
+            .args(["--interval", "1s", "--shared-host", "0"])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(drill.stderr.take().unwrap()).lines();
+        let mut seen = String::new();
+        let pid = loop {
+            let line = lines
+                .next()
+                .expect("the drill ended before starting")
+                .unwrap();
+            seen.push_str(&line);
+            seen.push('\n');
+            if let Some(pid) = started_pid(&line) {
+                break pid;
+            }
+        };
+        std::process::Command::new("kill")
+            .args([signal, &drill.id().to_string()])
+            .status()
+            .unwrap();
+        seen.extend(lines.map_while(Result::ok).map(|l| l + "\n"));
+        let status = drill.wait().unwrap();
+        assert!(!status.success(), "{signal}: {seen}");
+        assert!(seen.contains("the drill's hookline is stopped"), "{seen}");
+        assert!(
+            !still_running(pid),
+            "{signal}: hookline {pid} outlived the drill"
+        );
+    }
+}

@@ -12,7 +12,9 @@ use hookline_testkit::process::Process;
 async fn serve_raises_a_soft_open_file_limit_below_what_its_settings_need() {
     let hard = hookline::open_files::current().unwrap().hard;
     if hard <= 200 {
-        eprintln!("skipped: this machine's hard open-file limit ({hard}) leaves nothing to raise");
+        hookline_store::testing::say_skipped(&format!(
+            "this machine's hard open-file limit ({hard}) leaves nothing to raise"
+        ));
         return;
     }
     let dir = tempfile::tempdir().unwrap();

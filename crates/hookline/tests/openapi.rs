@@ -187,3 +187,30 @@ async fn the_document_validates_and_a_live_server_keeps_to_it() {
     );
     app.stop().await;
 }
+
+/// A test that skips for want of its tools says so where a plain `cargo test` shows it: run as
+/// `cargo test` runs it (output captured), with no tool to be found, the test above passes and
+/// its skip line is on the test process's stderr, naming it.
+#[test]
+fn a_skip_is_said_where_a_plain_cargo_test_shows_it() {
+    let test = "the_document_validates_and_a_live_server_keeps_to_it";
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test])
+        .env_remove("HOOKLINE_TEST_TOOLS")
+        .env_remove("HOOKLINE_TEST_TOOLS_REQUIRED")
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+    assert!(
+        stderr.contains(&format!(
+            "SKIPPED {test}: openapi-spec-validator is not installed"
+        )),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+}

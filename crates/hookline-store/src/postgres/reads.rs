@@ -236,9 +236,12 @@ pub(super) async fn dead_letter_groups(
     .await?;
     rows.iter()
         .map(|r| {
+            let status: &str = r.get(5);
             Ok(DeadLetterGroup {
                 reason: dead_reason(r.get(0))?.ok_or_else(|| corrupt("dead_reason", ""))?,
                 subscriber_id: r.get(1),
+                subscriber_status: SubscriberStatus::parse(status)
+                    .ok_or_else(|| corrupt("status", status))?,
                 count: r.get::<_, i64>(2).max(0) as u64,
                 oldest_dead_at: r.get(3),
                 newest_dead_at: r.get(4),
@@ -564,6 +567,9 @@ pub(super) async fn queue_stats(
     .iter()
     .map(|r| r.get(0))
     .collect();
+    let r = query_one(c, &sql::behind_open_breakers("JOIN"), &[]).await?;
+    stats.behind_open_breakers = r.get::<_, i64>(0).max(0) as u64;
+    stats.behind_open_breakers_first_seen = r.get(1);
     Ok(stats)
 }
 

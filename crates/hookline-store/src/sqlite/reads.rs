@@ -201,9 +201,12 @@ pub(super) fn dead_letter_groups(
 ) -> Result<Vec<DeadLetterGroup>> {
     let mut statement = c.prepare_cached(&recent_dead(sql::DEAD_LETTER_GROUPS))?;
     let rows = statement.query_map(rusqlite::params![since, limit], |r| {
+        let status: String = r.get(5)?;
         Ok(DeadLetterGroup {
             reason: dead_reason(r.get(0)?)?.ok_or_else(|| corrupt("dead_reason", ""))?,
             subscriber_id: r.get(1)?,
+            subscriber_status: SubscriberStatus::parse(&status)
+                .ok_or_else(|| corrupt("status", &status))?,
             count: r.get::<_, i64>(2)?.max(0) as u64,
             oldest_dead_at: r.get(3)?,
             newest_dead_at: r.get(4)?,
@@ -583,6 +586,12 @@ pub(super) fn queue_stats(
         )?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<Vec<String>>>()?;
+    (
+        stats.behind_open_breakers,
+        stats.behind_open_breakers_first_seen,
+    ) = c
+        .prepare_cached(&sql::behind_open_breakers("CROSS JOIN"))?
+        .query_row([], |r| Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get(1)?)))?;
     Ok(stats)
 }
 
@@ -794,7 +803,7 @@ mod tests {
             ),
             (
                 recent_dead(sql::DEAD_LETTER_GROUPS),
-                vec!["SEARCH deliveries USING INDEX deliveries_dead_at (dead_at>?)"],
+                vec!["SEARCH d USING INDEX deliveries_dead_at (dead_at>?)"],
             ),
         ];
         for (sql, accesses) in expected {

@@ -9,7 +9,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
 use hookline_policy::DeadReason;
-use hookline_store::{DeadLetterFilter, DeliveryFilter, DeliveryState, ListOrder, ReplayRequest};
+use hookline_store::{
+    DeadLetterFilter, DeliveryFilter, DeliveryState, ListOrder, ReplayRequest, SubscriberStatus,
+};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -22,7 +24,7 @@ const DEAD_LETTERS: &str = "dead letters";
 
 /// Dead-letter groups answered at most: enough to see where the queue is, bounded like a
 /// page.
-const MAX_GROUPS: u32 = 1000;
+pub(super) const MAX_GROUPS: u32 = 1000;
 
 fn list_order(text: Option<&str>) -> Result<ListOrder, ApiError> {
     let Some(text) = text else {
@@ -219,8 +221,15 @@ pub async fn replay(
         ));
     }
     if let Some(id) = &body.subscriber_id {
-        // An unknown subscriber is a typo to report, not an empty replay to audit.
-        ctx.store.get_subscriber(id).await?;
+        // An unknown subscriber is a typo to report, not an empty replay to audit; a revoked
+        // one can receive nothing, so its dead letters are no replay's either.
+        let subscriber = ctx.store.get_subscriber(id).await?;
+        if subscriber.status == SubscriberStatus::Revoked {
+            return Err(ApiError::invalid(format!(
+                "subscriber {id:?} is revoked (revocation is final): its dead letters cannot \
+                 be replayed"
+            )));
+        }
     }
     let request = ReplayRequest {
         reason,

@@ -3,7 +3,7 @@
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::Extension;
 use axum::Json;
 use hookline_store::{NewEvent, PublishOutcome, StoreError};
@@ -23,8 +23,9 @@ const TAG: &str = "events";
 #[serde(deny_unknown_fields)]
 #[schema(as = NewEvent)]
 pub(super) struct PublishBody {
-    /// 1 to 128 characters of `A-Za-z0-9._:-`; generated when absent. The same id again with
-    /// the same body answers 200 and the original receipt.
+    /// 1 to 128 characters of `A-Za-z0-9._:-`; when absent, the `Idempotency-Key` header, else
+    /// generated (give one of them, so a retry cannot make a second event). The same id again
+    /// with the same body answers 200 and the original receipt.
     #[schema(
         example = "evt_SHP-20418-out-for-delivery",
         pattern = "^(?!\\.\\.?$)[A-Za-z0-9._:-]{1,128}$"
@@ -88,10 +89,54 @@ fn versioned(payloads: Value) -> Result<Vec<(i64, String)>, ApiError> {
     Ok(versions)
 }
 
+/// The header a publisher may name its event by instead of the body's `id`: what HTTP APIs
+/// commonly take to make a retried POST safe.
+pub(super) const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The `Idempotency-Key` a request carries, if any: one header, as text (a repeated or
+/// non-ASCII header is refused, not guessed at).
+pub(super) fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let mut keys = headers.get_all(IDEMPOTENCY_KEY).iter();
+    let Some(key) = keys.next() else {
+        return Ok(None);
+    };
+    if keys.next().is_some() {
+        return Err(ApiError::invalid(
+            "the Idempotency-Key header is given more than once; send it once",
+        ));
+    }
+    let key = key.to_str().map_err(|_| {
+        ApiError::invalid("the Idempotency-Key header must be an event id (A-Z a-z 0-9 . _ : -)")
+    })?;
+    validate::idempotency_key(key)?;
+    Ok(Some(key))
+}
+
+/// The event's id: the body's `id`, else the `Idempotency-Key` header (a publisher's retry
+/// after a lost answer then names the same event), else a fresh one. Both given must agree.
+fn event_id(id: Option<Value>, key: Option<&str>, now: i64) -> Result<String, ApiError> {
+    match (id, key) {
+        (None | Some(Value::Null), None) => Ok(validate::generate("evt", now)),
+        (None | Some(Value::Null), Some(key)) => Ok(key.to_owned()),
+        (Some(Value::String(id)), key) => {
+            validate::event_id(&id)?;
+            match key {
+                Some(key) if key != id => Err(ApiError::invalid(format!(
+                    "the body's id {id:?} and the Idempotency-Key header {key:?} differ: send \
+                     one of them, or the same in both"
+                ))),
+                _ => Ok(id),
+            }
+        }
+        (Some(_), _) => Err(ApiError::invalid("id must be a string")),
+    }
+}
+
 /// Reads the body by hand: `"payload": null` is a valid payload, which an `Option` field could
-/// not tell apart from a missing one.
+/// not tell apart from a missing one. `key` is the request's `Idempotency-Key`, validated.
 pub(super) fn new_event(
     body: &[u8],
+    key: Option<&str>,
     max_payload_bytes: usize,
     now: i64,
 ) -> Result<NewEvent, ApiError> {
@@ -105,14 +150,7 @@ pub(super) fn new_event(
              `payload_version`, `payloads`"
         )));
     }
-    let id = match fields.remove("id") {
-        None | Some(Value::Null) => validate::generate("evt", now),
-        Some(Value::String(id)) => {
-            validate::event_id(&id)?;
-            id
-        }
-        Some(_) => return Err(ApiError::invalid("id must be a string")),
-    };
+    let id = event_id(fields.remove("id"), key, now)?;
     let event_type = match fields.remove("type") {
         Some(Value::String(t)) => {
             validate::event_type(&t)?;
@@ -167,6 +205,11 @@ pub(super) fn new_event(
 #[utoipa::path(post, path = "/v1/events", operation_id = "publish_event", tag = TAG, request_body(content = PublishBody, example = json!({
         "id": "SHP-20418:out_for_delivery", "type": "shipment.out_for_delivery",
         "payload": {"shipment": "SHP-20418", "status": "out_for_delivery"}})),
+    params(("Idempotency-Key" = Option<String>, Header,
+        description = "The event id when the body has no `id` (the same rules; both given must be equal, else 422): \
+            a publish retried with the same key after a lost answer answers 200 with the original receipt \
+            instead of making a second event",
+        pattern = "^(?!\\.\\.?$)[A-Za-z0-9._:-]{1,128}$", example = "SHP-20418:out_for_delivery")),
     responses(
         (status = 202, description = "Accepted: the event and its deliveries are committed", body = views::Receipt),
         (status = 200, description = "Accepted before, with the same body: the original receipt", body = views::Receipt),
@@ -177,10 +220,12 @@ pub(super) fn new_event(
 pub async fn publish(
     State(ctx): ApiState,
     caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Receipt> {
     let now = ctx.clock.now_ms();
-    let mut event = new_event(&body?, ctx.max_payload_bytes, now)?;
+    let key = idempotency_key(&headers)?;
+    let mut event = new_event(&body?, key, ctx.max_payload_bytes, now)?;
     event.published_by = caller.map(|Extension(c)| c.name);
     let id = event.id.clone();
     let turn = ctx.capacity.admission_turn().await;
@@ -243,6 +288,8 @@ pub async fn get(
 
 #[cfg(test)]
 mod tests {
+    use axum::http::HeaderValue;
+
     use super::*;
 
     #[test]
@@ -262,7 +309,45 @@ mod tests {
     }
 
     fn parse(body: &str) -> Result<NewEvent, ApiError> {
-        new_event(body.as_bytes(), 64, 0)
+        new_event(body.as_bytes(), None, 64, 0)
+    }
+
+    fn with_key(body: &str, key: &str) -> Result<NewEvent, ApiError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(IDEMPOTENCY_KEY, key.parse().unwrap());
+        new_event(body.as_bytes(), idempotency_key(&headers)?, 64, 0)
+    }
+
+    /// The header names the event when the body does not; both must agree; it follows the id's
+    /// rules.
+    #[test]
+    fn idempotency_keys() {
+        let body = r#"{"type":"t","payload":1}"#;
+        assert_eq!(with_key(body, "order-7:paid").unwrap().id, "order-7:paid");
+        let named = r#"{"id":"order-7:paid","type":"t","payload":1}"#;
+        assert_eq!(with_key(named, "order-7:paid").unwrap().id, "order-7:paid");
+        let differ = with_key(named, "order-8:paid").unwrap_err();
+        assert_eq!(differ.status.as_u16(), 422);
+        assert!(differ.message.contains("differ"), "{}", differ.message);
+        for bad in ["a b", "..", "x".repeat(129).as_str(), ""] {
+            let refused = with_key(body, bad).unwrap_err();
+            assert_eq!(refused.status.as_u16(), 422, "{bad:?}");
+            assert!(
+                refused.message.contains("Idempotency-Key"),
+                "{}",
+                refused.message
+            );
+        }
+        let mut twice = HeaderMap::new();
+        twice.append(IDEMPOTENCY_KEY, "a".parse().unwrap());
+        twice.append(IDEMPOTENCY_KEY, "a".parse().unwrap());
+        assert_eq!(idempotency_key(&twice).unwrap_err().status.as_u16(), 422);
+        let mut binary = HeaderMap::new();
+        binary.insert(
+            IDEMPOTENCY_KEY,
+            HeaderValue::from_bytes(b"caf\xe9").unwrap(),
+        );
+        assert_eq!(idempotency_key(&binary).unwrap_err().status.as_u16(), 422);
     }
 
     #[test]

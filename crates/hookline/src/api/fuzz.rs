@@ -31,7 +31,7 @@ proptest! {
 
     #[test]
     fn api_bodies_never_panic(body in bodies()) {
-        let _ = events::new_event(&body, 1024, 0);
+        let _ = events::new_event(&body, None, 1024, 0);
         survives::<subscribers::CreateBody>(&body);
         survives::<subscribers::PatchBody>(&body);
         survives::<subscribers::RotateBody>(&body);
@@ -49,7 +49,7 @@ proptest! {
     #[test]
     fn deeply_nested_json_is_refused_not_overflowed(depth in 100usize..5_000) {
         let body = format!(r#"{{"type":"t","payload":{}{}}}"#, "[".repeat(depth), "]".repeat(depth));
-        let answer = events::new_event(body.as_bytes(), 1 << 20, 0);
+        let answer = events::new_event(body.as_bytes(), None, 1 << 20, 0);
         // serde_json stops at 128 levels: deep payloads are a clear 400, not a stack overflow.
         prop_assert_eq!(answer.is_ok(), depth < 127);
     }

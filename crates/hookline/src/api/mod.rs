@@ -76,7 +76,7 @@ pub type ApiState = State<Arc<ApiContext>>;
 /// What a handler answers: a status and a JSON body of type `T`, or the error envelope.
 pub type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
 
-/// What a worker-only process serves: its health, nothing else.
+/// What a worker-only process serves: its health and its metrics, nothing else.
 pub fn health_router(ctx: Arc<ApiContext>) -> Router {
     let (router, _) = OpenApiRouter::new()
         .routes(routes!(healthz))

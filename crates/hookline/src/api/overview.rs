@@ -18,7 +18,7 @@ use crate::clock::rfc3339;
 const TAG: &str = "operations";
 
 /// How far back `dead_letters_last_hour` looks.
-const HOUR_MS: i64 = 3_600_000;
+pub(super) const HOUR_MS: i64 = 3_600_000;
 
 #[derive(Serialize, ToSchema)]
 pub struct ReasonCount {
@@ -45,12 +45,25 @@ pub struct Overview {
     pub oldest_retrying_age_s: Option<f64>,
     /// Subscribers whose breaker is open or half-open.
     pub open_breakers: Vec<String>,
+    /// What waits behind those breakers.
+    pub held_by_open_breakers: HeldByOpenBreakers,
     /// Dead letters that died in the last hour (and were not replayed since), by reason.
     pub dead_letters_last_hour: Vec<ReasonCount>,
     pub capacity: CapacityView,
     /// The running rollout, if one is.
     #[schema(required = true)]
     pub rollout: Option<views::Rollout>,
+}
+
+/// Deliveries waiting for subscribers whose breaker is open or half-open. A claim defers them
+/// to the half-open time, so they are not due and `oldest_waiting_age_s.breaker` (due
+/// deliveries only) rarely sees them: this is how much an open breaker holds back.
+#[derive(Serialize, ToSchema)]
+pub struct HeldByOpenBreakers {
+    pub deliveries: u64,
+    /// Seconds since the oldest of them was first seen; `null`: none waits.
+    #[schema(required = true)]
+    pub oldest_first_seen_age_s: Option<f64>,
 }
 
 fn age_s(now: UnixMs, since: Option<UnixMs>) -> Option<f64> {
@@ -92,6 +105,10 @@ pub async fn overview(State(ctx): ApiState) -> Result<Json<Overview>, ApiError> 
         oldest_waiting_age_s: waiting,
         oldest_retrying_age_s: age_s(measured_at, stats.oldest_retrying_first_seen),
         open_breakers: stats.open_breakers,
+        held_by_open_breakers: HeldByOpenBreakers {
+            deliveries: stats.behind_open_breakers,
+            oldest_first_seen_age_s: age_s(measured_at, stats.behind_open_breakers_first_seen),
+        },
         dead_letters_last_hour: inflow
             .into_iter()
             .map(|(reason, count)| ReasonCount {

@@ -5,18 +5,22 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
+use hookline_policy::UnixMs;
 use hookline_store::{
-    NewSubscriber, SubscriberFilter, SubscriberHeaders, SubscriberPatch, SubscriberStatus,
+    DeliveryFilter, ListOrder, NewSubscriber, SubscriberFilter, SubscriberHeaders, SubscriberPatch,
+    SubscriberStatus,
 };
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
+use super::deliveries::MAX_GROUPS;
 use super::error::{parse_json, parse_optional_json, ErrorEnvelope};
+use super::overview::HOUR_MS;
 use super::views::QueryValues;
-use super::{page_limit, validate, views, Answer, ApiError, ApiState};
+use super::{page_limit, validate, views, Answer, ApiContext, ApiError, ApiState};
 use crate::config::parse_duration;
 use crate::signer::{new_secret, SigningKey};
 
@@ -225,12 +229,67 @@ pub async fn list(
         .store
         .list_subscribers(filter, page_limit(q.limit)?, q.cursor)
         .await?;
-    Ok((
-        StatusCode::OK,
-        Json(views::page(&page, |s| {
-            views::subscriber(s, ctx.clock.now_ms(), query_values)
-        })),
-    ))
+    let now = ctx.clock.now_ms();
+    let dead = dead_letters_last_hour(&ctx, now).await?;
+    let mut answer = views::page(&page, |s| views::subscriber(s, now, query_values));
+    for s in &mut answer.items {
+        s.activity = Some(activity(&ctx, &s.id, &dead).await?);
+    }
+    Ok((StatusCode::OK, Json(answer)))
+}
+
+/// How many of a subscriber's newest deliveries are read for its latest attempt: enough to see
+/// past the newest few waiting behind a breaker or a cap, and bounded per subscriber.
+const RECENT_DELIVERIES: u32 = 20;
+
+/// Dead letters that died in the last hour, per subscriber, from the dead-letter groups (one
+/// read for a whole page); `None` when there were more groups than are read, so a subscriber
+/// missing from them is not known to have none.
+async fn dead_letters_last_hour(
+    ctx: &ApiContext,
+    now: UnixMs,
+) -> Result<Option<HashMap<String, u64>>, ApiError> {
+    let groups = ctx
+        .store
+        .dead_letter_groups(now.saturating_sub(HOUR_MS), MAX_GROUPS + 1)
+        .await?;
+    let mut by_subscriber = HashMap::new();
+    for g in &groups {
+        *by_subscriber.entry(g.subscriber_id.clone()).or_default() += g.count;
+    }
+    Ok((groups.len() <= MAX_GROUPS as usize).then_some(by_subscriber))
+}
+
+/// What subscriber `id` has done lately: the latest attempt among its newest deliveries, and
+/// its dead letters of the last hour (from `dead_letters_last_hour`).
+async fn activity(
+    ctx: &ApiContext,
+    id: &str,
+    dead: &Option<HashMap<String, u64>>,
+) -> Result<views::Activity, ApiError> {
+    let filter = DeliveryFilter {
+        subscriber_id: Some(id.to_owned()),
+        order: ListOrder::NewestFirst,
+        ..Default::default()
+    };
+    let recent = ctx
+        .store
+        .list_deliveries(filter, RECENT_DELIVERIES, None)
+        .await?;
+    let last_attempt = recent
+        .items
+        .iter()
+        .flat_map(|d| d.attempt_history.iter().map(move |a| (d, a)))
+        .max_by_key(|(_, a)| a.started_at)
+        .map(|(d, a)| views::last_attempt(&d.id, a));
+    // The groups hold every subscriber with a dead letter in the hour: absent is none.
+    let dead_letters_last_hour = dead
+        .as_ref()
+        .map(|counts| counts.get(id).copied().unwrap_or(0));
+    Ok(views::Activity {
+        last_attempt,
+        dead_letters_last_hour,
+    })
 }
 
 #[utoipa::path(get, path = "/v1/subscribers/{id}", operation_id = "get_subscriber", tag = TAG, params(("id" = String, Path)),
@@ -245,10 +304,11 @@ pub async fn get(
 ) -> Answer<views::Subscriber> {
     let query_values = QueryValues::for_caller(caller.as_ref().map(|Extension(c)| c));
     let s = ctx.store.get_subscriber(&id).await?;
-    Ok((
-        StatusCode::OK,
-        Json(views::subscriber(&s, ctx.clock.now_ms(), query_values)),
-    ))
+    let now = ctx.clock.now_ms();
+    let mut answer = views::subscriber(&s, now, query_values);
+    let dead = dead_letters_last_hour(&ctx, now).await?;
+    answer.activity = Some(activity(&ctx, &s.id, &dead).await?);
+    Ok((StatusCode::OK, Json(answer)))
 }
 
 /// Admin scope: it is a credential.

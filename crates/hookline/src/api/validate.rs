@@ -19,6 +19,12 @@ pub fn event_id(id: &str) -> Result<(), ApiError> {
     plain_id("event id", id, id_char)
 }
 
+/// A publish's `Idempotency-Key` header becomes its event id when the body has none, so it
+/// follows the event id's rules (and its error names the header).
+pub fn idempotency_key(key: &str) -> Result<(), ApiError> {
+    plain_id("the Idempotency-Key header (an event id)", key, id_char)
+}
+
 pub fn subscriber_id(id: &str) -> Result<(), ApiError> {
     plain_id("subscriber id", id, |c| c != ':' && id_char(c))
 }
@@ -28,8 +34,8 @@ fn plain_id(what: &str, id: &str, allowed: impl Fn(char) -> bool) -> Result<(), 
     if id == "." || id == ".." {
         return Err(ApiError::invalid(format!("{what} must not be . or ..")));
     }
-    if id.is_empty() || id.len() > MAX_ID_LEN || !id.chars().all(allowed) {
-        let colon = if what == "event id" { ":" } else { "" };
+    if id.is_empty() || id.len() > MAX_ID_LEN || !id.chars().all(&allowed) {
+        let colon = if allowed(':') { ":" } else { "" };
         return Err(ApiError::invalid(format!(
             "{what} must be 1 to {MAX_ID_LEN} characters of A-Z a-z 0-9 . _ {colon} -"
         )));

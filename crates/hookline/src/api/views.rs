@@ -54,6 +54,45 @@ pub struct Subscriber {
     /// Names only: values may be credentials (admin reads them at `.../headers`).
     pub header_names: Vec<String>,
     pub breaker: Breaker,
+    /// What it has done lately (in `GET` answers): a breaker counts retryable failures only,
+    /// so a subscriber whose every delivery dies 404 keeps it closed; this says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activity: Option<Activity>,
+}
+
+/// A subscriber's recent outcomes.
+#[derive(Serialize, ToSchema)]
+pub struct Activity {
+    /// The latest attempt among its 20 newest deliveries; `null`: none of them had one.
+    #[schema(required = true)]
+    pub last_attempt: Option<LastAttempt>,
+    /// Its deliveries that died in the last hour and are still dead; `null` when more than
+    /// 1,000 groups of dead letters (by reason and subscriber) died in the last hour, and this
+    /// one's could not be counted among them.
+    #[schema(required = true)]
+    pub dead_letters_last_hour: Option<u64>,
+}
+
+/// An attempt, in short: what came back, and from which delivery.
+#[derive(Serialize, ToSchema)]
+pub struct LastAttempt {
+    pub delivery_id: String,
+    #[schema(format = DateTime)]
+    pub started_at: String,
+    #[schema(schema_with = schema::outcome)]
+    pub outcome: &'static str,
+    /// The HTTP status, when an answer came.
+    #[schema(required = true)]
+    pub status: Option<u16>,
+}
+
+pub fn last_attempt(delivery_id: &str, a: &store::AttemptRecord) -> LastAttempt {
+    LastAttempt {
+        delivery_id: delivery_id.to_owned(),
+        started_at: rfc3339(a.started_at),
+        outcome: a.outcome.as_str(),
+        status: a.status,
+    }
 }
 
 /// Whether a caller is shown the values of a subscriber URL's query string. They may be
@@ -124,6 +163,7 @@ pub fn subscriber(
             consecutive_failures: s.breaker.consecutive_failures,
             open_until: s.breaker.open_until.map(rfc3339),
         },
+        activity: None,
     }
 }
 
@@ -380,6 +420,9 @@ pub struct DeadLetterGroup {
     #[schema(schema_with = schema::dead_reason)]
     pub reason: &'static str,
     pub subscriber_id: String,
+    /// The subscriber's status now: a revoked subscriber's dead letters cannot be replayed.
+    #[schema(schema_with = schema::subscriber_status)]
+    pub subscriber_status: &'static str,
     pub count: u64,
     #[schema(format = DateTime)]
     pub oldest_dead_at: String,
@@ -391,6 +434,7 @@ pub fn dead_letter_group(g: &store::DeadLetterGroup) -> DeadLetterGroup {
     DeadLetterGroup {
         reason: g.reason.as_str(),
         subscriber_id: g.subscriber_id.clone(),
+        subscriber_status: g.subscriber_status.as_str(),
         count: g.count,
         oldest_dead_at: rfc3339(g.oldest_dead_at),
         newest_dead_at: rfc3339(g.newest_dead_at),

@@ -89,7 +89,7 @@ impl Mix {
     }
 
     async fn from_history(config: &Config) -> Result<Mix, String> {
-        let store = hookline_store::open_with(&config.database, &config.store_options())
+        let store = hookline_store::open_existing(&config.database, &config.store_options())
             .await
             .map_err(|e| e.to_string())?;
         let now = crate::clock::SystemClock.now_ms();
@@ -440,7 +440,7 @@ fn render(
 /// Records `per_s` answered attempts/s as what the process has shown, in the configured store:
 /// the next `serve` projects admission with it.
 async fn save(config: &Config, per_s: f64) -> Result<(), String> {
-    let store = hookline_store::open_with(&config.database, &config.store_options())
+    let store = hookline_store::open_existing(&config.database, &config.store_options())
         .await
         .map_err(|e| e.to_string())?;
     let shown = Shown {

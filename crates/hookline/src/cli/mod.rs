@@ -97,7 +97,7 @@ enum Command {
     /// generate a client.
     Openapi,
     /// Run a subscriber simulator for drills, demos and tests: behaviour by path
-    /// (/ok, /status/{code}, /flaky/{n}, /slow/{ms}, /hang, /gone), POST /control to make a
+    /// (/ok, /status/<code>, /flaky/<n>, /slow/<ms>, /hang, /gone), POST /control to make a
     /// prefix fail or recover, GET /stats.
     Sink(SinkArgs),
     /// Run the failure drill: baseline, a share of destinations unavailable, restore and drain,
@@ -130,7 +130,7 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKLINE_LISTEN")]
     listen: Option<String>,
     /// What this process runs: all (API and workers), api (no claiming) or worker (claims and
-    /// delivers; serves only /healthz). Split roles need PostgreSQL.
+    /// delivers; serves only /healthz and /metrics). Split roles need PostgreSQL.
     #[arg(long, env = "HOOKLINE_ROLE", value_enum, default_value_t = Role::All)]
     role: Role,
 }
@@ -140,7 +140,7 @@ struct ApiArg {
     /// Base URL of the hookline API.
     #[arg(long, env = "HOOKLINE_API", default_value = "http://127.0.0.1:8080")]
     api: String,
-    /// API token (read scope lists, admin scope replays), when the API requires one.
+    /// API token with read scope (or admin), when the API requires one.
     #[arg(long, env = "HOOKLINE_TOKEN", hide_env_values = true)]
     token: Option<String>,
 }
@@ -158,6 +158,7 @@ pub struct DrillArgs {
     /// Without it: retries from 2 s doubling to 5 m, 6 attempts, a 30 m window.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Subscribers the drill creates, each pointed at its own path on the drill's sink.
     #[arg(long, default_value_t = 2000)]
     subscribers: usize,
     /// Events per phase.
@@ -348,6 +349,10 @@ enum DlqCommand {
         api: ApiArg,
     },
     /// Replay dead letters of one reason, in a bounded, audited batch.
+    #[command(mut_arg("token", |token| token.help(
+        "API token with admin scope (a replay changes the queue; --dry-run needs only read), \
+         when the API requires one."
+    )))]
     Replay {
         /// The reason to replay.
         #[arg(long)]
@@ -467,6 +472,78 @@ pub async fn run(cli: Cli) -> ExitCode {
         Err(message) => {
             eprintln!("error: {message}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// `text` with every run of whitespace one space: clap wraps and indents what it prints.
+    fn normalised(text: &str) -> String {
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// Every command under `cmd` (itself included), each with its path (`hookline dlq replay`).
+    fn every_command(cmd: &clap::Command, path: &str) -> Vec<(String, clap::Command)> {
+        let path = format!("{path} {}", cmd.get_name()).trim().to_owned();
+        let mut all = vec![(path.clone(), cmd.clone())];
+        for sub in cmd.get_subcommands() {
+            all.extend(every_command(sub, &path));
+        }
+        all
+    }
+
+    /// What each `--help` prints is what the doc comments say, as written (clap reads some
+    /// text as its own: `{n}` becomes a line break), and every flag and argument says what
+    /// it is.
+    #[test]
+    fn every_help_prints_its_text_as_written_and_describes_every_flag() {
+        let mut root = Cli::command();
+        root.build();
+        for (path, cmd) in every_command(&root, "") {
+            let help = normalised(&cmd.clone().render_long_help().to_string());
+            if let Some(about) = cmd.get_long_about().or(cmd.get_about()) {
+                let about = normalised(&about.to_string());
+                assert!(
+                    help.contains(&about),
+                    "{path} --help garbles {about:?}:\n{help}"
+                );
+            }
+            for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+                let id = arg.get_id();
+                let text = arg.get_long_help().or(arg.get_help());
+                let text = normalised(&text.map(ToString::to_string).unwrap_or_default());
+                assert!(!text.is_empty(), "{path} {id}: no description");
+                assert!(help.contains(&text), "{path} {id} --help garbles {text:?}");
+            }
+        }
+    }
+
+    /// `--token` says which scope the command needs: admin only where it changes something.
+    #[test]
+    fn token_help_names_the_scope_its_command_needs() {
+        let mut root = Cli::command();
+        root.build();
+        for (path, cmd) in every_command(&root, "") {
+            let Some(token) = cmd.get_arguments().find(|a| a.get_id() == "token") else {
+                continue;
+            };
+            let help = token
+                .get_help()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            if path == "hookline dlq replay" {
+                assert!(help.contains("admin scope"), "{path}: {help}");
+            } else {
+                assert!(
+                    !help.contains("replay"),
+                    "{path} --token speaks of replays: {help}"
+                );
+            }
         }
     }
 }

@@ -17,16 +17,12 @@ fn config(args: StoreArgs) -> Result<Config, String> {
     .map_err(|e| e.to_string())
 }
 
-async fn open(args: StoreArgs) -> Result<std::sync::Arc<dyn hookline_store::Store>, String> {
+pub async fn migrate(args: StoreArgs) -> Result<(), String> {
     let config = config(args)?;
-    // Opening a store applies its pending migrations.
+    // Opening a store creates it if need be and applies its pending migrations.
     hookline_store::open_with(&config.database, &config.store_options())
         .await
-        .map_err(|e| e.to_string())
-}
-
-pub async fn migrate(args: StoreArgs) -> Result<(), String> {
-    open(args).await?;
+        .map_err(|e| e.to_string())?;
     println!("migrations applied; the schema is current");
     Ok(())
 }
@@ -99,7 +95,11 @@ pub async fn prune(args: StoreArgs, delivered_before: &str, batch: u32) -> Resul
     if batch == 0 {
         return Err("--batch must be at least 1".into());
     }
-    let store = open(args).await?;
+    let config = config(args)?;
+    // A store that is not there is refused, not created empty and reported as pruned.
+    let store = hookline_store::open_existing(&config.database, &config.store_options())
+        .await
+        .map_err(|e| e.to_string())?;
     let before = SystemClock.now_ms() - age.as_millis() as i64;
     let mut total = 0;
     loop {

@@ -491,7 +491,8 @@ impl Spawn for Process {
 
 /// An independent tool a test runs (a validator, a browser driver): found in the directories
 /// `HOOKLINE_TEST_TOOLS` lists (`.ci/run` points it at the virtual environment it installs
-/// them into) or on `PATH`. Without it the test skips, saying so in one line;
+/// them into) or on `PATH`. Without it the test skips, saying so in one line that a plain
+/// `cargo test` shows (`say_skipped`);
 /// `HOOKLINE_TEST_TOOLS_REQUIRED=1` (as in CI) turns the skip into a failure.
 pub fn external_tool(name: &str) -> Option<PathBuf> {
     let dirs = std::env::var_os("HOOKLINE_TEST_TOOLS")
@@ -508,7 +509,10 @@ pub fn external_tool(name: &str) -> Option<PathBuf> {
             "{name} is required (HOOKLINE_TEST_TOOLS_REQUIRED=1) but is neither in \
              HOOKLINE_TEST_TOOLS nor on PATH"
         );
-        eprintln!("skipping: {name} is not installed (.ci/run installs it)");
+        hookline_store::testing::say_skipped(&format!(
+            "{name} is not installed (.ci/run installs it; HOOKLINE_TEST_TOOLS_REQUIRED=1 \
+             makes this a failure)"
+        ));
     }
     found
 }

@@ -428,7 +428,7 @@
           ['held by in-flight cap', duration(waiting.cap)],
           ['held by host at its cap', duration(waiting.host_cap)],
           ['held by rate limit', duration(waiting.rate_limit)],
-          ['held by open breaker', duration(waiting.breaker)],
+          ['held by open breaker', heldByBreakers(o.held_by_open_breakers, breakers.length, waiting.breaker)],
           ['held by paused subscriber', duration(waiting.paused)],
           ['retrying (since first seen)', duration(o.oldest_retrying_age_s)],
         ])))),
@@ -445,6 +445,16 @@
             : h('p', { class: 'muted' }, 'no breaker is open'))),
         card('Running rollout', rolloutView(o.rollout))),
       card('Admission', admissionView(o.capacity || {})));
+  }
+
+  // Deliveries behind open breakers: a claim defers them to the half-open time, so the due-age
+  // figure (`waiting`) seldom sees them; the count and the oldest's age do.
+  function heldByBreakers(held, open, waiting) {
+    const n = (held && held.deliveries) || 0;
+    const text = n
+      ? `${num(n)} ${n === 1 ? 'delivery' : 'deliveries'} behind ${num(open)} open breaker${open === 1 ? '' : 's'}, the oldest first seen ${duration(held.oldest_first_seen_age_s)} ago`
+      : duration(waiting);
+    return h('span', { id: 'held-by-breakers' }, text);
   }
 
   function admissionView(c) {
@@ -502,7 +512,7 @@
 
     function draw() {
       tbody.replaceChildren(...list.items.map(subscriberRow));
-      if (!list.items.length) tbody.append(h('tr', { class: 'empty' }, h('td', { colspan: 6 }, list.filter ? 'no subscriber matches' : 'no subscribers')));
+      if (!list.items.length) tbody.append(h('tr', { class: 'empty' }, h('td', { colspan: SUBSCRIBER_COLUMNS.length }, list.filter ? 'no subscriber matches' : 'no subscribers')));
       const loaded = `${list.items.length}${list.next ? '+' : ''}`;
       count.textContent = list.filter
         ? `${loaded} subscribers whose id or URL contains "${list.filter}"`
@@ -540,20 +550,34 @@
       h('div', { class: 'page-head' }, h('h1', null, 'Subscribers'), count),
       h('div', { class: 'actions' }, form),
       h('div', { class: 'table-wrap' }, h('table', { class: 'grid', id: 'subscribers-table' },
-        h('thead', null, h('tr', null, ['id', 'url', 'event types', 'status', 'breaker', 'failures'].map((t) => h('th', { class: t === 'failures' ? 'num' : null }, t)))),
+        h('thead', null, h('tr', null, SUBSCRIBER_COLUMNS.map((t) => h('th', { class: /^(failures|dead, 1 h)$/.test(t) ? 'num' : null }, t)))),
         tbody)),
       h('div', { class: 'actions' }, more));
   }
 
+  // A breaker counts retryable failures only: the last outcome and the recent dead letters
+  // show a subscriber whose every delivery dies (404, 400) with its breaker closed.
+  const SUBSCRIBER_COLUMNS = ['id', 'url', 'event types', 'status', 'breaker', 'failures', 'last outcome', 'dead, 1 h'];
+
   function subscriberRow(s) {
     const b = s.breaker || {};
+    const activity = s.activity || {};
     return h('tr', { dataset: { subscriberId: s.id } },
       h('td', { class: 'id' }, subscriberLink(s.id)),
       h('td', { class: 'url' }, s.url),
       h('td', null, (s.event_types || []).length ? s.event_types.join(', ') : h('span', { class: 'muted' }, 'all')),
       h('td', null, badge(s.status)),
       h('td', null, badge(b.state || 'closed')),
-      h('td', { class: 'num' }, num(b.consecutive_failures || 0)));
+      h('td', { class: 'num' }, num(b.consecutive_failures || 0)),
+      h('td', { class: 'last-outcome' }, lastOutcome(activity.last_attempt)),
+      h('td', { class: 'num dead-last-hour' }, num(activity.dead_letters_last_hour)));
+  }
+
+  // "permanent 404 · 3 min ago", linking to the delivery it came from.
+  function lastOutcome(a) {
+    if (!a) return none();
+    return h('span', null, badge(a.outcome), a.status == null ? '' : ` ${a.status}`, ' ',
+      link(to.delivery(a.delivery_id), relative(a.started_at) || a.started_at, 'delivery-link'));
   }
 
   // ---------------------------------------------------------------- subscriber
@@ -584,6 +608,8 @@
         ['breaker', h('span', { id: 'subscriber-breaker' }, badge(b.state || 'closed'))],
         ['consecutive failures', num(b.consecutive_failures || 0)],
         ['breaker open until', when(b.open_until)],
+        ['last outcome', lastOutcome((s.activity || {}).last_attempt)],
+        ['dead letters, last hour', num((s.activity || {}).dead_letters_last_hour)],
       ])),
       deliveries.node);
   }
@@ -791,7 +817,10 @@
         h('td', { class: 'num' }, num(g.count)),
         h('td', null, when(g.oldest_dead_at)),
         h('td', null, when(g.newest_dead_at)),
-        app.canWrite ? h('td', null, h('button', { type: 'button', class: 'replay-group', onclick: () => onReplay(g) }, 'Replay…')) : null)),
+        // A revoked subscriber receives nothing: its dead letters are no replay's.
+        app.canWrite ? h('td', null, g.subscriber_status === 'revoked'
+          ? h('span', { class: 'muted' }, 'revoked')
+          : h('button', { type: 'button', class: 'replay-group', onclick: () => onReplay(g) }, 'Replay…')) : null)),
       'no dead letters');
   }
 
@@ -876,9 +905,11 @@
         const req = body();
         const answer = await send('POST', '/v1/dead-letters/replay', Object.assign({}, req, { dry_run: true }));
         const ids = answer.delivery_ids || [];
-        previewBox.replaceChildren(
+        // append() skips the missing list; replaceChildren would print a null as "null".
+        previewBox.replaceChildren();
+        append(previewBox, [
           h('p', null, 'A replay would release ', h('strong', { id: 'replay-selected' }, String(answer.selected)), ` dead letter${answer.selected === 1 ? '' : 's'}.`),
-          ids.length ? h('ul', { class: 'id-list' }, ids.map((id) => h('li', { dataset: { deliveryId: id } }, deliveryLink(id)))) : null);
+          ids.length ? h('ul', { class: 'id-list' }, ids.map((id) => h('li', { dataset: { deliveryId: id } }, deliveryLink(id)))) : null]);
         previewBox.hidden = false;
         // Confirm releases exactly these or nothing (409: preview again).
         previewed = Object.assign({}, req, { expected_delivery_ids: ids });

@@ -21,12 +21,12 @@ mod svg;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use hookline_testkit::process::wait_healthy;
+use hookline_testkit::process::Process;
 use hookline_testkit::{now_ms, rfc3339_ms, ScratchDir};
 use serde_json::{json, Value};
+use tokio::signal::unix::{signal, SignalKind};
 
 use super::DrillArgs;
 
@@ -37,7 +37,8 @@ fn progress(message: &str) {
 /// The hookline under drill: a child process the drill can kill, or a running one.
 enum Target {
     Embedded {
-        child: Child,
+        /// Killed when dropped: a drill that fails or is interrupted leaves no hookline behind.
+        server: Process,
         config: PathBuf,
         _dir: ScratchDir,
     },
@@ -203,7 +204,20 @@ impl Drill {
 /// The longest any one of the drill's own requests (to hookline or its sink) may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Runs the drill until it ends or SIGINT / SIGTERM arrives. Either way the hookline it
+/// started is stopped: an interrupted drill drops its run, and with it the child
+/// (`Target::Embedded`).
 pub async fn run(args: DrillArgs) -> Result<(), String> {
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    tokio::select! {
+        result = drill(args) => result,
+        _ = int.recv() => Err("interrupted (SIGINT); the drill's hookline is stopped".into()),
+        _ = term.recv() => Err("terminated (SIGTERM); the drill's hookline is stopped".into()),
+    }
+}
+
+async fn drill(args: DrillArgs) -> Result<(), String> {
     let sizes = phases::Sizes::new(&args)?;
     let (api, mut target, policy) = match &args.api {
         Some(api) => {
@@ -252,17 +266,14 @@ pub async fn run(args: DrillArgs) -> Result<(), String> {
         Target::Remote => {
             progress("phase 4/4 skipped: restarting needs the embedded hookline (no --api)")
         }
-        Target::Embedded { child, config, .. } => {
+        Target::Embedded { server, config, .. } => {
             let earlier = [base_events, fail_events].concat();
-            phases::crash(&drill, &plan, (child, config), earlier, &mut found).await?;
+            phases::crash(&drill, &plan, (server, config), earlier, &mut found).await?;
         }
     }
     let passed = found.report(&base, restored, &args, started)?;
-    if let Target::Embedded { mut child, .. } = target {
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let _ = child.wait();
+    if let Target::Embedded { server, .. } = target {
+        let _ = server.terminate().await;
     }
     if passed {
         Ok(())
@@ -306,13 +317,16 @@ async fn start_embedded(
     std::fs::write(&path, config).map_err(|e| e.to_string())?;
     let policy =
         crate::config::Config::load(Some(&path), Default::default()).map_err(|e| e.to_string())?;
-    let child = spawn(&path)?;
-    let api = format!("http://127.0.0.1:{port}");
-    wait_healthy(&api).await?;
+    let server = spawn(&path, format!("http://127.0.0.1:{port}")).await?;
+    progress(&format!(
+        "hookline started (pid {}) at {}",
+        server.pid(),
+        server.base
+    ));
     Ok((
-        api,
+        server.base.clone(),
         Target::Embedded {
-            child,
+            server,
             config: path,
             _dir: dir,
         },
@@ -320,8 +334,8 @@ async fn start_embedded(
     ))
 }
 
-/// This very binary, serving the drill's config.
-fn spawn(config: &std::path::Path) -> Result<Child, String> {
+/// This very binary, serving the drill's config (which listens at `base`), once healthy.
+async fn spawn(config: &std::path::Path, base: String) -> Result<Process, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    hookline_testkit::process::serve(&exe, config, "all")
+    Process::serve(&exe, config, "all", base).await
 }

@@ -4,15 +4,15 @@
 //! [`Findings`], which end as the report.
 
 use std::path::Path;
-use std::process::Child;
 use std::time::{Duration, Instant};
 
+use hookline_testkit::process::Process;
 use hookline_testkit::{now_ms, rfc3339_ms};
 use serde_json::{json, Value};
 
 use super::report::{latencies, row, summary};
 use super::svg::svg;
-use super::{progress, spawn, wait_healthy, Drill, DrillArgs};
+use super::{progress, spawn, Drill, DrillArgs};
 
 /// Events a phase published: id and when.
 type Events = Vec<(String, i64)>;
@@ -631,7 +631,7 @@ pub(super) async fn shared_host(
 pub(super) async fn crash(
     drill: &Drill,
     plan: &Plan<'_>,
-    (child, config): (&mut Child, &Path),
+    (server, config): (&mut Process, &Path),
     earlier: Events,
     found: &mut Findings,
 ) -> Result<(), String> {
@@ -647,10 +647,8 @@ pub(super) async fn crash(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    child.kill().map_err(|e| e.to_string())?;
-    let _ = child.wait();
-    *child = spawn(config)?;
-    wait_healthy(&drill.api).await?;
+    server.kill_9();
+    *server = spawn(config, drill.api.clone()).await?;
     let after = drill.scheduled(&event).await?;
     // Deliveries whose retry was still ahead when we looked again: nothing may have touched
     // them. (One that came due meanwhile was rightly claimed, or deferred by a breaker still
