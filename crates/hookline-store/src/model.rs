@@ -381,8 +381,9 @@ pub struct WaitState {
     pub host_in_flight: u32,
     /// The cap per host in force (`None`: off).
     pub host_cap: Option<u32>,
-    /// Its subscriber has a rate limit.
-    pub rate_limited: bool,
+    /// Its subscriber has a rate limit and another of its due deliveries is ahead of it: it
+    /// waits for its turn at that rate.
+    pub queued_at_rate: bool,
     /// The dispatcher holds its subscriber back ([`WaitingOn::Slow`]).
     pub held_back: bool,
 }
@@ -393,9 +394,9 @@ impl WaitState {
     /// subscriber's in-flight cap and its host's (the subscriber's own first: a claim checks it
     /// first, and room at the host would not help). A delivery whose next attempt was still
     /// ahead was waiting on nothing but its own retry time. A due delivery of a subscriber with
-    /// a rate limit that waits on nothing else waits for its turn at that rate: the limiter's
-    /// next turn may be now, but the deliveries ahead of it take the turns (a window that ends
-    /// there ends on the rate limit).
+    /// a rate limit, behind another of its due deliveries, that waits on nothing else waits for
+    /// its turn at that rate: the limiter's next turn may be now, but the delivery ahead takes
+    /// it (a window that ends there ends on the rate limit).
     pub fn waiting_on(&self, now: UnixMs) -> Option<WaitingOn> {
         if self.held {
             Some(WaitingOn::Paused)
@@ -411,7 +412,7 @@ impl WaitState {
             Some(WaitingOn::Cap)
         } else if self.host_cap.is_some_and(|cap| self.host_in_flight >= cap) {
             Some(WaitingOn::HostCap)
-        } else if self.rate_limited {
+        } else if self.queued_at_rate {
             Some(WaitingOn::RateLimit)
         } else {
             None

@@ -238,8 +238,9 @@ pub(crate) fn backlog(unheld: &str) -> String {
 }
 
 /// Groups of the backlog that wait for a later time (parameter 1: now), as (cause, after ms,
-/// deliveries): cause 1 is an open breaker (its cool-down ends after the row's own `run_at`),
-/// 0 a scheduled `run_at`. Times are rounded up to a second within a minute, ten seconds
+/// deliveries): cause 1 is an open breaker (rows a claim deferred to its half-open time, a
+/// millisecond apart, and retries behind it: each waits for the later of the two), 0 a
+/// scheduled `run_at` only. Times are rounded up to a second within a minute, ten seconds
 /// within ten minutes and a minute beyond, so a day's backlog is at most ~1,500 groups.
 /// Rows of subscribers whose breaker is open but that no claim has deferred yet are due:
 /// they are found from the subscribers with an open breaker, through each one's rows (SQLite
@@ -252,7 +253,7 @@ pub(crate) fn backlog_deferred(unheld: &str) -> String {
                      WHEN wait <= 600000 THEN (wait + 9999) / 10000 * 10000
                      ELSE (wait + 59999) / 60000 * 60000 END AS after_ms,
                 count(*)
-         FROM (SELECT CASE WHEN s.breaker_open_until > d.run_at THEN 1 ELSE 0 END AS cause,
+         FROM (SELECT CASE WHEN s.breaker_open_until > $1 THEN 1 ELSE 0 END AS cause,
                       CASE WHEN s.breaker_open_until > d.run_at THEN s.breaker_open_until
                            ELSE d.run_at END - $1 AS wait
                FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id

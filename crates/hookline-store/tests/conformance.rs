@@ -2734,8 +2734,9 @@ mod cases {
         let mut rated = sub("rated", &["r"]);
         rated.rate_limit_per_second = Some(1.0);
         store.create_subscriber(rated, T0).await.unwrap();
-        // Rate-limited too, with its limiter's turn come (no claim reached it): its due row
-        // waits for its turn at that rate all the same.
+        // Rate-limited too, with its limiter's turn come (no claim reached it): the row behind
+        // another of its due rows waits for its turn at that rate; the first in line waited on
+        // nothing (a claim could have taken it).
         let mut queued = sub("queued", &["q"]);
         queued.rate_limit_per_second = Some(1.0);
         store.create_subscriber(queued, T0).await.unwrap();
@@ -2759,6 +2760,7 @@ mod cases {
             ("i0", "i"),
             ("f0", "f"),
             ("q0", "q"),
+            ("q1", "q"),
         ] {
             accepted(&*store, event(e, ty), T0).await;
         }
@@ -2796,7 +2798,7 @@ mod cases {
             caps: caps(10),
             limit: 1000,
         };
-        assert_eq!(store.expire_windows(sweep).await.unwrap(), 12);
+        assert_eq!(store.expire_windows(sweep).await.unwrap(), 13);
         let waited = |id: &'static str| {
             let store = store.clone();
             async move {
@@ -2820,7 +2822,8 @@ mod cases {
         }
         assert_eq!(waited("p0:paused").await, Some(WaitingOn::Paused));
         assert_eq!(waited("r1:rated").await, Some(WaitingOn::RateLimit));
-        assert_eq!(waited("q0:queued").await, Some(WaitingOn::RateLimit));
+        assert_eq!(waited("q0:queued").await, None);
+        assert_eq!(waited("q1:queued").await, Some(WaitingOn::RateLimit));
         assert_eq!(waited("c1:capped").await, Some(WaitingOn::Cap));
         assert_eq!(waited("i0:idle").await, None);
         assert_eq!(waited("o0:open").await, None);
@@ -3275,8 +3278,26 @@ mod cases {
             (waits.rate_limited, waits.rate_limited_longest_ms),
             (4, 2_000)
         );
+        // A claim defers a's due rows to its half-open time (a millisecond apart): they still
+        // wait on the breaker, not on a retry.
+        let none = store
+            .claim_due(ClaimRequest {
+                exclude_subscribers: vec!["c".into()],
+                ..claim(now, 100, 5)
+            })
+            .await
+            .unwrap();
+        assert!(none.is_empty());
+        let deferred = store.backlog_waits(now).await.unwrap();
+        let behind_breaker: u64 = deferred
+            .deferred
+            .iter()
+            .filter(|g| g.cause == DeferCause::OpenBreaker)
+            .map(|g| g.deliveries)
+            .sum();
+        assert_eq!(behind_breaker, 8, "{deferred:?}");
         // Past the cool-down, a's rows wait for nothing: they are due.
-        let later = store.backlog_waits(open_until + 1).await.unwrap();
+        let later = store.backlog_waits(open_until + 10).await.unwrap();
         assert!(
             later
                 .deferred

@@ -195,11 +195,15 @@ fn behaviour(path: &str, nth: u32) -> Option<Failure> {
             .map(Failure::Status),
         Some("flaky") => number(parts.next())
             .map(|n| Failure::Status(if u64::from(nth) <= n { 503 } else { 200 })),
-        // After the delay, what the rest of the path asks for; 200 when it asks for nothing.
+        // After the delay, what the rest of the path asks for (one level: a delay after a
+        // delay is not a behaviour); 200 when it asks for nothing.
         Some("slow") => {
             number(parts.next())?;
             let rest = parts.collect::<Vec<_>>().join("/");
-            behaviour(&format!("/{rest}"), nth).or(Some(Failure::Status(200)))
+            match rest.split('/').next() {
+                Some("slow") => Some(Failure::Status(200)),
+                _ => behaviour(&format!("/{rest}"), nth).or(Some(Failure::Status(200))),
+            }
         }
         _ => None,
     }

@@ -508,9 +508,9 @@ impl Capacity {
             projected_drain_by: drain.by.as_str(),
             drain_terms: DrainTermsView {
                 throughput_s: finite(drain.throughput_s),
-                retries_s: e.waits.retries_s,
-                breaker_deferred_s: e.waits.breaker_deferred_s,
-                rate_limited_s: e.waits.rate_limited_s,
+                retries_s: finite(e.waits.retries_s),
+                breaker_deferred_s: finite(e.waits.breaker_deferred_s),
+                rate_limited_s: finite(e.waits.rate_limited_s),
             },
             retry_backlog: e.waits.retries,
             breaker_deferred_backlog: e.waits.breaker_deferred,
@@ -567,9 +567,11 @@ impl Capacity {
         }
         let window = self.policies.current().delivery_window().as_secs_f64();
         let (e, _, drain) = self.drain();
+        // The gauge is the term admission refuses on, so that its alert ("admission is refusing
+        // fan-out, or about to") stays true; the other terms are in `/v1/capacity`.
         crate::telemetry::capacity(
             &e.measured,
-            Some(drain.seconds).filter(|s| s.is_finite()),
+            Some(drain.throughput_s).filter(|s| s.is_finite()),
             window,
         );
         Ok(took)

@@ -512,8 +512,7 @@ pub(super) async fn queue_stats(
         c,
         "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
                 min(s.breaker_open_until), min(s.rate_next_at), min(s.max_in_flight),
-                min(s.breaker_allowance), min(s.origin), min(s.url),
-                bool_or(s.rate_limit_per_second IS NOT NULL)
+                min(s.breaker_allowance), min(s.origin), min(s.url)
          FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
          WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
          GROUP BY d.subscriber_id",
@@ -541,7 +540,8 @@ pub(super) async fn queue_stats(
                 ),
                 host_in_flight: in_flight.of_origin(&origin),
                 host_cap: host_cap_in_force(caps.max_in_flight_per_host),
-                rate_limited: r.get(9),
+                // The oldest due row of a group is first in its subscriber's line.
+                queued_at_rate: false,
                 held_back: held_back.iter().any(|id| id == subscriber),
             },
         }

@@ -1011,13 +1011,17 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
         c,
         "SELECT d.seq, d.held, d.run_at, s.breaker_open_until, s.rate_next_at, s.max_in_flight,
                 d.subscriber_id, s.breaker_allowance, s.origin, s.url,
-                s.rate_limit_per_second IS NOT NULL
+                s.rate_limit_per_second IS NOT NULL AND EXISTS (
+                        SELECT 1 FROM deliveries o
+                        WHERE o.subscriber_id = d.subscriber_id AND o.state = 'scheduled'
+                          AND o.run_at <= $3
+                          AND (o.run_at < d.run_at OR (o.run_at = d.run_at AND o.seq < d.seq)))
          FROM (SELECT seq, subscriber_id, held, run_at FROM deliveries
                WHERE state = 'scheduled' AND window_start <= $1
                ORDER BY window_start LIMIT $2
                FOR UPDATE SKIP LOCKED) d
          JOIN subscribers s ON s.id = d.subscriber_id",
-        &[&sweep.started_before(), &(sweep.limit as i64)],
+        &[&sweep.started_before(), &(sweep.limit as i64), &sweep.now],
     )
     .await?;
     let (keys, waiting): (Vec<i64>, Vec<Option<&str>>) = rows
@@ -1037,7 +1041,7 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
                 ),
                 host_in_flight: in_flight.of_origin(&origin),
                 host_cap: host_cap_in_force(sweep.caps.max_in_flight_per_host),
-                rate_limited: r.get(10),
+                queued_at_rate: r.get(10),
                 // The dispatcher's own view; a window that ends on it ends on its cause.
                 held_back: false,
             };

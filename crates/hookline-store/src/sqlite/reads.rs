@@ -505,7 +505,7 @@ fn state_counts() -> String {
 const DUE_GROUPS: &str =
     "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
             s.breaker_open_until, s.rate_next_at, s.max_in_flight, s.breaker_allowance,
-            s.origin, s.url, s.rate_limit_per_second IS NOT NULL
+            s.origin, s.url
      FROM deliveries d INDEXED BY deliveries_due JOIN subscribers s ON s.id = d.subscriber_id
      WHERE d.state = 'scheduled' AND d.held = 0 AND d.run_at <= ?1
      GROUP BY d.subscriber_id";
@@ -564,7 +564,8 @@ pub(super) fn queue_stats(
                     cap: cap_in_force(r.get(5)?, caps.max_in_flight_per_subscriber, r.get(6)?),
                     host_in_flight: in_flight.of_origin(&origin),
                     host_cap: host_cap_in_force(caps.max_in_flight_per_host),
-                    rate_limited: r.get(9)?,
+                    // The oldest due row of a group is first in its subscriber's line.
+                    queued_at_rate: false,
                     held_back: held_back.contains(&subscriber),
                 },
             })

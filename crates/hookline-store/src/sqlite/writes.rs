@@ -803,34 +803,41 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
         .prepare_cached(
             "SELECT d.seq, d.subscriber_id, d.held, d.run_at, s.breaker_open_until,
                     s.rate_next_at, s.max_in_flight, s.breaker_allowance, s.origin, s.url,
-                    s.rate_limit_per_second IS NOT NULL
+                    s.rate_limit_per_second IS NOT NULL AND EXISTS (
+                        SELECT 1 FROM deliveries o
+                        WHERE o.subscriber_id = d.subscriber_id AND o.state = 'scheduled'
+                          AND o.run_at <= ?3
+                          AND (o.run_at < d.run_at OR (o.run_at = d.run_at AND o.seq < d.seq)))
              FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
              WHERE d.state = 'scheduled' AND d.window_start <= ?1
              ORDER BY d.window_start LIMIT ?2",
         )?
-        .query_map(params![sweep.started_before(), sweep.limit as i64], |r| {
-            let subscriber: String = r.get(1)?;
-            let (stored, url): (Option<String>, String) = (r.get(8)?, r.get(9)?);
-            let origin = stored_origin(stored.as_deref(), &url);
-            let state = WaitState {
-                held: r.get(2)?,
-                run_at: r.get(3)?,
-                breaker_open_until: r.get(4)?,
-                rate_next_at: r.get(5)?,
-                in_flight: in_flight.of_subscriber(&subscriber),
-                cap: cap_in_force(
-                    r.get(6)?,
-                    sweep.caps.max_in_flight_per_subscriber,
-                    r.get(7)?,
-                ),
-                host_in_flight: in_flight.of_origin(&origin),
-                host_cap: host_cap_in_force(sweep.caps.max_in_flight_per_host),
-                rate_limited: r.get(10)?,
-                // The dispatcher's own view; a window that ends on it ends on its cause.
-                held_back: false,
-            };
-            Ok((r.get::<_, i64>(0)?, state.waiting_on(sweep.now), subscriber))
-        })?
+        .query_map(
+            params![sweep.started_before(), sweep.limit as i64, sweep.now],
+            |r| {
+                let subscriber: String = r.get(1)?;
+                let (stored, url): (Option<String>, String) = (r.get(8)?, r.get(9)?);
+                let origin = stored_origin(stored.as_deref(), &url);
+                let state = WaitState {
+                    held: r.get(2)?,
+                    run_at: r.get(3)?,
+                    breaker_open_until: r.get(4)?,
+                    rate_next_at: r.get(5)?,
+                    in_flight: in_flight.of_subscriber(&subscriber),
+                    cap: cap_in_force(
+                        r.get(6)?,
+                        sweep.caps.max_in_flight_per_subscriber,
+                        r.get(7)?,
+                    ),
+                    host_in_flight: in_flight.of_origin(&origin),
+                    host_cap: host_cap_in_force(sweep.caps.max_in_flight_per_host),
+                    queued_at_rate: r.get(10)?,
+                    // The dispatcher's own view; a window that ends on it ends on its cause.
+                    held_back: false,
+                };
+                Ok((r.get::<_, i64>(0)?, state.waiting_on(sweep.now), subscriber))
+            },
+        )?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     for (key, waiting_on, subscriber_id) in &expiring {
         c.prepare_cached(
