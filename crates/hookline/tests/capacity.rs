@@ -383,7 +383,7 @@ fn hookline_capacity_does_the_briefs_arithmetic() {
          delivery_window = \"30m\"\n",
     )
     .unwrap();
-    let (ok, text) = capacity_cli(&[
+    let brief = [
         "--config",
         six.to_str().unwrap(),
         "--workers",
@@ -396,9 +396,8 @@ fn hookline_capacity_does_the_briefs_arithmetic() {
         "100",
         "--failure-rate",
         "0.1",
-        "--backlog",
-        "10000",
-    ]);
+    ];
+    let (ok, text) = capacity_cli(&[&brief[..], &["--backlog", "10000"]].concat());
     assert!(ok.success(), "{text}");
     assert!(
         text.contains(
@@ -426,22 +425,7 @@ fn hookline_capacity_does_the_briefs_arithmetic() {
     );
     // A share of timeouts costs the slots their timeout: 5% at 10 s over 512 slots leaves
     // 1 / (0.95 / 200 + 0.05 x 10 / 512) = 174.6 of the 200.
-    let (ok, text) = capacity_cli(&[
-        "--config",
-        six.to_str().unwrap(),
-        "--workers",
-        "20",
-        "--attempts-per-worker",
-        "10",
-        "--events-per-second",
-        "1",
-        "--fanout",
-        "100",
-        "--failure-rate",
-        "0.1",
-        "--timeout-rate",
-        "0.05",
-    ]);
+    let (ok, text) = capacity_cli(&[&brief[..], &["--timeout-rate", "0.05"]].concat());
     assert!(ok.success(), "{text}");
     assert_eq!(
         row(&text, "available attempts/s"),

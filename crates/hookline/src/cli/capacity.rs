@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use hookline_policy::{
     drain_seconds, expected_attempts, rate_with_unanswered, Demand, Evidence, Shown,
 };
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::clock::Clock;
 
-use super::client::call;
+use super::client::{call, read_json};
 use super::{table, ApiArg, CapacityArgs};
 use crate::config::{Config, Overrides};
 
@@ -584,13 +584,10 @@ async fn measure(config: Option<&Path>, mix: &Mix) -> Result<Measurement, String
     // Every first attempt has reached the sink and none is still under way: each has been
     // answered (a slow answer counts its time, a 503 its retry later, outside the measurement).
     let attempts = loop {
-        let stats: Value = get_json(&http, &format!("{sink}/stats")).await?;
+        let stats = read_json(http.get(format!("{sink}/stats"))).await?;
         if stats["unique"].as_u64().unwrap_or(0) >= total {
-            let in_flight = get_json(
-                &http,
-                &format!("{api}/v1/deliveries?state=in_flight&limit=1"),
-            )
-            .await?;
+            let in_flight =
+                read_json(http.get(format!("{api}/v1/deliveries?state=in_flight&limit=1"))).await?;
             if in_flight["items"].as_array().is_some_and(Vec::is_empty) {
                 break stats["received"].as_u64().unwrap_or(total);
             }
@@ -604,14 +601,4 @@ async fn measure(config: Option<&Path>, mix: &Mix) -> Result<Measurement, String
     let elapsed = started.elapsed();
     app.shutdown().await;
     Ok(Measurement { attempts, elapsed })
-}
-
-async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value, String> {
-    http.get(url)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .json()
-        .await
-        .map_err(|e| e.to_string())
 }

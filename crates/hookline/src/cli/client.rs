@@ -12,6 +12,18 @@ fn authorized(request: reqwest::RequestBuilder, api: &ApiArg) -> reqwest::Reques
     }
 }
 
+/// Sends `request` and reads its answer as JSON, whatever its status: for the loads the
+/// commands run themselves (the drill's, the capacity measurement's) and the sinks they read.
+pub async fn read_json(request: reqwest::RequestBuilder) -> Result<Value, String> {
+    request
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())
+}
+
 pub async fn call(request: reqwest::RequestBuilder, api: &ApiArg) -> Result<Value, String> {
     let response = authorized(request, api)
         .send()

@@ -28,6 +28,7 @@ use hookline_testkit::{now_ms, rfc3339_ms, ScratchDir};
 use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
 
+use super::client::read_json;
 use super::DrillArgs;
 
 fn progress(message: &str) {
@@ -62,14 +63,7 @@ impl Drill {
     }
 
     async fn get(&self, path: &str) -> Result<Value, String> {
-        let r = self
-            .req(self.http.get(format!("{}{path}", self.api)))
-            .send()
-            .await;
-        r.map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())
+        read_json(self.req(self.http.get(format!("{}{path}", self.api)))).await
     }
 
     async fn post(&self, path: &str, body: Value) -> Result<(u16, Value), String> {
@@ -94,14 +88,7 @@ impl Drill {
     }
 
     async fn sink_stats(&self) -> Result<Value, String> {
-        self.http
-            .get(format!("{}/stats", self.sink))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())
+        read_json(self.http.get(format!("{}/stats", self.sink))).await
     }
 
     /// First receipt time of each webhook-id at the sink.
