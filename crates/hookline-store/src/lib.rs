@@ -9,6 +9,7 @@
 //! window atomically. Nothing here reads a clock: `now` is always an argument.
 
 mod claim;
+mod error;
 mod migrations;
 mod model;
 mod paging;
@@ -29,6 +30,7 @@ use async_trait::async_trait;
 use hookline_policy::{Shown, UnixMs};
 
 pub(crate) use claim::*;
+pub use error::{BackendError, StoreError};
 pub use migrations::{AppliedMigration, SchemaStatus, Version};
 pub use model::*;
 pub(crate) use paging::*;
@@ -42,37 +44,6 @@ pub(crate) use sql::*;
 pub use sqlite::page_cache::install as install_sqlite_page_cache;
 pub use sqlite::SqliteStore;
 pub(crate) use stats::*;
-
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StoreError {
-    #[error("{0} not found")]
-    NotFound(String),
-    #[error("{0}")]
-    Conflict(String),
-    #[error("{0}")]
-    Invalid(String),
-    #[error("the store is shut down")]
-    Closed,
-    /// A publish would fan out to more deliveries than admission allows now: nothing stored.
-    #[error(
-        "the event fans out to {deliveries} deliveries, more than the {room} admission allows now"
-    )]
-    OverCapacity { deliveries: u64, room: u64 },
-    /// The database's storage is full (SQLite's `SQLITE_FULL`, PostgreSQL's `disk_full`):
-    /// nothing of the write was stored, and the same write may go through once room is made.
-    #[error("the database's storage is full: {0}")]
-    StorageFull(String),
-    #[error("storage failure: {0}")]
-    Backend(String),
-}
-
-impl StoreError {
-    /// Whether the store itself failed to commit (a full disk, a failing database), rather
-    /// than refusing what the caller asked: what makes a process unhealthy.
-    pub fn is_storage_failure(&self) -> bool {
-        matches!(self, StoreError::StorageFull(_) | StoreError::Backend(_))
-    }
-}
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -393,5 +364,5 @@ pub async fn restore(from: std::path::PathBuf, url: &str) -> Result<BackupSummar
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| StoreError::Backend(e.to_string()))?
+        .map_err(|e| StoreError::caused_by("a blocking store task", e))?
 }

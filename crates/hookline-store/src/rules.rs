@@ -290,7 +290,7 @@ pub(crate) fn attempt_history_of(
     let mut h = AttemptHistory::default();
     for (duration_ms, outcome, answered) in rows {
         let outcome = Outcome::parse(&outcome).ok_or_else(|| {
-            StoreError::Backend(format!("unexpected outcome {outcome:?} in the database"))
+            StoreError::backend(format!("unexpected outcome {outcome:?} in the database"))
         })?;
         h.attempts += 1;
         if matches!(outcome, Outcome::Retryable | Outcome::Lost) {
@@ -396,12 +396,12 @@ pub(crate) fn subscriber_ids_text(ids: &[String]) -> String {
 
 pub(crate) fn subscriber_ids_read(text: &str) -> Result<Vec<String>> {
     serde_json::from_str(text)
-        .map_err(|e| StoreError::Backend(format!("a rollout's subscriber_ids are unreadable: {e}")))
+        .map_err(|e| StoreError::caused_by("a rollout's subscriber_ids are unreadable", e))
 }
 
 pub(crate) fn rollout_state_read(text: &str) -> Result<RolloutState> {
     RolloutState::parse(text)
-        .ok_or_else(|| StoreError::Backend(format!("unexpected rollout state {text:?}")))
+        .ok_or_else(|| StoreError::backend(format!("unexpected rollout state {text:?}")))
 }
 
 /// The 0-based rank of quantile `q` among `n` sorted values (nearest rank).

@@ -261,3 +261,27 @@ async fn a_schema_needing_a_newer_hookline_is_refused_naming_both_versions() {
     assert!(status.compatible.is_err());
     schema.drop_schema().await;
 }
+
+/// A failure PostgreSQL answered keeps its SQLSTATE, for callers to match on, and the driver's
+/// error as its cause.
+#[tokio::test]
+async fn a_database_failure_keeps_its_sqlstate_and_its_cause() {
+    let Some(schema) = PgSchema::create().await else {
+        return;
+    };
+    let (client, connection) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let failure = StoreError::from(client.simple_query("SELECT 1/0").await.unwrap_err());
+    assert_eq!(failure.sqlstate(), Some("22012"), "{failure}");
+    assert!(
+        failure.to_string().contains("division by zero"),
+        "{failure}"
+    );
+    let StoreError::Backend(backend) = &failure else {
+        panic!("{failure:?} is not a backend failure");
+    };
+    let cause = std::error::Error::source(backend).expect("the driver's error is kept");
+    assert!(cause.downcast_ref::<tokio_postgres::Error>().is_some());
+}

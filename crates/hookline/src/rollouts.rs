@@ -118,13 +118,13 @@ impl Policies {
             return Ok(p.clone());
         }
         let stored = self.store.get_policy(name).await?;
-        let corrupt =
-            |e: String| StoreError::Backend(format!("policy {name:?} is stored unreadably: {e}"));
-        let definition: Definition =
-            serde_json::from_str(&stored.definition).map_err(|e| corrupt(e.to_string()))?;
+        let unreadable = format!("policy {name:?} is stored unreadably");
+        let definition: Definition = serde_json::from_str(&stored.definition)
+            .map_err(|e| StoreError::caused_by(unreadable.clone(), e))?;
         // A stored definition spells out every field: nothing comes from the defaults.
         let policy = Arc::new(
-            Policy::read(definition, &self.configured).map_err(|e| corrupt(e.to_string()))?,
+            Policy::read(definition, &self.configured)
+                .map_err(|e| StoreError::caused_by(unreadable, e))?,
         );
         self.known
             .lock()

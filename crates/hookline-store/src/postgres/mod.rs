@@ -37,18 +37,23 @@ impl From<tokio_postgres::Error> for StoreError {
                     "text with a NUL byte, which PostgreSQL cannot store or compare".into(),
                 )
             }
-            Some(db) if *db.code() == tokio_postgres::error::SqlState::DISK_FULL => {
-                StoreError::StorageFull(format!("{}: {}", db.code().code(), db.message()))
+            Some(db) => {
+                let (code, message) = (db.code().clone(), db.message().to_owned());
+                let failure = BackendError::answered(code.code(), &message, e);
+                if code == tokio_postgres::error::SqlState::DISK_FULL {
+                    StoreError::StorageFull(failure)
+                } else {
+                    StoreError::Backend(failure)
+                }
             }
-            Some(db) => StoreError::Backend(format!("{}: {}", db.code().code(), db.message())),
-            None => StoreError::Backend(e.to_string()),
+            None => StoreError::failed(e),
         }
     }
 }
 
 impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
-        StoreError::Backend(format!("no PostgreSQL connection: {e}"))
+        StoreError::caused_by("no PostgreSQL connection", e)
     }
 }
 
@@ -123,7 +128,7 @@ impl PostgresStore {
         let pool = Pool::builder(manager)
             .max_size(pool_size.max(1))
             .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
+            .map_err(|e| StoreError::caused_by("cannot build the PostgreSQL pool", e))?;
         let mut client = pool.get().await.map_err(|e| {
             StoreError::Invalid(format!("database: cannot connect to PostgreSQL: {e}"))
         })?;
@@ -400,7 +405,7 @@ impl Store for PostgresStore {
         let completing: Completing = Box::pin(async move {
             completing
                 .await
-                .unwrap_or_else(|e| Err(StoreError::Backend(format!("completions: {e}"))))
+                .unwrap_or_else(|e| Err(StoreError::caused_by("completions", e)))
         });
         (completing, claimed)
     }

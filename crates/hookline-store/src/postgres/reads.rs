@@ -15,7 +15,7 @@ pub(super) fn not_found(what: &str, id: &str) -> StoreError {
 }
 
 pub(super) fn corrupt(what: &str, value: &str) -> StoreError {
-    StoreError::Backend(format!("unexpected {what} {value:?} in the database"))
+    StoreError::backend(format!("unexpected {what} {value:?} in the database"))
 }
 
 const SUBSCRIBER_COLUMNS: &str =

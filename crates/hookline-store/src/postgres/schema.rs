@@ -180,9 +180,7 @@ pub(super) async fn migrate(client: &mut Client) -> Result<()> {
     let mut tries = 0;
     loop {
         match apply(client, LATER).await {
-            Err(StoreError::Backend(e))
-                if tries < 3 && (e.starts_with("55P03") || e.starts_with("40P01")) =>
-            {
+            Err(e) if tries < 3 && matches!(e.sqlstate(), Some("55P03" | "40P01")) => {
                 tries += 1;
                 tracing::warn!(error = %e, tries, "migration could not take its locks; retrying");
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;

@@ -317,7 +317,7 @@ async fn destinations(
     rows.iter()
         .map(|r| {
             found.get(&r.subscriber_id).cloned().ok_or_else(|| {
-                StoreError::Backend(format!("delivery {} lost its subscriber", r.id))
+                StoreError::backend(format!("delivery {} lost its subscriber", r.id))
             })
         })
         .collect()
@@ -369,7 +369,7 @@ async fn claimed(
                 .get(&(row.event_id.clone(), row.payload_version))
                 .cloned()
                 .ok_or_else(|| {
-                    StoreError::Backend(format!("delivery {} lost its event", row.id))
+                    StoreError::backend(format!("delivery {} lost its event", row.id))
                 })?;
             Ok(row.leased(lease, kind, destination, event))
         })

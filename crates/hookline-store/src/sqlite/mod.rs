@@ -34,8 +34,10 @@ pub(crate) use schema::status as schema_status;
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
         match e.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::DiskFull) => StoreError::StorageFull(e.to_string()),
-            _ => StoreError::Backend(e.to_string()),
+            Some(rusqlite::ErrorCode::DiskFull) => {
+                StoreError::StorageFull(BackendError::new("").with_source(e))
+            }
+            _ => StoreError::failed(e),
         }
     }
 }
@@ -144,7 +146,7 @@ impl SqliteStore {
         let path = path.to_owned();
         tokio::task::spawn_blocking(move || Self::open_blocking(path, serving))
             .await
-            .map_err(|e| StoreError::Backend(e.to_string()))?
+            .map_err(|e| StoreError::caused_by("opening the SQLite store", e))?
     }
 
     fn open_blocking(path: String, serving: bool) -> Result<Self> {
@@ -181,7 +183,7 @@ impl SqliteStore {
                 run_checkpointer(checkpoint_conn, stop, failing);
                 drop(checkpointer_lock);
             })
-            .map_err(|e| StoreError::Backend(format!("cannot start the checkpointer: {e}")))?;
+            .map_err(|e| StoreError::caused_by("cannot start the checkpointer", e))?;
         Ok(Self {
             _stop_checkpointer: checkpointer,
             checkpoints_failing,
@@ -208,7 +210,7 @@ impl SqliteStore {
             result
         })
         .await
-        .map_err(|e| StoreError::Backend(e.to_string()))?
+        .map_err(|e| StoreError::caused_by("a SQLite read", e))?
     }
 }
 

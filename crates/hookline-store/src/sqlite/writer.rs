@@ -93,7 +93,7 @@ where
     fn answer(self: Box<Self>, commit: Result<()>) {
         let outcome = self
             .outcome
-            .unwrap_or_else(|| Err(StoreError::Backend("the write job never ran".into())));
+            .unwrap_or_else(|| Err(StoreError::backend("the write job never ran")));
         // A job that failed says why; one that ran says whether its batch committed.
         let _ = self
             .reply
@@ -160,7 +160,7 @@ impl WriterHandle {
                 run(writer, rx);
                 drop(serving);
             })
-            .map_err(|e| StoreError::Backend(format!("cannot start the writer thread: {e}")))?;
+            .map_err(|e| StoreError::caused_by("cannot start the writer thread", e))?;
         Ok(Self { jobs })
     }
 
@@ -280,8 +280,8 @@ impl Writer {
     /// ended it when that is a full disk.
     fn ended(&self, what: &str) -> StoreError {
         match &self.ended_by {
-            Some(StoreError::StorageFull(e)) => StoreError::StorageFull(format!("{what}: {e}")),
-            _ => StoreError::Backend(what.into()),
+            Some(StoreError::StorageFull(e)) => StoreError::StorageFull(e.clone().during(what)),
+            _ => StoreError::backend(what),
         }
     }
 
@@ -704,7 +704,7 @@ mod tests {
             w.conn.execute_batch(stop_at_b).unwrap();
             let (refused, runs) = publish_after_a_write(&mut w, "c");
             assert!(
-                matches!(&refused, Err(StoreError::Backend(m)) if m.contains(message)),
+                matches!(&refused, Err(e @ StoreError::Backend(_)) if e.to_string().contains(message)),
                 "{refused:?}"
             );
             assert_eq!(runs, 2, "the first run was spoiled: {message}");
@@ -724,7 +724,7 @@ mod tests {
             .unwrap();
         let (refused, runs) = publish_after_a_write(&mut w, "c");
         assert!(
-            matches!(&refused, Err(StoreError::Backend(m)) if m.contains("malformed JSON")),
+            matches!(&refused, Err(e @ StoreError::Backend(_)) if e.to_string().contains("malformed JSON")),
             "{refused:?}"
         );
         assert_eq!(runs, 1, "nothing was written to undo");
@@ -887,7 +887,7 @@ mod tests {
         assert!(first.try_recv().unwrap().is_err());
         assert!(matches!(
             second.try_recv().unwrap(),
-            Err(StoreError::Backend(m)) if m.contains("ended this batch's transaction")
+            Err(e @ StoreError::Backend(_)) if e.to_string().contains("ended this batch's transaction")
         ));
         let b: i64 = w
             .conn
@@ -925,7 +925,7 @@ mod tests {
             let _ = started.send(());
             first_released
                 .recv_timeout(Duration::from_secs(10))
-                .map_err(|_| StoreError::Backend("never released".into()))
+                .map_err(|_| StoreError::backend("never released"))
         })));
         first_started.recv_timeout(bound).unwrap();
 
@@ -937,7 +937,7 @@ mod tests {
                 .execute("INSERT INTO turns VALUES ('in order')", [])?;
             heard
                 .recv_timeout(Duration::from_secs(10))
-                .map_err(|_| StoreError::Backend("ran before the job ahead was answered".into()))
+                .map_err(|_| StoreError::backend("ran before the job ahead was answered"))
         })));
         let ahead = queue(Box::pin(handle.write_in(Turn::Ahead, |w| {
             w.conn

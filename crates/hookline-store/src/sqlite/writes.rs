@@ -275,7 +275,7 @@ fn fan_out_rows(
         UNVERSIONED_ERROR
     ])?;
     if inserted as u64 != counted {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::backend(format!(
             "the fan-out of event {} wrote {inserted} deliveries, counted {counted}",
             event.id
         )));

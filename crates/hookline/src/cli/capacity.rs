@@ -3,6 +3,7 @@
 //! available: given, read from a running hookline, or measured here with a short load test
 //! against the mix of answers given or found in the store's recent attempts.
 
+use anyhow::anyhow;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -47,21 +48,22 @@ const HISTORY_LIMIT: u32 = 100_000;
 const HOUR_MS: i64 = 3_600_000;
 
 impl Mix {
-    async fn of(args: &CapacityArgs, config: &Config) -> Result<Mix, String> {
+    async fn of(args: &CapacityArgs, config: &Config) -> anyhow::Result<Mix> {
         if args.from_history {
             return Mix::from_history(config).await;
         }
         if !(0.0..=1.0).contains(&args.failure_rate) {
-            return Err(format!(
+            return Err(anyhow!(
                 "--failure-rate must be from 0 to 1, not {}",
                 args.failure_rate
             ));
         }
         if !(0.0..=args.failure_rate).contains(&args.timeout_rate) {
-            return Err(format!(
+            return Err(anyhow!(
                 "--timeout-rate must be from 0 to --failure-rate ({}): a timeout is a \
                  failure, not {}",
-                args.failure_rate, args.timeout_rate
+                args.failure_rate,
+                args.timeout_rate
             ));
         }
         let answer_times = args
@@ -72,7 +74,7 @@ impl Mix {
                     .ok()
                     .filter(|d| *d <= config.delivery.attempt_timeout)
                     .ok_or_else(|| {
-                        format!(
+                        anyhow!(
                             "--answer-times: {t:?} is not a duration within the attempt \
                              timeout ({}), like 20ms or 1s",
                             humantime::format_duration(config.delivery.attempt_timeout)
@@ -88,17 +90,15 @@ impl Mix {
         })
     }
 
-    async fn from_history(config: &Config) -> Result<Mix, String> {
-        let store = hookline_store::open_existing(&config.database, &config.store_options())
-            .await
-            .map_err(|e| e.to_string())?;
+    async fn from_history(config: &Config) -> anyhow::Result<Mix> {
+        let store =
+            hookline_store::open_existing(&config.database, &config.store_options()).await?;
         let now = crate::clock::SystemClock.now_ms();
         let h = store
             .attempt_history(now.saturating_sub(HOUR_MS), HISTORY_LIMIT)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         if h.attempts == 0 {
-            return Err(format!(
+            return Err(anyhow!(
                 "no attempts in the last hour in {}: give --failure-rate, --timeout-rate and \
                  --answer-times instead",
                 config.database
@@ -208,26 +208,25 @@ impl Available {
 
 /// The configuration `serve` would run with: the file, and the database `HOOKLINE_DATABASE`
 /// names (which decides the default delivery slots).
-fn load(config: Option<&Path>) -> Result<Config, String> {
+fn load(config: Option<&Path>) -> anyhow::Result<Config> {
     let database = std::env::var("HOOKLINE_DATABASE").ok();
-    Config::load(
+    Ok(Config::load(
         config,
         Overrides {
             database,
             ..Overrides::default()
         },
-    )
-    .map_err(|e| e.to_string())
+    )?)
 }
 
-pub async fn run(args: CapacityArgs) -> Result<(), String> {
+pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     let config = load(args.config.as_deref())?;
     for (name, v) in [
         ("--events-per-second", args.events_per_second),
         ("--fanout", args.fanout),
     ] {
         if !(0.0..=1e9).contains(&v) {
-            return Err(format!("{name} must be a number from 0 to 1e9, not {v:?}"));
+            return Err(anyhow!("{name} must be a number from 0 to 1e9, not {v:?}"));
         }
     }
     // Checked here, not by clap: `--measure` has a default, which satisfies clap's `requires`.
@@ -236,7 +235,7 @@ pub async fn run(args: CapacityArgs) -> Result<(), String> {
         ("--answer-times", !args.answer_times.is_empty()),
     ] {
         if given && !args.measure {
-            return Err(format!(
+            return Err(anyhow!(
                 "{flag} needs --measure: it is about the measuring load"
             ));
         }
@@ -246,7 +245,7 @@ pub async fn run(args: CapacityArgs) -> Result<(), String> {
         if (0.001..=1e9).contains(&v) {
             Ok(v)
         } else {
-            Err(format!("{name} must be from 0.001 to 1e9, not {v:?}"))
+            Err(anyhow!("{name} must be from 0.001 to 1e9, not {v:?}"))
         }
     };
     let mut budget = Budget {
@@ -259,7 +258,7 @@ pub async fn run(args: CapacityArgs) -> Result<(), String> {
             workers,
             per_worker: positive("--attempts-per-worker", per_worker)?,
         },
-        (None, Some(_), _) => return Err("--workers must be at least 1".into()),
+        (None, Some(_), _) => return Err(anyhow!("--workers must be at least 1")),
         _ if args.measure => Available::Measured(measure(args.config.as_deref(), &mix).await?),
         _ => {
             let (rate, in_force) = running(&args.api).await?;
@@ -275,7 +274,7 @@ pub async fn run(args: CapacityArgs) -> Result<(), String> {
     match verdict {
         Verdict::Fits => Ok(()),
         // Non-zero so a deploy script or CI step stops on it, not only a reader of the table.
-        Verdict::Over { by } => Err(format!(
+        Verdict::Over { by } => Err(anyhow!(
             "OVER: the load at the given failure rate needs {} attempts/s more than available",
             rate(by)
         )),
@@ -299,14 +298,14 @@ struct Budget {
 }
 
 /// The sustainable rate a running hookline measures, and its policy in force.
-async fn running(api: &ApiArg) -> Result<(f64, Budget), String> {
+async fn running(api: &ApiArg) -> anyhow::Result<(f64, Budget)> {
     let url = format!("{}/v1/capacity", api.api.trim_end_matches('/'));
     let c = call(reqwest::Client::new().get(url), api).await?;
     let rate = c["sustainable_rate_per_s"]
         .as_f64()
         .filter(|r| *r > 0.0)
         .ok_or_else(|| {
-            format!(
+            anyhow!(
                 "the hookline at {} has no measured rate yet (idle or just started): give \
                  --service-rate, or --measure",
                 api.api
@@ -323,7 +322,7 @@ async fn running(api: &ApiArg) -> Result<(f64, Budget), String> {
             window,
         },
         _ => {
-            return Err(format!(
+            return Err(anyhow!(
                 "the API at {} answered no policy in force",
                 api.api
             ))
@@ -444,10 +443,8 @@ fn render(
 
 /// Records `per_s` answered attempts/s as what the process has shown, in the configured store:
 /// the next `serve` projects admission with it.
-async fn save(config: &Config, per_s: f64) -> Result<(), String> {
-    let store = hookline_store::open_existing(&config.database, &config.store_options())
-        .await
-        .map_err(|e| e.to_string())?;
+async fn save(config: &Config, per_s: f64) -> anyhow::Result<()> {
+    let store = hookline_store::open_existing(&config.database, &config.store_options()).await?;
     // A lower bound, not a saturated measurement: one process on scratch SQLite says what the
     // deployment can at least do; the floor still applies, and what the processes show raises it.
     let shown = Shown {
@@ -456,8 +453,7 @@ async fn save(config: &Config, per_s: f64) -> Result<(), String> {
     };
     store
         .record_shown(crate::clock::SystemClock.now_ms(), shown)
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     println!(
         "\nsaved in {}: admission projects with {} attempts/s (shown_rate_per_s) until the \
          processes measure otherwise",
@@ -524,15 +520,17 @@ fn levers(
 
 /// A short, bounded load test of this configuration on this machine: an in-process hookline
 /// on a scratch database delivering to an in-process sink on loopback.
-async fn measure(config: Option<&Path>, mix: &Mix) -> Result<Measurement, String> {
+async fn measure(config: Option<&Path>, mix: &Mix) -> anyhow::Result<Measurement> {
     const SUBSCRIBERS: usize = 100;
     const EVENTS: usize = 50;
     // Bounded, and long enough for each subscriber's events one after another at its answer
     // time.
     let slowest = mix.answer_times.iter().max().copied().unwrap_or_default();
     let limit = Duration::from_secs(120).saturating_add(slowest.saturating_mul(EVENTS as u32));
-    let sink = hookline_testkit::sink::spawn_on_loopback().await?;
-    let dir = hookline_testkit::ScratchDir::new("hookline-capacity").map_err(|e| e.to_string())?;
+    let sink = hookline_testkit::sink::spawn_on_loopback()
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let dir = hookline_testkit::ScratchDir::new("hookline-capacity")?;
     let mut config = load(config)?;
     // Its own port, database and loopback sink; everything else as configured.
     config.listen = "127.0.0.1:0".parse().expect("a loopback address");
@@ -557,24 +555,24 @@ async fn measure(config: Option<&Path>, mix: &Mix) -> Result<Measurement, String
         std::sync::Arc::new(crate::clock::SystemClock),
         crate::app::Role::All,
     )
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     let api = format!("http://{}", app.addr);
     let http = reqwest::Client::new();
     let bodies = (0..SUBSCRIBERS)
         .map(|i| json!({"id": format!("m-{i}"), "url": format!("{sink}{}", mix.path(i, SUBSCRIBERS))}))
         .collect();
-    hookline_testkit::create_subscribers(&http, &api, None, bodies, 8).await?;
+    hookline_testkit::create_subscribers(&http, &api, None, bodies, 8)
+        .await
+        .map_err(anyhow::Error::msg)?;
     let started = Instant::now();
     for e in 0..EVENTS {
         let r = http
             .post(format!("{api}/v1/events"))
             .json(&json!({"id": format!("m-{e}"), "type": "capacity.measure", "payload": {"n": e}}))
             .send()
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         if !r.status().is_success() {
-            return Err(format!(
+            return Err(anyhow!(
                 "the measuring hookline refused a publish: {}",
                 r.status()
             ));
@@ -594,7 +592,7 @@ async fn measure(config: Option<&Path>, mix: &Mix) -> Result<Measurement, String
         }
         if started.elapsed() > limit {
             app.shutdown().await;
-            return Err(format!("the measuring load did not finish in {limit:?}"));
+            return Err(anyhow!("the measuring load did not finish in {limit:?}"));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };

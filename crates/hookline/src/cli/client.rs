@@ -1,6 +1,7 @@
 //! The commands that talk to a running hookline through its HTTP API: one way to send a
 //! request and read its answer or its error.
 
+use anyhow::{anyhow, Context};
 use serde_json::Value;
 
 use super::ApiArg;
@@ -14,29 +15,23 @@ fn authorized(request: reqwest::RequestBuilder, api: &ApiArg) -> reqwest::Reques
 
 /// Sends `request` and reads its answer as JSON, whatever its status: for the loads the
 /// commands run themselves (the drill's, the capacity measurement's) and the sinks they read.
-pub async fn read_json(request: reqwest::RequestBuilder) -> Result<Value, String> {
-    request
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .json()
-        .await
-        .map_err(|e| e.to_string())
+pub async fn read_json(request: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+    Ok(request.send().await?.json().await?)
 }
 
-pub async fn call(request: reqwest::RequestBuilder, api: &ApiArg) -> Result<Value, String> {
+pub async fn call(request: reqwest::RequestBuilder, api: &ApiArg) -> anyhow::Result<Value> {
     let response = authorized(request, api)
         .send()
         .await
-        .map_err(|e| format!("cannot reach the hookline API at {}: {e}", api.api))?;
+        .with_context(|| format!("cannot reach the hookline API at {}", api.api))?;
     let status = response.status();
     let body: Value = response
         .json()
         .await
-        .map_err(|e| format!("the API at {} answered {status} without JSON: {e}", api.api))?;
+        .with_context(|| format!("the API at {} answered {status} without JSON", api.api))?;
     if !status.is_success() {
         let message = body["error"]["message"].as_str().unwrap_or("(no message)");
-        return Err(format!("{status}: {message}"));
+        return Err(anyhow!("{status}: {message}"));
     }
     Ok(body)
 }

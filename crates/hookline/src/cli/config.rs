@@ -8,9 +8,9 @@ use clap::ValueEnum;
 use super::ServeArgs;
 use crate::app;
 
-pub fn check(args: ServeArgs) -> Result<(), String> {
+pub fn check(args: ServeArgs) -> anyhow::Result<()> {
     let config = super::serve::load(&args)?;
-    app::check(&config, args.role).map_err(|e| e.to_string())?;
+    app::check(&config, args.role)?;
     let file = match &args.store.config.config {
         Some(path) => path.display().to_string(),
         None => "no file: the defaults".into(),

@@ -19,7 +19,7 @@ pub async fn list(
     subscriber: Option<String>,
     limit: u32,
     cursor: Option<String>,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let mut query = vec![("limit", limit.to_string())];
     query.extend(reason.map(|r| ("reason", r)));
     query.extend(subscriber.map(|s| ("subscriber_id", s)));
@@ -87,7 +87,7 @@ pub async fn replay(
     limit: u32,
     per_second: Option<f64>,
     mode: ReplayMode,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let body = json!({
         "reason": reason,
         "subscriber_id": subscriber,

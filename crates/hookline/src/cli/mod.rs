@@ -12,6 +12,7 @@ mod serve;
 mod store;
 mod table;
 
+use anyhow::anyhow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -375,10 +376,10 @@ enum DlqCommand {
     },
 }
 
-fn token_new(name: &str, scope: crate::tokens::Scope) -> Result<(), String> {
+fn token_new(name: &str, scope: crate::tokens::Scope) -> anyhow::Result<()> {
     use clap::ValueEnum;
     if name.is_empty() {
-        return Err("--name must not be empty".into());
+        return Err(anyhow!("--name must not be empty"));
     }
     let token = crate::tokens::new_token();
     let hash: String = crate::tokens::sha256(&token)
@@ -464,13 +465,16 @@ pub async fn run(cli: Cli) -> ExitCode {
                 },
                 (None, None) => hookline_testkit::sink::Secrets::None,
             };
-            hookline_testkit::sink::serve(args.listen, secrets).await
+            hookline_testkit::sink::serve(args.listen, secrets)
+                .await
+                .map_err(anyhow::Error::msg)
         }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
+        Err(error) => {
+            // `{:#}`: the error with every cause after it, on one line.
+            eprintln!("error: {error:#}");
             ExitCode::FAILURE
         }
     }

@@ -1,6 +1,7 @@
 //! `hookline policy schedule NAME`: a named policy's retry schedule, read from the API and
 //! printed like `hookline schedule`.
 
+use anyhow::{anyhow, Context};
 use std::path::Path;
 
 use super::client::call;
@@ -8,11 +9,11 @@ use super::ApiArg;
 use crate::config::{Config, Overrides};
 use crate::policies::{Definition, Policy};
 
-pub async fn schedule(name: &str, api: &ApiArg, config: Option<&Path>) -> Result<(), String> {
-    let config = Config::load(config, Overrides::default()).map_err(|e| e.to_string())?;
+pub async fn schedule(name: &str, api: &ApiArg, config: Option<&Path>) -> anyhow::Result<()> {
+    let config = Config::load(config, Overrides::default())?;
     let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
     if name.is_empty() || name == "." || name == ".." || !name.chars().all(plain) {
-        return Err(format!(
+        return Err(anyhow!(
             "{name:?} is not a policy name (1 to 128 characters of A-Z a-z 0-9 . _ -)"
         ));
     }
@@ -24,9 +25,8 @@ pub async fn schedule(name: &str, api: &ApiArg, config: Option<&Path>) -> Result
         fields.remove("created_by");
     }
     let definition: Definition = serde_json::from_value(answer)
-        .map_err(|e| format!("the API answered a policy this hookline cannot read: {e}"))?;
-    let policy =
-        Policy::read(definition, &Policy::default_of(&config)).map_err(|e| e.to_string())?;
+        .context("the API answered a policy this hookline cannot read")?;
+    let policy = Policy::read(definition, &Policy::default_of(&config))?;
     let c = &policy.classification;
     let list = |s: &std::collections::BTreeSet<u16>| {
         let v: Vec<String> = s.iter().map(u16::to_string).collect();

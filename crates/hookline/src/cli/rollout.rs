@@ -1,15 +1,16 @@
 //! `hookline rollout compare ID`: a rollout's comparison, read from the API, as a table.
 
+use anyhow::anyhow;
 use serde_json::Value;
 
 use super::client::call;
 use super::table;
 use super::ApiArg;
 
-pub async fn compare(id: &str, api: &ApiArg) -> Result<(), String> {
+pub async fn compare(id: &str, api: &ApiArg) -> anyhow::Result<()> {
     let plain = |c: char| c.is_ascii_alphanumeric() || c == '_';
     if id.is_empty() || !id.chars().all(plain) {
-        return Err(format!("{id:?} is not a rollout id (ro_...)"));
+        return Err(anyhow!("{id:?} is not a rollout id (ro_...)"));
     }
     let url = format!(
         "{}/v1/rollouts/{id}/comparison",

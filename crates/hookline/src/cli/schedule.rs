@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::table;
 use crate::config::{Config, Overrides};
 
-pub fn run(config: Option<&Path>) -> Result<(), String> {
-    let config = Config::load(config, Overrides::default()).map_err(|e| e.to_string())?;
+pub fn run(config: Option<&Path>) -> anyhow::Result<()> {
+    let config = Config::load(config, Overrides::default())?;
     print!("{}", render(&config.retry, config.delivery.attempt_timeout));
     Ok(())
 }

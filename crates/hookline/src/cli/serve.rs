@@ -11,21 +11,20 @@ use crate::config::{Config, Overrides};
 
 /// The configuration `serve` runs with (the file, flags and environment), with every check it
 /// gets before anything starts; `hookline config check` runs the same.
-pub fn load(args: &ServeArgs) -> Result<Config, String> {
-    Config::load_for_serve(
+pub fn load(args: &ServeArgs) -> anyhow::Result<Config> {
+    Ok(Config::load_for_serve(
         args.store.config.config.as_deref(),
         Overrides {
             listen: args.listen.clone(),
             database: args.store.database.clone(),
         },
-    )
-    .map_err(|e| e.to_string())
+    )?)
 }
 
-pub async fn run(args: ServeArgs) -> Result<(), String> {
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = load(&args)?;
-    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     if let Some(limit) = crate::open_files::check(crate::open_files::needed(&config, args.role)) {
         let lane = crate::open_files::slow_lane_within(&config, args.role, limit.soft);
         if lane < config.delivery.slow_lane {
@@ -38,9 +37,7 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
             config.delivery.slow_lane = lane;
         }
     }
-    let running = app::start(&config, Arc::new(SystemClock), args.role)
-        .await
-        .map_err(|e| e.to_string())?;
+    let running = app::start(&config, Arc::new(SystemClock), args.role).await?;
     tracing::info!(
         listen = %running.addr,
         database = %redact(&config.database),

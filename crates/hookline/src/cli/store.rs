@@ -1,37 +1,33 @@
 //! `hookline migrate`, `backup`, `restore` and `prune`: store maintenance without serving.
 
+use anyhow::anyhow;
 use std::path::PathBuf;
 
 use super::StoreArgs;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{parse_duration, Config, Overrides};
 
-fn config(args: StoreArgs) -> Result<Config, String> {
-    Config::load(
+fn config(args: StoreArgs) -> anyhow::Result<Config> {
+    Ok(Config::load(
         args.config.config.as_deref(),
         Overrides {
             listen: None,
             database: args.database,
         },
-    )
-    .map_err(|e| e.to_string())
+    )?)
 }
 
-pub async fn migrate(args: StoreArgs) -> Result<(), String> {
+pub async fn migrate(args: StoreArgs) -> anyhow::Result<()> {
     let config = config(args)?;
     // Opening a store creates it if need be and applies its pending migrations.
-    hookline_store::open_with(&config.database, &config.store_options())
-        .await
-        .map_err(|e| e.to_string())?;
+    hookline_store::open_with(&config.database, &config.store_options()).await?;
     println!("migrations applied; the schema is current");
     Ok(())
 }
 
-pub async fn migrate_status(args: StoreArgs) -> Result<(), String> {
+pub async fn migrate_status(args: StoreArgs) -> anyhow::Result<()> {
     let config = config(args)?;
-    let s = hookline_store::schema_status(&config.database)
-        .await
-        .map_err(|e| e.to_string())?;
+    let s = hookline_store::schema_status(&config.database).await?;
     println!("schema version:           {}", s.version);
     println!("oldest compatible binary: hookline {}", s.min_binary);
     println!(
@@ -50,7 +46,7 @@ pub async fn migrate_status(args: StoreArgs) -> Result<(), String> {
     for (number, description) in &s.pending {
         println!("pending:                  {number} {description}");
     }
-    s.compatible
+    s.compatible.map_err(anyhow::Error::msg)
 }
 
 fn print_summary(what: &str, s: &hookline_store::BackupSummary) {
@@ -62,11 +58,9 @@ fn print_summary(what: &str, s: &hookline_store::BackupSummary) {
     );
 }
 
-pub async fn backup(args: StoreArgs, to: PathBuf) -> Result<(), String> {
+pub async fn backup(args: StoreArgs, to: PathBuf) -> anyhow::Result<()> {
     let config = config(args)?;
-    let summary = hookline_store::backup(&config.database, to.clone())
-        .await
-        .map_err(|e| e.to_string())?;
+    let summary = hookline_store::backup(&config.database, to.clone()).await?;
     print_summary(
         &format!("backed up {} to {}", config.database, to.display()),
         &summary,
@@ -74,11 +68,9 @@ pub async fn backup(args: StoreArgs, to: PathBuf) -> Result<(), String> {
     Ok(())
 }
 
-pub async fn restore(args: StoreArgs, from: PathBuf) -> Result<(), String> {
+pub async fn restore(args: StoreArgs, from: PathBuf) -> anyhow::Result<()> {
     let config = config(args)?;
-    let summary = hookline_store::restore(from.clone(), &config.database)
-        .await
-        .map_err(|e| e.to_string())?;
+    let summary = hookline_store::restore(from.clone(), &config.database).await?;
     print_summary(
         &format!("restored {} into {}", from.display(), config.database),
         &summary,
@@ -90,23 +82,18 @@ pub async fn restore(args: StoreArgs, from: PathBuf) -> Result<(), String> {
     Ok(())
 }
 
-pub async fn prune(args: StoreArgs, delivered_before: &str, batch: u32) -> Result<(), String> {
-    let age = parse_duration(delivered_before).map_err(|e| format!("--delivered-before: {e}"))?;
+pub async fn prune(args: StoreArgs, delivered_before: &str, batch: u32) -> anyhow::Result<()> {
+    let age = parse_duration(delivered_before).map_err(|e| anyhow!("--delivered-before: {e}"))?;
     if batch == 0 {
-        return Err("--batch must be at least 1".into());
+        return Err(anyhow!("--batch must be at least 1"));
     }
     let config = config(args)?;
     // A store that is not there is refused, not created empty and reported as pruned.
-    let store = hookline_store::open_existing(&config.database, &config.store_options())
-        .await
-        .map_err(|e| e.to_string())?;
+    let store = hookline_store::open_existing(&config.database, &config.store_options()).await?;
     let before = SystemClock.now_ms() - age.as_millis() as i64;
     let mut total = 0;
     loop {
-        let pruned = store
-            .prune_delivered(before, batch)
-            .await
-            .map_err(|e| e.to_string())?;
+        let pruned = store.prune_delivered(before, batch).await?;
         total += pruned;
         if pruned < u64::from(batch) {
             break;

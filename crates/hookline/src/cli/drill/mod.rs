@@ -19,6 +19,7 @@ mod phases;
 mod report;
 mod svg;
 
+use anyhow::{anyhow, Context};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -62,37 +63,35 @@ impl Drill {
         }
     }
 
-    async fn get(&self, path: &str) -> Result<Value, String> {
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
         read_json(self.req(self.http.get(format!("{}{path}", self.api)))).await
     }
 
-    async fn post(&self, path: &str, body: Value) -> Result<(u16, Value), String> {
+    async fn post(&self, path: &str, body: Value) -> anyhow::Result<(u16, Value)> {
         let r = self
             .req(self.http.post(format!("{}{path}", self.api)).json(&body))
             .send()
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let status = r.status().as_u16();
         Ok((status, r.json().await.unwrap_or(Value::Null)))
     }
 
     /// Makes every destination of `cohort` fail (`fail`: 503 or "hang"), or recover (null).
-    async fn control(&self, cohort: phases::Cohort, fail: Value) -> Result<(), String> {
+    async fn control(&self, cohort: phases::Cohort, fail: Value) -> anyhow::Result<()> {
         self.http
             .post(format!("{}/control", self.sink))
             .json(&json!({"prefix": format!("/ok/{}/", cohort.name()), "fail": fail}))
             .send()
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         Ok(())
     }
 
-    async fn sink_stats(&self) -> Result<Value, String> {
+    async fn sink_stats(&self) -> anyhow::Result<Value> {
         read_json(self.http.get(format!("{}/stats", self.sink))).await
     }
 
     /// First receipt time of each webhook-id at the sink.
-    async fn receipts(&self) -> Result<HashMap<String, i64>, String> {
+    async fn receipts(&self) -> anyhow::Result<HashMap<String, i64>> {
         let stats = self.sink_stats().await?;
         let mut first = HashMap::new();
         for r in stats["receipts"].as_array().into_iter().flatten() {
@@ -109,7 +108,7 @@ impl Drill {
         phase: &str,
         events: usize,
         interval: Duration,
-    ) -> Result<Vec<(String, i64)>, String> {
+    ) -> anyhow::Result<Vec<(String, i64)>> {
         let mut published = Vec::new();
         for e in 0..events {
             let id = format!("drill-{phase}-{e}-{}", now_ms());
@@ -121,7 +120,7 @@ impl Drill {
                 )
                 .await?;
             if status != 202 {
-                return Err(format!("publishing {id} answered {status}: {body}"));
+                return Err(anyhow!("publishing {id} answered {status}: {body}"));
             }
             published.push((id, at));
             if e + 1 < events {
@@ -133,7 +132,7 @@ impl Drill {
 
     /// The run_at, attempts and first_seen of an event's deliveries waiting for a later time:
     /// a retry, or a breaker still open (from an earlier phase) that deferred them.
-    async fn scheduled(&self, event: &str) -> Result<Vec<Value>, String> {
+    async fn scheduled(&self, event: &str) -> anyhow::Result<Vec<Value>> {
         let now = now_ms();
         Ok(self
             .deliveries(&format!("event_id={event}&state=scheduled"))
@@ -152,7 +151,7 @@ impl Drill {
     }
 
     /// Every delivery `filter` (a query string) selects, page by page.
-    async fn deliveries(&self, filter: &str) -> Result<Vec<Value>, String> {
+    async fn deliveries(&self, filter: &str) -> anyhow::Result<Vec<Value>> {
         let mut all = Vec::new();
         let mut cursor = String::new();
         loop {
@@ -168,7 +167,7 @@ impl Drill {
     }
 
     /// Waits until every delivery of `events` has ended, or `limit` passes.
-    async fn settle(&self, events: &[(String, i64)], limit: Duration) -> Result<bool, String> {
+    async fn settle(&self, events: &[(String, i64)], limit: Duration) -> anyhow::Result<bool> {
         let deadline = Instant::now() + limit;
         loop {
             let mut open = 0;
@@ -194,22 +193,21 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Runs the drill until it ends or SIGINT / SIGTERM arrives. Either way the hookline it
 /// started is stopped: an interrupted drill drops its run, and with it the child
 /// (`Target::Embedded`).
-pub async fn run(args: DrillArgs) -> Result<(), String> {
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+pub async fn run(args: DrillArgs) -> anyhow::Result<()> {
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
     tokio::select! {
         result = drill(args) => result,
-        _ = int.recv() => Err("interrupted (SIGINT); the drill's hookline is stopped".into()),
-        _ = term.recv() => Err("terminated (SIGTERM); the drill's hookline is stopped".into()),
+        _ = int.recv() => Err(anyhow!("interrupted (SIGINT); the drill's hookline is stopped")),
+        _ = term.recv() => Err(anyhow!("terminated (SIGTERM); the drill's hookline is stopped")),
     }
 }
 
-async fn drill(args: DrillArgs) -> Result<(), String> {
+async fn drill(args: DrillArgs) -> anyhow::Result<()> {
     let sizes = phases::Sizes::new(&args)?;
     let (api, mut target, policy) = match &args.api {
         Some(api) => {
-            let policy = crate::config::Config::load(args.config.as_deref(), Default::default())
-                .map_err(|e| e.to_string())?;
+            let policy = crate::config::Config::load(args.config.as_deref(), Default::default())?;
             (api.trim_end_matches('/').to_owned(), Target::Remote, policy)
         }
         None => start_embedded(&args).await?,
@@ -222,7 +220,9 @@ async fn drill(args: DrillArgs) -> Result<(), String> {
             .saturating_add(crate::open_files::BESIDES_CONNECTIONS)
             .saturating_add(ports as u64),
     );
-    let origins = hookline_testkit::sink::spawn_on_loopback_ports(ports).await?;
+    let origins = hookline_testkit::sink::spawn_on_loopback_ports(ports)
+        .await
+        .map_err(anyhow::Error::msg)?;
     let drill = Drill {
         api,
         sink: origins[0].clone(),
@@ -232,8 +232,7 @@ async fn drill(args: DrillArgs) -> Result<(), String> {
         http: reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
             .pool_max_idle_per_host(0)
-            .build()
-            .map_err(|e| e.to_string())?,
+            .build()?,
         token: args.token.clone(),
     };
     let started = now_ms();
@@ -265,7 +264,7 @@ async fn drill(args: DrillArgs) -> Result<(), String> {
     if passed {
         Ok(())
     } else {
-        Err("the drill failed a check".into())
+        Err(anyhow!("the drill failed a check"))
     }
 }
 
@@ -289,21 +288,18 @@ fn drill_policy(args: &DrillArgs) -> String {
 
 async fn start_embedded(
     args: &DrillArgs,
-) -> Result<(String, Target, crate::config::Config), String> {
-    let dir = ScratchDir::new("hookline-drill").map_err(|e| e.to_string())?;
-    let port = hookline_testkit::free_port().map_err(|e| e.to_string())?;
+) -> anyhow::Result<(String, Target, crate::config::Config)> {
+    let dir = ScratchDir::new("hookline-drill")?;
+    let port = hookline_testkit::free_port()?;
     let mut config = match &args.config {
-        Some(path) => {
-            std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
-        }
+        Some(path) => std::fs::read_to_string(path).with_context(|| path.display().to_string())?,
         None => drill_policy(args),
     };
     // The drill owns these: its own port, its own database, its sink on loopback.
     config = format!("listen = \"127.0.0.1:{port}\"\ndatabase = \"sqlite://{}\"\nallow_private_destinations = true\n{config}", dir.path().join("drill.db").display());
     let path = dir.path().join("drill.toml");
-    std::fs::write(&path, config).map_err(|e| e.to_string())?;
-    let policy =
-        crate::config::Config::load(Some(&path), Default::default()).map_err(|e| e.to_string())?;
+    std::fs::write(&path, config)?;
+    let policy = crate::config::Config::load(Some(&path), Default::default())?;
     let server = spawn(&path, format!("http://127.0.0.1:{port}")).await?;
     progress(&format!(
         "hookline started (pid {}) at {}",
@@ -322,7 +318,9 @@ async fn start_embedded(
 }
 
 /// This very binary, serving the drill's config (which listens at `base`), once healthy.
-async fn spawn(config: &std::path::Path, base: String) -> Result<Process, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    Process::serve(&exe, config, "all", base).await
+async fn spawn(config: &std::path::Path, base: String) -> anyhow::Result<Process> {
+    let exe = std::env::current_exe()?;
+    Process::serve(&exe, config, "all", base)
+        .await
+        .map_err(anyhow::Error::msg)
 }

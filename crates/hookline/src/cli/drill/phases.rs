@@ -3,6 +3,7 @@
 //! recovering, (4) crash and restart. Each adds its latencies, checks and summary to the
 //! [`Findings`], which end as the report.
 
+use anyhow::{anyhow, Context};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -47,11 +48,11 @@ pub(super) struct Sizes {
 }
 
 impl Sizes {
-    pub fn new(args: &DrillArgs) -> Result<Self, String> {
+    pub fn new(args: &DrillArgs) -> anyhow::Result<Self> {
         let total = args.subscribers;
         let bad = match args.hanging {
             Some(n) if n > total => {
-                return Err(format!(
+                return Err(anyhow!(
                     "--hanging {n} is more than --subscribers {total}: the hanging destinations                      are some of the subscribers; raise --subscribers"
                 ))
             }
@@ -60,14 +61,14 @@ impl Sizes {
                 ((total as f64) * args.unhealthy).round() as usize
             }
             None => {
-                return Err(format!(
+                return Err(anyhow!(
                     "--unhealthy {} is not a share between 0 and 1",
                     args.unhealthy
                 ))
             }
         };
         if bad >= total {
-            return Err(format!(
+            return Err(anyhow!(
                 "{bad} unavailable of {total} subscribers leaves none healthy to measure:                  raise --subscribers or lower --hanging/--unhealthy"
             ));
         }
@@ -137,7 +138,7 @@ impl<'a> Plan<'a> {
         sizes: &Sizes,
         origins: &[String],
         started: i64,
-    ) -> Result<Self, String> {
+    ) -> anyhow::Result<Self> {
         let per = Sizes::per_origin(policy);
         let mut next = origins.iter();
         let mut subs = Vec::new();
@@ -145,7 +146,7 @@ impl<'a> Plan<'a> {
             let mut origin = "";
             for i in 0..n {
                 if i % per == 0 {
-                    origin = next.next().ok_or("the sink has too few origins")?;
+                    origin = next.next().context("the sink has too few origins")?;
                 }
                 subs.push(Subscriber::new(cohort, subs.len(), started, origin));
             }
@@ -153,7 +154,7 @@ impl<'a> Plan<'a> {
         let main_count = subs.len();
         let shared_origin = match sizes.shared {
             0 => String::new(),
-            _ => next.next().ok_or("the sink has too few origins")?.clone(),
+            _ => next.next().context("the sink has too few origins")?.clone(),
         };
         for i in 0..sizes.shared {
             subs.push(Subscriber::new(Cohort::Shared, i, started, &shared_origin));
@@ -165,8 +166,8 @@ impl<'a> Plan<'a> {
             main_count,
             bad_count: sizes.bad,
             shared_origin,
-            interval: crate::config::parse_duration(&args.interval)?,
-            slo: crate::config::parse_duration(&args.slo)?,
+            interval: crate::config::parse_duration(&args.interval).map_err(anyhow::Error::msg)?,
+            slo: crate::config::parse_duration(&args.slo).map_err(anyhow::Error::msg)?,
         })
     }
 
@@ -218,7 +219,7 @@ impl Findings {
         (drain_ms, amplification): (u64, f64),
         args: &DrillArgs,
         started: i64,
-    ) -> Result<bool, String> {
+    ) -> anyhow::Result<bool> {
         let passed = self.checks.iter().all(|(_, ok)| *ok);
         let mut rows = vec![row("baseline", "all", base)];
         for (phase, name) in [("failure", "failure"), ("shared_host", "shared host")] {
@@ -245,18 +246,18 @@ impl Findings {
         let report = json!({"phases": self.phases, "checks": checks, "passed": passed});
         if let Some(path) = &args.json {
             std::fs::write(path, serde_json::to_string_pretty(&report).expect("json"))
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .with_context(|| path.display().to_string())?;
         }
         if let Some(path) = &args.svg {
             std::fs::write(path, svg(&self.points, started))
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .with_context(|| path.display().to_string())?;
         }
         Ok(passed)
     }
 }
 
 /// Creates `subs`, 64 requests at a time.
-pub(super) async fn create_subscribers(drill: &Drill, subs: &[Subscriber]) -> Result<(), String> {
+pub(super) async fn create_subscribers(drill: &Drill, subs: &[Subscriber]) -> anyhow::Result<()> {
     let origins: std::collections::HashSet<&str> = subs
         .iter()
         .filter_map(|s| s.url.split("/ok/").next())
@@ -272,7 +273,9 @@ pub(super) async fn create_subscribers(drill: &Drill, subs: &[Subscriber]) -> Re
         .map(|s| json!({"id": s.id, "url": s.url, "event_types": ["drill"]}))
         .collect();
     let token = drill.token.as_deref();
-    hookline_testkit::create_subscribers(&drill.http, &drill.api, token, bodies, 64).await?;
+    hookline_testkit::create_subscribers(&drill.http, &drill.api, token, bodies, 64)
+        .await
+        .map_err(anyhow::Error::msg)?;
     Ok(())
 }
 
@@ -281,7 +284,7 @@ pub(super) async fn baseline(
     drill: &Drill,
     plan: &Plan<'_>,
     found: &mut Findings,
-) -> Result<(Events, Value), String> {
+) -> anyhow::Result<(Events, Value)> {
     progress(&format!(
         "phase 1/4 baseline: {} events, {:?} apart",
         plan.args.events, plan.interval
@@ -312,7 +315,7 @@ pub(super) async fn failure(
     plan: &Plan<'_>,
     base: &Value,
     found: &mut Findings,
-) -> Result<Events, String> {
+) -> anyhow::Result<Events> {
     let mode = &plan.args.mode;
     progress(&format!(
         "phase 2/4 failure: {} destinations {mode}",
@@ -351,7 +354,7 @@ async fn judge_healthy(
     base: &Value,
     judged: Judged<'_>,
     found: &mut Findings,
-) -> Result<Value, String> {
+) -> anyhow::Result<Value> {
     let Judged {
         phase,
         label,
@@ -402,7 +405,7 @@ pub(super) async fn sustained(
     plan: &Plan<'_>,
     base: &Value,
     found: &mut Findings,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let (interval, slo, policy) = (plan.interval, plan.slo, plan.policy);
     let timeout = policy.delivery.attempt_timeout;
     let hold = (timeout * 3).max(policy.breaker.cool_down) + interval;
@@ -489,7 +492,7 @@ async fn deliveries_to(
     plan: &Plan<'_>,
     cohort: Cohort,
     events: &Events,
-) -> Result<Vec<Value>, String> {
+) -> anyhow::Result<Vec<Value>> {
     let ids: std::collections::HashSet<&str> = plan
         .subs
         .iter()
@@ -514,7 +517,7 @@ pub(super) async fn restore(
     plan: &Plan<'_>,
     failed: &Events,
     found: &mut Findings,
-) -> Result<(u64, f64), String> {
+) -> anyhow::Result<(u64, f64)> {
     progress("phase 3/4 restore: measuring the drain");
     drill.control(Cohort::Bad, Value::Null).await?;
     let restored = Instant::now();
@@ -572,7 +575,7 @@ pub(super) async fn shared_host(
     plan: &Plan<'_>,
     base: &Value,
     found: &mut Findings,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let (shared, mode) = (plan.shared(), &plan.args.mode);
     let cap = plan.policy.delivery.max_in_flight_per_host;
     progress(&format!(
@@ -634,7 +637,7 @@ pub(super) async fn crash(
     (server, config): (&mut Process, &Path),
     earlier: Events,
     found: &mut Findings,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     progress("phase 4/4 crash: SIGKILL while deliveries wait for a retry, then restart");
     drill.control(Cohort::Bad, json!(503)).await?;
     let crash_events = drill.publish("crash", 1, plan.interval).await?;
