@@ -76,7 +76,7 @@ pub(super) fn keyed_subscriber(c: &Connection, id: &str) -> Result<(i64, Subscri
 
 /// Those of `ids` revoked or not in the table, in one statement (the ids as a JSON array).
 pub(super) fn gone_among(c: &Connection, ids: &[String]) -> Result<Vec<String>> {
-    let ids = serde_json::to_string(ids).map_err(|e| StoreError::failed(e))?;
+    let ids = serde_json::to_string(ids).map_err(StoreError::failed)?;
     Ok(c.prepare_cached(
         "SELECT asked.value FROM json_each(?1) AS asked
          LEFT JOIN subscribers s ON s.id = asked.value
