@@ -6,7 +6,7 @@ use tracing_subscriber::EnvFilter;
 
 /// Deliveries allocate and free small buffers on every worker thread (requests, rows, bodies);
 /// glibc's malloc spent ~15% of a busy process's time on that, mimalloc much less (see
-/// docs/SCALING.md).
+/// docs/perf-journal.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

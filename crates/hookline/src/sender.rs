@@ -4,7 +4,7 @@
 //! Attempts go through hyper's client directly rather than reqwest: reqwest parsed every
 //! request's URL again twice (its redirect policy's first look, and the response's URL), and its
 //! layers above hyper took about a third of an attempt's instructions (callgrind,
-//! `docs/SCALING.md`).
+//! `docs/perf-journal.md`).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -31,7 +31,7 @@ const ON_SQLITE: &str = "[delivery]\nattempt_timeout = \"4s\"\nmax_in_flight_per
     [retry]\nmax_attempts = 1";
 /// On PostgreSQL they time out (10 s, the default) after it: 2,000 completions at once cost
 /// the database's share of the two cores for about a second in a debug build, and a healthy
-/// claim beside them took 85 to 210 ms in some runs (the note on issue 32 and SCALING say so).
+/// claim beside them took 85 to 210 ms in some runs (the note on issue 32 and perf-journal say so).
 const ON_POSTGRES: &str = "[delivery]\nmax_in_flight_per_host = 0\n[retry]\nmax_attempts = 1";
 
 /// Accepts connections and never answers: counts them, keeps them open until the client goes.

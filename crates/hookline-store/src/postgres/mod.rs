@@ -382,7 +382,7 @@ impl Store for PostgresStore {
         //
         // The claim runs beside the completions, on a connection of its own: each is a network
         // round trip and a commit or more, and the worker's freed slots stand idle until the
-        // claim answers (one after the other, 16 to 23% fewer deliveries a second: SCALING,
+        // claim answers (one after the other, 16 to 23% fewer deliveries a second: perf-journal,
         // "Completions beside the claim"). Another worker's completions and claims already
         // interleave with these the same way; both lock subscriber rows in id order. The
         // claim answers as soon as it has leased: 1,024 completions of attempts that timed

@@ -3,8 +3,8 @@
 //! so a typo can never silently become a default.
 //!
 //! Every default is written once, in `defaults.toml`: the file a user writes is laid over it
-//! (table by table), `hookline config defaults` prints it, and a test holds the README's
-//! configuration block to it.
+//! (table by table), `hookline config defaults` prints it, and a test holds the
+//! configuration block of `docs/GUIDE.md` to it.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -541,9 +541,9 @@ fn given<T>(key: &'static str, value: Option<T>) -> Result<T, ConfigError> {
 /// Delivery slots when the file sets none, by the store the URL names (`defaults.toml` says
 /// which). A slot freed by an attempt stays idle until the next claim answers; on PostgreSQL
 /// that claim is network round trips and a commit per statement, several times a SQLite
-/// writer job, so the same rate needs more slots. Measured in docs/SCALING.md ("Delivery slots
-/// by database"): on SQLite 1,024 slots passed the 150 MB RSS target; on PostgreSQL 2,048 made
-/// claims too large while publishes ran.
+/// writer job, so the same rate needs more slots. Measured in docs/perf-journal.md ("Delivery
+/// slots by database"): on SQLite 1,024 slots passed the 150 MB RSS target; on PostgreSQL
+/// 2,048 made claims too large while publishes ran.
 fn default_concurrency(database: &str) -> u64 {
     if hookline_store::is_postgres_url(database) {
         1024
@@ -607,10 +607,11 @@ mod tests {
         assert_eq!(c.http.idle_timeout, Duration::from_secs(75));
     }
 
-    /// The default `[retry]` comes from a delivery SLO (README, "Retries from your delivery
-    /// SLO"): a subscriber down for 8 hours still gets its deliveries, every delivery ends within
-    /// a day, and a blip is retried within a minute. Checked on the schedule arithmetic itself,
-    /// so a change to the defaults or to the backoff that breaks the promise fails here.
+    /// The default `[retry]` comes from a delivery SLO (docs/GUIDE.md, "Retries from your
+    /// delivery SLO"): a subscriber down for 8 hours still gets its deliveries, every delivery
+    /// ends within a day, and a blip is retried within a minute. Checked on the schedule
+    /// arithmetic itself, so a change to the defaults or to the backoff that breaks the promise
+    /// fails here.
     #[test]
     fn the_default_retry_rides_out_an_eight_hour_outage_inside_a_day() {
         let c = Config::from_toml("").unwrap();
@@ -662,13 +663,14 @@ mod tests {
         }
     }
 
-    /// The README shows the configuration with its defaults; it is this file, word for word.
+    /// The guide shows the configuration with its defaults (docs/GUIDE.md, "Configuration"); it
+    /// is this file, word for word.
     #[test]
     fn the_readme_shows_the_defaults() {
-        let readme = include_str!("../../../../README.md");
+        let guide = include_str!("../../../../docs/GUIDE.md");
         assert!(
-            readme.contains(&format!("```toml\n{DEFAULTS}```")),
-            "README.md's configuration block differs from src/config/defaults.toml"
+            guide.contains(&format!("```toml\n{DEFAULTS}```")),
+            "docs/GUIDE.md's configuration block differs from src/config/defaults.toml"
         );
     }
 
