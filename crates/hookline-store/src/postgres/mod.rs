@@ -387,7 +387,7 @@ impl Store for PostgresStore {
         // interleave with these the same way; both lock subscriber rows in id order. The
         // claim answers as soon as it has leased: 1,024 completions of attempts that timed
         // out together took up to 0.9 s, and a healthy delivery the claim took waited for them
-        // (tests/isolation_at_scale.rs). The slots they free are the caller's next claim's.
+        // (tests/it/isolation_at_scale.rs). The slots they free are the caller's next claim's.
         let now = claim.now;
         if completions.iter().any(|c| c.revoke_subscriber) {
             // A revocation kills its subscriber's waiting deliveries, which a claim beside it

@@ -48,7 +48,7 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 
 /// `/console/{asset}`: open, like the page (it answers a console file or 404). Only that one
 /// segment: a route added deeper under `/console/` needs a token like any other
-/// (`tests/openapi.rs` holds the document's open routes to the server's).
+/// (`tests/it/openapi.rs` holds the document's open routes to the server's).
 pub fn is_asset_path(path: &str) -> bool {
     path.strip_prefix("/console/")
         .is_some_and(|name| !name.is_empty() && !name.contains('/'))

@@ -1,9 +1,7 @@
 //! API tokens: 401 without a valid one, 403 outside its scope, and the caller's name recorded
 //! where the audit needs it.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use hookline::tokens::sha256;
 use serde_json::{json, Value};
 

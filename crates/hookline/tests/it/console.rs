@@ -5,13 +5,11 @@
 //! control. Each page's screenshot goes to `HOOKLINE_CONSOLE_SCREENSHOTS` when set (how
 //! `docs/console/` is made), else to a temporary directory.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::common::{external_tool, Receiver, TestApp};
 use base64::Engine;
-use common::{external_tool, Receiver, TestApp};
 use hookline::tokens::sha256;
 use serde_json::{json, Value};
 
@@ -275,7 +273,7 @@ async fn api(app: &TestApp, method: reqwest::Method, path: &str, body: Value) ->
 
 /// Waits until the delivery is in `state`.
 async fn delivery_reaches(app: &TestApp, id: &str, state: &str) {
-    common::eventually(&format!("{id} {state}"), async || {
+    crate::common::eventually(&format!("{id} {state}"), async || {
         let (_, d) = api(
             app,
             reqwest::Method::GET,
@@ -536,7 +534,7 @@ async fn the_console_shows_what_a_closed_breaker_hides_and_fits_a_phone() {
         delivery_reaches(&app, &format!("INV-{n}:leaving"), "dead").await;
     }
     // 8 retryable failures at once open the breaker; the retries wait (the clock stands still).
-    common::eventually("flaky-503's breaker open", async || {
+    crate::common::eventually("flaky-503's breaker open", async || {
         let (_, s) = app.call("GET", "/v1/subscribers/flaky-503", None).await;
         (s["breaker"]["state"] == "open").then_some(())
     })

@@ -1,12 +1,10 @@
 //! Every delivery path (success, retry, dead letter, replay, rescue, duplicates), end to end: real HTTP to a local receiver, the real SQLite store,
 //! and a manual clock, so retry delays pass when the test says so and never by sleeping.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::{Duration, UNIX_EPOCH};
 
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 fn ms(rfc3339: &Value) -> i64 {

@@ -3,12 +3,10 @@
 //! SIGKILL mid-run. Then: a full restart of every process changes no `run_at`, attempt count or
 //! first-seen time.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use hookline_store::testing::PgSchema;
 use serde_json::{json, Value};
 
@@ -35,7 +33,7 @@ fn behaviour(path: &str, nth: u32) -> u16 {
 }
 
 /// One local receiver stands in for 2,000 subscribers' destinations, so the cap per host is
-/// off: it would hold the whole run to one host's share (`tests/host_cap.rs` tests the cap).
+/// off: it would hold the whole run to one host's share (`tests/it/host_cap.rs` tests the cap).
 /// Admission is not what these tests are about: its floor (64 slots at a 1 s timeout, 64/s)
 /// projects 4,000 deliveries past half of this 60 s window, so the drain limit is widened.
 fn config(schema: &PgSchema) -> String {

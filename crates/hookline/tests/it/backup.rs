@@ -3,11 +3,9 @@
 //! that was outstanding when the backup was taken, under the same `webhook-id`. A restore onto
 //! a store that a hookline is serving is refused and changes nothing.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use hookline_store::DeliveryFilter;
 use serde_json::json;
 

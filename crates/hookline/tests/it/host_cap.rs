@@ -5,16 +5,14 @@
 //! reason). On SQLite one `hookline serve`; on PostgreSQL an api process and two workers,
 //! whose claims share the cap.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::*;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Router;
-use common::*;
 use hookline_store::testing::PgSchema;
 use serde_json::{json, Value};
 

@@ -16,14 +16,12 @@
 //! (`.ci/run` points it outside the clone, so CI builds it once per machine). Set
 //! `HOOKLINE_PREVIOUS_BIN` to use an existing binary instead.
 
-mod common;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use hookline_policy::{BreakerConfig, DeadReason, Outcome};
 use hookline_store::*;
 use serde_json::{json, Value};

@@ -2,11 +2,9 @@
 //! slower than usual it gets no new slot at all, while a healthy subscriber keeps being served.
 //! These tests watch real time pass (slowness is about real time), bounded to a few seconds.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use hookline_testkit::sink::{router, Secrets};
 use serde_json::{json, Value};
 

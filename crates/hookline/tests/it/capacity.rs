@@ -3,12 +3,10 @@
 //! accepted lost; a slow fleet makes the projected drain refuse; `hookline capacity` does the
 //! brief's arithmetic. On SQLite and on PostgreSQL.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use hookline::clock::Clock;
 use serde_json::{json, Value};
 

@@ -4,16 +4,14 @@
 //! baseline, measured in the same run: p99 at most 1.25x the baseline's plus 50 ms (the
 //! criterion of `hookline drill`). Real time and real sockets: slowness is about real time.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use common::*;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::sync::Notify;
@@ -24,7 +22,7 @@ const HANGING: usize = 2_000;
 const SAMPLES: usize = 100;
 const GAP: Duration = Duration::from_millis(40);
 /// The 2,000 hanging destinations are paths of one local server standing for 2,000 hosts: the
-/// cap per host is off (`tests/host_cap.rs` tests it). Admission is left at its defaults: no
+/// cap per host is off (`tests/it/host_cap.rs` tests it). Admission is left at its defaults: no
 /// healthy publish may be refused during the storm. On SQLite the attempts time out (4 s)
 /// inside the measured phase, all 2,000 at once.
 const ON_SQLITE: &str = "[delivery]\nattempt_timeout = \"4s\"\nmax_in_flight_per_host = 0\n\

@@ -2,11 +2,9 @@
 //! body and idle keep-alive connections are all closed (and counted); at the connection cap,
 //! idle clients cannot lock out `/healthz`.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

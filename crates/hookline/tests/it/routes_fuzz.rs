@@ -1,14 +1,12 @@
 //! Every route, driven with arbitrary JSON bodies and query strings over a real socket: each
 //! request gets an answer (never a dropped connection), and no client input is answered 5xx.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, TestRunner};
 use serde_json::{json, Map, Value};
 
-/// Every operation the API serves (its OpenAPI document lists them all; `tests/openapi.rs`
+/// Every operation the API serves (its OpenAPI document lists them all; `tests/it/openapi.rs`
 /// holds the router to it), with `{id}` for a path parameter.
 fn routes() -> Vec<(String, String)> {
     let document: Value = serde_json::from_str(hookline::api::openapi::document()).unwrap();

@@ -2,9 +2,7 @@
 //! idempotent by event id; dead letters are replayed by reason in bounded, audited batches, from
 //! the API and from the `hookline dlq` command line.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 fn code(v: &Value) -> &str {

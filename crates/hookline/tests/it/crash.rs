@@ -3,13 +3,11 @@
 //! event it had answered 2xx for reaches the subscriber. Then SIGTERM stops it cleanly (exit 0).
 //! And one process serves a SQLite file: a second `serve` on it is refused while the first runs.
 
-mod common;
-
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 const SUBSCRIBERS: usize = 2_000;
@@ -19,7 +17,7 @@ async fn kill_9_during_a_2000_subscriber_fan_out_loses_nothing() {
     let rx = Receiver::start(|_, _| 200).await;
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
-        // One receiver stands for 2,000 hosts: the cap per host is off (tests/host_cap.rs).
+        // One receiver stands for 2,000 hosts: the cap per host is off (tests/it/host_cap.rs).
         // Attempts the kill cut off are retried after base_delay: seconds, inside the wait.
         "database = \"sqlite://{}\"\nallow_private_destinations = true\n[delivery]\nattempt_timeout = \"2s\"\nmax_in_flight_per_host = 0\n[retry]\nbase_delay = \"2s\"\n",
         dir.path().join("hookline.db").display()

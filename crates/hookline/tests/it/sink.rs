@@ -1,11 +1,9 @@
 //! `hookline sink`: each behaviour, run-time control, deduplicating stats, and signature checks
 //! against secrets it is given or fetches from hookline.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use hookline::signer::{new_secret, SigningKey};
 use hookline_testkit::sink::{router, Secrets};
 use serde_json::{json, Value};

@@ -2,9 +2,7 @@
 //! it is valid OpenAPI 3.1 by an independent validator, and a property-based API tester built
 //! from it (schemathesis) finds no 5xx and no answer outside its schema on a live server.
 
-mod common;
-
-use common::{external_tool, TestApp};
+use crate::common::{external_tool, TestApp};
 use serde_json::Value;
 
 const METHODS: [&str; 5] = ["GET", "POST", "PATCH", "DELETE", "PUT"];
@@ -81,7 +79,7 @@ async fn every_route_the_router_serves_is_in_the_document() {
     }
     // And no route is added but through `routes!`, which describes it: the router's source
     // adds none any other way.
-    let source = include_str!("../src/api/mod.rs");
+    let source = include_str!("../../src/api/mod.rs");
     // (Its unit tests, at the end, build routers of their own.)
     let source = source.split("mod panic_tests").next().unwrap();
     assert!(source.contains("pub fn router("));
@@ -193,7 +191,8 @@ async fn the_document_validates_and_a_live_server_keeps_to_it() {
 /// its skip line is on the test process's stderr, naming it.
 #[test]
 fn a_skip_is_said_where_a_plain_cargo_test_shows_it() {
-    let test = "the_document_validates_and_a_live_server_keeps_to_it";
+    // Its name in this binary: the module's path below the crate, then the function's.
+    let test = "openapi::the_document_validates_and_a_live_server_keeps_to_it";
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test])
         .env_remove("HOOKLINE_TEST_TOOLS")

@@ -3,12 +3,10 @@
 //! bad candidate that aborts itself. On SQLite and on PostgreSQL, in one process with a manual
 //! clock, and across an api and a worker process on PostgreSQL.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use hookline_policy::in_share;
 use serde_json::{json, Value};
 
