@@ -5,8 +5,9 @@
 //!
 //! No migration may hold a long lock on a busy table: columns are added nullable and without
 //! a default (a catalog change), tables are new, and an index on an existing table is built
-//! `CONCURRENTLY` (outside the transaction; none so far). `lock_timeout` makes a migration that
-//! queues behind a long query fail and say so instead of stalling every writer behind it.
+//! `CONCURRENTLY`, outside the transaction, from the migration's `.index.sql` file.
+//! `lock_timeout` makes a migration that queues behind a long query fail and say so instead of
+//! stalling every writer behind it.
 
 use tokio_postgres::Client;
 

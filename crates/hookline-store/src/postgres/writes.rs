@@ -326,9 +326,7 @@ async fn claimed(
 /// what it held. So no row is held for an active subscriber, and no row waits for a revoked
 /// one (a publish or a completion that raced a revocation left it scheduled; it dies here).
 async fn settle_inactive(c: &impl GenericClient, keys: &[i64], now: UnixMs) -> Result<()> {
-    // A subscriber locked by a resume or revocation in progress is skipped, not waited for
-    // (this claim holds its delivery rows, which that change may be waiting for): its rows
-    // stay due and the next claim sees the outcome.
+    // Those locked by a change in progress are skipped (see `LOCK_DUE_SUBSCRIBERS`).
     let locked: Vec<String> = query(c, queries::LOCK_DUE_SUBSCRIBERS, &[&keys])
         .await?
         .iter()
