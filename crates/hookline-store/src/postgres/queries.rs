@@ -169,7 +169,10 @@ mod tests {
         super::super::schema::migrate(&mut client).await.unwrap();
         for (name, sql) in ALL {
             if let Err(e) = client.prepare(sql).await {
-                panic!("{name}: {e}\n{sql}");
+                let why = e
+                    .as_db_error()
+                    .map_or_else(|| e.to_string(), |db| db.message().to_owned());
+                panic!("{name}: {why}\n{sql}");
             }
         }
         drop(client);
