@@ -17,14 +17,14 @@ pub(crate) enum LeaseKind {
 }
 
 /// A delivery row read for a claim or a rescue, before it is leased. Both backends read the
-/// same columns ([`DUE_COLUMNS`]) into it.
+/// same columns into it (`due_row`).
 pub(crate) struct DueRow {
     pub key: i64,
     pub id: String,
     pub event_id: String,
     pub subscriber_id: String,
     /// Attempts spent before this lease (a claim's `UPDATE ... RETURNING` reads
-    /// [`LEASED_COLUMNS`], which say so).
+    /// `attempts - 1`, which says so).
     pub attempts: u32,
     pub first_seen: UnixMs,
     pub window_start: UnixMs,

@@ -40,7 +40,7 @@ pub use rules::{
     check_rate, check_replay, DEAD_LETTERS_METRIC, MAX_RATE_PER_SECOND, MAX_REPLAY,
     MIN_RATE_PER_SECOND, NO_POLICY,
 };
-pub(crate) use sql::*;
+pub(crate) use sql::UNVERSIONED_ERROR;
 pub use sqlite::page_cache::install as install_sqlite_page_cache;
 pub use sqlite::SqliteStore;
 pub(crate) use stats::*;

@@ -69,11 +69,59 @@ pub const BASELINE: Version = Version {
     patch: 0,
 };
 
+/// A migration's SQL file in each backend's directory, `migrations/<backend>/<file>`.
+macro_rules! migration_file {
+    ($backend:literal, $file:expr) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/migrations/",
+            $backend,
+            "/",
+            $file
+        ))
+    };
+}
+
+/// One migration of the 0.1.0 baseline, in each backend's SQL.
+#[derive(Debug)]
+pub(crate) struct Baseline {
+    /// The stem of its files: `migrations/<backend>/<file>.sql`.
+    pub file: &'static str,
+    pub sqlite: &'static str,
+    pub postgres: &'static str,
+}
+
+macro_rules! baseline {
+    ($file:literal) => {
+        Baseline {
+            file: $file,
+            sqlite: migration_file!("sqlite", concat!($file, ".sql")),
+            postgres: migration_file!("postgres", concat!($file, ".sql")),
+        }
+    };
+}
+
+/// The 0.1.0 baseline: numbered 1 to 8 (`PRAGMA user_version` on SQLite, `hookline_migrations`
+/// on PostgreSQL). Never edited, never appended to.
+pub(crate) const LEGACY: &[Baseline] = &[
+    baseline!("0001_baseline"),
+    baseline!("0002_events_published_by"),
+    baseline!("0003_previous_secret"),
+    baseline!("0004_response_body"),
+    baseline!("0005_deliveries_retrying"),
+    baseline!("0006_circuit_breaker"),
+    baseline!("0007_in_flight_cap_and_rate_limit"),
+    baseline!("0008_subscribers_rate_limited"),
+];
+
 /// One schema change after the 0.1.0 baseline, in each backend's SQL.
 #[derive(Debug)]
 pub(crate) struct Migration {
     /// 9, 10, ...
     pub number: u32,
+    /// The stem of its files: `migrations/<backend>/<file>.sql`, and on PostgreSQL
+    /// `<file>.index.sql` for an index built after the transaction.
+    pub file: &'static str,
     /// The oldest hookline that can run on the schema this migration produces. An additive
     /// change keeps it at the baseline; dropping, renaming or retyping something an older
     /// release reads raises it to the release that stopped reading it.
@@ -89,250 +137,115 @@ pub(crate) struct Migration {
     pub postgres_index: Option<(&'static str, &'static str)>,
 }
 
-/// Every migration after the baseline, in order.
+/// A manifest entry: number, file stem, the oldest hookline that runs on the result, what it
+/// does, and the name of the index PostgreSQL builds after it (from `<file>.index.sql`), if any.
+macro_rules! migration {
+    ($number:literal, $file:literal, $min_binary:expr, $description:literal) => {
+        migration!(@ $number, $file, $min_binary, $description, None)
+    };
+    ($number:literal, $file:literal, $min_binary:expr, $description:literal, index $index:literal) => {
+        migration!(@ $number, $file, $min_binary, $description,
+            Some(($index, migration_file!("postgres", concat!($file, ".index.sql")))))
+    };
+    (@ $number:literal, $file:literal, $min_binary:expr, $description:literal, $index:expr) => {
+        Migration {
+            number: $number,
+            file: $file,
+            min_binary: $min_binary,
+            description: $description,
+            sqlite: migration_file!("sqlite", concat!($file, ".sql")),
+            postgres: migration_file!("postgres", concat!($file, ".sql")),
+            postgres_index: $index,
+        }
+    };
+}
+
+/// The manifest: every migration after the baseline, in order.
 pub(crate) const LATER: &[Migration] = &[
-    Migration {
-        number: 9,
-        min_binary: BASELINE,
-        description: "payload versions per subscriber",
-        sqlite: "CREATE TABLE event_payloads (
-                     event_id  TEXT NOT NULL,
-                     version   INTEGER NOT NULL,
-                     payload   TEXT NOT NULL,   -- canonical JSON of a version below the latest
-                     PRIMARY KEY (event_id, version)
-                 ) WITHOUT ROWID;
-                 ALTER TABLE events ADD COLUMN unversioned INTEGER;
-                 ALTER TABLE subscribers ADD COLUMN payload_version INTEGER;
-                 ALTER TABLE deliveries ADD COLUMN payload_version INTEGER;
-                 ALTER TABLE deliveries ADD COLUMN dead_error TEXT;",
-        postgres_index: None,
-        postgres: "CREATE TABLE event_payloads (
-                       event_id  TEXT NOT NULL,
-                       version   BIGINT NOT NULL,
-                       payload   TEXT NOT NULL, -- canonical JSON of a version below the latest
-                       PRIMARY KEY (event_id, version)
-                   );
-                   ALTER TABLE events ADD COLUMN unversioned BIGINT;
-                   ALTER TABLE subscribers ADD COLUMN payload_version BIGINT;
-                   ALTER TABLE deliveries ADD COLUMN payload_version BIGINT;
-                   ALTER TABLE deliveries ADD COLUMN dead_error TEXT;",
-    },
-    Migration {
-        number: 10,
-        min_binary: BASELINE,
-        description: "lost attempts are marked, not counted as subscriber failures",
-        sqlite: "ALTER TABLE attempts ADD COLUMN lost BOOLEAN;",
-        postgres: "ALTER TABLE attempts ADD COLUMN lost BOOLEAN;",
-        postgres_index: None,
-    },
-    Migration {
-        number: 11,
-        min_binary: BASELINE,
-        description: "delivery windows end for deliveries that wait (window sweep)",
-        sqlite: "ALTER TABLE deliveries ADD COLUMN waiting_on TEXT;
-                 CREATE INDEX deliveries_window ON deliveries (window_start)
-                     WHERE state = 'scheduled';",
-        postgres: "ALTER TABLE deliveries ADD COLUMN waiting_on TEXT;",
-        postgres_index: Some((
-            "deliveries_window",
-            "CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_window ON deliveries (window_start)
-                 WHERE state = 'scheduled'",
-        )),
-    },
-    Migration {
-        number: 12,
-        min_binary: BASELINE,
-        description: "a heartbeat row /healthz commits to prove the store takes writes",
-        sqlite: "CREATE TABLE hookline_heartbeat (
-                     id       INTEGER PRIMARY KEY CHECK (id = 1),
-                     beat_at  INTEGER NOT NULL
-                 );",
-        postgres: "CREATE TABLE hookline_heartbeat (
-                       id       INTEGER PRIMARY KEY CHECK (id = 1),
-                       beat_at  BIGINT NOT NULL
-                   );",
-        postgres_index: None,
-    },
-    Migration {
-        number: 13,
-        min_binary: BASELINE,
-        description: "per-subscriber headers sent with every attempt",
-        sqlite:
-            "ALTER TABLE subscribers ADD COLUMN headers TEXT; -- JSON object, kept like a secret",
-        postgres:
-            "ALTER TABLE subscribers ADD COLUMN headers TEXT; -- JSON object, kept like a secret",
-        postgres_index: None,
-    },
-    Migration {
-        number: 14,
-        min_binary: BASELINE,
-        description: "named retry policies",
-        sqlite: "CREATE TABLE policies (
-                     seq         INTEGER PRIMARY KEY AUTOINCREMENT,
-                     name        TEXT NOT NULL UNIQUE,
-                     definition  TEXT NOT NULL,   -- the JSON the API accepted
-                     created_at  INTEGER NOT NULL,
-                     created_by  TEXT
-                 );",
-        postgres: "CREATE TABLE policies (
-                       seq         BIGSERIAL PRIMARY KEY,
-                       name        TEXT NOT NULL UNIQUE,
-                       definition  TEXT NOT NULL, -- the JSON the API accepted
-                       created_at  BIGINT NOT NULL,
-                       created_by  TEXT
-                   );",
-        postgres_index: None,
-    },
-    Migration {
-        number: 15,
-        min_binary: BASELINE,
-        description: "each attempt records the policy that decided after it",
-        sqlite: "ALTER TABLE attempts ADD COLUMN policy TEXT;",
-        postgres: "ALTER TABLE attempts ADD COLUMN policy TEXT;",
-        postgres_index: None,
-    },
-    Migration {
-        number: 16,
-        min_binary: BASELINE,
-        description: "policy rollouts, one running at a time, and first attempts by policy",
-        sqlite: "CREATE TABLE rollouts (
-                     seq             INTEGER PRIMARY KEY AUTOINCREMENT,
-                     id              TEXT NOT NULL UNIQUE,
-                     policy          TEXT NOT NULL,
-                     baseline        TEXT NOT NULL,
-                     basis_points    INTEGER NOT NULL,
-                     subscriber_ids  TEXT NOT NULL,   -- JSON array
-                     abort_terminal_rate_increase REAL,
-                     abort_min_deliveries INTEGER,
-                     state           TEXT NOT NULL,
-                     reason          TEXT,
-                     started_at      INTEGER NOT NULL,
-                     ended_at        INTEGER,
-                     created_by      TEXT
-                 );
-                 CREATE UNIQUE INDEX rollouts_running ON rollouts (state) WHERE state = 'running';
-                 CREATE INDEX attempts_first ON attempts (policy, started_at) WHERE ordinal = 1;",
-        postgres: "CREATE TABLE rollouts (
-                       seq             BIGSERIAL PRIMARY KEY,
-                       id              TEXT NOT NULL UNIQUE,
-                       policy          TEXT NOT NULL,
-                       baseline        TEXT NOT NULL,
-                       basis_points    INTEGER NOT NULL,
-                       subscriber_ids  TEXT NOT NULL, -- JSON array
-                       abort_terminal_rate_increase DOUBLE PRECISION,
-                       abort_min_deliveries BIGINT,
-                       state           TEXT NOT NULL,
-                       reason          TEXT,
-                       started_at      BIGINT NOT NULL,
-                       ended_at        BIGINT,
-                       created_by      TEXT
-                   );
-                   CREATE UNIQUE INDEX rollouts_running ON rollouts (state)
-                       WHERE state = 'running';",
-        postgres_index: Some((
-            "attempts_first",
-            "CREATE INDEX CONCURRENTLY IF NOT EXISTS attempts_first ON attempts (policy, started_at)
-                 WHERE ordinal = 1",
-        )),
-    },
-    Migration {
-        number: 17,
-        min_binary: BASELINE,
-        description: "each process's capacity meter, summed for admission",
-        sqlite: "CREATE TABLE capacity_meters (
-                     owner              TEXT PRIMARY KEY,
-                     measured_at        INTEGER NOT NULL,
-                     new_attempts       INTEGER NOT NULL,
-                     retry_attempts     INTEGER NOT NULL,
-                     failed_attempts    INTEGER NOT NULL,
-                     busy_slot_samples  INTEGER NOT NULL,
-                     slot_samples       INTEGER NOT NULL
-                 );",
-        postgres: "CREATE TABLE capacity_meters (
-                       owner              TEXT PRIMARY KEY,
-                       measured_at        BIGINT NOT NULL,
-                       new_attempts       BIGINT NOT NULL,
-                       retry_attempts     BIGINT NOT NULL,
-                       failed_attempts    BIGINT NOT NULL,
-                       busy_slot_samples  BIGINT NOT NULL,
-                       slot_samples       BIGINT NOT NULL
-                   );",
-        postgres_index: None,
-    },
-    Migration {
-        number: 18,
-        min_binary: BASELINE,
-        description: "dead letters by the time they died, for the recent inflow",
-        sqlite: "CREATE INDEX deliveries_dead_at ON deliveries (dead_at) WHERE state = 'dead';",
-        postgres: "",
-        postgres_index: Some((
-            "deliveries_dead_at",
-            "CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_dead_at ON deliveries (dead_at)
-                 WHERE state = 'dead'",
-        )),
-    },
-    Migration {
-        number: 19,
-        min_binary: BASELINE,
-        description: "dead letters of one reason in the order they died, for its pages and replays",
-        sqlite: "CREATE INDEX deliveries_dead_reason_at ON deliveries (dead_reason, dead_at)
-                     WHERE state = 'dead';",
-        postgres: "",
-        postgres_index: Some((
-            "deliveries_dead_reason_at",
-            "CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_dead_reason_at
-                 ON deliveries (dead_reason, dead_at, seq) WHERE state = 'dead'",
-        )),
-    },
-    Migration {
-        number: 20,
-        min_binary: BASELINE,
-        description: "each subscriber's origin, for the cap per destination host",
-        // Filled in by the binary (`rules::origin`, the `url` crate's reading of the URL), at
-        // every start for rows an older binary wrote: SQL has no URL parser to agree with it.
-        sqlite: "ALTER TABLE subscribers ADD COLUMN origin TEXT;
-                 CREATE INDEX subscribers_origin ON subscribers (origin);",
-        postgres: "ALTER TABLE subscribers ADD COLUMN origin TEXT;",
-        postgres_index: Some((
-            "subscribers_origin",
-            "CREATE INDEX CONCURRENTLY IF NOT EXISTS subscribers_origin ON subscribers (origin)",
-        )),
-    },
-    Migration {
-        number: 21,
-        min_binary: BASELINE,
-        description: "slow start after a breaker closes: each subscriber's allowance in flight",
-        // NULL: not ramping. An older binary neither reads nor writes it: it closes a breaker
-        // to the full cap, as it always did, and an allowance it leaves behind is ended by the
-        // next claim that finds it at the cap, or started over by the next close.
-        sqlite: "ALTER TABLE subscribers ADD COLUMN breaker_allowance INTEGER;",
-        postgres: "ALTER TABLE subscribers ADD COLUMN breaker_allowance INTEGER;",
-        postgres_index: None,
-    },
-    Migration {
-        number: 22,
-        min_binary: BASELINE,
-        description: "what the process has shown it can do: answered attempts, and the estimate",
-        // NULL in a meter an older binary records: it reads as nothing answered, which never
-        // lowers the estimate (only a saturated window does).
-        sqlite: "ALTER TABLE capacity_meters ADD COLUMN answered_attempts INTEGER;
-                 ALTER TABLE capacity_meters ADD COLUMN held_slot_samples INTEGER;
-                 CREATE TABLE capacity_shown (
-                     id           INTEGER PRIMARY KEY CHECK (id = 1),
-                     per_s        REAL NOT NULL,
-                     evidence     TEXT NOT NULL,
-                     measured_at  INTEGER NOT NULL
-                 );",
-        postgres: "ALTER TABLE capacity_meters ADD COLUMN answered_attempts BIGINT;
-                   ALTER TABLE capacity_meters ADD COLUMN held_slot_samples BIGINT;
-                   CREATE TABLE capacity_shown (
-                       id           INTEGER PRIMARY KEY CHECK (id = 1),
-                       per_s        DOUBLE PRECISION NOT NULL,
-                       evidence     TEXT NOT NULL,
-                       measured_at  BIGINT NOT NULL
-                   );",
-        postgres_index: None,
-    },
+    migration!(
+        9,
+        "0009_payload_versions",
+        BASELINE,
+        "payload versions per subscriber"
+    ),
+    migration!(
+        10,
+        "0010_lost_attempts",
+        BASELINE,
+        "lost attempts are marked, not counted as subscriber failures"
+    ),
+    migration!(
+        11,
+        "0011_window_sweep",
+        BASELINE,
+        "delivery windows end for deliveries that wait (window sweep)",
+        index "deliveries_window"
+    ),
+    migration!(
+        12,
+        "0012_heartbeat",
+        BASELINE,
+        "a heartbeat row /healthz commits to prove the store takes writes"
+    ),
+    migration!(
+        13,
+        "0013_subscriber_headers",
+        BASELINE,
+        "per-subscriber headers sent with every attempt"
+    ),
+    migration!(14, "0014_policies", BASELINE, "named retry policies"),
+    migration!(
+        15,
+        "0015_attempt_policy",
+        BASELINE,
+        "each attempt records the policy that decided after it"
+    ),
+    migration!(
+        16,
+        "0016_rollouts",
+        BASELINE,
+        "policy rollouts, one running at a time, and first attempts by policy",
+        index "attempts_first"
+    ),
+    migration!(
+        17,
+        "0017_capacity_meters",
+        BASELINE,
+        "each process's capacity meter, summed for admission"
+    ),
+    migration!(
+        18,
+        "0018_deliveries_dead_at",
+        BASELINE,
+        "dead letters by the time they died, for the recent inflow",
+        index "deliveries_dead_at"
+    ),
+    migration!(
+        19,
+        "0019_deliveries_dead_reason_at",
+        BASELINE,
+        "dead letters of one reason in the order they died, for its pages and replays",
+        index "deliveries_dead_reason_at"
+    ),
+    migration!(
+        20,
+        "0020_subscriber_origin",
+        BASELINE,
+        "each subscriber's origin, for the cap per destination host",
+        index "subscribers_origin"
+    ),
+    migration!(
+        21,
+        "0021_breaker_allowance",
+        BASELINE,
+        "slow start after a breaker closes: each subscriber's allowance in flight"
+    ),
+    migration!(
+        22,
+        "0022_capacity_shown",
+        BASELINE,
+        "what the process has shown it can do: answered attempts, and the estimate"
+    ),
 ];
 
 /// A migration as the database records it.
@@ -459,6 +372,7 @@ mod tests {
     const KNOWN: &[Migration] = &[
         Migration {
             number: 9,
+            file: "",
             min_binary: BASELINE,
             description: "nine",
             sqlite: "",
@@ -467,6 +381,7 @@ mod tests {
         },
         Migration {
             number: 10,
+            file: "",
             min_binary: BASELINE,
             description: "ten",
             sqlite: "",
@@ -485,6 +400,44 @@ mod tests {
                 m.description
             );
             assert!(m.min_binary <= Version::current(), "{}", m.description);
+        }
+    }
+
+    /// Each file in `migrations/` is the manifest's, named by its number: none is left out of
+    /// the manifest, and none is run under another number.
+    #[test]
+    fn the_manifest_names_every_migration_file_by_its_number() {
+        assert_eq!(LEGACY.len() as u32, LEGACY_MIGRATIONS);
+        let numbered = LEGACY
+            .iter()
+            .zip(1..)
+            .map(|(b, number)| (number, b.file))
+            .chain(LATER.iter().map(|m| (m.number, m.file)));
+        let mut sqlite = Vec::new();
+        let mut postgres = Vec::new();
+        for (number, file) in numbered {
+            assert!(
+                file.starts_with(&format!("{number:04}_")),
+                "{number}: {file}"
+            );
+            sqlite.push(format!("{file}.sql"));
+            postgres.push(format!("{file}.sql"));
+        }
+        postgres.extend(
+            LATER
+                .iter()
+                .filter(|m| m.postgres_index.is_some())
+                .map(|m| format!("{}.index.sql", m.file)),
+        );
+        for (backend, mut listed) in [("sqlite", sqlite), ("postgres", postgres)] {
+            let dir = format!("{}/migrations/{backend}", env!("CARGO_MANIFEST_DIR"));
+            let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            on_disk.sort();
+            listed.sort();
+            assert_eq!(on_disk, listed, "{dir}");
         }
     }
 
@@ -544,6 +497,7 @@ mod tests {
         assert_eq!(legacy_after(8, &KNOWN[0]), 8);
         let contract = Migration {
             number: 11,
+            file: "",
             min_binary: v("0.3.0"),
             description: "drop a column 0.1.0 reads",
             sqlite: "",

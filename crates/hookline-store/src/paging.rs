@@ -16,7 +16,8 @@ pub(crate) fn page<K: std::fmt::Display, T>(mut rows: Vec<(K, T)>, limit: u32) -
     }
 }
 
-/// A dead letter's place in [`DEATH_ORDER`], and its cursor (`dead_at.seq`).
+/// A dead letter's place in the order they are listed and replayed in (oldest dead first,
+/// then by key), and its cursor (`dead_at.seq`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DeathPosition(pub i64, pub i64);
 
@@ -63,19 +64,5 @@ impl ListOrder {
             ListOrder::OldestFirst => 0,
             ListOrder::NewestFirst => i64::MAX,
         }
-    }
-
-    /// The keyset paging clauses for `columns` (integer columns, compared as a row) against a
-    /// cursor of `marks`: the comparison past the cursor, and the `ORDER BY` list.
-    pub(crate) fn keyset(self, columns: &[&str], marks: &str) -> (String, String) {
-        let (past, direction) = match self {
-            ListOrder::OldestFirst => (">", ""),
-            ListOrder::NewestFirst => ("<", " DESC"),
-        };
-        let order_by: Vec<String> = columns.iter().map(|c| format!("{c}{direction}")).collect();
-        (
-            format!("({}) {past} ({marks})", columns.join(", ")),
-            order_by.join(", "),
-        )
     }
 }

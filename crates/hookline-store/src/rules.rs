@@ -283,7 +283,7 @@ pub(crate) fn backlog_of(scheduled: i64, in_flight: i64, unheld: i64, due: i64) 
     }
 }
 
-/// [`sql::ATTEMPT_HISTORY`]'s rows, summed: each row is (duration in ms, outcome, answered).
+/// The rows of `ATTEMPT_HISTORY` (`sql/<backend>/capacity.sql`), summed: each row is (duration in ms, outcome, answered).
 pub(crate) fn attempt_history_of(
     rows: impl IntoIterator<Item = (i64, String, bool)>,
 ) -> Result<AttemptHistory> {
@@ -306,7 +306,7 @@ pub(crate) fn attempt_history_of(
     Ok(h)
 }
 
-/// One group of [`sql::backlog_deferred`]'s answer.
+/// One group of the answer of `BACKLOG_DEFERRED` (`sql/<backend>/capacity.sql`).
 pub(crate) fn deferred_of(cause: i64, after_ms: i64, deliveries: i64) -> Deferred {
     Deferred {
         cause: if cause == 1 {

@@ -4,24 +4,24 @@ use deadpool_postgres::GenericClient;
 
 use hookline_policy::Shown;
 
-use super::{execute, query, query_one, query_opt};
+use super::{execute, queries, query, query_one, query_opt};
 use crate::*;
 
 /// Meters older than this are forgotten.
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
 pub(super) async fn backlog(c: &impl GenericClient, now: UnixMs) -> Result<Backlog> {
-    let r = query_one(c, &sql::backlog("NOT held"), &[&now]).await?;
+    let r = query_one(c, queries::BACKLOG, &[&now]).await?;
     Ok(backlog_of(r.get(0), r.get(1), r.get(2), r.get(3)))
 }
 
 pub(super) async fn backlog_waits(c: &impl GenericClient, now: UnixMs) -> Result<BacklogWaits> {
-    let deferred = query(c, &sql::backlog_deferred("NOT d.held"), &[&now])
+    let deferred = query(c, queries::BACKLOG_DEFERRED, &[&now])
         .await?
         .iter()
         .map(|r| deferred_of(r.get(0), r.get(1), r.get(2)))
         .collect();
-    let r = query_one(c, &sql::backlog_rate_limited("NOT d.held"), &[&now]).await?;
+    let r = query_one(c, queries::BACKLOG_RATE_LIMITED, &[&now]).await?;
     Ok(BacklogWaits {
         deferred,
         rate_limited: r.get::<_, i64>(0).max(0) as u64,
@@ -38,7 +38,7 @@ pub(super) async fn record_meter(
     let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     execute(
         c,
-        RECORD_METER,
+        queries::RECORD_METER,
         &[
             &owner,
             &at,
@@ -52,12 +52,12 @@ pub(super) async fn record_meter(
         ],
     )
     .await?;
-    execute(c, FORGET_METERS, &[&at.saturating_sub(DAY_MS)]).await?;
+    execute(c, queries::FORGET_METERS, &[&at.saturating_sub(DAY_MS)]).await?;
     Ok(())
 }
 
 pub(super) async fn meter_totals(c: &impl GenericClient, since: UnixMs) -> Result<MeterReading> {
-    let r = query_one(c, METER_TOTALS, &[&since]).await?;
+    let r = query_one(c, queries::METER_TOTALS, &[&since]).await?;
     let n = |i: usize| r.get::<_, i64>(i).max(0) as u64;
     Ok(MeterReading {
         new_attempts: n(0),
@@ -73,7 +73,7 @@ pub(super) async fn meter_totals(c: &impl GenericClient, since: UnixMs) -> Resul
 pub(super) async fn record_shown(c: &impl GenericClient, at: UnixMs, shown: Shown) -> Result<()> {
     execute(
         c,
-        RECORD_SHOWN,
+        queries::RECORD_SHOWN,
         &[&shown.per_s, &shown.evidence.as_str(), &at],
     )
     .await?;
@@ -85,7 +85,7 @@ pub(super) async fn attempt_history(
     since: UnixMs,
     limit: u32,
 ) -> Result<AttemptHistory> {
-    let rows = query(c, ATTEMPT_HISTORY, &[&since, &i64::from(limit)]).await?;
+    let rows = query(c, queries::ATTEMPT_HISTORY, &[&since, &i64::from(limit)]).await?;
     attempt_history_of(
         rows.iter()
             .map(|r| (r.get::<_, i64>(0), r.get(1), r.get(2))),
@@ -93,6 +93,6 @@ pub(super) async fn attempt_history(
 }
 
 pub(super) async fn shown(c: &impl GenericClient) -> Result<Option<Shown>> {
-    let row = query_opt(c, SHOWN, &[]).await?;
+    let row = query_opt(c, queries::SHOWN, &[]).await?;
     Ok(row.map(|r| shown_of(r.get(0), r.get(1))))
 }

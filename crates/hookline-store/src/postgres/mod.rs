@@ -7,6 +7,7 @@
 //! rollout's change sends one they read as "the policies changed".
 
 mod capacity;
+mod queries;
 mod reads;
 mod rollouts;
 mod schema;
@@ -133,10 +134,7 @@ impl PostgresStore {
             StoreError::Invalid(format!("database: cannot connect to PostgreSQL: {e}"))
         })?;
         schema::migrate(&mut client).await?;
-        let schema: String = client
-            .query_one("SELECT current_schema()", &[])
-            .await?
-            .get(0);
+        let schema: String = client.query_one(queries::CURRENT_SCHEMA, &[]).await?.get(0);
         drop(client);
         let channel = format!(
             "hookline_wake_{}",
@@ -236,6 +234,8 @@ async fn listen(
                         }
                     }
                 });
+                // The channel is an identifier, which no parameter can carry: the schema's name,
+                // with anything but letters and digits made `_` (`PostgresStore::open`).
                 if let Err(e) = client.batch_execute(&format!("LISTEN {channel}")).await {
                     tracing::warn!(error = %e, "LISTEN failed");
                 } else {
@@ -256,7 +256,7 @@ async fn listen(
 #[async_trait]
 impl Store for PostgresStore {
     async fn heartbeat(&self, now: UnixMs) -> Result<()> {
-        execute(&self.client().await?, HEARTBEAT, &[&now]).await?;
+        execute(&self.client().await?, queries::HEARTBEAT, &[&now]).await?;
         Ok(())
     }
 
@@ -476,7 +476,12 @@ impl Store for PostgresStore {
     }
 
     async fn preview_replay(&self, request: ReplayRequest) -> Result<Vec<String>> {
-        let rows = writes::replay_selection(&self.client().await?, &request, "").await?;
+        let rows = writes::replay_selection(
+            &self.client().await?,
+            &request,
+            writes::Selecting::ToPreview,
+        )
+        .await?;
         Ok(rows.iter().map(|r| r.get(1)).collect())
     }
 

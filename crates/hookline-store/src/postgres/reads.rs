@@ -7,7 +7,7 @@ use hookline_policy::{Breaker, DeadReason, UnixMs};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use super::{query, query_one, query_opt};
+use super::{queries, query, query_one, query_opt};
 use crate::*;
 
 pub(super) fn not_found(what: &str, id: &str) -> StoreError {
@@ -18,12 +18,7 @@ pub(super) fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::backend(format!("unexpected {what} {value:?} in the database"))
 }
 
-const SUBSCRIBER_COLUMNS: &str =
-    "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
-     previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms, \
-     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin, \
-     breaker_allowance";
-
+/// A subscriber's row as `SUBSCRIBER` and the other reads of subscribers read it.
 fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
     let status: String = r.get(5);
     let headers: Option<String> = r.get(17);
@@ -60,50 +55,35 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
     ))
 }
 
-async fn one_subscriber(c: &impl GenericClient, id: &str, lock: &str) -> Result<Subscriber> {
-    let row = query_opt(
-        c,
-        &format!("SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE id = $1 {lock}"),
-        &[&id],
-    )
-    .await?
-    .ok_or_else(|| not_found("subscriber", id))?;
+/// The subscriber `sql` reads by `id`.
+async fn one_subscriber(c: &impl GenericClient, sql: &str, id: &str) -> Result<Subscriber> {
+    let row = query_opt(c, sql, &[&id])
+        .await?
+        .ok_or_else(|| not_found("subscriber", id))?;
     Ok(subscriber_row(&row)?.1)
 }
 
 pub(super) async fn subscriber(c: &impl GenericClient, id: &str) -> Result<Subscriber> {
-    one_subscriber(c, id, "").await
+    one_subscriber(c, queries::SUBSCRIBER, id).await
 }
 
 /// Locks the row for the rest of the transaction, so two concurrent updates cannot both act on
 /// the state they read.
 pub(super) async fn subscriber_for_update(c: &impl GenericClient, id: &str) -> Result<Subscriber> {
-    one_subscriber(c, id, "FOR UPDATE").await
+    one_subscriber(c, queries::SUBSCRIBER_FOR_UPDATE, id).await
 }
 
 pub(super) async fn subscribers_by_id(
     c: &impl GenericClient,
     ids: &[String],
 ) -> Result<Vec<Subscriber>> {
-    let rows = query(
-        c,
-        &format!("SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE id = ANY ($1)"),
-        &[&ids],
-    )
-    .await?;
+    let rows = query(c, queries::SUBSCRIBERS_BY_ID, &[&ids]).await?;
     rows.iter().map(|r| Ok(subscriber_row(r)?.1)).collect()
 }
 
 /// Those of `ids` revoked or not in the table.
 pub(super) async fn gone_among(c: &impl GenericClient, ids: Vec<String>) -> Result<Vec<String>> {
-    let rows = query(
-        c,
-        "SELECT asked FROM UNNEST($1::text[]) AS asked
-         LEFT JOIN subscribers s ON s.id = asked
-         WHERE s.id IS NULL OR s.status = 'revoked'",
-        &[&ids],
-    )
-    .await?;
+    let rows = query(c, queries::GONE_AMONG, &[&ids]).await?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
@@ -115,7 +95,7 @@ pub(super) async fn subscribers(
 ) -> Result<Page<Subscriber>> {
     let rows = query(
         c,
-        &sql::subscriber_page(SUBSCRIBER_COLUMNS, "split_part(url, '?', 1)"),
+        queries::SUBSCRIBER_PAGE,
         &[
             &after,
             &filter.like_pattern()?,
@@ -132,14 +112,9 @@ pub(super) async fn subscribers(
 }
 
 pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
-    let r = query_opt(
-        c,
-        "SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by
-             FROM events WHERE id = $1",
-        &[&id],
-    )
-    .await?
-    .ok_or_else(|| not_found("event", id))?;
+    let r = query_opt(c, queries::EVENT, &[&id])
+        .await?
+        .ok_or_else(|| not_found("event", id))?;
     let mut event = Event {
         id: r.get(0),
         event_type: r.get(1),
@@ -151,13 +126,7 @@ pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
         counts: StateCounts::default(),
         published_by: r.get(6),
     };
-    for r in query(
-        c,
-        "SELECT state, count(*) FROM deliveries WHERE event_id = $1 GROUP BY state",
-        &[&id],
-    )
-    .await?
-    {
+    for r in query(c, queries::EVENT_STATE_COUNTS, &[&id]).await? {
         let state: String = r.get(0);
         let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
         event.counts.add(state, r.get::<_, i64>(1) as u64);
@@ -170,15 +139,11 @@ pub(super) async fn earlier_payloads(
     c: &impl GenericClient,
     event_id: &str,
 ) -> Result<Vec<(i64, String)>> {
-    Ok(query(
-        c,
-        "SELECT version, payload FROM event_payloads WHERE event_id = $1 ORDER BY version",
-        &[&event_id],
-    )
-    .await?
-    .iter()
-    .map(|r| (r.get(0), r.get(1)))
-    .collect())
+    Ok(query(c, queries::EARLIER_PAYLOADS, &[&event_id])
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect())
 }
 
 /// The attempt histories of many deliveries in one query.
@@ -187,21 +152,14 @@ async fn histories(
     keys: &[i64],
 ) -> Result<HashMap<i64, Vec<AttemptRecord>>> {
     let mut out: HashMap<i64, Vec<AttemptRecord>> = HashMap::new();
-    for r in query(
-        c,
-        "SELECT delivery_seq, ordinal, started_at, duration_ms, outcome, status, error, response_body,
-                lost, policy
-             FROM attempts WHERE delivery_seq = ANY ($1) ORDER BY seq",
-        &[&keys],
-    )
-    .await?
-    {
+    for r in query(c, queries::DELIVERY_ATTEMPTS, &[&keys]).await? {
         let outcome: String = r.get(4);
         out.entry(r.get(0)).or_default().push(AttemptRecord {
             ordinal: r.get::<_, i32>(1) as u32,
             started_at: r.get(2),
             duration_ms: r.get::<_, i64>(3) as u64,
-            outcome: read_outcome(&outcome, r.get(8)).ok_or_else(|| corrupt("outcome", &outcome))?,
+            outcome: read_outcome(&outcome, r.get(8))
+                .ok_or_else(|| corrupt("outcome", &outcome))?,
             status: r.get::<_, Option<i32>>(5).map(|s| s as u16),
             error: r.get(6),
             response_body: r.get(7),
@@ -228,12 +186,7 @@ pub(super) async fn dead_letter_groups(
     since: UnixMs,
     limit: u32,
 ) -> Result<Vec<DeadLetterGroup>> {
-    let rows = query(
-        c,
-        &sql::recent_dead(sql::DEAD_LETTER_GROUPS, ""),
-        &[&since, &i64::from(limit)],
-    )
-    .await?;
+    let rows = query(c, queries::DEAD_LETTER_GROUPS, &[&since, &i64::from(limit)]).await?;
     rows.iter()
         .map(|r| {
             let status: &str = r.get(5);
@@ -254,12 +207,7 @@ pub(super) async fn dead_letters_by_reason(
     c: &impl GenericClient,
     since: UnixMs,
 ) -> Result<Vec<(DeadReason, u64)>> {
-    let rows = query(
-        c,
-        &sql::recent_dead(sql::DEAD_LETTERS_BY_REASON, ""),
-        &[&since],
-    )
-    .await?;
+    let rows = query(c, queries::DEAD_LETTERS_BY_REASON, &[&since]).await?;
     rows.iter()
         .map(|r| {
             let reason = dead_reason(r.get(0))?.ok_or_else(|| corrupt("dead_reason", ""))?;
@@ -274,9 +222,7 @@ fn dead_reason(value: Option<String>) -> Result<Option<DeadReason>> {
         .transpose()
 }
 
-const DELIVERY_COLUMNS: &str = "d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, \
-     d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on";
-
+/// A delivery's row as `DELIVERY` and the lists of deliveries read it.
 fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
     let state: String = r.get(4);
     let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
@@ -326,63 +272,12 @@ pub(super) async fn delivery(c: &impl GenericClient, id: &str) -> Result<Deliver
     let (event_id, subscriber_id) = id
         .rsplit_once(':')
         .ok_or_else(|| not_found("delivery", id))?;
-    let rows = query(
-        c,
-        &format!(
-            "SELECT {DELIVERY_COLUMNS}, {SENT_VERSION} FROM deliveries d WHERE d.event_id = $1 AND d.subscriber_id = $2"
-        ),
-        &[&event_id, &subscriber_id],
-    )
-    .await?;
+    let rows = query(c, queries::DELIVERY, &[&event_id, &subscriber_id]).await?;
     with_history(c, &rows)
         .await?
         .pop()
         .map(|(_, d)| d)
         .ok_or_else(|| not_found("delivery", id))
-}
-
-/// `WHERE` clauses built from the filters that are set, so each list can use its index.
-#[derive(Default)]
-struct Conditions {
-    sql: Vec<String>,
-    values: Vec<Box<dyn ToSql + Sync + Send>>,
-}
-
-impl Conditions {
-    fn add<T: ToSql + Sync + Send + 'static>(&mut self, column: &str, value: Option<T>) {
-        if let Some(v) = value {
-            self.values.push(Box::new(v));
-            self.sql.push(format!("{column} = ${}", self.values.len()));
-        }
-    }
-
-    /// The rows past `after` by `columns` (integer columns, compared as a row), in `order`.
-    async fn query(
-        mut self,
-        c: &impl GenericClient,
-        select: &str,
-        (columns, after, order): (&[&str], &[i64], ListOrder),
-        limit: u32,
-    ) -> Result<Vec<Row>> {
-        let mut marks = Vec::with_capacity(after.len());
-        for v in after {
-            self.values.push(Box::new(*v));
-            marks.push(format!("${}", self.values.len()));
-        }
-        let (cursor, order_by) = order.keyset(columns, &marks.join(", "));
-        self.sql.push(cursor);
-        let sql = format!(
-            "{select} WHERE {} ORDER BY {order_by} LIMIT {}",
-            self.sql.join(" AND "),
-            u64::from(limit) + 1
-        );
-        let params: Vec<&(dyn ToSql + Sync)> = self
-            .values
-            .iter()
-            .map(|v| &**v as &(dyn ToSql + Sync))
-            .collect();
-        query(c, &sql, &params).await
-    }
 }
 
 pub(super) async fn deliveries(
@@ -391,18 +286,35 @@ pub(super) async fn deliveries(
     limit: u32,
     after: i64,
 ) -> Result<Page<Delivery>> {
-    let mut cond = Conditions::default();
-    cond.add("d.event_id", filter.event_id.clone());
-    cond.add("d.subscriber_id", filter.subscriber_id.clone());
-    cond.add("d.state", filter.state.map(|s| s.as_str().to_owned()));
-    let rows = cond
-        .query(
-            c,
-            &format!("SELECT {DELIVERY_COLUMNS}, {SENT_VERSION} FROM deliveries d"),
-            (&["d.seq"], &[after], filter.order),
-            limit,
-        )
-        .await?;
+    let newest_first = filter.order == ListOrder::NewestFirst;
+    let state = filter.state.map(DeliveryState::as_str);
+    let more = i64::from(limit) + 1;
+    let rows = match (&filter.event_id, &filter.subscriber_id) {
+        (Some(event), subscriber) => {
+            let sql = if newest_first {
+                queries::EVENT_DELIVERIES_NEWEST_FIRST
+            } else {
+                queries::EVENT_DELIVERIES
+            };
+            query(c, sql, &[event, subscriber, &state, &after, &more]).await?
+        }
+        (None, Some(subscriber)) => {
+            let sql = if newest_first {
+                queries::SUBSCRIBER_DELIVERIES_NEWEST_FIRST
+            } else {
+                queries::SUBSCRIBER_DELIVERIES
+            };
+            query(c, sql, &[subscriber, &state, &after, &more]).await?
+        }
+        (None, None) => {
+            let sql = if newest_first {
+                queries::DELIVERIES_NEWEST_FIRST
+            } else {
+                queries::DELIVERIES
+            };
+            query(c, sql, &[&state, &after, &more]).await?
+        }
+    };
     Ok(page(with_history(c, &rows).await?, limit))
 }
 
@@ -412,21 +324,23 @@ pub(super) async fn dead_letters(
     limit: u32,
     after: DeathPosition,
 ) -> Result<Page<DeadLetter>> {
-    let mut cond = Conditions::default();
-    cond.add("d.state", Some("dead".to_owned()));
-    cond.add(
-        "d.dead_reason",
-        filter.reason.map(|r| r.as_str().to_owned()),
-    );
-    cond.add("d.subscriber_id", filter.subscriber_id.clone());
-    let rows = cond
-        .query(
-            c,
-            &dead_letters_select(""),
-            (DEATH_ORDER, &[after.0, after.1], ListOrder::OldestFirst),
-            limit,
-        )
-        .await?;
+    let DeathPosition(dead_at, key) = after;
+    let more = i64::from(limit) + 1;
+    let rows = match (filter.reason.map(DeadReason::as_str), &filter.subscriber_id) {
+        (Some(reason), Some(subscriber)) => {
+            let params: [&(dyn ToSql + Sync); 5] = [&reason, subscriber, &dead_at, &key, &more];
+            query(c, queries::DEAD_LETTERS_OF_REASON_AND_SUBSCRIBER, &params).await?
+        }
+        (Some(reason), None) => {
+            let params: [&(dyn ToSql + Sync); 4] = [&reason, &dead_at, &key, &more];
+            query(c, queries::DEAD_LETTERS_OF_REASON, &params).await?
+        }
+        (None, Some(subscriber)) => {
+            let params: [&(dyn ToSql + Sync); 4] = [subscriber, &dead_at, &key, &more];
+            query(c, queries::DEAD_LETTERS_OF_SUBSCRIBER, &params).await?
+        }
+        (None, None) => query(c, queries::DEAD_LETTERS, &[&dead_at, &key, &more]).await?,
+    };
     let keys: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
     let mut h = histories(c, &keys).await?;
     let items = rows
@@ -454,14 +368,7 @@ pub(super) async fn dead_letters(
 }
 
 pub(super) async fn next_wakeup(c: &impl GenericClient, window_ms: i64) -> Result<Option<UnixMs>> {
-    let r = query_one(
-        c,
-        "SELECT (SELECT min(run_at) FROM deliveries WHERE state = 'scheduled' AND NOT held),
-                (SELECT min(lease_expires) FROM deliveries WHERE state = 'in_flight'),
-                (SELECT min(window_start) FROM deliveries WHERE state = 'scheduled')",
-        &[],
-    )
-    .await?;
+    let r = query_one(c, queries::NEXT_WAKEUP, &[]).await?;
     let window_start: Option<i64> = r.get(2);
     Ok(earliest([
         r.get(0),
@@ -473,16 +380,7 @@ pub(super) async fn next_wakeup(c: &impl GenericClient, window_ms: i64) -> Resul
 /// Deliveries in flight per subscriber and per origin, across every process.
 pub(super) async fn in_flight(c: &impl GenericClient) -> Result<InFlight> {
     let mut counted = InFlight::default();
-    for r in query(
-        c,
-        "SELECT f.subscriber_id, f.n, s.origin, s.url
-         FROM (SELECT subscriber_id, count(*) AS n FROM deliveries
-               WHERE state = 'in_flight' GROUP BY 1) f
-         JOIN subscribers s ON s.id = f.subscriber_id",
-        &[],
-    )
-    .await?
-    {
+    for r in query(c, queries::IN_FLIGHT, &[]).await? {
         let origin = stored_origin(r.get(2), r.get(3));
         counted.add(r.get(0), &origin, r.get::<_, i64>(1) as u32);
     }
@@ -496,106 +394,67 @@ pub(super) async fn queue_stats(
     held_back: &[String],
 ) -> Result<QueueStats> {
     let mut stats = QueueStats::default();
-    for r in query(
-        c,
-        "SELECT state, count(*) FROM deliveries GROUP BY state",
-        &[],
-    )
-    .await?
-    {
+    for r in query(c, queries::STATE_COUNTS, &[]).await? {
         let state: String = r.get(0);
         let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
         stats.counts.add(state, r.get::<_, i64>(1) as u64);
     }
     let in_flight = in_flight(c).await?;
-    let groups: Vec<DueGroup> = query(
-        c,
-        "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
-                min(s.breaker_open_until), min(s.rate_next_at), min(s.max_in_flight),
-                min(s.breaker_allowance), min(s.origin), min(s.url)
-         FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
-         WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
-         GROUP BY d.subscriber_id",
-        &[&now],
-    )
-    .await?
-    .iter()
-    .map(|r| {
-        let subscriber: &str = r.get(0);
-        let oldest_due: UnixMs = r.get(1);
-        let origin = stored_origin(r.get(7), r.get(8));
-        DueGroup {
-            oldest_due,
-            oldest_first_attempt: r.get(2),
-            state: WaitState {
-                held: false,
-                run_at: Some(oldest_due),
-                breaker_open_until: r.get(3),
-                rate_next_at: r.get(4),
-                in_flight: in_flight.of_subscriber(subscriber),
-                cap: cap_in_force(
-                    r.get::<_, Option<i32>>(5).map(|n| n as u32),
-                    caps.max_in_flight_per_subscriber,
-                    r.get::<_, Option<i32>>(6).map(|n| n as u32),
-                ),
-                host_in_flight: in_flight.of_origin(&origin),
-                host_cap: host_cap_in_force(caps.max_in_flight_per_host),
-                // The oldest due row of a group is first in its subscriber's line.
-                queued_at_rate: false,
-                held_back: held_back.iter().any(|id| id == subscriber),
-            },
-        }
-    })
-    .collect();
-    let r = query_one(
-        c,
-        "SELECT (SELECT min(d.run_at) FROM subscribers s JOIN deliveries d ON d.subscriber_id = s.id
-                 WHERE s.status = 'paused' AND d.state = 'scheduled' AND d.held),
-                (SELECT min(first_seen) FROM deliveries WHERE state = 'scheduled' AND attempts > 0)",
-        &[],
-    )
-    .await?;
+    let groups: Vec<DueGroup> = query(c, queries::DUE_GROUPS, &[&now])
+        .await?
+        .iter()
+        .map(|r| {
+            let subscriber: &str = r.get(0);
+            let oldest_due: UnixMs = r.get(1);
+            let origin = stored_origin(r.get(7), r.get(8));
+            DueGroup {
+                oldest_due,
+                oldest_first_attempt: r.get(2),
+                state: WaitState {
+                    held: false,
+                    run_at: Some(oldest_due),
+                    breaker_open_until: r.get(3),
+                    rate_next_at: r.get(4),
+                    in_flight: in_flight.of_subscriber(subscriber),
+                    cap: cap_in_force(
+                        r.get::<_, Option<i32>>(5).map(|n| n as u32),
+                        caps.max_in_flight_per_subscriber,
+                        r.get::<_, Option<i32>>(6).map(|n| n as u32),
+                    ),
+                    host_in_flight: in_flight.of_origin(&origin),
+                    host_cap: host_cap_in_force(caps.max_in_flight_per_host),
+                    // The oldest due row of a group is first in its subscriber's line.
+                    queued_at_rate: false,
+                    held_back: held_back.iter().any(|id| id == subscriber),
+                },
+            }
+        })
+        .collect();
+    let r = query_one(c, queries::OLDEST_WAITING, &[]).await?;
     (stats.oldest_ready_since, stats.oldest_waiting_since) =
         ready_and_waiting(groups, r.get(0), now);
     stats.oldest_retrying_first_seen = r.get(1);
-    stats.open_breakers = query(
-        c,
-        "SELECT id FROM subscribers WHERE breaker_open_until IS NOT NULL ORDER BY id",
-        &[],
-    )
-    .await?
-    .iter()
-    .map(|r| r.get(0))
-    .collect();
-    let r = query_one(c, &sql::behind_open_breakers("JOIN"), &[]).await?;
+    stats.open_breakers = query(c, queries::OPEN_BREAKERS, &[])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let r = query_one(c, queries::BEHIND_OPEN_BREAKERS, &[]).await?;
     stats.behind_open_breakers = r.get::<_, i64>(0).max(0) as u64;
     stats.behind_open_breakers_first_seen = r.get(1);
     Ok(stats)
 }
 
-const REPLAY_COLUMNS: &str =
-    "seq, id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected";
-
+/// A replay's row as `REPLAY` and `REPLAYS` read it.
 async fn replay_row(c: &impl GenericClient, r: &Row) -> Result<(i64, Replay)> {
     let seq: i64 = r.get(0);
     let reason: String = r.get(3);
-    let delivery_ids: Vec<String> = query(
-        c,
-        "SELECT d.id FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
-             WHERE ri.replay_seq = $1 ORDER BY d.seq",
-        &[&seq],
-    )
-    .await?
-    .iter()
-    .map(|r| r.get(0))
-    .collect();
-    let counts = query_one(c,
-            &format!("SELECT count(*) FILTER (WHERE d.state = 'delivered'), count(*) FILTER (WHERE d.state = 'dead')
-             FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
-             WHERE ri.replay_seq = $1 AND {LATEST_REPLAY}"),
-            &[&seq],
-        )
-        .await?;
+    let delivery_ids: Vec<String> = query(c, queries::REPLAYED_DELIVERIES, &[&seq])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let counts = query_one(c, queries::REPLAY_OUTCOMES, &[&seq]).await?;
     Ok((
         seq,
         Replay {
@@ -615,13 +474,9 @@ async fn replay_row(c: &impl GenericClient, r: &Row) -> Result<(i64, Replay)> {
 }
 
 pub(super) async fn replay(c: &impl GenericClient, id: &str) -> Result<Replay> {
-    let row = query_opt(
-        c,
-        &format!("SELECT {REPLAY_COLUMNS} FROM replays WHERE id = $1"),
-        &[&id],
-    )
-    .await?
-    .ok_or_else(|| not_found("replay", id))?;
+    let row = query_opt(c, queries::REPLAY, &[&id])
+        .await?
+        .ok_or_else(|| not_found("replay", id))?;
     Ok(replay_row(c, &row).await?.1)
 }
 
@@ -631,15 +486,11 @@ pub(super) async fn replays(
     limit: u32,
     after: i64,
 ) -> Result<Page<Replay>> {
-    let (cursor, order_by) = order.keyset(&["seq"], "$1");
-    let rows = query(
-        c,
-        &format!(
-            "SELECT {REPLAY_COLUMNS} FROM replays WHERE {cursor} ORDER BY {order_by} LIMIT $2"
-        ),
-        &[&after, &(i64::from(limit) + 1)],
-    )
-    .await?;
+    let sql = match order {
+        ListOrder::OldestFirst => queries::REPLAYS,
+        ListOrder::NewestFirst => queries::REPLAYS_NEWEST_FIRST,
+    };
+    let rows = query(c, sql, &[&after, &(i64::from(limit) + 1)]).await?;
     let mut out = Vec::with_capacity(rows.len());
     for r in &rows {
         out.push(replay_row(c, r).await?);
@@ -660,13 +511,9 @@ fn policy_row(r: &Row) -> (i64, StoredPolicy) {
 }
 
 pub(super) async fn policy(c: &impl GenericClient, name: &str) -> Result<StoredPolicy> {
-    let row = query_opt(
-        c,
-        &format!("SELECT {POLICY_COLUMNS} FROM policies WHERE name = $1"),
-        &[&name],
-    )
-    .await?
-    .ok_or_else(|| not_found("policy", name))?;
+    let row = query_opt(c, queries::POLICY, &[&name])
+        .await?
+        .ok_or_else(|| not_found("policy", name))?;
     Ok(policy_row(&row).1)
 }
 
@@ -675,11 +522,6 @@ pub(super) async fn policies(
     limit: u32,
     after: i64,
 ) -> Result<Page<StoredPolicy>> {
-    let rows = query(
-        c,
-        &format!("SELECT {POLICY_COLUMNS} FROM policies WHERE seq > $1 ORDER BY seq LIMIT $2"),
-        &[&after, &(i64::from(limit) + 1)],
-    )
-    .await?;
+    let rows = query(c, queries::POLICIES, &[&after, &(i64::from(limit) + 1)]).await?;
     Ok(page(rows.iter().map(policy_row).collect(), limit))
 }

@@ -6,7 +6,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
 
 use super::reads::not_found;
-use super::{execute, query, query_one, query_opt, POLICY_CHANGE};
+use super::{execute, queries, query, query_one, query_opt, POLICY_CHANGE};
 use crate::*;
 
 fn rollout_row(r: &Row) -> Result<(i64, Rollout)> {
@@ -36,16 +36,14 @@ fn rollout_row(r: &Row) -> Result<(i64, Rollout)> {
 }
 
 async fn running(c: &impl GenericClient) -> Result<Option<Rollout>> {
-    let sql = format!("SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE state = 'running'");
-    match query_opt(c, &sql, &[]).await? {
+    match query_opt(c, queries::RUNNING_ROLLOUT, &[]).await? {
         Some(row) => Ok(Some(rollout_row(&row)?.1)),
         None => Ok(None),
     }
 }
 
 pub(super) async fn rollout(c: &impl GenericClient, id: &str) -> Result<Rollout> {
-    let sql = format!("SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id = $1");
-    let row = query_opt(c, &sql, &[&id])
+    let row = query_opt(c, queries::ROLLOUT, &[&id])
         .await?
         .ok_or_else(|| not_found("rollout", id))?;
     Ok(rollout_row(&row)?.1)
@@ -56,15 +54,15 @@ pub(super) async fn rollouts(
     limit: u32,
     after: i64,
 ) -> Result<Page<Rollout>> {
-    let sql =
-        format!("SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE seq > $1 ORDER BY seq LIMIT $2");
-    let rows = query(c, &sql, &[&after, &(i64::from(limit) + 1)]).await?;
+    let rows = query(c, queries::ROLLOUTS, &[&after, &(i64::from(limit) + 1)]).await?;
     let rows = rows.iter().map(rollout_row).collect::<Result<Vec<_>>>()?;
     Ok(page(rows, limit))
 }
 
 async fn promoted(c: &impl GenericClient) -> Result<Option<String>> {
-    Ok(query_opt(c, PROMOTED_POLICY, &[]).await?.map(|r| r.get(0)))
+    Ok(query_opt(c, queries::PROMOTED_POLICY, &[])
+        .await?
+        .map(|r| r.get(0)))
 }
 
 /// Read in a repeatable-read transaction: one snapshot for both reads.
@@ -78,12 +76,7 @@ pub(super) async fn in_force(c: &impl GenericClient) -> Result<PoliciesInForce> 
 /// Starts and changes run one at a time per schema, so none decides on what another is
 /// changing (a start reading the policy in force while a promotion commits).
 async fn one_at_a_time(c: &impl GenericClient) -> Result<()> {
-    execute(
-        c,
-        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.hookline.rollouts'))",
-        &[],
-    )
-    .await?;
+    execute(c, queries::ROLLOUTS_ONE_AT_A_TIME, &[]).await?;
     Ok(())
 }
 
@@ -95,7 +88,7 @@ pub(super) async fn start(c: &impl GenericClient, r: Rollout, channel: &str) -> 
     check_baseline(&r, promoted(c).await?.as_deref())?;
     let inserted = c
         .execute(
-            INSERT_ROLLOUT,
+            queries::INSERT_ROLLOUT,
             &[
                 &r.id,
                 &r.policy,
@@ -119,7 +112,7 @@ pub(super) async fn start(c: &impl GenericClient, r: Rollout, channel: &str) -> 
         )),
         Err(e) => Err(e.into()),
         Ok(_) => {
-            execute(c, "SELECT pg_notify($1, $2)", &[&channel, &POLICY_CHANGE]).await?;
+            execute(c, queries::NOTIFY_WITH, &[&channel, &POLICY_CHANGE]).await?;
             Ok(r)
         }
     }
@@ -133,14 +126,13 @@ pub(super) async fn change(
     channel: &str,
 ) -> Result<Rollout> {
     one_at_a_time(c).await?;
-    let locked = format!("SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id = $1 FOR UPDATE");
-    let row = query_opt(c, &locked, &[&id])
+    let row = query_opt(c, queries::ROLLOUT_FOR_UPDATE, &[&id])
         .await?
         .ok_or_else(|| not_found("rollout", id))?;
     let changed = rollout_changed(rollout_row(&row)?.1, change, now)?;
     execute(
         c,
-        CHANGE_ROLLOUT,
+        queries::CHANGE_ROLLOUT,
         &[
             &(changed.basis_points as i32),
             &changed.state.as_str(),
@@ -150,13 +142,13 @@ pub(super) async fn change(
         ],
     )
     .await?;
-    execute(c, "SELECT pg_notify($1, $2)", &[&channel, &POLICY_CHANGE]).await?;
+    execute(c, queries::NOTIFY_WITH, &[&channel, &POLICY_CHANGE]).await?;
     Ok(changed)
 }
 
 pub(super) async fn report(c: &impl GenericClient, q: &CohortQuery) -> Result<CohortReport> {
     let range: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&q.policy, &q.since, &q.until];
-    let t = query_one(c, &cohort_totals(), &range).await?;
+    let t = query_one(c, queries::COHORT_TOTALS, &range).await?;
     let count = |i: usize| t.get::<_, i64>(i).max(0) as u64;
     let mut report = CohortReport {
         deliveries: count(0),
@@ -167,7 +159,7 @@ pub(super) async fn report(c: &impl GenericClient, q: &CohortQuery) -> Result<Co
         retried: count(5),
         ..CohortReport::default()
     };
-    report.dead_by_reason = query(c, &cohort_dead(), &range)
+    report.dead_by_reason = query(c, queries::COHORT_DEAD, &range)
         .await?
         .iter()
         .map(|r| {
@@ -186,7 +178,7 @@ pub(super) async fn report(c: &impl GenericClient, q: &CohortQuery) -> Result<Co
             let rank = nearest_rank(n, quantile) as i64;
             *slot = query_opt(
                 c,
-                &cohort_latency_at(),
+                queries::COHORT_LATENCY_AT,
                 &[&q.policy, &q.since, &q.until, &rank],
             )
             .await?

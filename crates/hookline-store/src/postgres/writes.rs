@@ -9,11 +9,11 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
 
 use super::reads::{self, corrupt};
-use super::{execute, query, query_one};
+use super::{execute, queries, query, query_one};
 use crate::*;
 
 async fn notify(c: &impl GenericClient, channel: &str) -> Result<()> {
-    execute(c, "SELECT pg_notify($1, '')", &[&channel]).await?;
+    execute(c, queries::NOTIFY, &[&channel]).await?;
     Ok(())
 }
 
@@ -24,10 +24,7 @@ pub(super) async fn create_subscriber(
 ) -> Result<Subscriber> {
     let inserted = c
         .execute(
-            "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at,
-                                      max_in_flight, rate_limit_per_second, payload_version,
-                                      headers, origin)
-             VALUES ($1, $2, $3, $4, 'active', $5, $5, $6, $7, $8, $9, $10)",
+            queries::CREATE_SUBSCRIBER,
             &[
                 &new.id,
                 &new.url,
@@ -63,10 +60,7 @@ pub(super) async fn update_subscriber(
     let (next, resumed) = patched(reads::subscriber_for_update(c, id).await?, patch)?;
     execute(
         c,
-        "UPDATE subscribers SET url = $2, event_types = $3, status = $4, updated_at = $5,
-             max_in_flight = $6, rate_limit_per_second = $7, payload_version = $8, headers = $9,
-             origin = $10
-         WHERE id = $1",
+        queries::UPDATE_SUBSCRIBER,
         &[
             &id,
             &next.url,
@@ -82,11 +76,7 @@ pub(super) async fn update_subscriber(
     )
     .await?;
     if resumed {
-        execute(c,
-            "UPDATE deliveries SET held = FALSE WHERE subscriber_id = $1 AND state = 'scheduled' AND held",
-            &[&id],
-        )
-        .await?;
+        execute(c, queries::RELEASE_HELD, &[&id]).await?;
         notify(c, channel).await?;
     }
     reads::subscriber(c, id).await
@@ -103,9 +93,7 @@ pub(super) async fn rotate_secret(
     let (previous, until) = rotation(&current, grace_until, now)?;
     execute(
         c,
-        "UPDATE subscribers SET secret = $2, previous_secret = $3, previous_secret_until = $4,
-             updated_at = $5
-         WHERE id = $1",
+        queries::ROTATE_SECRET,
         &[&id, &secret, &previous, &until, &now],
     )
     .await?;
@@ -115,12 +103,7 @@ pub(super) async fn rotate_secret(
 /// Takes the claims' lock for the rest of the transaction: one claim at a time per schema, and
 /// nothing else that locks a subscriber and then its waiting rows while a claim runs.
 async fn lock_out_claims(c: &impl GenericClient) -> Result<()> {
-    execute(
-        c,
-        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.hookline.claim'))",
-        &[],
-    )
-    .await?;
+    execute(c, queries::LOCK_OUT_CLAIMS, &[]).await?;
     Ok(())
 }
 
@@ -132,18 +115,14 @@ async fn lock_out_claims(c: &impl GenericClient) -> Result<()> {
 /// revokes, which takes it before its first lock (`complete`).
 pub(super) async fn revoke_subscriber(c: &impl GenericClient, id: &str, now: UnixMs) -> Result<()> {
     lock_out_claims(c).await?;
-    let updated = execute(c,
-            "UPDATE subscribers SET status = 'revoked', updated_at = $2 WHERE id = $1 AND status <> 'revoked'",
-            &[&id, &now],
-        )
-        .await?;
+    let updated = execute(c, queries::REVOKE_SUBSCRIBER, &[&id, &now]).await?;
     if updated == 0 {
         reads::subscriber(c, id).await?;
         return Ok(());
     }
-    let killed = execute(c,
-        "UPDATE deliveries SET state = 'dead', dead_reason = $2, dead_at = $3, held = FALSE, updated_at = $3
-         WHERE subscriber_id = $1 AND state = 'scheduled'",
+    let killed = execute(
+        c,
+        queries::KILL_WAITING,
         &[&id, &DeadReason::SubscriptionRevoked.as_str(), &now],
     )
     .await?;
@@ -160,8 +139,7 @@ pub(super) async fn publish(
     // A concurrent publish of the same id waits here for the other transaction to finish.
     let inserted = execute(
         c,
-        "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries, published_by)
-             VALUES ($1, $2, $3, $4, $5, 0, $6) ON CONFLICT (id) DO NOTHING",
+        queries::INSERT_EVENT,
         &[
             &event.id,
             &event.event_type,
@@ -173,14 +151,7 @@ pub(super) async fn publish(
     )
     .await?;
     if inserted == 0 {
-        let row = query_one(
-            c,
-            "SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0),
-                    published_by
-             FROM events WHERE id = $1",
-            &[&event.id],
-        )
-        .await?;
+        let row = query_one(c, queries::PUBLISHED, &[&event.id]).await?;
         let (event_type, payload, version, deliveries, unversioned): (
             String,
             String,
@@ -209,33 +180,13 @@ pub(super) async fn publish(
     let oldest = versions[0];
     // A resume in progress either committed (and this publish sees the subscriber active) or
     // waits for this publish, then releases what it held.
-    execute(
-        c,
-        "SELECT 1 FROM subscribers
-         WHERE status = 'paused' AND (cardinality(event_types) = 0 OR $1 = ANY (event_types))
-         ORDER BY id FOR SHARE",
-        &[&event.event_type],
-    )
-    .await?;
+    execute(c, queries::SHARE_LOCK_PAUSED, &[&event.event_type]).await?;
     // One statement fans the event out to every matching subscriber that is not revoked, each
     // with the highest version at or below its pin (the latest when unpinned); one pinned below
     // every version gets a delivery that is dead at once, with the reason.
     let counts = query_one(
         c,
-        &format!(
-            "WITH fanned AS (
-                 INSERT INTO deliveries
-                     (event_id, subscriber_id, state, held, first_seen, window_start, run_at,
-                      updated_at, payload_version, dead_reason, dead_at, dead_error)
-                 SELECT $1, s.id, {}
-                 FROM subscribers s
-                 WHERE s.status <> 'revoked'
-                   AND (cardinality(s.event_types) = 0 OR $2 = ANY (s.event_types))
-                 ORDER BY s.seq
-                 RETURNING state)
-             SELECT count(*), count(*) FILTER (WHERE state = 'dead') FROM fanned",
-            fan_out('$', "unnest(?5::int8[]) AS v")
-        ),
+        queries::FAN_OUT,
         &[
             &event.id,
             &event.event_type,
@@ -256,7 +207,7 @@ pub(super) async fn publish(
     count_dead(DeadReason::PermanentFailure, None, unversioned);
     execute(
         c,
-        "UPDATE events SET deliveries = $2, unversioned = $3 WHERE id = $1",
+        queries::COUNT_DELIVERIES,
         &[&event.id, &(deliveries as i64), &(unversioned as i64)],
     )
     .await?;
@@ -268,8 +219,7 @@ pub(super) async fn publish(
             .unzip();
         execute(
             c,
-            "INSERT INTO event_payloads (event_id, version, payload)
-             SELECT $1, v, p FROM UNNEST($2::int8[], $3::text[]) AS e(v, p)",
+            queries::INSERT_EARLIER_PAYLOADS,
             &[&event.id, &earlier, &payloads],
         )
         .await?;
@@ -340,28 +290,21 @@ async fn claimed(
     wanted.sort_unstable();
     wanted.dedup();
     let (event_ids, versions): (Vec<&str>, Vec<Option<i64>>) = wanted.into_iter().unzip();
-    let events: HashMap<(String, Option<i64>), Arc<EventBody>> = query(
-        c,
-        "SELECT w.id, w.version, e.type, coalesce(p.payload, e.payload),
-                coalesce(p.version, e.payload_version), e.accepted_at
-         FROM UNNEST($1::text[], $2::int8[]) AS w(id, version)
-         JOIN events e ON e.id = w.id
-         LEFT JOIN event_payloads p ON p.event_id = w.id AND p.version = w.version",
-        &[&event_ids, &versions],
-    )
-    .await?
-    .into_iter()
-    .map(|r| {
-        let e = EventBody {
-            id: r.get(0),
-            event_type: r.get(2),
-            payload: r.get(3),
-            payload_version: r.get(4),
-            accepted_at: r.get(5),
-        };
-        ((e.id.clone(), r.get(1)), Arc::new(e))
-    })
-    .collect();
+    let events: HashMap<(String, Option<i64>), Arc<EventBody>> =
+        query(c, queries::EVENT_BODIES, &[&event_ids, &versions])
+            .await?
+            .into_iter()
+            .map(|r| {
+                let e = EventBody {
+                    id: r.get(0),
+                    event_type: r.get(2),
+                    payload: r.get(3),
+                    payload_version: r.get(4),
+                    accepted_at: r.get(5),
+                };
+                ((e.id.clone(), r.get(1)), Arc::new(e))
+            })
+            .collect();
     rows.into_iter()
         .zip(destinations)
         .map(|(row, destination)| {
@@ -383,34 +326,16 @@ async fn claimed(
 /// what it held. So no row is held for an active subscriber, and no row waits for a revoked
 /// one (a publish or a completion that raced a revocation left it scheduled; it dies here).
 async fn settle_inactive(c: &impl GenericClient, keys: &[i64], now: UnixMs) -> Result<()> {
-    // A subscriber locked by a resume or revocation in progress is skipped, not waited for
-    // (this claim holds its delivery rows, which that change may be waiting for): its rows
-    // stay due and the next claim sees the outcome.
-    let locked: Vec<String> = query(
-        c,
-        "SELECT id FROM subscribers WHERE id IN (SELECT subscriber_id FROM deliveries
-                                                 WHERE seq = ANY ($1))
-         ORDER BY id FOR SHARE SKIP LOCKED",
-        &[&keys],
-    )
-    .await?
-    .iter()
-    .map(|r| r.get(0))
-    .collect();
-    execute(
-        c,
-        "UPDATE deliveries d SET held = TRUE FROM subscribers s
-         WHERE d.seq = ANY ($1) AND s.id = d.subscriber_id AND s.id = ANY ($2)
-           AND s.status = 'paused'",
-        &[&keys, &locked],
-    )
-    .await?;
+    // Those locked by a change in progress are skipped (see `LOCK_DUE_SUBSCRIBERS`).
+    let locked: Vec<String> = query(c, queries::LOCK_DUE_SUBSCRIBERS, &[&keys])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    execute(c, queries::HOLD_PAUSED, &[&keys, &locked]).await?;
     let killed = execute(
         c,
-        "UPDATE deliveries d SET state = 'dead', dead_reason = $2, dead_at = $3, updated_at = $3
-         FROM subscribers s
-         WHERE d.seq = ANY ($1) AND s.id = d.subscriber_id AND s.id = ANY ($4)
-           AND s.status = 'revoked'",
+        queries::KILL_REVOKED,
         &[
             &keys,
             &DeadReason::SubscriptionRevoked.as_str(),
@@ -443,22 +368,8 @@ pub(super) async fn claim_due(
     lock_out_claims(c).await?;
     // In flight per subscriber across every process (a short list: at most the slots of all
     // workers), and the subscribers whose rate limiter admits nobody yet.
-    let busy = query(
-        c,
-        "SELECT f.subscriber_id, f.n, s.max_in_flight, s.breaker_open_until, s.origin, s.url,
-                s.breaker_allowance
-         FROM (SELECT subscriber_id, count(*) AS n FROM deliveries
-               WHERE state = 'in_flight' GROUP BY 1) f
-         JOIN subscribers s ON s.id = f.subscriber_id",
-        &[],
-    )
-    .await?;
-    let rate_limited = query(
-        c,
-        "SELECT id FROM subscribers WHERE rate_next_at > $1",
-        &[&req.now],
-    )
-    .await?;
+    let busy = query(c, queries::IN_FLIGHT_LIMITS, &[]).await?;
+    let rate_limited = query(c, queries::RATE_LIMITED, &[&req.now]).await?;
     let mut budget = ClaimBudget::new(&req);
     let mut excluded = budget.unclaimable(
         busy.iter().map(|r| {
@@ -473,29 +384,10 @@ pub(super) async fn claim_due(
     let scan = scan_bound(req.limit) as i64;
     let mut plan = ClaimPlan::fetched(req.limit, &budget);
     loop {
+        // See `DUE` in `claims.sql` for why it is written so.
         let due = query(
             c,
-            // The due rows are picked in a subquery of their own: with the join in the same query,
-            // the planner may (on some statistics) walk a whole index of the table to merge-join
-            // by subscriber, hundreds of milliseconds with a large delayed backlog. The LIMIT in
-            // the subquery keeps the claim on the head of `deliveries_due` whatever the estimates.
-            // Origins at their cap are left out by origin, not as a list of their subscribers'
-            // ids: with 2,000 subscribers behind one full host, `<> ALL` over 2,000 ids was a
-            // linear search per due row once PostgreSQL switched to its generic plan, 0.4 to 2.5 s
-            // per claim with 10,000 of that host's rows due.
-            "SELECT d.seq, d.subscriber_id, s.status, s.breaker_open_until, s.max_in_flight,
-                s.rate_limit_per_second, s.rate_next_at, d.attempts, s.origin, s.url,
-                s.breaker_allowance
-         FROM (SELECT seq, subscriber_id, attempts, run_at FROM deliveries
-               WHERE state = 'scheduled' AND NOT held AND run_at <= $1
-                 AND subscriber_id <> ALL ($3) AND (attempts = 0 OR $4) AND window_start > $5
-                 AND seq <> ALL ($6)
-                 AND NOT EXISTS (SELECT 1 FROM subscribers o
-                                 WHERE o.id = subscriber_id AND o.origin = ANY ($7))
-               ORDER BY run_at LIMIT $2
-               FOR UPDATE SKIP LOCKED) d
-         JOIN subscribers s ON s.id = d.subscriber_id
-         ORDER BY d.run_at, d.seq",
+            queries::DUE,
             &[
                 &req.now,
                 &scan,
@@ -548,42 +440,17 @@ pub(super) async fn claim_due(
     locked.sort_unstable();
     locked.dedup();
     if !locked.is_empty() {
-        execute(
-            c,
-            "SELECT 1 FROM subscribers WHERE id = ANY ($1) ORDER BY id FOR UPDATE",
-            &[&locked],
-        )
-        .await?;
+        execute(c, queries::LOCK_SUBSCRIBERS, &[&locked]).await?;
     }
     if !rate_ids.is_empty() {
-        execute(
-            c,
-            "UPDATE subscribers s SET rate_next_at = x.next
-             FROM UNNEST($1::text[], $2::int8[]) AS x(id, next) WHERE s.id = x.id",
-            &[&rate_ids, &rate_next],
-        )
-        .await?;
+        execute(c, queries::SET_RATE_NEXT_AT, &[&rate_ids, &rate_next]).await?;
     }
     if !ramp_ids.is_empty() {
-        execute(
-            c,
-            "UPDATE subscribers s SET breaker_allowance = NULL
-             FROM UNNEST($1::text[], $2::int4[]) AS x(id, cap)
-             WHERE s.id = x.id AND s.breaker_allowance >= x.cap",
-            &[&ramp_ids, &ramp_caps],
-        )
-        .await?;
+        execute(c, queries::END_SLOW_STARTS, &[&ramp_ids, &ramp_caps]).await?;
     }
     if !plan.defer.is_empty() {
         let (defer, defer_until): (Vec<i64>, Vec<i64>) = plan.defer.into_iter().unzip();
-        execute(
-            c,
-            "UPDATE deliveries d SET run_at = x.until
-             FROM UNNEST($1::int8[], $2::int8[]) AS x(seq, until)
-             WHERE d.seq = x.seq AND d.state = 'scheduled'",
-            &[&defer, &defer_until],
-        )
-        .await?;
+        execute(c, queries::DEFER, &[&defer, &defer_until]).await?;
     }
     // Held or killed after reading each status again under a lock (see `settle_inactive`).
     let inactive: Vec<i64> = plan.hold.into_iter().chain(plan.revoked).collect();
@@ -597,13 +464,7 @@ pub(super) async fn claim_due(
     let lease: i64 = rand::random();
     let rows = query(
         c,
-        &format!(
-            "UPDATE deliveries SET state = 'in_flight', attempts = attempts + 1,
-                 lease_token = $2, lease_owner = $3, lease_expires = $4, updated_at = $5,
-                 dead_error = NULL, waiting_on = NULL
-             WHERE seq = ANY ($1)
-             RETURNING {LEASED_COLUMNS}"
-        ),
+        queries::LEASE,
         &[&take, &lease, &owner, &(req.now + req.lease_ms), &req.now],
     )
     .await?;
@@ -621,23 +482,10 @@ pub(super) async fn rescue_expired(
     owner: &str,
 ) -> Result<Vec<ClaimedDelivery>> {
     let lease: i64 = rand::random();
-    // The state and expiry are checked again inside the UPDATE, so a completion that committed
-    // in between is never overwritten. The rows are picked once, in a materialized CTE: as an
-    // `IN (SELECT ... LIMIT ... SKIP LOCKED)` the planner may run the pick more than once and
-    // lease more than `limit` rows (seen under a clock racing the leases).
+    // See `RESCUE_EXPIRED` in `claims.sql` for how a completion in between is kept.
     let rows = query(
         c,
-        &format!(
-            "WITH picked AS MATERIALIZED (
-                 SELECT seq AS picked FROM deliveries
-                 WHERE state = 'in_flight' AND lease_expires <= $1
-                 ORDER BY lease_expires LIMIT $2
-                 FOR UPDATE SKIP LOCKED)
-             UPDATE deliveries SET lease_token = $3, lease_owner = $4, lease_expires = $5
-                 FROM picked
-                 WHERE seq = picked AND state = 'in_flight' AND lease_expires <= $1
-                 RETURNING {DUE_COLUMNS}"
-        ),
+        queries::RESCUE_EXPIRED,
         &[&now, &(limit as i64), &lease, &owner, &(now + lease_ms)],
     )
     .await?;
@@ -669,40 +517,22 @@ pub(super) async fn complete(
         if_revoked.push(Ending::of(done.transition, SubscriberStatus::Revoked));
     }
     // One statement for the whole batch, fenced row by row by the lease.
-    let applied = query(c,
-            "WITH c AS (
-                 SELECT * FROM UNNEST($1::int8[], $2::int8[], $3::text[], $4::int8[], $5::text[],
-                                      $6::text[], $7::int8[], $8::text[])
-                     AS c(seq, lease, state, run_at, reason, r_state, r_run_at, r_reason)
-             ), t AS (
-                 SELECT c.seq, c.lease,
-                        CASE WHEN s.status = 'revoked' THEN c.r_state ELSE c.state END AS state,
-                        CASE WHEN s.status = 'revoked' THEN c.r_run_at ELSE c.run_at END AS run_at,
-                        CASE WHEN s.status = 'revoked' THEN c.r_reason ELSE c.reason END AS reason,
-                        (s.breaker_failures > 0 OR s.breaker_open_until IS NOT NULL
-                         OR s.breaker_allowance IS NOT NULL) AS breaker_dirty
-                 FROM c JOIN deliveries d ON d.seq = c.seq JOIN subscribers s ON s.id = d.subscriber_id
-             )
-             UPDATE deliveries d SET
-                 state = t.state, run_at = t.run_at, dead_reason = t.reason,
-                 dead_at = CASE WHEN t.reason IS NOT NULL THEN $9::int8 END,
-                 lease_token = NULL, lease_owner = NULL, lease_expires = NULL, updated_at = $9
-             FROM t
-             WHERE d.seq = t.seq AND d.state = 'in_flight' AND d.lease_token = t.lease
-             RETURNING d.seq, d.subscriber_id, d.dead_reason, t.breaker_dirty",
-            &[
-                &keys,
-                &leases,
-                &endings.state,
-                &endings.run_at,
-                &endings.reason,
-                &if_revoked.state,
-                &if_revoked.run_at,
-                &if_revoked.reason,
-                &now,
-            ],
-        )
-        .await?;
+    let applied = query(
+        c,
+        queries::COMPLETE,
+        &[
+            &keys,
+            &leases,
+            &endings.state,
+            &endings.run_at,
+            &endings.reason,
+            &if_revoked.state,
+            &if_revoked.run_at,
+            &if_revoked.reason,
+            &now,
+        ],
+    )
+    .await?;
     let policies: HashMap<i64, Option<&str>> = completions
         .iter()
         .map(|done| (done.key.0, done.record.policy.as_deref()))
@@ -770,24 +600,20 @@ async fn update_breakers(
     if ids.is_empty() {
         return Ok(());
     }
-    let mut breakers: HashMap<String, (Breaker, Breaker)> = query(
-        c,
-        "SELECT id, breaker_failures, breaker_open_until, breaker_cool_down_ms, breaker_allowance
-         FROM subscribers WHERE id = ANY ($1) ORDER BY id FOR UPDATE",
-        &[&ids],
-    )
-    .await?
-    .iter()
-    .map(|r| {
-        let b = Breaker {
-            consecutive_failures: r.get::<_, i32>(1) as u32,
-            open_until: r.get(2),
-            cool_down_ms: r.get(3),
-            allowance: r.get::<_, Option<i32>>(4).map(|n| n as u32),
-        };
-        (r.get(0), (b, b))
-    })
-    .collect();
+    let mut breakers: HashMap<String, (Breaker, Breaker)> =
+        query(c, queries::BREAKERS_FOR_UPDATE, &[&ids])
+            .await?
+            .iter()
+            .map(|r| {
+                let b = Breaker {
+                    consecutive_failures: r.get::<_, i32>(1) as u32,
+                    open_until: r.get(2),
+                    cool_down_ms: r.get(3),
+                    allowance: r.get::<_, Option<i32>>(4).map(|n| n as u32),
+                };
+                (r.get(0), (b, b))
+            })
+            .collect();
     for done in completions {
         let Some(id) = applied.get(&done.key.0) else {
             continue;
@@ -817,11 +643,7 @@ async fn update_breakers(
         .collect();
     execute(
         c,
-        "UPDATE subscribers s SET breaker_failures = x.failures, breaker_open_until = x.until,
-             breaker_cool_down_ms = x.cool, breaker_allowance = x.allowance
-         FROM UNNEST($1::text[], $2::int4[], $3::int8[], $4::int8[], $5::int4[])
-             AS x(id, failures, until, cool, allowance)
-         WHERE s.id = x.id",
+        queries::SET_BREAKERS,
         &[&ids, &failures, &until, &cool, &allowance],
     )
     .await?;
@@ -878,12 +700,9 @@ impl<'a> AttemptColumns<'a> {
         if self.delivery.is_empty() {
             return Ok(());
         }
-        execute(c,
-            "INSERT INTO attempts
-                 (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error, response_body,
-                  lost, policy)
-             SELECT * FROM UNNEST($1::int8[], $2::int4[], $3::int8[], $4::int8[], $5::text[],
-                                  $6::int4[], $7::text[], $8::text[], $9::bool[], $10::text[])",
+        execute(
+            c,
+            queries::INSERT_ATTEMPTS,
             &[
                 &self.delivery,
                 &self.ordinal,
@@ -902,17 +721,31 @@ impl<'a> AttemptColumns<'a> {
     }
 }
 
+/// Whether a replay's selection locks the dead letters it selects.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Selecting {
+    /// For a preview: nothing is locked.
+    ToPreview,
+    /// For the replay that releases them.
+    ToRelease,
+}
+
 /// The dead letters a replay selects: `seq, id`, the subscriber's pin, the version to send.
-/// `lock` locks them for the replay (`FOR UPDATE OF d`), or is empty for a preview.
 pub(super) async fn replay_selection(
     c: &impl GenericClient,
     req: &ReplayRequest,
-    lock: &str,
+    selecting: Selecting,
 ) -> Result<Vec<Row>> {
     validate_replay(req)?;
+    let sql = match (req.subscriber_id.is_some(), selecting) {
+        (false, Selecting::ToPreview) => queries::REPLAY_SELECTION,
+        (true, Selecting::ToPreview) => queries::REPLAY_SELECTION_OF_SUBSCRIBER,
+        (false, Selecting::ToRelease) => queries::REPLAY_SELECTION_FOR_UPDATE,
+        (true, Selecting::ToRelease) => queries::REPLAY_SELECTION_OF_SUBSCRIBER_FOR_UPDATE,
+    };
     query(
         c,
-        &format!("{}{lock}", crate::replay_selection('$', "", req)),
+        sql,
         &[
             &req.reason.as_str(),
             &req.subscriber_id,
@@ -928,26 +761,26 @@ pub(super) async fn replay(
     now: UnixMs,
     channel: &str,
 ) -> Result<String> {
-    let rows = replay_selection(c, &req, " FOR UPDATE OF d").await?;
+    let rows = replay_selection(c, &req, Selecting::ToRelease).await?;
     selection_as_previewed(&req, rows.iter().map(|r| r.get::<_, &str>(1)))?;
     let selected: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
     let id = format!("rpl_{:016x}", rand::random::<u64>());
-    let replay_seq: i64 = query_one(c,
-            "INSERT INTO replays (id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
-            &[
-                &id,
-                &now,
-                &req.reason.as_str(),
-                &req.subscriber_id,
-                &i64::from(req.limit),
-                &req.per_second,
-                &req.requested_by,
-                &(selected.len() as i64),
-            ],
-        )
-        .await?
-        .get(0);
+    let replay_seq: i64 = query_one(
+        c,
+        queries::INSERT_REPLAY,
+        &[
+            &id,
+            &now,
+            &req.reason.as_str(),
+            &req.subscriber_id,
+            &i64::from(req.limit),
+            &req.per_second,
+            &req.requested_by,
+            &(selected.len() as i64),
+        ],
+    )
+    .await?
+    .get(0);
     let (mut released, mut release, mut versions) = (Vec::new(), Vec::new(), Vec::new());
     let (mut unversioned, mut pins) = (Vec::new(), Vec::new());
     for (i, r) in rows.iter().enumerate() {
@@ -966,21 +799,14 @@ pub(super) async fn replay(
     // Pacing is persisted as each delivery's run_at, so a restart keeps it.
     execute(
         c,
-        "UPDATE deliveries d SET state = 'scheduled', held = FALSE, attempts = 0,
-             window_start = r.release, run_at = r.release, dead_reason = NULL, dead_at = NULL,
-             dead_error = NULL, waiting_on = NULL, payload_version = r.version, updated_at = $3
-         FROM UNNEST($1::int8[], $2::int8[], $4::int8[]) AS r(seq, release, version)
-         WHERE d.seq = r.seq",
+        queries::RELEASE_REPLAYED,
         &[&released, &release, &now, &versions],
     )
     .await?;
     // Still no version for its subscriber's pin: it dies again at once, on the record.
     execute(
         c,
-        "UPDATE deliveries d SET dead_reason = $3, dead_at = $4, updated_at = $4,
-             dead_error = $5 || r.pin, payload_version = NULL
-         FROM UNNEST($1::int8[], $2::int8[]) AS r(seq, pin)
-         WHERE d.seq = r.seq",
+        queries::DIE_AGAIN_UNVERSIONED,
         &[
             &unversioned,
             &pins,
@@ -991,12 +817,7 @@ pub(super) async fn replay(
     )
     .await?;
     count_dead(DeadReason::PermanentFailure, None, unversioned.len() as u64);
-    execute(
-        c,
-        "INSERT INTO replay_items (replay_seq, delivery_seq) SELECT $1, UNNEST($2::int8[])",
-        &[&replay_seq, &selected],
-    )
-    .await?;
+    execute(c, queries::INSERT_REPLAY_ITEMS, &[&replay_seq, &selected]).await?;
     if !released.is_empty() {
         notify(c, channel).await?;
     }
@@ -1009,18 +830,7 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
     let in_flight = reads::in_flight(c).await?;
     let rows = query(
         c,
-        "SELECT d.seq, d.held, d.run_at, s.breaker_open_until, s.rate_next_at, s.max_in_flight,
-                d.subscriber_id, s.breaker_allowance, s.origin, s.url,
-                s.rate_limit_per_second IS NOT NULL AND EXISTS (
-                        SELECT 1 FROM deliveries o
-                        WHERE o.subscriber_id = d.subscriber_id AND o.state = 'scheduled'
-                          AND o.run_at <= $3
-                          AND (o.run_at < d.run_at OR (o.run_at = d.run_at AND o.seq < d.seq)))
-         FROM (SELECT seq, subscriber_id, held, run_at FROM deliveries
-               WHERE state = 'scheduled' AND window_start <= $1
-               ORDER BY window_start LIMIT $2
-               FOR UPDATE SKIP LOCKED) d
-         JOIN subscribers s ON s.id = d.subscriber_id",
+        queries::EXPIRING_WINDOWS,
         &[&sweep.started_before(), &(sweep.limit as i64), &sweep.now],
     )
     .await?;
@@ -1053,10 +863,7 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
         .unzip();
     let expired = execute(
         c,
-        "UPDATE deliveries d SET state = 'dead', dead_reason = $3, dead_at = $4, updated_at = $4,
-             held = FALSE, run_at = NULL, waiting_on = x.waiting
-         FROM UNNEST($1::int8[], $2::text[]) AS x(seq, waiting)
-         WHERE d.seq = x.seq",
+        queries::EXPIRE_WINDOWS,
         &[
             &keys,
             &waiting,
@@ -1074,28 +881,12 @@ pub(super) async fn prune_delivered(
     before: UnixMs,
     batch: u32,
 ) -> Result<u64> {
-    let pruned: Vec<i64> = query(
-        c,
-        // Picked once (see `rescue_expired`): at most `batch` rows.
-        "WITH picked AS MATERIALIZED (
-                 SELECT d.seq AS picked FROM deliveries d
-                 WHERE d.state = 'delivered' AND d.updated_at < $1
-                   AND NOT EXISTS (SELECT 1 FROM replay_items ri WHERE ri.delivery_seq = d.seq)
-                 LIMIT $2 FOR UPDATE SKIP LOCKED)
-             DELETE FROM deliveries USING picked WHERE seq = picked
-             RETURNING seq",
-        &[&before, &i64::from(batch)],
-    )
-    .await?
-    .iter()
-    .map(|r| r.get(0))
-    .collect();
-    execute(
-        c,
-        "DELETE FROM attempts WHERE delivery_seq = ANY ($1)",
-        &[&pruned],
-    )
-    .await?;
+    let pruned: Vec<i64> = query(c, queries::PRUNE_DELIVERED, &[&before, &i64::from(batch)])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    execute(c, queries::PRUNE_ATTEMPTS, &[&pruned]).await?;
     Ok(pruned.len() as u64)
 }
 
@@ -1105,7 +896,7 @@ pub(super) async fn create_policy(
 ) -> Result<StoredPolicy> {
     let inserted = c
         .execute(
-            INSERT_POLICY,
+            queries::INSERT_POLICY,
             &[
                 &policy.name,
                 &policy.definition,

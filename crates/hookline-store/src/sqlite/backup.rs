@@ -7,7 +7,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use super::schema;
+use super::{queries, schema};
 use crate::migrations::Version;
 use crate::{BackupSummary, DeliveryState, Result, StateCounts, StoreError};
 
@@ -24,12 +24,7 @@ fn open_existing(path: &Path, what: &str) -> Result<Connection> {
         .map_err(|e| invalid(format!("{what} {}: {e}", path.display())))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     let is_hookline = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table'
-             AND name IN ('events', 'deliveries', 'subscribers')",
-            [],
-            |r| r.get::<_, i64>(0),
-        )
+        .query_row(queries::HOOKLINE_TABLES, [], |r| r.get::<_, i64>(0))
         .map_err(|e| {
             invalid(format!(
                 "{what} {} is not a SQLite database: {e}",
@@ -47,7 +42,7 @@ fn open_existing(path: &Path, what: &str) -> Result<Connection> {
 
 fn summary(c: &Connection, path: &Path) -> Result<BackupSummary> {
     let mut counts = StateCounts::default();
-    let mut stmt = c.prepare("SELECT state, count(*) FROM deliveries GROUP BY state")?;
+    let mut stmt = c.prepare(queries::STATE_TOTALS)?;
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {
         let state: String = r.get(0)?;
@@ -58,7 +53,7 @@ fn summary(c: &Connection, path: &Path) -> Result<BackupSummary> {
     Ok(BackupSummary {
         bytes: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
         schema_version: schema::status_of(c)?.version,
-        events: c.query_row("SELECT count(*) FROM events", [], |r| r.get(0))?,
+        events: c.query_row(queries::EVENT_TOTAL, [], |r| r.get(0))?,
         counts,
     })
 }
@@ -74,7 +69,7 @@ pub(crate) fn backup(path: &str, to: &Path) -> Result<BackupSummary> {
         .to_str()
         .ok_or_else(|| invalid(format!("{} is not a UTF-8 path", to.display())))?;
     let conn = open_existing(Path::new(path), "database")?;
-    conn.execute("VACUUM INTO ?1", [target])
+    conn.execute(queries::BACKUP_INTO, [target])
         .map_err(|e| invalid(format!("cannot write the backup to {}: {e}", to.display())))?;
     // VACUUM INTO does not sync what it wrote: a backup must survive a power cut too.
     let synced = std::fs::File::open(to)
@@ -89,7 +84,7 @@ pub(crate) fn backup(path: &str, to: &Path) -> Result<BackupSummary> {
 
 pub(crate) fn restore(from: &Path, path: &str) -> Result<BackupSummary> {
     let source = open_existing(from, "backup")?;
-    let check: String = source.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+    let check: String = source.query_row(queries::QUICK_CHECK, [], |r| r.get(0))?;
     if check != "ok" {
         return Err(invalid(format!(
             "backup {} is damaged ({check}); nothing was restored",

@@ -8,6 +8,7 @@ mod capacity;
 mod dead_tally;
 mod fan_outs;
 pub(crate) mod page_cache;
+mod queries;
 mod reads;
 mod rollouts;
 mod scheduled;
@@ -68,17 +69,17 @@ fn run_checkpointer(
     failing: Arc<Mutex<Option<String>>>,
 ) {
     let mut repeats = Repeats::new(REPEATED_WARNING_EVERY);
-    let checkpoint = |mode: &str| {
-        conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
+    let checkpoint = |statement: &str| {
+        conn.query_row(statement, [], |r| {
             Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
         })
     };
     while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(CHECKPOINT_EVERY)
     {
         // PASSIVE never blocks the writer or readers; it copies what it can.
-        let result = checkpoint("PASSIVE").and_then(|(frames, copied)| {
+        let result = checkpoint(queries::CHECKPOINT_PASSIVE).and_then(|(frames, copied)| {
             if frames - copied > WAL_FRAMES_LIMIT {
-                checkpoint("TRUNCATE")?;
+                checkpoint(queries::CHECKPOINT_TRUNCATE)?;
             }
             Ok(())
         });
@@ -226,7 +227,7 @@ impl Store for SqliteStore {
     async fn heartbeat(&self, now: UnixMs) -> Result<()> {
         self.writer
             .write(move |w| {
-                w.conn.prepare_cached(HEARTBEAT)?.execute([now])?;
+                w.conn.prepare_cached(queries::HEARTBEAT)?.execute([now])?;
                 Ok(())
             })
             .await

@@ -2,9 +2,9 @@
 //! a write answers with the row it wrote.
 
 use hookline_policy::{Breaker, DeadReason, UnixMs};
-use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 
+use super::queries;
 use crate::*;
 
 pub(super) fn not_found(what: &str, id: &str) -> StoreError {
@@ -15,12 +15,7 @@ fn corrupt(what: &str, value: &str) -> rusqlite::Error {
     rusqlite::Error::InvalidColumnType(0, format!("{what} {value:?}"), rusqlite::types::Type::Text)
 }
 
-const SUBSCRIBER_COLUMNS: &str =
-    "seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret, \
-     previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms, \
-     max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin, \
-     breaker_allowance";
-
+/// A subscriber's row as `SUBSCRIBER` and `SUBSCRIBER_PAGE` read it.
 fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
     let types: String = r.get(3)?;
     let status: String = r.get(5)?;
@@ -66,24 +61,18 @@ pub(super) fn subscriber(c: &Connection, id: &str) -> Result<Subscriber> {
 
 /// A subscriber and its rowid (`seq`).
 pub(super) fn keyed_subscriber(c: &Connection, id: &str) -> Result<(i64, Subscriber)> {
-    c.prepare_cached(&format!(
-        "SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE id = ?1"
-    ))?
-    .query_row([id], subscriber_row)
-    .optional()?
-    .ok_or_else(|| not_found("subscriber", id))
+    c.prepare_cached(queries::SUBSCRIBER)?
+        .query_row([id], subscriber_row)
+        .optional()?
+        .ok_or_else(|| not_found("subscriber", id))
 }
 
 /// Those of `ids` revoked or not in the table, in one statement (the ids as a JSON array).
 pub(super) fn gone_among(c: &Connection, ids: &[String]) -> Result<Vec<String>> {
     let ids = serde_json::to_string(ids).map_err(StoreError::failed)?;
-    Ok(c.prepare_cached(
-        "SELECT asked.value FROM json_each(?1) AS asked
-         LEFT JOIN subscribers s ON s.id = asked.value
-         WHERE s.id IS NULL OR s.status = 'revoked'",
-    )?
-    .query_map([ids], |r| r.get(0))?
-    .collect::<rusqlite::Result<Vec<String>>>()?)
+    Ok(c.prepare_cached(queries::GONE_AMONG)?
+        .query_map([ids], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?)
 }
 
 pub(super) fn subscribers(
@@ -93,10 +82,7 @@ pub(super) fn subscribers(
     after: i64,
 ) -> Result<Page<Subscriber>> {
     let rows = c
-        .prepare_cached(&sql::subscriber_page(
-            SUBSCRIBER_COLUMNS,
-            "substr(url, 1, instr(url || '?', '?') - 1)",
-        ))?
+        .prepare_cached(queries::SUBSCRIBER_PAGE)?
         .query_map(
             params![
                 after,
@@ -112,10 +98,7 @@ pub(super) fn subscribers(
 
 pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
     let mut event = c
-        .prepare_cached(
-            "SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by
-             FROM events WHERE id = ?1",
-        )?
+        .prepare_cached(queries::EVENT)?
         .query_row([id], |r| {
             Ok(Event {
                 id: r.get(0)?,
@@ -132,9 +115,7 @@ pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
         .optional()?
         .ok_or_else(|| not_found("event", id))?;
     event.earlier_payloads = earlier_payloads(c, id)?;
-    let mut stmt = c.prepare_cached(
-        "SELECT state, count(*) FROM deliveries WHERE event_id = ?1 GROUP BY state",
-    )?;
+    let mut stmt = c.prepare_cached(queries::EVENT_STATE_COUNTS)?;
     let mut rows = stmt.query([id])?;
     while let Some(r) = rows.next()? {
         let state: String = r.get(0)?;
@@ -146,20 +127,14 @@ pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
 
 /// The versions of an event below its latest, ascending.
 pub(super) fn earlier_payloads(c: &Connection, event_id: &str) -> Result<Vec<(i64, String)>> {
-    Ok(c.prepare_cached(
-        "SELECT version, payload FROM event_payloads WHERE event_id = ?1 ORDER BY version",
-    )?
-    .query_map([event_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-    .collect::<rusqlite::Result<Vec<_>>>()?)
+    Ok(c.prepare_cached(queries::EARLIER_PAYLOADS)?
+        .query_map([event_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
 fn history(c: &Connection, key: i64) -> Result<Vec<AttemptRecord>> {
     let rows = c
-        .prepare_cached(
-            "SELECT ordinal, started_at, duration_ms, outcome, status, error, response_body, lost,
-                    policy
-             FROM attempts WHERE delivery_seq = ?1 ORDER BY rowid",
-        )?
+        .prepare_cached(queries::DELIVERY_ATTEMPTS)?
         .query_map([key], |r| {
             let outcome: String = r.get(3)?;
             Ok(AttemptRecord {
@@ -199,7 +174,7 @@ pub(super) fn dead_letter_groups(
     since: UnixMs,
     limit: u32,
 ) -> Result<Vec<DeadLetterGroup>> {
-    let mut statement = c.prepare_cached(&recent_dead(sql::DEAD_LETTER_GROUPS))?;
+    let mut statement = c.prepare_cached(queries::DEAD_LETTER_GROUPS)?;
     let rows = statement.query_map(rusqlite::params![since, limit], |r| {
         let status: String = r.get(5)?;
         Ok(DeadLetterGroup {
@@ -219,7 +194,7 @@ pub(super) fn dead_letters_by_reason(
     c: &Connection,
     since: UnixMs,
 ) -> Result<Vec<(DeadReason, u64)>> {
-    let mut statement = c.prepare_cached(&recent_dead(sql::DEAD_LETTERS_BY_REASON))?;
+    let mut statement = c.prepare_cached(queries::DEAD_LETTERS_BY_REASON)?;
     let rows = statement.query_map([since], |r| {
         let reason = dead_reason(r.get(0)?)?.ok_or_else(|| corrupt("dead_reason", ""))?;
         Ok((reason, r.get::<_, i64>(1)?.max(0) as u64))
@@ -233,9 +208,7 @@ fn dead_reason(value: Option<String>) -> rusqlite::Result<Option<DeadReason>> {
         .transpose()
 }
 
-const DELIVERY_COLUMNS: &str = "d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, \
-     d.first_seen, d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on";
-
+/// A delivery's row as `DELIVERY` and the lists of deliveries read it.
 fn delivery_row(r: &Row<'_>) -> rusqlite::Result<(i64, Delivery)> {
     let state: String = r.get(4)?;
     let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
@@ -281,70 +254,24 @@ fn with_history(c: &Connection, rows: Vec<(i64, Delivery)>) -> Result<Vec<(i64, 
 
 pub(super) fn delivery(c: &Connection, id: &str) -> Result<Delivery> {
     let row = c
-        .prepare_cached(&format!(
-            "SELECT {DELIVERY_COLUMNS}, {SENT_VERSION} FROM deliveries d WHERE d.id = ?1"
-        ))?
+        .prepare_cached(queries::DELIVERY)?
         .query_row([id], delivery_row)
         .optional()?
         .ok_or_else(|| not_found("delivery", id))?;
     Ok(with_history(c, vec![row])?.remove(0).1)
 }
 
-/// `WHERE` clauses built from the filters that are set, so each list can use its index.
-#[derive(Default)]
-struct Conditions {
-    sql: Vec<&'static str>,
-    values: Vec<Value>,
-}
-
-impl Conditions {
-    fn add(&mut self, clause: &'static str, value: Option<Value>) {
-        if let Some(v) = value {
-            self.sql.push(clause);
-            self.values.push(v);
-        }
-    }
-
-    /// A clause without a parameter: a literal is what lets SQLite pick a partial index.
-    fn always(&mut self, clause: &'static str) {
-        self.sql.push(clause);
-    }
-
-    /// The statement that lists the rows past a cursor on `columns`, in `order`.
-    fn statement(
-        &self,
-        select: &str,
-        (columns, order): (&[&str], ListOrder),
-        limit: u32,
-    ) -> String {
-        let marks = vec!["?"; columns.len()].join(", ");
-        let (cursor, order_by) = order.keyset(columns, &marks);
-        let mut clauses: Vec<&str> = self.sql.clone();
-        clauses.push(&cursor);
-        format!(
-            "{select} WHERE {} ORDER BY {order_by} LIMIT {}",
-            clauses.join(" AND "),
-            limit as u64 + 1
-        )
-    }
-
-    /// The rows past `after` by `columns` (integer columns, compared as a row), in `order`.
-    fn query<K, T>(
-        mut self,
-        c: &Connection,
-        select: &str,
-        (columns, after, order): (&[&str], &[i64], ListOrder),
-        limit: u32,
-        row: impl FnMut(&Row<'_>) -> rusqlite::Result<(K, T)>,
-    ) -> Result<Vec<(K, T)>> {
-        let sql = self.statement(select, (columns, order), limit);
-        self.values.extend(after.iter().map(|v| Value::Integer(*v)));
-        let rows = c
-            .prepare_cached(&sql)?
-            .query_map(params_from_iter(self.values), row)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows)
-    }
+/// The rows of `sql` with `params`, which end with the cursor's key and the limit (one row
+/// more than a page, which says there are more).
+fn listed<P: rusqlite::Params, K, T>(
+    c: &Connection,
+    sql: &str,
+    params: P,
+    row: impl FnMut(&Row<'_>) -> rusqlite::Result<(K, T)>,
+) -> Result<Vec<(K, T)>> {
+    Ok(c.prepare_cached(sql)?
+        .query_map(params, row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
 pub(super) fn deliveries(
@@ -353,62 +280,61 @@ pub(super) fn deliveries(
     limit: u32,
     after: i64,
 ) -> Result<Page<Delivery>> {
-    let mut cond = Conditions::default();
-    cond.add("d.event_id = ?", filter.event_id.clone().map(Value::Text));
-    cond.add(
-        "d.subscriber_id = ?",
-        filter.subscriber_id.clone().map(Value::Text),
-    );
-    cond.add(
-        "d.state = ?",
-        filter.state.map(|s| Value::Text(s.as_str().into())),
-    );
-    let select = format!("SELECT {DELIVERY_COLUMNS}, {SENT_VERSION} FROM deliveries d");
-    let rows = cond.query(
-        c,
-        &select,
-        (&["d.seq"], &[after], filter.order),
-        limit,
-        delivery_row,
-    )?;
+    let newest_first = filter.order == ListOrder::NewestFirst;
+    let state = filter.state.map(DeliveryState::as_str);
+    let more = i64::from(limit) + 1;
+    let rows = match (&filter.event_id, &filter.subscriber_id) {
+        (Some(event), subscriber) => listed(
+            c,
+            if newest_first {
+                queries::EVENT_DELIVERIES_NEWEST_FIRST
+            } else {
+                queries::EVENT_DELIVERIES
+            },
+            params![event, subscriber, state, after, more],
+            delivery_row,
+        )?,
+        (None, Some(subscriber)) => listed(
+            c,
+            if newest_first {
+                queries::SUBSCRIBER_DELIVERIES_NEWEST_FIRST
+            } else {
+                queries::SUBSCRIBER_DELIVERIES
+            },
+            params![subscriber, state, after, more],
+            delivery_row,
+        )?,
+        (None, None) => listed(
+            c,
+            if newest_first {
+                queries::DELIVERIES_NEWEST_FIRST
+            } else {
+                queries::DELIVERIES
+            },
+            params![state, after, more],
+            delivery_row,
+        )?,
+    };
     Ok(page(with_history(c, rows)?, limit))
 }
 
-/// The dead letters `filter` selects. The state is a literal, so that an index on dead rows
-/// can be named ([`dead_letters_index`]).
-fn dead_letter_conditions(filter: &DeadLetterFilter) -> Conditions {
-    let mut cond = Conditions::default();
-    cond.always("d.state = 'dead'");
-    cond.add(
-        "d.dead_reason = ?",
-        filter.reason.map(|r| Value::Text(r.as_str().into())),
-    );
-    cond.add(
-        "d.subscriber_id = ?",
-        filter.subscriber_id.clone().map(Value::Text),
-    );
-    cond
-}
-
-/// For one reason and one subscriber, their dead letters exactly (`deliveries_dead`), sorted
-/// after: left to itself SQLite walks the whole reason in dying order
-/// (`deliveries_dead_reason_at`, which spares it the sort) to find that subscriber's, which
-/// takes a second when the reason holds a million others. For one reason alone that walk is
-/// the right plan, and SQLite picks it.
-fn dead_letters_index(filter: &DeadLetterFilter) -> &'static str {
+/// The statement that lists the dead letters `filter` selects (see `dead_letters.sql`).
+fn dead_letters_statement(filter: &DeadLetterFilter) -> &'static str {
     match (&filter.reason, &filter.subscriber_id) {
-        (Some(_), Some(_)) => "INDEXED BY deliveries_dead",
-        _ => "",
+        (Some(_), Some(_)) => queries::DEAD_LETTERS_OF_REASON_AND_SUBSCRIBER,
+        (Some(_), None) => queries::DEAD_LETTERS_OF_REASON,
+        (None, Some(_)) => queries::DEAD_LETTERS_OF_SUBSCRIBER,
+        (None, None) => queries::DEAD_LETTERS,
     }
 }
 
-/// What a replay of `req` selects, read as its page of the dead-letter queue is.
-pub(super) fn replay_selection_sql(req: &ReplayRequest) -> String {
-    let filter = DeadLetterFilter {
-        reason: Some(req.reason),
-        subscriber_id: req.subscriber_id.clone(),
-    };
-    sql::replay_selection('?', dead_letters_index(&filter), req)
+/// The statement that selects what a replay of `req` releases, read as its page of the
+/// dead-letter queue is (see `dead_letters.sql`).
+pub(super) fn replay_selection_statement(req: &ReplayRequest) -> &'static str {
+    match req.subscriber_id {
+        Some(_) => queries::REPLAY_SELECTION_OF_SUBSCRIBER,
+        None => queries::REPLAY_SELECTION,
+    }
 }
 
 pub(super) fn dead_letters(
@@ -417,29 +343,33 @@ pub(super) fn dead_letters(
     limit: u32,
     after: DeathPosition,
 ) -> Result<Page<DeadLetter>> {
-    let rows = dead_letter_conditions(filter).query(
-        c,
-        &dead_letters_select(dead_letters_index(filter)),
-        (DEATH_ORDER, &[after.0, after.1], ListOrder::OldestFirst),
-        limit,
-        |r| {
-            Ok((
-                DeathPosition(r.get(7)?, r.get(0)?),
-                DeadLetter {
-                    delivery_id: r.get(1)?,
-                    event_id: r.get(2)?,
-                    event_type: r.get(3)?,
-                    subscriber_id: r.get(4)?,
-                    payload_version: r.get(5)?,
-                    reason: dead_reason(r.get(6)?)?.ok_or_else(|| corrupt("dead_reason", ""))?,
-                    dead_at: r.get(7)?,
-                    dead_error: r.get(8)?,
-                    waiting_on: waiting_on(r, 9, dead_reason(r.get(6)?)?)?,
-                    attempt_history: Vec::new(),
-                },
-            ))
-        },
-    )?;
+    let row = |r: &Row<'_>| {
+        Ok((
+            DeathPosition(r.get(7)?, r.get(0)?),
+            DeadLetter {
+                delivery_id: r.get(1)?,
+                event_id: r.get(2)?,
+                event_type: r.get(3)?,
+                subscriber_id: r.get(4)?,
+                payload_version: r.get(5)?,
+                reason: dead_reason(r.get(6)?)?.ok_or_else(|| corrupt("dead_reason", ""))?,
+                dead_at: r.get(7)?,
+                dead_error: r.get(8)?,
+                waiting_on: waiting_on(r, 9, dead_reason(r.get(6)?)?)?,
+                attempt_history: Vec::new(),
+            },
+        ))
+    };
+    let (sql, more) = (dead_letters_statement(filter), i64::from(limit) + 1);
+    let DeathPosition(dead_at, key) = after;
+    let rows = match (filter.reason.map(DeadReason::as_str), &filter.subscriber_id) {
+        (Some(reason), Some(subscriber)) => {
+            listed(c, sql, params![reason, subscriber, dead_at, key, more], row)?
+        }
+        (Some(reason), None) => listed(c, sql, params![reason, dead_at, key, more], row)?,
+        (None, Some(subscriber)) => listed(c, sql, params![subscriber, dead_at, key, more], row)?,
+        (None, None) => listed(c, sql, params![dead_at, key, more], row)?,
+    };
     let rows = rows
         .into_iter()
         .map(|(key, mut d)| {
@@ -452,11 +382,7 @@ pub(super) fn dead_letters(
 
 pub(super) fn next_wakeup(c: &Connection, window_ms: i64) -> Result<Option<UnixMs>> {
     let (due, expiry, window_start): (Option<i64>, Option<i64>, Option<i64>) = c
-        .prepare_cached(
-            "SELECT (SELECT min(run_at) FROM deliveries WHERE state = 'scheduled' AND held = 0),
-                    (SELECT min(lease_expires) FROM deliveries WHERE state = 'in_flight'),
-                    (SELECT min(window_start) FROM deliveries WHERE state = 'scheduled')",
-        )?
+        .prepare_cached(queries::NEXT_WAKEUP)?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     Ok(earliest([
         due,
@@ -464,59 +390,6 @@ pub(super) fn next_wakeup(c: &Connection, window_ms: i64) -> Result<Option<UnixM
         window_start.map(|t| t.saturating_add(window_ms)),
     ]))
 }
-
-/// Deliveries in flight per subscriber, read through the lease index (in-flight rows only).
-/// Without `INDEXED BY`, SQLite (which has no statistics here) walks `deliveries_subscriber`
-/// over every row of the table to spare itself a sort: 0.3 s per 200,000 rows, on the writer's
-/// thread at start and after every rollback, and in every refresh of the gauges.
-pub(super) const IN_FLIGHT_PER_SUBSCRIBER: &str = "SELECT subscriber_id, count(*)
-     FROM deliveries INDEXED BY deliveries_lease WHERE state = 'in_flight' GROUP BY 1";
-
-/// [`IN_FLIGHT_PER_SUBSCRIBER`] with each subscriber's origin (and URL, for a row an older
-/// binary wrote without one).
-fn in_flight_by_origin() -> String {
-    format!(
-        "SELECT f.*, s.origin, s.url FROM ({IN_FLIGHT_PER_SUBSCRIBER}) f
-         JOIN subscribers s ON s.id = f.subscriber_id"
-    )
-}
-
-/// A query of recent dead letters, through the range of `deliveries_dead_at`.
-fn recent_dead(query: &str) -> String {
-    sql::recent_dead(query, "INDEXED BY deliveries_dead_at")
-}
-
-/// How many deliveries are in each state, in the order of `DeliveryState::ALL`: one statement
-/// (one snapshot), each count from the entries of the state's partial index rather than the
-/// table's rows. Literals, not parameters: only a literal lets SQLite pick a partial index.
-fn state_counts() -> String {
-    let counts = DeliveryState::ALL.map(|state| {
-        format!(
-            "(SELECT count(*) FROM deliveries WHERE state = '{}')",
-            state.as_str()
-        )
-    });
-    format!("SELECT {}", counts.join(", "))
-}
-
-/// Per subscriber with deliveries due at `?1`: the oldest due, the oldest due first attempt,
-/// and what may hold it back. Through the due index: only the rows due now, not every row of
-/// every subscriber.
-const DUE_GROUPS: &str =
-    "SELECT d.subscriber_id, min(d.run_at), min(CASE WHEN d.attempts = 0 THEN d.run_at END),
-            s.breaker_open_until, s.rate_next_at, s.max_in_flight, s.breaker_allowance,
-            s.origin, s.url
-     FROM deliveries d INDEXED BY deliveries_due JOIN subscribers s ON s.id = d.subscriber_id
-     WHERE d.state = 'scheduled' AND d.held = 0 AND d.run_at <= ?1
-     GROUP BY d.subscriber_id";
-
-/// The oldest delivery held by a paused subscriber: from the paused subscribers (`CROSS JOIN`
-/// keeps them the outer loop) to their rows, so it costs nothing while nobody is paused and
-/// what their rows cost when someone is; joined the other way SQLite reads every scheduled
-/// row of every subscriber for `held`.
-const OLDEST_PAUSED: &str = "SELECT min(d.run_at)
-     FROM subscribers s CROSS JOIN deliveries d ON d.subscriber_id = s.id
-     WHERE s.status = 'paused' AND d.state = 'scheduled' AND d.held = 1";
 
 /// Each count reads the index the test below names, so a large backlog of delayed
 /// deliveries costs the gauges' refresh little.
@@ -527,26 +400,28 @@ pub(super) fn queue_stats(
     held_back: &[String],
 ) -> Result<QueueStats> {
     let mut stats = QueueStats::default();
-    let counts = c.prepare_cached(&state_counts())?.query_row([], |r| {
-        DeliveryState::ALL
-            .iter()
-            .enumerate()
-            .map(|(i, state)| Ok((*state, r.get(i)?)))
-            .collect::<rusqlite::Result<Vec<(DeliveryState, u64)>>>()
-    })?;
-    for (state, n) in counts {
+    let counts: [u64; 4] = c
+        .prepare_cached(queries::STATE_COUNTS)?
+        .query_row([], |r| Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?]))?;
+    let states = [
+        DeliveryState::Scheduled,
+        DeliveryState::InFlight,
+        DeliveryState::Delivered,
+        DeliveryState::Dead,
+    ];
+    for (state, n) in states.into_iter().zip(counts) {
         stats.counts.add(state, n);
     }
     let mut in_flight = InFlight::default();
     let busy = c
-        .prepare_cached(&in_flight_by_origin())?
+        .prepare_cached(queries::IN_FLIGHT_BY_ORIGIN)?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
         .collect::<rusqlite::Result<Vec<(String, u32, Option<String>, String)>>>()?;
     for (subscriber, n, stored, url) in busy {
         in_flight.add(&subscriber, &stored_origin(stored.as_deref(), &url), n);
     }
     let groups = c
-        .prepare_cached(DUE_GROUPS)?
+        .prepare_cached(queries::DUE_GROUPS)?
         .query_map([now], |r| {
             let subscriber: String = r.get(0)?;
             let oldest_due: UnixMs = r.get(1)?;
@@ -572,49 +447,36 @@ pub(super) fn queue_stats(
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let oldest_paused: Option<UnixMs> = c
-        .prepare_cached(OLDEST_PAUSED)?
+        .prepare_cached(queries::OLDEST_PAUSED)?
         .query_row([], |r| r.get(0))?;
     (stats.oldest_ready_since, stats.oldest_waiting_since) =
         ready_and_waiting(groups, oldest_paused, now);
     stats.oldest_retrying_first_seen = c
-        .prepare_cached(
-            "SELECT min(first_seen) FROM deliveries WHERE state = 'scheduled' AND attempts > 0",
-        )?
+        .prepare_cached(queries::OLDEST_RETRYING)?
         .query_row([], |r| r.get(0))?;
     stats.open_breakers = c
-        .prepare_cached(
-            "SELECT id FROM subscribers WHERE breaker_open_until IS NOT NULL ORDER BY id",
-        )?
+        .prepare_cached(queries::OPEN_BREAKERS)?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<Vec<String>>>()?;
     (
         stats.behind_open_breakers,
         stats.behind_open_breakers_first_seen,
     ) = c
-        .prepare_cached(&sql::behind_open_breakers("CROSS JOIN"))?
+        .prepare_cached(queries::BEHIND_OPEN_BREAKERS)?
         .query_row([], |r| Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get(1)?)))?;
     Ok(stats)
 }
 
-const REPLAY_COLUMNS: &str =
-    "seq, id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected";
-
+/// A replay's row as `REPLAY` and `REPLAYS` read it.
 fn replay_row(c: &Connection, r: &Row<'_>) -> Result<(i64, Replay)> {
     let seq: i64 = r.get(0)?;
     let reason: String = r.get(3)?;
     let delivery_ids = c
-        .prepare_cached(
-            "SELECT d.id FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
-             WHERE ri.replay_seq = ?1 ORDER BY d.seq",
-        )?
+        .prepare_cached(queries::REPLAYED_DELIVERIES)?
         .query_map([seq], |r| r.get::<_, String>(0))?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let (delivered, dead): (u64, u64) = c
-        .prepare_cached(&format!(
-            "SELECT coalesce(sum(d.state = 'delivered'), 0), coalesce(sum(d.state = 'dead'), 0)
-             FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
-             WHERE ri.replay_seq = ?1 AND {LATEST_REPLAY}"
-        ))?
+        .prepare_cached(queries::REPLAY_OUTCOMES)?
         .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok((
         seq,
@@ -635,9 +497,7 @@ fn replay_row(c: &Connection, r: &Row<'_>) -> Result<(i64, Replay)> {
 }
 
 pub(super) fn replay(c: &Connection, id: &str) -> Result<Replay> {
-    let mut stmt = c.prepare_cached(&format!(
-        "SELECT {REPLAY_COLUMNS} FROM replays WHERE id = ?1"
-    ))?;
+    let mut stmt = c.prepare_cached(queries::REPLAY)?;
     let mut rows = stmt.query([id])?;
     match rows.next()? {
         Some(r) => Ok(replay_row(c, r)?.1),
@@ -651,10 +511,10 @@ pub(super) fn replays(
     limit: u32,
     after: i64,
 ) -> Result<Page<Replay>> {
-    let (cursor, order_by) = order.keyset(&["seq"], "?1");
-    let mut stmt = c.prepare_cached(&format!(
-        "SELECT {REPLAY_COLUMNS} FROM replays WHERE {cursor} ORDER BY {order_by} LIMIT ?2"
-    ))?;
+    let mut stmt = c.prepare_cached(match order {
+        ListOrder::OldestFirst => queries::REPLAYS,
+        ListOrder::NewestFirst => queries::REPLAYS_NEWEST_FIRST,
+    })?;
     let mut rows = stmt.query(params![after, limit + 1])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
@@ -676,20 +536,16 @@ fn policy_row(r: &Row<'_>) -> rusqlite::Result<(i64, StoredPolicy)> {
 }
 
 pub(super) fn policy(c: &Connection, name: &str) -> Result<StoredPolicy> {
-    c.prepare_cached(&format!(
-        "SELECT {POLICY_COLUMNS} FROM policies WHERE name = ?1"
-    ))?
-    .query_row([name], policy_row)
-    .optional()?
-    .map(|(_, p)| p)
-    .ok_or_else(|| not_found("policy", name))
+    c.prepare_cached(queries::POLICY)?
+        .query_row([name], policy_row)
+        .optional()?
+        .map(|(_, p)| p)
+        .ok_or_else(|| not_found("policy", name))
 }
 
 pub(super) fn policies(c: &Connection, limit: u32, after: i64) -> Result<Page<StoredPolicy>> {
     let rows = c
-        .prepare_cached(&format!(
-            "SELECT {POLICY_COLUMNS} FROM policies WHERE seq > ?1 ORDER BY seq LIMIT ?2"
-        ))?
+        .prepare_cached(queries::POLICIES)?
         .query_map(params![after, limit + 1], policy_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(page(rows, limit))
@@ -699,24 +555,23 @@ pub(super) fn policies(c: &Connection, limit: u32, after: i64) -> Result<Page<St
 mod tests {
     use super::*;
 
-    fn replay(subscriber_id: Option<&str>) -> ReplayRequest {
-        ReplayRequest {
+    fn replay(subscriber_id: Option<&str>) -> &'static str {
+        replay_selection_statement(&ReplayRequest {
             reason: DeadReason::PermanentFailure,
             subscriber_id: subscriber_id.map(str::to_owned),
             limit: 1_000,
             per_second: None,
             requested_by: None,
             expected: None,
-        }
+        })
     }
 
-    /// A page of the dead-letter queue as `dead_letters` asks for it.
-    fn dead_letters_page(filter: DeadLetterFilter) -> String {
-        dead_letter_conditions(&filter).statement(
-            &dead_letters_select(dead_letters_index(&filter)),
-            (DEATH_ORDER, ListOrder::OldestFirst),
-            50,
-        )
+    /// The statement of a page of the dead-letter queue as `dead_letters` asks for it.
+    fn dead_letters_page(subscriber_id: Option<&str>) -> &'static str {
+        dead_letters_statement(&DeadLetterFilter {
+            reason: Some(DeadReason::PermanentFailure),
+            subscriber_id: subscriber_id.map(str::to_owned),
+        })
     }
 
     fn plan(c: &Connection, sql: &str) -> Vec<String> {
@@ -728,87 +583,13 @@ mod tests {
             .unwrap()
     }
 
-    /// The gauges' counts, the writer's in-flight counts, the capacity model's backlog and the
-    /// recent dead letters (the console's overview, per request) each read the index expected:
-    /// a partial index, or one subscriber's rows, never the whole table nor every row through
-    /// `deliveries_subscriber`. With 1,000,000 delayed deliveries in the store, that walk cost
-    /// more than a CPU-second per gauge refresh.
-    #[test]
-    fn periodic_reads_use_the_index_meant_for_them() {
+    /// Each statement reads `deliveries` (`d`) as many times as it names accesses, each
+    /// through the access named.
+    fn assert_reads(expected: &[(&str, Vec<&str>)]) {
         let mut c = Connection::open_in_memory().unwrap();
         super::super::schema::migrate(&mut c).unwrap();
-        // Each statement, and the access every one of its reads of `deliveries` must use (a
-        // count: its index entries alone; the due groups: a range of due rows).
-        let expected = [
-            (state_counts(), vec!["COVERING INDEX deliveries_"; 4]),
-            (
-                IN_FLIGHT_PER_SUBSCRIBER.to_owned(),
-                vec!["USING INDEX deliveries_lease"],
-            ),
-            (in_flight_by_origin(), vec!["USING INDEX deliveries_lease"]),
-            (
-                DUE_GROUPS.to_owned(),
-                vec!["SEARCH d USING INDEX deliveries_due (run_at<?)"],
-            ),
-            (
-                super::super::capacity::backlog_counts(),
-                vec![
-                    "COVERING INDEX deliveries_window",
-                    "COVERING INDEX deliveries_lease",
-                    "COVERING INDEX deliveries_due",
-                    "COVERING INDEX deliveries_due (run_at<?)",
-                ],
-            ),
-            (
-                OLDEST_PAUSED.to_owned(),
-                vec!["SEARCH d USING INDEX deliveries_subscriber (subscriber_id=?)"],
-            ),
-            (
-                dead_letters_page(DeadLetterFilter {
-                    reason: Some(DeadReason::PermanentFailure),
-                    subscriber_id: None,
-                }),
-                vec!["SEARCH d USING INDEX deliveries_dead_reason_at (dead_reason=?"],
-            ),
-            (
-                dead_letters_page(DeadLetterFilter {
-                    reason: Some(DeadReason::PermanentFailure),
-                    subscriber_id: Some("a".into()),
-                }),
-                vec!["SEARCH d USING INDEX deliveries_dead (dead_reason=? AND subscriber_id=?)"],
-            ),
-            (
-                replay_selection_sql(&replay(None)),
-                vec!["SEARCH d USING INDEX deliveries_dead_reason_at (dead_reason=?"],
-            ),
-            (
-                replay_selection_sql(&replay(Some("a"))),
-                vec!["SEARCH d USING INDEX deliveries_dead (dead_reason=? AND subscriber_id=?)"],
-            ),
-            // What waits: the rows due later through the due index, and the due rows of
-            // subscribers with an open breaker (or a rate limit) through their own index.
-            (
-                sql::backlog_deferred("d.held = 0"),
-                vec![
-                    "SEARCH d USING INDEX deliveries_due (run_at>?)",
-                    "SEARCH d USING INDEX deliveries_subscriber (subscriber_id=?)",
-                ],
-            ),
-            (
-                sql::backlog_rate_limited("d.held = 0"),
-                vec!["SEARCH d USING INDEX deliveries_subscriber (subscriber_id=?)"],
-            ),
-            (
-                recent_dead(sql::DEAD_LETTERS_BY_REASON),
-                vec!["SEARCH deliveries USING INDEX deliveries_dead_at (dead_at>?)"],
-            ),
-            (
-                recent_dead(sql::DEAD_LETTER_GROUPS),
-                vec!["SEARCH d USING INDEX deliveries_dead_at (dead_at>?)"],
-            ),
-        ];
         for (sql, accesses) in expected {
-            let reads: Vec<String> = plan(&c, &sql)
+            let reads: Vec<String> = plan(&c, sql)
                 .into_iter()
                 .filter(|step| step.starts_with("SCAN d") || step.starts_with("SEARCH d"))
                 .collect();
@@ -817,5 +598,113 @@ mod tests {
                 assert!(step.contains(access), "{sql}\nreads {step}, not {access}");
             }
         }
+    }
+
+    /// The gauges' counts, the writer's in-flight counts, the capacity model's backlog and the
+    /// recent dead letters (the console's overview, per request) each read the index expected:
+    /// a partial index, or one subscriber's rows, never the whole table nor every row through
+    /// `deliveries_subscriber`. With 1,000,000 delayed deliveries in the store, that walk cost
+    /// more than a CPU-second per gauge refresh.
+    #[test]
+    fn periodic_reads_use_the_index_meant_for_them() {
+        // Each statement, and the access every one of its reads of `deliveries` must use (a
+        // count: its index entries alone; the due groups: a range of due rows).
+        assert_reads(&[
+            (queries::STATE_COUNTS, vec!["COVERING INDEX deliveries_"; 4]),
+            (
+                queries::IN_FLIGHT_PER_SUBSCRIBER,
+                vec!["USING INDEX deliveries_lease"],
+            ),
+            (
+                queries::IN_FLIGHT_BY_ORIGIN,
+                vec!["USING INDEX deliveries_lease"],
+            ),
+            (
+                queries::DUE_GROUPS,
+                vec!["SEARCH d USING INDEX deliveries_due (run_at<?)"],
+            ),
+            (
+                queries::BACKLOG,
+                vec![
+                    "COVERING INDEX deliveries_window",
+                    "COVERING INDEX deliveries_lease",
+                    "COVERING INDEX deliveries_due",
+                    "COVERING INDEX deliveries_due (run_at<?)",
+                ],
+            ),
+            (
+                queries::OLDEST_PAUSED,
+                vec!["SEARCH d USING INDEX deliveries_subscriber (subscriber_id=?)"],
+            ),
+            (
+                dead_letters_page(None),
+                vec!["SEARCH d USING INDEX deliveries_dead_reason_at (dead_reason=?"],
+            ),
+            (
+                dead_letters_page(Some("a")),
+                vec!["SEARCH d USING INDEX deliveries_dead (dead_reason=? AND subscriber_id=?)"],
+            ),
+            (
+                replay(None),
+                vec!["SEARCH d USING INDEX deliveries_dead_reason_at (dead_reason=?"],
+            ),
+            (
+                replay(Some("a")),
+                vec!["SEARCH d USING INDEX deliveries_dead (dead_reason=? AND subscriber_id=?)"],
+            ),
+            // What waits: the rows due later through the due index, and the due rows of
+            // subscribers with an open breaker (or a rate limit) through their own index.
+            (
+                queries::BACKLOG_DEFERRED,
+                vec![
+                    "SEARCH d USING INDEX deliveries_due (run_at>?)",
+                    "SEARCH d USING INDEX deliveries_subscriber (subscriber_id=?)",
+                ],
+            ),
+            (
+                queries::BACKLOG_RATE_LIMITED,
+                vec!["SEARCH d USING INDEX deliveries_subscriber (subscriber_id=?)"],
+            ),
+            (
+                queries::DEAD_LETTERS_BY_REASON,
+                vec!["SEARCH deliveries USING INDEX deliveries_dead_at (dead_at>?)"],
+            ),
+            (
+                queries::DEAD_LETTER_GROUPS,
+                vec!["SEARCH d USING INDEX deliveries_dead_at (dead_at>?)"],
+            ),
+        ]);
+    }
+
+    /// A list of deliveries walks the index of the filter it is written for, from the cursor
+    /// on, whichever other filters are set.
+    #[test]
+    fn delivery_lists_walk_the_index_of_their_filter() {
+        assert_reads(&[
+            (
+                queries::EVENT_DELIVERIES,
+                vec!["SEARCH d USING INDEX deliveries_event (event_id=? AND rowid>?)"],
+            ),
+            (
+                queries::EVENT_DELIVERIES_NEWEST_FIRST,
+                vec!["SEARCH d USING INDEX deliveries_event (event_id=? AND rowid<?)"],
+            ),
+            (
+                queries::SUBSCRIBER_DELIVERIES,
+                vec!["SEARCH d USING INDEX deliveries_subscriber (subscriber_id=? AND rowid>?)"],
+            ),
+            (
+                queries::SUBSCRIBER_DELIVERIES_NEWEST_FIRST,
+                vec!["SEARCH d USING INDEX deliveries_subscriber (subscriber_id=? AND rowid<?)"],
+            ),
+            (
+                queries::DELIVERIES,
+                vec!["SEARCH d USING INTEGER PRIMARY KEY (rowid>?)"],
+            ),
+            (
+                queries::DELIVERIES_NEWEST_FIRST,
+                vec!["SEARCH d USING INTEGER PRIMARY KEY (rowid<?)"],
+            ),
+        ]);
     }
 }

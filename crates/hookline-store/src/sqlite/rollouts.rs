@@ -4,10 +4,12 @@ use std::collections::BTreeMap;
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Row};
 
+use super::queries;
 use super::reads::not_found;
 use crate::*;
 
-/// A row in [`ROLLOUT_COLUMNS`]'s order, with its key; its texts are checked by [`finish`].
+/// A rollout's row as `ROLLOUT` and `ROLLOUTS` read it, with its key; its texts are checked by
+/// [`finish`].
 type RawRollout = (i64, Rollout, String, String);
 
 fn rollout_row(r: &Row<'_>) -> rusqlite::Result<RawRollout> {
@@ -44,25 +46,26 @@ fn finish((seq, mut rollout, ids, state): RawRollout) -> Result<(i64, Rollout)> 
     Ok((seq, rollout))
 }
 
-fn select(c: &Connection, condition: &str, id: Option<&str>) -> Result<Option<Rollout>> {
+/// The rollout `sql` reads with `params`, if any.
+fn select<P: rusqlite::Params>(c: &Connection, sql: &str, params: P) -> Result<Option<Rollout>> {
     let row = c
-        .prepare_cached(&format!(
-            "SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE {condition}"
-        ))?
-        .query_row(rusqlite::params_from_iter(id), rollout_row)
+        .prepare_cached(sql)?
+        .query_row(params, rollout_row)
         .optional()?;
     Ok(row.map(finish).transpose()?.map(|(_, r)| r))
 }
 
+fn running(c: &Connection) -> Result<Option<Rollout>> {
+    select(c, queries::RUNNING_ROLLOUT, [])
+}
+
 pub(super) fn rollout(c: &Connection, id: &str) -> Result<Rollout> {
-    select(c, "id = ?1", Some(id))?.ok_or_else(|| not_found("rollout", id))
+    select(c, queries::ROLLOUT, [id])?.ok_or_else(|| not_found("rollout", id))
 }
 
 pub(super) fn rollouts(c: &Connection, limit: u32, after: i64) -> Result<Page<Rollout>> {
     let rows = c
-        .prepare_cached(&format!(
-            "SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE seq > ?1 ORDER BY seq LIMIT ?2"
-        ))?
+        .prepare_cached(queries::ROLLOUTS)?
         .query_map(params![after, limit + 1], rollout_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let rows = rows.into_iter().map(finish).collect::<Result<Vec<_>>>()?;
@@ -70,7 +73,7 @@ pub(super) fn rollouts(c: &Connection, limit: u32, after: i64) -> Result<Page<Ro
 }
 
 fn promoted(c: &Connection) -> Result<Option<String>> {
-    Ok(c.prepare_cached(PROMOTED_POLICY)?
+    Ok(c.prepare_cached(queries::PROMOTED_POLICY)?
         .query_row([], |r| r.get(0))
         .optional()?)
 }
@@ -80,16 +83,16 @@ pub(super) fn in_force(c: &Connection) -> Result<PoliciesInForce> {
     let snapshot = c.unchecked_transaction()?;
     Ok(PoliciesInForce {
         default: promoted(&snapshot)?,
-        rollout: select(&snapshot, "state = 'running'", None)?,
+        rollout: running(&snapshot)?,
     })
 }
 
 pub(super) fn start(c: &Connection, r: Rollout) -> Result<Rollout> {
-    if let Some(running) = select(c, "state = 'running'", None)? {
+    if let Some(running) = running(c)? {
         return Err(rollout_running(&running.id));
     }
     check_baseline(&r, promoted(c)?.as_deref())?;
-    let inserted = c.prepare_cached(INSERT_ROLLOUT)?.execute(params![
+    let inserted = c.prepare_cached(queries::INSERT_ROLLOUT)?.execute(params![
         r.id,
         r.policy,
         r.baseline,
@@ -118,7 +121,7 @@ pub(super) fn change(
     now: UnixMs,
 ) -> Result<Rollout> {
     let changed = rollout_changed(rollout(c, id)?, change, now)?;
-    c.prepare_cached(CHANGE_ROLLOUT)?.execute(params![
+    c.prepare_cached(queries::CHANGE_ROLLOUT)?.execute(params![
         changed.basis_points,
         changed.state.as_str(),
         changed.reason,
@@ -130,19 +133,21 @@ pub(super) fn change(
 
 pub(super) fn report(c: &Connection, q: &CohortQuery) -> Result<CohortReport> {
     let range = params![q.policy, q.since, q.until];
-    let mut report = c.prepare_cached(&cohort_totals())?.query_row(range, |r| {
-        Ok(CohortReport {
-            deliveries: r.get::<_, i64>(0)? as u64,
-            subscribers: r.get::<_, i64>(1)? as u64,
-            delivered: r.get::<_, i64>(2)? as u64,
-            dead: r.get::<_, i64>(3)? as u64,
-            retry_attempts: r.get::<_, i64>(4)? as u64,
-            retried: r.get::<_, i64>(5)? as u64,
-            ..CohortReport::default()
-        })
-    })?;
+    let mut report = c
+        .prepare_cached(queries::COHORT_TOTALS)?
+        .query_row(range, |r| {
+            Ok(CohortReport {
+                deliveries: r.get::<_, i64>(0)? as u64,
+                subscribers: r.get::<_, i64>(1)? as u64,
+                delivered: r.get::<_, i64>(2)? as u64,
+                dead: r.get::<_, i64>(3)? as u64,
+                retry_attempts: r.get::<_, i64>(4)? as u64,
+                retried: r.get::<_, i64>(5)? as u64,
+                ..CohortReport::default()
+            })
+        })?;
     report.dead_by_reason = c
-        .prepare_cached(&cohort_dead())?
+        .prepare_cached(queries::COHORT_DEAD)?
         .query_map(range, |r| {
             Ok((
                 r.get::<_, Option<String>>(0)?.unwrap_or_default(),
@@ -154,7 +159,7 @@ pub(super) fn report(c: &Connection, q: &CohortQuery) -> Result<CohortReport> {
     if n > 0 {
         let at = |quantile: f64| -> Result<Option<i64>> {
             let rank = nearest_rank(n, quantile) as i64;
-            Ok(c.prepare_cached(&cohort_latency_at())?
+            Ok(c.prepare_cached(queries::COHORT_LATENCY_AT)?
                 .query_row(params![q.policy, q.since, q.until, rank], |r| r.get(0))
                 .optional()?)
         };

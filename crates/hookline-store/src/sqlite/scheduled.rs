@@ -59,10 +59,7 @@ impl ScheduledCounts {
 
     fn count(conn: &Connection) -> Result<HashMap<String, u32>> {
         let mut counts: HashMap<String, u32> = HashMap::new();
-        let mut stmt = conn.prepare(
-            "SELECT subscriber_id FROM deliveries INDEXED BY deliveries_window
-             WHERE state = 'scheduled'",
-        )?;
+        let mut stmt = conn.prepare(super::queries::WAITING)?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
             let id = row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;

@@ -202,7 +202,9 @@ impl Writer {
     }
 
     fn reload_in_flight(&mut self) -> Result<()> {
-        let mut stmt = self.conn.prepare(super::reads::IN_FLIGHT_PER_SUBSCRIBER)?;
+        let mut stmt = self
+            .conn
+            .prepare(super::queries::IN_FLIGHT_PER_SUBSCRIBER)?;
         let counts = stmt
             .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?
             .collect::<rusqlite::Result<HashMap<_, _>>>()?;
@@ -737,7 +739,7 @@ mod tests {
     #[test]
     fn the_fan_out_statement_needs_no_statement_journal() {
         let w = writer();
-        let sql = format!("EXPLAIN {}", super::super::writes::fan_out_statement());
+        let sql = format!("EXPLAIN {}", super::super::queries::FAN_OUT);
         let mut stmt = w.conn.prepare(&sql).unwrap();
         // EXPLAIN lists the program; its parameters stay unbound.
         let mut rows = stmt.raw_query();

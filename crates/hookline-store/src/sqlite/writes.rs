@@ -8,10 +8,10 @@ use hookline_policy::{DeadReason, UnixMs};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::dead_tally::DeadTally;
-use super::reads;
 use super::scheduled::ScheduledCounts;
 use super::subscriber_cache::SubscriberCache;
 use super::writer::Writer;
+use super::{queries, reads};
 use crate::*;
 
 pub(super) fn create_subscriber(
@@ -21,12 +21,7 @@ pub(super) fn create_subscriber(
 ) -> Result<Subscriber> {
     let types = serde_json::to_string(&new.event_types).expect("strings serialize");
     let inserted = c
-        .prepare_cached(
-            "INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at,
-                                      max_in_flight, rate_limit_per_second, payload_version,
-                                      headers, origin)
-             VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?5, ?6, ?7, ?8, ?9, ?10)",
-        )?
+        .prepare_cached(queries::CREATE_SUBSCRIBER)?
         .execute(params![
             new.id,
             new.url,
@@ -60,31 +55,23 @@ pub(super) fn update_subscriber(
     now: UnixMs,
 ) -> Result<Subscriber> {
     let (next, resumed) = patched(reads::subscriber(c, id)?, patch)?;
-    c.prepare_cached(
-        "UPDATE subscribers SET url = ?2, event_types = ?3, status = ?4, updated_at = ?5,
-             max_in_flight = ?6, rate_limit_per_second = ?7, payload_version = ?8, headers = ?9,
-             origin = ?10
-         WHERE id = ?1",
-    )?
-    .execute(params![
-        id,
-        next.url,
-        serde_json::to_string(&next.event_types).expect("strings serialize"),
-        next.status.as_str(),
-        now,
-        next.max_in_flight,
-        next.rate_limit_per_second,
-        next.payload_version,
-        next.headers.encode(),
-        next.origin
-    ])?;
+    c.prepare_cached(queries::UPDATE_SUBSCRIBER)?
+        .execute(params![
+            id,
+            next.url,
+            serde_json::to_string(&next.event_types).expect("strings serialize"),
+            next.status.as_str(),
+            now,
+            next.max_in_flight,
+            next.rate_limit_per_second,
+            next.payload_version,
+            next.headers.encode(),
+            next.origin
+        ])?;
     if resumed {
         // Claims set `held` on deliveries of a paused subscriber; resuming puts them back in
         // the due index, at the run_at they always kept.
-        c.prepare_cached(
-            "UPDATE deliveries SET held = 0 WHERE subscriber_id = ?1 AND state = 'scheduled' AND held = 1",
-        )?
-        .execute([id])?;
+        c.prepare_cached(queries::RELEASE_HELD)?.execute([id])?;
     }
     reads::subscriber(c, id)
 }
@@ -98,12 +85,8 @@ pub(super) fn rotate_secret(
 ) -> Result<Subscriber> {
     let current = reads::subscriber(c, id)?;
     let (previous, until) = rotation(&current, grace_until, now)?;
-    c.prepare_cached(
-        "UPDATE subscribers SET secret = ?2, previous_secret = ?3, previous_secret_until = ?4,
-             updated_at = ?5
-         WHERE id = ?1",
-    )?
-    .execute(params![id, secret, previous, until, now])?;
+    c.prepare_cached(queries::ROTATE_SECRET)?
+        .execute(params![id, secret, previous, until, now])?;
     reads::subscriber(c, id)
 }
 
@@ -121,21 +104,18 @@ fn revoke(
     now: UnixMs,
 ) -> Result<()> {
     let updated = c
-        .prepare_cached(
-            "UPDATE subscribers SET status = 'revoked', updated_at = ?2 WHERE id = ?1 AND status != 'revoked'",
-        )?
+        .prepare_cached(queries::REVOKE_SUBSCRIBER)?
         .execute(params![id, now])?;
     if updated == 0 {
         // Either unknown (an error) or already revoked (nothing more to do).
         reads::subscriber(c, id)?;
         return Ok(());
     }
-    let killed = c
-        .prepare_cached(
-            "UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, held = 0, updated_at = ?3
-             WHERE subscriber_id = ?1 AND state = 'scheduled'",
-        )?
-        .execute(params![id, DeadReason::SubscriptionRevoked.as_str(), now])?;
+    let killed = c.prepare_cached(queries::KILL_WAITING)?.execute(params![
+        id,
+        DeadReason::SubscriptionRevoked.as_str(),
+        now
+    ])?;
     dead.add(DeadReason::SubscriptionRevoked, None, killed as u64);
     scheduled.remove(id, u32::try_from(killed).unwrap_or(u32::MAX));
     Ok(())
@@ -144,11 +124,7 @@ fn revoke(
 pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<PublishOutcome> {
     let (c, scheduled) = (&w.conn, &mut w.scheduled);
     let existing = c
-        .prepare_cached(
-            "SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0),
-                    published_by
-             FROM events WHERE id = ?1",
-        )?
+        .prepare_cached(queries::PUBLISHED)?
         .query_row([&event.id], |r| {
             Ok((
                 r.get::<_, String>(0)?,
@@ -185,19 +161,14 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     admitted(event, deliveries - unversioned)?;
     if let Err(e) = fan_out_rows(c, event, now, &versions, deliveries) {
         // Stopped halfway, the statement kept the rows it made, counted as changes only
-        // after a conflict (`fan_out_statement`): the batch runs again all the same. With the
+        // after a conflict (`FAN_OUT`): the batch runs again all the same. With the
         // subscribers read by the count, what is left to stop it without a conflict is the
         // file (an I/O error, a full disk) or a count the insert does not match.
         w.failed_after_writing();
         return Err(e);
     }
     w.dead.add(DeadReason::PermanentFailure, None, unversioned);
-    c.prepare_cached(
-        "INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries,
-                             published_by, unversioned)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )?
-    .execute(params![
+    c.prepare_cached(queries::INSERT_EVENT)?.execute(params![
         event.id,
         event.event_type,
         event.payload,
@@ -208,10 +179,8 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
         unversioned
     ])?;
     for (version, payload) in &event.earlier_payloads {
-        c.prepare_cached(
-            "INSERT INTO event_payloads (event_id, version, payload) VALUES (?1, ?2, ?3)",
-        )?
-        .execute(params![event.id, version, payload])?;
+        c.prepare_cached(queries::INSERT_EARLIER_PAYLOAD)?
+            .execute(params![event.id, version, payload])?;
     }
     Ok(PublishOutcome::Accepted(EventReceipt {
         id: event.id.clone(),
@@ -236,9 +205,7 @@ fn count_fan_out(
     oldest: i64,
 ) -> Result<(u64, u64)> {
     let (mut deliveries, mut unversioned) = (0u64, 0u64);
-    let mut fanned_out = c.prepare_cached(&format!(
-        "SELECT s.id, coalesce(s.payload_version < ?1, FALSE) {FANNED_OUT_TO}"
-    ))?;
+    let mut fanned_out = c.prepare_cached(queries::FANNED_OUT_TO)?;
     let mut rows = fanned_out.query(params![oldest, event.event_type])?;
     while let Some(r) = rows.next()? {
         deliveries += 1;
@@ -264,7 +231,7 @@ fn fan_out_rows(
     versions: &[i64],
     counted: u64,
 ) -> Result<()> {
-    let inserted = c.prepare_cached(&fan_out_statement())?.execute(params![
+    let inserted = c.prepare_cached(queries::FAN_OUT)?.execute(params![
         event.id,
         event.event_type,
         now,
@@ -282,36 +249,6 @@ fn fan_out_rows(
     }
     Ok(())
 }
-
-/// The fan-out's `INSERT ... SELECT`.
-///
-/// `OR FAIL`, so that SQLite keeps no statement journal for it: a statement that writes many
-/// rows and may abort halfway (a `NOT NULL` or unique constraint under the default `ABORT`, a
-/// function call) has SQLite copy the original of every page it changes that existed before it,
-/// which for a large fan-out meant most pages of `deliveries_subscriber`, into a temporary file
-/// first (half the time of a 2,000-row fan-out). Without it, a statement stopped halfway keeps
-/// the rows it made, counted as changes after a conflict, not always after another error; the
-/// caller spoils the batch on any error (`Writer::failed_after_writing`), which then runs again
-/// with a savepoint per job and undoes them. A test keeps the statement free of what would
-/// bring the journal back.
-pub(super) fn fan_out_statement() -> String {
-    format!(
-        "INSERT OR FAIL INTO deliveries
-                 (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at,
-                  updated_at, payload_version, dead_reason, dead_at, dead_error)
-             SELECT ?1 || ':' || s.id, ?1, s.id, {}
-             {FANNED_OUT_TO}
-             ORDER BY s.seq",
-        fan_out('?', "(SELECT value AS v FROM json_each(?5))")
-    )
-}
-
-/// The subscribers an event of type `?2` fans out to (a delivery each, dead at once for those
-/// pinned below every version the event has).
-const FANNED_OUT_TO: &str = "FROM subscribers s
-             WHERE s.status != 'revoked'
-               AND (s.event_types = '[]'
-                    OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))";
 
 fn due_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DueRow> {
     Ok(DueRow {
@@ -371,13 +308,7 @@ impl<'w> Lookups<'w> {
         // Earlier versions live in event_payloads; the latest (and a row's missing version)
         // in events.
         let body = c
-            .prepare_cached(
-                "SELECT e.id, e.type, coalesce(p.payload, e.payload),
-                        coalesce(p.version, e.payload_version), e.accepted_at
-                 FROM events e
-                 LEFT JOIN event_payloads p ON p.event_id = e.id AND p.version = ?2
-                 WHERE e.id = ?1",
-            )?
+            .prepare_cached(queries::EVENT_BODY)?
             .query_row(params![id, version], |r| {
                 Ok(EventBody {
                     id: r.get(0)?,
@@ -415,9 +346,7 @@ fn subscribers_on(c: &Connection, origins: &[String]) -> Result<Vec<String>> {
         return Ok(Vec::new());
     }
     let ids = c
-        .prepare_cached(
-            "SELECT id FROM subscribers WHERE origin IN (SELECT value FROM json_each(?1))",
-        )?
+        .prepare_cached(queries::SUBSCRIBERS_ON)?
         .query_map(
             [serde_json::to_string(origins).expect("origins serialize")],
             |r| r.get(0),
@@ -455,7 +384,7 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
     let busy = busy(w)?;
     let c = &w.conn;
     let rate_limited = c
-        .prepare_cached("SELECT id FROM subscribers WHERE rate_next_at > ?1")?
+        .prepare_cached(queries::RATE_LIMITED)?
         .query_map([req.now], |r| r.get(0))?
         .collect::<rusqlite::Result<Vec<String>>>()?;
     let mut excluded = budget.unclaimable(
@@ -480,14 +409,7 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
             cut_short = true;
             break;
         }
-        let mut stmt = c.prepare_cached(&format!(
-            "SELECT {DUE_COLUMNS} FROM deliveries
-             WHERE state = 'scheduled' AND held = 0 AND run_at <= ?1
-               AND subscriber_id NOT IN (SELECT value FROM json_each(?2))
-               AND (attempts = 0 OR ?3) AND window_start > ?4
-               AND seq NOT IN (SELECT value FROM json_each(?5))
-             ORDER BY run_at"
-        ))?;
+        let mut stmt = c.prepare_cached(queries::DUE)?;
         let mut rows = stmt.query(params![
             req.now,
             serde_json::to_string(&excluded_ids).expect("subscriber ids serialize"),
@@ -531,20 +453,13 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
         w.scheduled.claimed_in_full(req.now);
     }
     for key in plan.hold {
-        c.prepare_cached("UPDATE deliveries SET held = 1 WHERE seq = ?1")?
-            .execute([key])?;
+        c.prepare_cached(queries::HOLD)?.execute([key])?;
     }
     for key in &plan.revoked {
-        let subscriber_id: String = c
-            .prepare_cached(
-                "UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, updated_at = ?3
-                 WHERE seq = ?1
-                 RETURNING subscriber_id",
-            )?
-            .query_row(
-                params![key, DeadReason::SubscriptionRevoked.as_str(), req.now],
-                |r| r.get(0),
-            )?;
+        let subscriber_id: String = c.prepare_cached(queries::KILL_DUE)?.query_row(
+            params![key, DeadReason::SubscriptionRevoked.as_str(), req.now],
+            |r| r.get(0),
+        )?;
         w.scheduled.remove(&subscriber_id, 1);
     }
     w.dead.add(
@@ -553,30 +468,22 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
         plan.revoked.len() as u64,
     );
     for (key, until) in plan.defer {
-        c.prepare_cached("UPDATE deliveries SET run_at = ?2 WHERE seq = ?1")?
+        c.prepare_cached(queries::DEFER)?
             .execute(params![key, until])?;
     }
     for (id, next_at) in budget.rate_updates() {
-        c.prepare_cached("UPDATE subscribers SET rate_next_at = ?2 WHERE id = ?1")?
+        c.prepare_cached(queries::SET_RATE_NEXT_AT)?
             .execute(params![id, next_at])?;
     }
     for (id, cap) in budget.ramps_ended() {
-        c.prepare_cached(
-            "UPDATE subscribers SET breaker_allowance = NULL
-             WHERE id = ?1 AND breaker_allowance >= ?2",
-        )?
-        .execute(params![id, cap])?;
+        c.prepare_cached(queries::END_SLOW_START)?
+            .execute(params![id, cap])?;
     }
     let lease = new_lease();
     let expires = req.now + req.lease_ms;
     let mut claimed = Vec::with_capacity(plan.take.len());
     // Taken from the statement cache once, not once per row (see `complete`).
-    let mut leased = c.prepare_cached(
-        "UPDATE deliveries SET state = 'in_flight', attempts = attempts + 1,
-             lease_token = ?2, lease_expires = ?3, updated_at = ?4, dead_error = NULL,
-             waiting_on = NULL
-         WHERE seq = ?1",
-    )?;
+    let mut leased = c.prepare_cached(queries::LEASE)?;
     for row in plan.take {
         leased.execute(params![row.key, lease, expires, req.now])?;
         *w.in_flight.entry(row.subscriber_id.clone()).or_default() += 1;
@@ -594,21 +501,15 @@ pub(super) fn rescue_expired(
 ) -> Result<Vec<ClaimedDelivery>> {
     let c = &w.conn;
     let rows = c
-        .prepare_cached(&format!(
-            "SELECT {DUE_COLUMNS} FROM deliveries
-             WHERE state = 'in_flight' AND lease_expires <= ?1
-             ORDER BY lease_expires LIMIT ?2"
-        ))?
+        .prepare_cached(queries::EXPIRED_LEASES)?
         .query_map(params![now, limit as i64], due_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let lease = new_lease();
     let mut lookups = Lookups::new(now, &mut w.subscribers);
     let mut rescued = Vec::with_capacity(rows.len());
     for row in rows {
-        c.prepare_cached(
-            "UPDATE deliveries SET lease_token = ?2, lease_expires = ?3 WHERE seq = ?1",
-        )?
-        .execute(params![row.key, lease, now + lease_ms])?;
+        c.prepare_cached(queries::RENEW_LEASE)?
+            .execute(params![row.key, lease, now + lease_ms])?;
         rescued.push(lookups.claimed(c, row, lease, LeaseKind::Rescue)?);
     }
     Ok(rescued)
@@ -626,22 +527,9 @@ pub(super) fn complete(
     // forgets a row the moment this connection changes it: so they are as of this point in
     // the batch, earlier completions' breaker changes and revocations included. Joining the
     // subscriber here instead cost about a tenth of a completion (callgrind, `single`).
-    let mut holder = c.prepare_cached(
-        "SELECT subscriber_id FROM deliveries
-         WHERE seq = ?1 AND state = 'in_flight' AND lease_token = ?2",
-    )?;
-    let mut ended = c.prepare_cached(
-        "UPDATE deliveries SET state = ?2, run_at = ?3, dead_reason = ?4,
-             dead_at = CASE WHEN ?4 IS NULL THEN NULL ELSE ?5 END,
-             lease_token = NULL, lease_expires = NULL, updated_at = ?5
-         WHERE seq = ?1",
-    )?;
-    let mut attempted = c.prepare_cached(
-        "INSERT INTO attempts
-             (delivery_seq, ordinal, started_at, duration_ms, outcome, status, error,
-              response_body, lost, policy)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?;
+    let mut holder = c.prepare_cached(queries::LEASE_HOLDER)?;
+    let mut ended = c.prepare_cached(queries::END_ATTEMPT)?;
+    let mut attempted = c.prepare_cached(queries::INSERT_ATTEMPT)?;
     let mut results = Vec::with_capacity(completions.len());
     for done in completions {
         let holding = holder
@@ -695,12 +583,7 @@ pub(super) fn complete(
         }
         let next = breaker.after(&done.breaker, &subscriber_id, a.outcome, now);
         if next != breaker {
-            c.prepare_cached(
-                "UPDATE subscribers SET breaker_failures = ?2, breaker_open_until = ?3,
-                     breaker_cool_down_ms = ?4, breaker_allowance = ?5
-                 WHERE id = ?1",
-            )?
-            .execute(params![
+            c.prepare_cached(queries::SET_BREAKER)?.execute(params![
                 subscriber_id,
                 next.consecutive_failures,
                 next.open_until,
@@ -729,7 +612,7 @@ type Selected = (i64, String, Option<i64>, Option<i64>);
 
 pub(super) fn replay_selection(c: &Connection, req: &ReplayRequest) -> Result<Vec<Selected>> {
     validate_replay(req)?;
-    Ok(c.prepare_cached(&super::reads::replay_selection_sql(req))?
+    Ok(c.prepare_cached(reads::replay_selection_statement(req))?
         .query_map(
             params![req.reason.as_str(), req.subscriber_id, selection_limit(req)],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
@@ -742,11 +625,7 @@ pub(super) fn replay(w: &mut Writer, req: &ReplayRequest, now: UnixMs) -> Result
     let selected = replay_selection(c, req)?;
     selection_as_previewed(req, selected.iter().map(|(_, id, _, _)| id.as_str()))?;
     let id = format!("rpl_{:016x}", rand::random::<u64>());
-    c.prepare_cached(
-        "INSERT INTO replays (id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )?
-    .execute(params![
+    c.prepare_cached(queries::INSERT_REPLAY)?.execute(params![
         id,
         now,
         req.reason.as_str(),
@@ -760,34 +639,24 @@ pub(super) fn replay(w: &mut Writer, req: &ReplayRequest, now: UnixMs) -> Result
     for (i, (key, _, pin, version)) in selected.iter().enumerate() {
         if version.is_none() {
             // Still no version for its subscriber's pin: it dies again at once, on the record.
-            c.prepare_cached(
-                "UPDATE deliveries SET dead_reason = ?2, dead_at = ?3, updated_at = ?3,
-                     dead_error = ?4 || ?5, payload_version = NULL
-                 WHERE seq = ?1",
-            )?
-            .execute(params![
-                key,
-                DeadReason::PermanentFailure.as_str(),
-                now,
-                UNVERSIONED_ERROR,
-                pin
-            ])?;
+            c.prepare_cached(queries::DIE_AGAIN_UNVERSIONED)?
+                .execute(params![
+                    key,
+                    DeadReason::PermanentFailure.as_str(),
+                    now,
+                    UNVERSIONED_ERROR,
+                    pin
+                ])?;
             w.dead.add(DeadReason::PermanentFailure, None, 1);
         } else {
             // Pacing is persisted as each delivery's run_at, so a restart keeps it.
             let release = release_at(now, i, req.per_second);
             let subscriber_id: String = c
-                .prepare_cached(
-                    "UPDATE deliveries SET state = 'scheduled', held = 0, attempts = 0,
-                         window_start = ?2, run_at = ?2, dead_reason = NULL, dead_at = NULL,
-                         dead_error = NULL, waiting_on = NULL, payload_version = ?4, updated_at = ?3
-                     WHERE seq = ?1
-                     RETURNING subscriber_id",
-                )?
+                .prepare_cached(queries::RELEASE_REPLAYED)?
                 .query_row(params![key, release, now, version], |r| r.get(0))?;
             w.scheduled.add(&subscriber_id, 1);
         }
-        c.prepare_cached("INSERT INTO replay_items (replay_seq, delivery_seq) VALUES (?1, ?2)")?
+        c.prepare_cached(queries::INSERT_REPLAY_ITEM)?
             .execute(params![replay_seq, key])?;
     }
     Ok(id)
@@ -800,18 +669,7 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
     }
     let c = &w.conn;
     let expiring = c
-        .prepare_cached(
-            "SELECT d.seq, d.subscriber_id, d.held, d.run_at, s.breaker_open_until,
-                    s.rate_next_at, s.max_in_flight, s.breaker_allowance, s.origin, s.url,
-                    s.rate_limit_per_second IS NOT NULL AND EXISTS (
-                        SELECT 1 FROM deliveries o
-                        WHERE o.subscriber_id = d.subscriber_id AND o.state = 'scheduled'
-                          AND o.run_at <= ?3
-                          AND (o.run_at < d.run_at OR (o.run_at = d.run_at AND o.seq < d.seq)))
-             FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
-             WHERE d.state = 'scheduled' AND d.window_start <= ?1
-             ORDER BY d.window_start LIMIT ?2",
-        )?
+        .prepare_cached(queries::EXPIRING_WINDOWS)?
         .query_map(
             params![sweep.started_before(), sweep.limit as i64, sweep.now],
             |r| {
@@ -840,12 +698,7 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
         )?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     for (key, waiting_on, subscriber_id) in &expiring {
-        c.prepare_cached(
-            "UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, updated_at = ?3,
-                 held = 0, run_at = NULL, waiting_on = ?4
-             WHERE seq = ?1",
-        )?
-        .execute(params![
+        c.prepare_cached(queries::EXPIRE_WINDOW)?.execute(params![
             key,
             DeadReason::WindowExpired.as_str(),
             sweep.now,
@@ -860,25 +713,18 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
 
 pub(super) fn prune_delivered(c: &Connection, before: UnixMs, batch: u32) -> Result<u64> {
     let keys = c
-        .prepare_cached(
-            "SELECT d.seq FROM deliveries d
-             WHERE d.state = 'delivered' AND d.updated_at < ?1
-               AND NOT EXISTS (SELECT 1 FROM replay_items ri WHERE ri.delivery_seq = d.seq)
-             LIMIT ?2",
-        )?
+        .prepare_cached(queries::PRUNABLE)?
         .query_map(params![before, batch], |r| r.get::<_, i64>(0))?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     for key in &keys {
-        c.prepare_cached("DELETE FROM attempts WHERE delivery_seq = ?1")?
-            .execute([key])?;
-        c.prepare_cached("DELETE FROM deliveries WHERE seq = ?1")?
-            .execute([key])?;
+        c.prepare_cached(queries::PRUNE_ATTEMPTS)?.execute([key])?;
+        c.prepare_cached(queries::PRUNE_DELIVERY)?.execute([key])?;
     }
     Ok(keys.len() as u64)
 }
 
 pub(super) fn create_policy(c: &Connection, policy: StoredPolicy) -> Result<StoredPolicy> {
-    let inserted = c.prepare_cached(INSERT_POLICY)?.execute(params![
+    let inserted = c.prepare_cached(queries::INSERT_POLICY)?.execute(params![
         policy.name,
         policy.definition,
         policy.created_at,

@@ -1,0 +1,4 @@
+CREATE TABLE hookline_heartbeat (
+    id       INTEGER PRIMARY KEY CHECK (id = 1),
+    beat_at  BIGINT NOT NULL
+);

@@ -1,0 +1,2 @@
+-- Only an index on an existing table, built concurrently after the transaction
+-- (0018_deliveries_dead_at.index.sql).

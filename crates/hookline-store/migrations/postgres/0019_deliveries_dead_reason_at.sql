@@ -1,0 +1,2 @@
+-- Only an index on an existing table, built concurrently after the transaction
+-- (0019_deliveries_dead_reason_at.index.sql).

@@ -1,0 +1,1 @@
+CREATE INDEX deliveries_dead_at ON deliveries (dead_at) WHERE state = 'dead';

@@ -1,0 +1,10 @@
+-- NULL in a meter an older binary records: it reads as nothing answered, which never lowers the
+-- estimate (only a saturated window does).
+ALTER TABLE capacity_meters ADD COLUMN answered_attempts INTEGER;
+ALTER TABLE capacity_meters ADD COLUMN held_slot_samples INTEGER;
+CREATE TABLE capacity_shown (
+    id           INTEGER PRIMARY KEY CHECK (id = 1),
+    per_s        REAL NOT NULL,
+    evidence     TEXT NOT NULL,
+    measured_at  INTEGER NOT NULL
+);

@@ -1,0 +1,86 @@
+-- Events: reads, and a publish with its fan-out.
+
+-- name: EVENT
+SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by
+FROM events WHERE id = $1;
+
+-- name: EVENT_STATE_COUNTS
+SELECT state, count(*) FROM deliveries WHERE event_id = $1 GROUP BY state;
+
+-- name: EARLIER_PAYLOADS
+-- The versions of an event below its latest, ascending.
+SELECT version, payload FROM event_payloads WHERE event_id = $1 ORDER BY version;
+
+-- name: INSERT_EVENT
+-- A concurrent publish of the same id waits here for the other transaction to finish.
+INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries, published_by)
+VALUES ($1, $2, $3, $4, $5, 0, $6) ON CONFLICT (id) DO NOTHING;
+
+-- name: PUBLISHED
+-- An event published before under the same id, as a publish answers it again.
+SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0), published_by
+FROM events WHERE id = $1;
+
+-- name: SHARE_LOCK_PAUSED
+-- The paused subscribers an event of type $1 fans out to, share-locked: a resume in progress
+-- either committed (and the publish sees the subscriber active) or waits for the publish, then
+-- releases what it held.
+SELECT 1 FROM subscribers
+WHERE status = 'paused' AND (cardinality(event_types) = 0 OR $1 = ANY (event_types))
+ORDER BY id FOR SHARE;
+
+-- name: FAN_OUT
+-- A delivery of event $1 of type $2, published at $3, to every matching subscriber that is not
+-- revoked ($4 the latest version, $5 every version, $6 the oldest, $7 the dead reason and $8
+-- the error of an unversioned delivery), and how many it made and how many are dead at once.
+-- Its payload version is the highest at or below the subscriber's pin (the latest when
+-- unpinned); a subscriber pinned below every version gets a delivery that is dead at once. A
+-- paused subscriber's deliveries are held from the start (so that an older release, whose
+-- claims read the status without a lock, finds them held and its resume releases them).
+WITH fanned AS (
+    INSERT INTO deliveries
+        (event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at,
+         payload_version, dead_reason, dead_at, dead_error)
+    SELECT $1, s.id,
+        CASE WHEN s.payload_version < $6 THEN 'dead' ELSE 'scheduled' END,
+        CASE WHEN s.payload_version < $6 THEN FALSE ELSE s.status = 'paused' END,
+        $3, $3,
+        CASE WHEN s.payload_version < $6 THEN NULL ELSE CAST($3 AS BIGINT) END,
+        $3,
+        CASE WHEN s.payload_version IS NULL OR s.payload_version >= $4 THEN $4
+             WHEN s.payload_version < $6 THEN NULL
+             ELSE (SELECT max(v) FROM unnest($5::int8[]) AS v
+                   WHERE v <= s.payload_version) END,
+        CASE WHEN s.payload_version < $6 THEN $7 END,
+        CASE WHEN s.payload_version < $6 THEN CAST($3 AS BIGINT) END,
+        CASE WHEN s.payload_version < $6 THEN $8 || s.payload_version END
+    FROM subscribers s
+    WHERE s.status <> 'revoked'
+      AND (cardinality(s.event_types) = 0 OR $2 = ANY (s.event_types))
+    ORDER BY s.seq
+    RETURNING state)
+SELECT count(*), count(*) FILTER (WHERE state = 'dead') FROM fanned;
+
+-- name: COUNT_DELIVERIES
+UPDATE events SET deliveries = $2, unversioned = $3 WHERE id = $1;
+
+-- name: INSERT_EARLIER_PAYLOADS
+INSERT INTO event_payloads (event_id, version, payload)
+SELECT $1, v, p FROM UNNEST($2::int8[], $3::text[]) AS e(v, p);
+
+-- name: EVENT_BODIES
+-- The bodies of the events $1 in the versions $2: earlier versions live in event_payloads, the
+-- latest (and a row's missing version) in events.
+SELECT w.id, w.version, e.type, coalesce(p.payload, e.payload),
+       coalesce(p.version, e.payload_version), e.accepted_at
+FROM UNNEST($1::text[], $2::int8[]) AS w(id, version)
+JOIN events e ON e.id = w.id
+LEFT JOIN event_payloads p ON p.event_id = w.id AND p.version = w.version;
+
+-- name: NOTIFY
+-- Wakes the processes listening on channel $1 (a publish, a resume, a replay).
+SELECT pg_notify($1, '');
+
+-- name: NOTIFY_WITH
+-- Tells the processes listening on channel $1 about $2 (a rollout's change).
+SELECT pg_notify($1, $2);

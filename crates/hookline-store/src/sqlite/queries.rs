@@ -1,0 +1,159 @@
+//! SQLite's statements, by name, from `sql/sqlite/` (see `crate::sql`).
+
+crate::sql::statements! {
+    "sqlite";
+    "capacity.sql" => {
+        BACKLOG,
+        BACKLOG_DEFERRED,
+        BACKLOG_RATE_LIMITED,
+        ATTEMPT_HISTORY,
+        RECORD_METER,
+        FORGET_METERS,
+        METER_TOTALS,
+        RECORD_SHOWN,
+        SHOWN,
+    }
+    "claims.sql" => {
+        DUE,
+        HOLD,
+        KILL_DUE,
+        DEFER,
+        LEASE,
+        EXPIRED_LEASES,
+        RENEW_LEASE,
+        LEASE_HOLDER,
+        END_ATTEMPT,
+        INSERT_ATTEMPT,
+        WAITING,
+        IN_FLIGHT_PER_SUBSCRIBER,
+        EXPIRING_WINDOWS,
+        EXPIRE_WINDOW,
+        PRUNABLE,
+        PRUNE_ATTEMPTS,
+        PRUNE_DELIVERY,
+    }
+    "dead_letters.sql" => {
+        DEAD_LETTERS_OF_REASON_AND_SUBSCRIBER,
+        DEAD_LETTERS_OF_REASON,
+        DEAD_LETTERS_OF_SUBSCRIBER,
+        DEAD_LETTERS,
+        DEAD_LETTER_GROUPS,
+        DEAD_LETTERS_BY_REASON,
+        REPLAY_SELECTION,
+        REPLAY_SELECTION_OF_SUBSCRIBER,
+    }
+    "deliveries.sql" => {
+        DELIVERY,
+        DELIVERY_ATTEMPTS,
+        EVENT_DELIVERIES,
+        EVENT_DELIVERIES_NEWEST_FIRST,
+        SUBSCRIBER_DELIVERIES,
+        SUBSCRIBER_DELIVERIES_NEWEST_FIRST,
+        DELIVERIES,
+        DELIVERIES_NEWEST_FIRST,
+        NEXT_WAKEUP,
+    }
+    "events.sql" => {
+        EVENT,
+        EVENT_STATE_COUNTS,
+        EARLIER_PAYLOADS,
+        PUBLISHED,
+        FANNED_OUT_TO,
+        FAN_OUT,
+        INSERT_EVENT,
+        INSERT_EARLIER_PAYLOAD,
+        EVENT_BODY,
+    }
+    "maintenance.sql" => {
+        HEARTBEAT,
+        CHECKPOINT_PASSIVE,
+        CHECKPOINT_TRUNCATE,
+        HOOKLINE_TABLES,
+        STATE_TOTALS,
+        EVENT_TOTAL,
+        BACKUP_INTO,
+        QUICK_CHECK,
+    }
+    "policies.sql" => {
+        POLICY,
+        POLICIES,
+        INSERT_POLICY,
+        ROLLOUT,
+        RUNNING_ROLLOUT,
+        ROLLOUTS,
+        INSERT_ROLLOUT,
+        CHANGE_ROLLOUT,
+        PROMOTED_POLICY,
+        COHORT_TOTALS,
+        COHORT_DEAD,
+        COHORT_LATENCY_AT,
+    }
+    "replays.sql" => {
+        INSERT_REPLAY,
+        DIE_AGAIN_UNVERSIONED,
+        RELEASE_REPLAYED,
+        INSERT_REPLAY_ITEM,
+        REPLAY,
+        REPLAYS,
+        REPLAYS_NEWEST_FIRST,
+        REPLAYED_DELIVERIES,
+        REPLAY_OUTCOMES,
+    }
+    "schema.sql" => {
+        RECORDS_TABLE,
+        LEGACY_VERSION,
+        HAS_RECORDS,
+        APPLIED_MIGRATIONS,
+        RECORD_MIGRATION,
+        MISSING_ORIGINS,
+        SET_ORIGIN,
+    }
+    "stats.sql" => {
+        STATE_COUNTS,
+        IN_FLIGHT_BY_ORIGIN,
+        DUE_GROUPS,
+        OLDEST_PAUSED,
+        OLDEST_RETRYING,
+        OPEN_BREAKERS,
+        BEHIND_OPEN_BREAKERS,
+    }
+    "subscribers.sql" => {
+        SUBSCRIBER,
+        SUBSCRIBER_PAGE,
+        GONE_AMONG,
+        CREATE_SUBSCRIBER,
+        UPDATE_SUBSCRIBER,
+        RELEASE_HELD,
+        ROTATE_SECRET,
+        REVOKE_SUBSCRIBER,
+        KILL_WAITING,
+        SUBSCRIBERS_ON,
+        RATE_LIMITED,
+        SET_RATE_NEXT_AT,
+        END_SLOW_START,
+        SET_BREAKER,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_files_and_the_constants_name_the_same_statements() {
+        crate::sql::check_listed(DIR, FILES, ALL);
+    }
+
+    /// Every statement prepares on a database the migrations made: its tables, columns and
+    /// named indexes are there, and its text is one statement SQLite reads.
+    #[test]
+    fn every_statement_prepares() {
+        let mut c = rusqlite::Connection::open_in_memory().unwrap();
+        super::super::schema::migrate(&mut c).unwrap();
+        for (name, sql) in ALL {
+            if let Err(e) = c.prepare(sql) {
+                panic!("{name}: {e}\n{sql}");
+            }
+        }
+    }
+}
