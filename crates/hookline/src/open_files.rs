@@ -25,7 +25,7 @@ pub struct Limit {
 pub const BESIDES_CONNECTIONS: u64 = 64;
 
 /// What a `serve` process with `config` in `role` may hold open at once, estimated: idle
-/// subscriber connections are kept for reuse for a while, uncapped (`sender.rs`), and are
+/// subscriber connections are kept for reuse for a while, uncapped (the engine's `sender.rs`), and are
 /// counted as many as the attempts in flight; a process that talks to many hosts in turn can
 /// keep more.
 pub fn needed(config: &Config, role: Role) -> u64 {
@@ -52,7 +52,7 @@ pub fn receiving(config: &Config) -> u64 {
 /// The slow lane as large as a soft open-file limit of `soft` leaves room for. Each attempt
 /// waiting there holds a socket (and is counted, like every attempt, with one idle connection
 /// after it); past the limit a connect fails with "too many open files" for every subscriber,
-/// healthy ones too, so the lane shrinks instead, and a full lane sheds (`slots.rs`).
+/// healthy ones too, so the lane shrinks instead, and a full lane sheds (the engine's `slots.rs`).
 pub fn slow_lane_within(config: &Config, role: Role, soft: u64) -> usize {
     let lane = config.delivery.slow_lane as u64;
     let besides_lane = needed(config, role).saturating_sub(lane.saturating_mul(2));

@@ -2,8 +2,9 @@
 
 use std::path::PathBuf;
 
+use hookline_engine::clock::{Clock, SystemClock};
+
 use super::StoreArgs;
-use crate::clock::{Clock, SystemClock};
 use crate::config::{parse_duration, Config, Overrides};
 
 fn config(args: StoreArgs) -> Result<Config, String> {
