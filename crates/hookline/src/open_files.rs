@@ -80,41 +80,21 @@ pub fn plan(limit: Limit, needed: u64) -> Plan {
 }
 
 /// The limit now, raised to `needed` when it was lower and the hard limit allows.
-// `rlim_t` is `u64` here, not on every target.
-#[allow(clippy::unnecessary_cast)]
 pub fn ensure(needed: u64) -> std::io::Result<(Limit, Limit)> {
     let before = current()?;
     match plan(before, needed) {
         Plan::Keep => Ok((before, before)),
         Plan::RaiseTo(soft) => {
-            let raised = libc::rlimit {
-                rlim_cur: soft as libc::rlim_t,
-                rlim_max: before.hard as libc::rlim_t,
-            };
-            // SAFETY: setrlimit reads the struct it is given and nothing else.
-            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            rlimit::setrlimit(rlimit::Resource::NOFILE, soft, before.hard)?;
             Ok((before, current()?))
         }
     }
 }
 
 /// The limit as it is.
-#[allow(clippy::unnecessary_cast)]
 pub fn current() -> std::io::Result<Limit> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct it is given and nothing else.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(Limit {
-        soft: limit.rlim_cur as u64,
-        hard: limit.rlim_max as u64,
-    })
+    let (soft, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE)?;
+    Ok(Limit { soft, hard })
 }
 
 /// Raises the limit to `needed` at start-up and says what it did; a limit still short is a
