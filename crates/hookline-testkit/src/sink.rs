@@ -1,8 +1,9 @@
 //! The subscriber simulator behind `hookline sink`, for drills, demos and tests. Behaviour is
 //! chosen by path, can be flipped at run time, and everything received is counted: deduplicated
 //! by webhook-id (as a well-behaved subscriber would), signatures checked when it knows the
-//! secret, by the reference Standard Webhooks implementation (the `standardwebhooks` crate),
-//! not by hookline's own signer.
+//! secret, signing again as the [`Sign`] it is given does: in tests the reference Standard
+//! Webhooks implementation (`reference_signature`, feature `standardwebhooks`), not hookline's
+//! own signer; in `hookline sink`, hookline's signer, which the tests hold to the reference.
 //!
 //! Paths: `/ok/...` 200; `/status/{code}/...` that status; `/flaky/{n}/...` 503 for the first n
 //! attempts of each webhook-id, then 200; `/slow/{ms}/...` after ms, what the rest of the path
@@ -32,12 +33,37 @@ use serde_json::{json, Value};
 
 use crate::now_ms;
 
-/// Where the sink learns subscriber secrets, to check signatures.
+/// Whether the sink checks signatures, and with what.
 #[derive(Clone, Default)]
-pub enum Secrets {
-    /// Signatures are not checked.
+pub enum Signatures {
     #[default]
-    None,
+    Unchecked,
+    /// Each webhook signed again as `sign` does, with its secret from `secrets`, must match one
+    /// of the signatures it carries.
+    Checked { secrets: Secrets, sign: Sign },
+}
+
+/// The `webhook-signature` entry (`v1,` and the signature) a webhook signed with `secret`
+/// carries; `None` for a secret that cannot sign.
+pub type Sign = fn(secret: &str, webhook_id: &str, timestamp: i64, body: &[u8]) -> Option<String>;
+
+/// The reference Standard Webhooks implementation's signature (the `standardwebhooks` crate),
+/// for tests that hold hookline's signer to it.
+#[cfg(feature = "standardwebhooks")]
+pub fn reference_signature(
+    secret: &str,
+    webhook_id: &str,
+    timestamp: i64,
+    body: &[u8],
+) -> Option<String> {
+    standardwebhooks::Webhook::new(secret)
+        .and_then(|hook| hook.sign(webhook_id, timestamp, body))
+        .ok()
+}
+
+/// Where the sink learns subscriber secrets, to check signatures.
+#[derive(Clone)]
+pub enum Secrets {
     /// One secret for every webhook.
     One(String),
     /// Each subscriber's secret, fetched once from a hookline API (`GET
@@ -107,7 +133,7 @@ impl Drop for InFlight {
 }
 
 struct Sink {
-    secrets: Secrets,
+    signatures: Signatures,
     known_secrets: Mutex<HashMap<String, String>>,
     failing: Mutex<Vec<(String, Failure)>>,
     tally: Mutex<Tally>,
@@ -115,9 +141,8 @@ struct Sink {
 }
 
 impl Sink {
-    async fn secret_for(&self, webhook_id: &str) -> Option<String> {
-        match &self.secrets {
-            Secrets::None => None,
+    async fn secret_for(&self, secrets: &Secrets, webhook_id: &str) -> Option<String> {
+        match secrets {
             Secrets::One(secret) => Some(secret.clone()),
             Secrets::FromApi { api, token } => {
                 let subscriber = webhook_id.rsplit(':').next()?.to_owned();
@@ -146,6 +171,9 @@ impl Sink {
     /// with a secret fetched earlier fetches it again, once: the subscriber's secret may have
     /// been rotated since.
     async fn signature_ok(&self, headers: &HeaderMap, body: &[u8]) -> Option<bool> {
+        let Signatures::Checked { secrets, sign } = &self.signatures else {
+            return None;
+        };
         let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
         let (id, ts, sigs) = (
             h("webhook-id")?,
@@ -153,22 +181,21 @@ impl Sink {
             h("webhook-signature")?,
         );
         let ts: i64 = ts.parse().ok()?;
-        // Signed again with the secret and compared, rather than `verify`: a drill's or a
-        // test's timestamps may lie outside the reference verifier's five-minute tolerance.
+        // Signed again with the secret and compared, rather than the reference's `verify`: a
+        // drill's or a test's timestamps may lie outside its five-minute tolerance.
         let matches = |secret: &str| {
-            standardwebhooks::Webhook::new(secret)
-                .and_then(|hook| hook.sign(id, ts, body))
-                .is_ok_and(|expected| sigs.split(' ').any(|s| s == expected))
+            sign(secret, id, ts, body)
+                .is_some_and(|expected| sigs.split(' ').any(|s| s == expected))
         };
-        if matches(&self.secret_for(id).await?) {
+        if matches(&self.secret_for(secrets, id).await?) {
             return Some(true);
         }
-        if !matches!(self.secrets, Secrets::FromApi { .. }) {
+        if !matches!(secrets, Secrets::FromApi { .. }) {
             return Some(false);
         }
         let subscriber = id.rsplit(':').next()?;
         self.known_secrets.lock().unwrap().remove(subscriber);
-        Some(matches(&self.secret_for(id).await?))
+        Some(matches(&self.secret_for(secrets, id).await?))
     }
 
     fn failure_for(&self, path: &str) -> Option<Failure> {
@@ -314,9 +341,9 @@ async fn stats(State(sink): State<Arc<Sink>>) -> Json<Value> {
 }
 
 /// The sink's routes, for one listener (requests are not counted per origin).
-pub fn router(secrets: Secrets) -> Router {
+pub fn router(signatures: Signatures) -> Router {
     routes(Arc::new(Sink {
-        secrets,
+        signatures,
         known_secrets: Mutex::default(),
         failing: Mutex::default(),
         tally: Mutex::default(),
@@ -349,7 +376,7 @@ pub async fn spawn_on_loopback() -> Result<String, String> {
 /// as long as the runtime runs; answers their base URLs, each an origin of its own, all sharing
 /// behaviour, control and counts. For the drill, whose subscribers stand for many hosts.
 pub async fn spawn_on_loopback_ports(ports: usize) -> Result<Vec<String>, String> {
-    let shared = router(Secrets::None);
+    let shared = router(Signatures::Unchecked);
     let mut origins = Vec::with_capacity(ports);
     for _ in 0..ports.max(1) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -367,12 +394,12 @@ pub async fn spawn_on_loopback_ports(ports: usize) -> Result<Vec<String>, String
 }
 
 /// Serves the sink until the process is stopped.
-pub async fn serve(listen: SocketAddr, secrets: Secrets) -> Result<(), String> {
+pub async fn serve(listen: SocketAddr, signatures: Signatures) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     tracing::info!(listen = %listen, "hookline sink serving");
-    let routes = serving(router(secrets), &format!("http://{listen}"));
+    let routes = serving(router(signatures), &format!("http://{listen}"));
     axum::serve(listener, routes)
         .await
         .map_err(|e| e.to_string())

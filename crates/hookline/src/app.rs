@@ -4,16 +4,17 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use hookline_engine::clock::Clock;
+use hookline_engine::dispatcher::{Dispatcher, DispatcherHandle, DispatcherParts};
+use hookline_engine::policy::{Policy, DEFAULT_POLICY};
 use hookline_store::{Store, StoreError};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::api::{self, ApiContext};
 use crate::capacity::Capacity;
-use crate::clock::Clock;
 use crate::config::Config;
-use crate::dispatcher::{Dispatcher, DispatcherHandle, DispatcherParts};
-use crate::policies::Policy;
+use crate::policies::PolicyExt;
 use crate::rollouts::Policies;
 
 /// Which parts of hookline this process runs. Several processes on one PostgreSQL split the work:
@@ -96,7 +97,7 @@ pub async fn start(
     // Read before the first claim, so the policy promoted last decides from the start.
     let policies = Policies::new(store.clone(), Policy::default_of(config));
     let in_force = policies.refresh().await?;
-    if in_force.default.name != crate::policies::DEFAULT_POLICY {
+    if in_force.default.name != DEFAULT_POLICY {
         tracing::info!(
             policy = %in_force.default.name,
             "a promoted policy is in force; [retry] and [breaker] define the policy named default"
@@ -109,12 +110,12 @@ pub async fn start(
         config.admission,
     )
     .await?;
-    let failed_commits = Arc::new(crate::health::FailedCommits::default());
+    let failed_commits = Arc::new(hookline_engine::health::FailedCommits::default());
     let dispatcher = (role != Role::Api).then(|| {
         Dispatcher::spawn(DispatcherParts {
             store: store.clone(),
             clock: clock.clone(),
-            policies: policies.clone(),
+            policies: policies.in_force(),
             delivery: config.delivery.clone(),
             guard: config.guard.clone(),
             latency_labels: config.metrics.latency_labels,
@@ -147,7 +148,7 @@ pub async fn start(
         capacity.clone(),
         gauges_stopped,
     ));
-    let health = crate::health::Health::new(
+    let health = hookline_engine::health::Health::new(
         store.clone(),
         clock.clone(),
         dispatcher.as_ref().map(DispatcherHandle::liveness),

@@ -9,28 +9,27 @@
 //! this process accepted since is added to it, so a burst between two counts cannot overshoot.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
+use hookline_engine::clock::Clock;
+use hookline_engine::meter::{Meter, MINUTE_S};
+use hookline_engine::slots::Slots;
 use hookline_policy::{
-    retry_after_s, room, AdmissionLimits, BacklogWaits, Drain, Measured, Outcome, Refusal, Shown,
-    UnixMs, WaitTerms, Window,
+    retry_after_s, room, AdmissionLimits, BacklogWaits, Drain, Measured, Refusal, Shown, UnixMs,
+    WaitTerms, Window,
 };
 use hookline_store::{Backlog, MeterReading, Store, StoreError};
 use serde::Serialize;
 use tokio::sync::watch;
 use utoipa::ToSchema;
 
-use crate::clock::Clock;
 use crate::config::AdmissionConfig;
 use crate::rollouts::Policies;
-use crate::slots::{AttemptKind, Slots};
 
 /// "Near a limit": less room than this many of the largest fan-outs, or this many deliveries.
 const NEAR_FAN_OUTS: u64 = 16;
 const NEAR_DELIVERIES: u64 = 10_000;
-/// Seconds a meter covers.
-const MINUTE_S: i64 = 60;
 /// How often a process records its meter and reads everyone's.
 const EVERY_MS: i64 = 1_000;
 /// Meters recorded longer ago than this belong to processes that stopped.
@@ -38,92 +37,6 @@ const ALIVE_MS: i64 = 5_000;
 /// At most this share of the time goes to counting the backlog: a count that takes longer than
 /// a tenth of a second is repeated less often than once a second.
 const COUNTING_SHARE: u32 = 10;
-
-/// One process's last minute, in one-second buckets of the injected clock.
-pub struct Meter {
-    buckets: Mutex<[(i64, MeterReading); MINUTE_S as usize]>,
-    started_s: i64,
-}
-
-impl Meter {
-    pub fn new(now: UnixMs) -> Self {
-        Meter {
-            buckets: Mutex::new([(i64::MIN, MeterReading::default()); MINUTE_S as usize]),
-            started_s: now.div_euclid(1000),
-        }
-    }
-
-    fn add(&self, now: UnixMs, reading: MeterReading) {
-        let second = now.div_euclid(1000);
-        let mut buckets = self.buckets.lock().unwrap();
-        let slot = &mut buckets[second.rem_euclid(MINUTE_S) as usize];
-        if slot.0 != second {
-            *slot = (second, MeterReading::default());
-        }
-        slot.1 = slot.1 + reading;
-    }
-
-    /// An attempt completed: a first attempt or a retry, with its outcome, answered from its
-    /// slot or not.
-    pub fn attempt(&self, now: UnixMs, kind: AttemptKind, outcome: Outcome, showing: Showing) {
-        let first = kind == AttemptKind::First;
-        self.add(
-            now,
-            MeterReading {
-                new_attempts: u64::from(first),
-                retry_attempts: u64::from(!first),
-                failed_attempts: u64::from(outcome == Outcome::Retryable),
-                answered_attempts: u64::from(showing == Showing::Answered),
-                ..MeterReading::default()
-            },
-        );
-    }
-
-    /// How busy the delivery slots are now: attempts under way (the slow lane counted in) and
-    /// slots held, of how many slots.
-    pub fn slots(&self, now: UnixMs, busy: usize, held: usize, total: usize) {
-        self.add(
-            now,
-            MeterReading {
-                busy_slot_samples: busy as u64,
-                held_slot_samples: held as u64,
-                slot_samples: total as u64,
-                ..MeterReading::default()
-            },
-        );
-    }
-
-    /// The last minute; in a process younger than that, what it measured so far scaled to a
-    /// minute, so a restart does not read as a slowdown.
-    pub fn last_minute(&self, now: UnixMs) -> MeterReading {
-        let second = now.div_euclid(1000);
-        let sum = self
-            .buckets
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(s, _)| *s > second - MINUTE_S && *s <= second)
-            .fold(MeterReading::default(), |a, (_, r)| a + *r);
-        let covered = (second - self.started_s + 1).clamp(1, MINUTE_S) as u64;
-        let scale = |v: u64| v.saturating_mul(MINUTE_S as u64) / covered;
-        MeterReading {
-            new_attempts: scale(sum.new_attempts),
-            retry_attempts: scale(sum.retry_attempts),
-            failed_attempts: scale(sum.failed_attempts),
-            answered_attempts: scale(sum.answered_attempts),
-            ..sum
-        }
-    }
-}
-
-/// Whether a completed attempt shows what the slots can do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Showing {
-    /// Answered (from a slot or from the slow lane: either way the process did the work).
-    Answered,
-    /// No answer: a timeout, a shed, a refused connection, a lost attempt.
-    Hung,
-}
 
 /// What every process measured, with the backlog, at one moment.
 #[derive(Debug, Clone, Copy)]
@@ -524,7 +437,7 @@ impl Capacity {
             room,
             max_backlog: self.admission.max_backlog,
             max_projected_drain_s: self.limits().max_projected_drain_s,
-            measured_at: crate::clock::rfc3339(e.at),
+            measured_at: hookline_engine::clock::rfc3339(e.at),
         }
     }
 
@@ -609,7 +522,7 @@ pub async fn keep_measuring(capacity: Arc<Capacity>, mut stop: watch::Receiver<b
             }
             Ok(_) => {}
             Err(e) => {
-                crate::telemetry::store_error("capacity");
+                hookline_engine::telemetry::store_error("capacity");
                 tracing::warn!(error = %e, "cannot measure capacity; admission keeps the last estimate");
             }
         }
@@ -623,35 +536,6 @@ pub async fn keep_measuring(capacity: Arc<Capacity>, mut stop: watch::Receiver<b
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_meter_keeps_the_last_minute() {
-        let t0 = 1_800_000_000_000;
-        let m = Meter::new(t0);
-        let kind = |s: i64| [AttemptKind::First, AttemptKind::Retry][(s % 2) as usize];
-        let outcome = |s: i64| [Outcome::Retryable, Outcome::Success][usize::from(s % 4 != 0)];
-        for s in 0..120 {
-            m.attempt(t0 + s * 1000, kind(s), outcome(s), Showing::Answered);
-            m.slots(t0 + s * 1000, 1, 1, 4);
-        }
-        let r = m.last_minute(t0 + 119_000);
-        assert_eq!(
-            (r.new_attempts, r.retry_attempts, r.failed_attempts),
-            (30, 30, 15)
-        );
-        assert_eq!((r.busy_slot_samples, r.slot_samples), (60, 240));
-        // Ten seconds in: what it saw, scaled to a minute.
-        let young = Meter::new(t0);
-        for s in 0..10 {
-            young.attempt(
-                t0 + s * 1000,
-                AttemptKind::First,
-                Outcome::Success,
-                Showing::Hung,
-            );
-        }
-        assert_eq!(young.last_minute(t0 + 9_000).new_attempts, 60);
-    }
 
     #[test]
     fn an_estimate_is_rates_per_second() {

@@ -25,7 +25,7 @@ pub struct Limit {
 pub const BESIDES_CONNECTIONS: u64 = 64;
 
 /// What a `serve` process with `config` in `role` may hold open at once, estimated: idle
-/// subscriber connections are kept for reuse for a while, uncapped (`sender.rs`), and are
+/// subscriber connections are kept for reuse for a while, uncapped (the engine's `sender.rs`), and are
 /// counted as many as the attempts in flight; a process that talks to many hosts in turn can
 /// keep more.
 pub fn needed(config: &Config, role: Role) -> u64 {
@@ -52,7 +52,7 @@ pub fn receiving(config: &Config) -> u64 {
 /// The slow lane as large as a soft open-file limit of `soft` leaves room for. Each attempt
 /// waiting there holds a socket (and is counted, like every attempt, with one idle connection
 /// after it); past the limit a connect fails with "too many open files" for every subscriber,
-/// healthy ones too, so the lane shrinks instead, and a full lane sheds (`slots.rs`).
+/// healthy ones too, so the lane shrinks instead, and a full lane sheds (the engine's `slots.rs`).
 pub fn slow_lane_within(config: &Config, role: Role, soft: u64) -> usize {
     let lane = config.delivery.slow_lane as u64;
     let besides_lane = needed(config, role).saturating_sub(lane.saturating_mul(2));
@@ -80,41 +80,21 @@ pub fn plan(limit: Limit, needed: u64) -> Plan {
 }
 
 /// The limit now, raised to `needed` when it was lower and the hard limit allows.
-// `rlim_t` is `u64` here, not on every target.
-#[allow(clippy::unnecessary_cast)]
 pub fn ensure(needed: u64) -> std::io::Result<(Limit, Limit)> {
     let before = current()?;
     match plan(before, needed) {
         Plan::Keep => Ok((before, before)),
         Plan::RaiseTo(soft) => {
-            let raised = libc::rlimit {
-                rlim_cur: soft as libc::rlim_t,
-                rlim_max: before.hard as libc::rlim_t,
-            };
-            // SAFETY: setrlimit reads the struct it is given and nothing else.
-            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            rlimit::setrlimit(rlimit::Resource::NOFILE, soft, before.hard)?;
             Ok((before, current()?))
         }
     }
 }
 
 /// The limit as it is.
-#[allow(clippy::unnecessary_cast)]
 pub fn current() -> std::io::Result<Limit> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct it is given and nothing else.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(Limit {
-        soft: limit.rlim_cur as u64,
-        hard: limit.rlim_max as u64,
-    })
+    let (soft, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE)?;
+    Ok(Limit { soft, hard })
 }
 
 /// Raises the limit to `needed` at start-up and says what it did; a limit still short is a

@@ -1,11 +1,12 @@
-//! Named retry policies: what one is (a classification table, a retry schedule and a circuit
-//! breaker), how one is read from the JSON an operator sends, every part or field left out taken
-//! from the policy in force, and how one is shown. The config's `[retry]` and `[breaker]` with the
-//! standard table are the policy `default`. A policy never changes once stored; its definition
-//! is the JSON [`Policy::to_json`] wrote.
+//! Named retry policies (the engine's [`Policy`]: a classification table, a retry schedule and
+//! a circuit breaker): how one is read from the JSON an operator sends, every part or field left
+//! out taken from the policy in force, and how one is shown. The config's `[retry]` and
+//! `[breaker]` with the standard table are the policy `default`. A policy never changes once
+//! stored; its definition is the JSON [`PolicyExt::to_json`] wrote.
 
 use std::time::Duration;
 
+use hookline_engine::policy::{Policy, DEFAULT_POLICY};
 use hookline_policy::{BreakerConfig, Classification, Jitter, RetryPolicy};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -13,8 +14,6 @@ use utoipa::ToSchema;
 
 use crate::config::{parse_duration, Config};
 
-/// The policy the config defines.
-pub const DEFAULT_POLICY: &str = "default";
 /// Bounds on what a policy may ask for.
 const MAX_STATUSES: usize = 500;
 const MAX_ATTEMPTS: u32 = 1000;
@@ -53,14 +52,6 @@ pub struct SpelledRetry {
 pub struct SpelledBreaker {
     pub failures: u32,
     pub cool_down: String,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Policy {
-    pub name: String,
-    pub classification: Classification,
-    pub retry: RetryPolicy,
-    pub breaker: BreakerConfig,
 }
 
 /// A definition refused: the field, and why.
@@ -142,9 +133,30 @@ fn human(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
-impl Policy {
+/// What hookline adds to the engine's [`Policy`]: the config's `default`, a policy read from
+/// an operator's definition, and a policy written out in full.
+pub trait PolicyExt: Sized {
     /// `default`: the config's `[retry]` and `[breaker]`, and the standard table.
-    pub fn default_of(config: &Config) -> Policy {
+    fn default_of(config: &Config) -> Self;
+
+    /// A new policy from a definition an operator sent: [`PolicyExt::read`], and refused when
+    /// the retry schedule has an attempt that can never start inside the delivery window for
+    /// attempts of `attempt_timeout`.
+    fn define(d: Definition, defaults: &Self, attempt_timeout: Duration) -> Result<Self, Invalid>;
+
+    /// Reads a definition: every part or field it leaves out is `defaults'`; refused, naming
+    /// the field, when a value is impossible.
+    fn read(d: Definition, defaults: &Self) -> Result<Self, Invalid>;
+
+    /// The whole policy, every part and field spelled out.
+    fn spelled(&self) -> SpelledPolicy;
+
+    /// What the store keeps: the spelled-out policy, which reads back as the same policy.
+    fn to_json(&self) -> Value;
+}
+
+impl PolicyExt for Policy {
+    fn default_of(config: &Config) -> Policy {
         Policy {
             name: DEFAULT_POLICY.to_owned(),
             classification: Classification::default(),
@@ -153,10 +165,7 @@ impl Policy {
         }
     }
 
-    /// A new policy from a definition an operator sent: [`Policy::read`], and refused when the
-    /// retry schedule has an attempt that can never start inside the delivery window for
-    /// attempts of `attempt_timeout`.
-    pub fn define(
+    fn define(
         d: Definition,
         defaults: &Policy,
         attempt_timeout: Duration,
@@ -169,9 +178,7 @@ impl Policy {
         Ok(policy)
     }
 
-    /// Reads a definition: every part or field it leaves out is `defaults'`; refused, naming
-    /// the field, when a value is impossible.
-    pub fn read(d: Definition, defaults: &Policy) -> Result<Policy, Invalid> {
+    fn read(d: Definition, defaults: &Policy) -> Result<Policy, Invalid> {
         let c = d.classification.unwrap_or(ClassificationPart {
             retryable: None,
             revoke: None,
@@ -257,8 +264,7 @@ impl Policy {
         })
     }
 
-    /// The whole policy, every part and field spelled out.
-    pub fn spelled(&self) -> SpelledPolicy {
+    fn spelled(&self) -> SpelledPolicy {
         let r = &self.retry;
         SpelledPolicy {
             name: self.name.clone(),
@@ -280,8 +286,7 @@ impl Policy {
         }
     }
 
-    /// What the store keeps: the spelled-out policy, which reads back as the same policy.
-    pub fn to_json(&self) -> Value {
+    fn to_json(&self) -> Value {
         serde_json::to_value(self.spelled()).expect("a policy serializes")
     }
 }

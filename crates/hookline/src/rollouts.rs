@@ -2,15 +2,17 @@
 //! comparison and automatic abort.
 //!
 //! The store keeps the record (the policy in force for everyone, the rollout running); every
-//! process keeps a snapshot of it here. A change made through this process's API replaces the
+//! process keeps a snapshot of it (the engine's `PoliciesInForce`), kept current here. A change made through this process's API replaces the
 //! snapshot at once; one made elsewhere (another process on PostgreSQL) is read within
 //! [`REFRESH_EVERY_MS`]. Decisions read the snapshot when they decide, so an attempt that was
 //! under way during an abort is decided by the baseline.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
-use hookline_policy::{compare_proportions, in_share, Difference, UnixMs};
+use hookline_engine::clock::Clock;
+use hookline_engine::policy::{Cohort, InForce, PoliciesInForce, Policy, DEFAULT_POLICY};
+use hookline_policy::{compare_proportions, Difference, UnixMs};
 use hookline_store::{
     AbortIf, CohortQuery, CohortReport, Rollout, RolloutChange, Store, StoreError,
 };
@@ -18,58 +20,13 @@ use serde::Serialize;
 use tokio::sync::watch;
 use utoipa::ToSchema;
 
-use crate::clock::Clock;
-use crate::policies::{Definition, Policy, DEFAULT_POLICY};
+use crate::policies::{Definition, PolicyExt};
 
 /// How often a process reads the policies in force (a change made elsewhere reaches it within
 /// this).
 const REFRESH_EVERY_MS: i64 = 1_000;
 /// How often a running rollout's `abort_if` is checked.
 const ABORT_CHECK_EVERY_MS: i64 = 10_000;
-
-/// The policies in force at one moment.
-#[derive(Debug)]
-pub struct InForce {
-    /// For every subscriber outside a rollout's cohort.
-    pub default: Arc<Policy>,
-    pub rollout: Option<Cohort>,
-}
-
-/// The subscribers a running rollout moved to its candidate.
-#[derive(Debug)]
-pub struct Cohort {
-    pub rollout: Rollout,
-    pub candidate: Arc<Policy>,
-    listed: HashSet<String>,
-}
-
-impl Cohort {
-    pub fn contains(&self, subscriber_id: &str) -> bool {
-        self.listed.contains(subscriber_id) || in_share(subscriber_id, self.rollout.basis_points)
-    }
-}
-
-impl InForce {
-    /// The one delivery window the store's window sweep and claims apply to every delivery:
-    /// the policy in force's, or a candidate's that has everyone (only such a candidate may
-    /// have another window: see `api::rollouts`).
-    pub fn delivery_window(&self) -> std::time::Duration {
-        match &self.rollout {
-            Some(cohort) if cohort.rollout.basis_points == hookline_policy::EVERYONE => {
-                cohort.candidate.retry.delivery_window()
-            }
-            _ => self.default.retry.delivery_window(),
-        }
-    }
-
-    /// The policy that decides for this subscriber now.
-    pub fn policy_for(&self, subscriber_id: &str) -> &Arc<Policy> {
-        match &self.rollout {
-            Some(cohort) if cohort.contains(subscriber_id) => &cohort.candidate,
-            _ => &self.default,
-        }
-    }
-}
 
 /// Every process's view of the policies in force.
 pub struct Policies {
@@ -78,7 +35,8 @@ pub struct Policies {
     configured: Arc<Policy>,
     /// Stored policies never change, so one read is kept for good.
     known: Mutex<HashMap<String, Arc<Policy>>>,
-    current: RwLock<Arc<InForce>>,
+    /// What the dispatcher decides by.
+    in_force: Arc<PoliciesInForce>,
     /// One refresh at a time, from read to install: a refresh that read before a change
     /// committed never installs after one that read after it.
     refreshing: tokio::sync::Mutex<()>,
@@ -90,10 +48,7 @@ impl Policies {
         let configured = Arc::new(configured);
         Arc::new(Policies {
             store,
-            current: RwLock::new(Arc::new(InForce {
-                default: configured.clone(),
-                rollout: None,
-            })),
+            in_force: Arc::new(PoliciesInForce::new(configured.clone())),
             configured,
             known: Mutex::new(HashMap::new()),
             refreshing: tokio::sync::Mutex::new(()),
@@ -106,7 +61,12 @@ impl Policies {
     }
 
     pub fn current(&self) -> Arc<InForce> {
-        self.current.read().unwrap().clone()
+        self.in_force.current()
+    }
+
+    /// The snapshot this keeps current, for the dispatcher.
+    pub fn in_force(&self) -> Arc<PoliciesInForce> {
+        self.in_force.clone()
     }
 
     /// A policy by name: `default` is the configuration's, the others are stored.
@@ -142,15 +102,14 @@ impl Policies {
             None => self.configured.clone(),
         };
         let rollout = match record.rollout {
-            Some(rollout) => Some(Cohort {
-                candidate: self.named(&rollout.policy).await?,
-                listed: rollout.subscriber_ids.iter().cloned().collect(),
-                rollout,
-            }),
+            Some(rollout) => {
+                let candidate = self.named(&rollout.policy).await?;
+                Some(Cohort::new(rollout, candidate))
+            }
             None => None,
         };
         let fresh = Arc::new(InForce { default, rollout });
-        *self.current.write().unwrap() = fresh.clone();
+        self.in_force.install(fresh.clone());
         Ok(fresh)
     }
 }
@@ -182,7 +141,7 @@ pub async fn keep_current(
             }
             Ok(_) => {}
             Err(e) => {
-                crate::telemetry::store_error("policies_in_force");
+                hookline_engine::telemetry::store_error("policies_in_force");
                 tracing::warn!(error = %e, "cannot read the policies in force; keeping the last known");
             }
         }

@@ -2,36 +2,28 @@
 //! subscribers are served on time (age of the oldest ready and delayed deliveries, attempts by ordinal, terminal reasons, dead-letter
 //! inflow, latency by subscriber) rather than raw queue depth alone.
 //!
-//! Counters and histograms are recorded where things happen (the API, the dispatcher, and the
-//! store for dead-letter inflow); gauges that need a query are refreshed on an interval by
+//! Counters and histograms are recorded where things happen (the API, the engine's dispatcher,
+//! and the store for dead-letter inflow); gauges that need a query are refreshed on an interval by
 //! [`refresh_gauges`], never per scrape.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use hookline_policy::{Outcome, UnixMs};
+use hookline_engine::clock::Clock;
+use hookline_engine::dispatcher::HeldBack;
+use hookline_engine::subscriber_series::subscriber_series;
+use hookline_engine::telemetry::{seconds, store_error, LATENCY_BUCKETS};
+use hookline_policy::UnixMs;
 use hookline_store::{DeliveryState, InFlightCaps, QueueStats, Store, WaitingOn};
-use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics::{counter, describe_counter, describe_gauge, gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::sync::watch;
 
-use crate::clock::Clock;
-use crate::subscriber_series::subscriber_series;
-
-/// Seconds: from a fast local receiver (milliseconds) to a delivery window's worth of retries.
-pub(crate) const LATENCY_BUCKETS: &[f64] = &[
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0,
-];
-
 /// Every metric hookline exports, each name written once: registration, recording and the
-/// check of the alert rules and dashboard all use these.
+/// check of the alert rules and dashboard all use these (the engine's are written there).
 pub mod names {
-    pub const ATTEMPTS_TOTAL: &str = "hookline_attempts_total";
-    pub const ATTEMPT_DURATION_SECONDS: &str = "hookline_attempt_duration_seconds";
-    pub const ATTEMPTS_IN_FLIGHT: &str = "hookline_attempts_in_flight";
-    pub const ATTEMPTS_SHED_TOTAL: &str = "hookline_attempts_shed_total";
+    pub use hookline_engine::telemetry::names::*;
     pub const ADMISSION_REFUSED_TOTAL: &str = "hookline_admission_refused_total";
-    pub const BREAKER_OPEN: &str = "hookline_breaker_open";
     pub const CAPACITY_DELIVERY_WINDOW_SECONDS: &str = "hookline_capacity_delivery_window_seconds";
     pub const CAPACITY_PROJECTED_DRAIN_SECONDS: &str = "hookline_capacity_projected_drain_seconds";
     pub const CAPACITY_SERVICE_RATE: &str = "hookline_capacity_service_rate";
@@ -40,17 +32,12 @@ pub mod names {
     pub use hookline_store::DEAD_LETTERS_METRIC as DEAD_LETTERS_TOTAL;
     pub const DELAYED_OLDEST_AGE_SECONDS: &str = "hookline_delayed_oldest_age_seconds";
     pub const DELIVERIES: &str = "hookline_deliveries";
-    pub const DELIVERY_LATENCY_SECONDS: &str = "hookline_delivery_latency_seconds";
     pub const EVENTS_ACCEPTED_TOTAL: &str = "hookline_events_accepted_total";
     pub const FANOUT_DELIVERIES_TOTAL: &str = "hookline_fanout_deliveries_total";
-    pub const FIRST_ATTEMPT_LATENCY_SECONDS: &str = "hookline_first_attempt_latency_seconds";
-    pub const HOSTS_AT_CAP: &str = "hookline_hosts_at_cap";
     pub const HTTP_CONNECTIONS: &str = "hookline_http_connections";
     pub const HTTP_CONNECTIONS_CLOSED_TOTAL: &str = "hookline_http_connections_closed_total";
     pub const READY_OLDEST_AGE_SECONDS: &str = "hookline_ready_oldest_age_seconds";
     pub const REPLAYED_TOTAL: &str = "hookline_replayed_total";
-    pub const SLOW_LANE_ATTEMPTS: &str = "hookline_slow_lane_attempts";
-    pub const STORE_ERRORS_TOTAL: &str = "hookline_store_errors_total";
     pub const WAITING_OLDEST_AGE_SECONDS: &str = "hookline_waiting_oldest_age_seconds";
 }
 
@@ -77,6 +64,7 @@ pub fn render() -> String {
 }
 
 fn describe() {
+    hookline_engine::telemetry::describe();
     describe_gauge!(
         names::CAPACITY_SERVICE_RATE,
         "Attempts completed per second over the last minute, across every process."
@@ -111,32 +99,12 @@ fn describe() {
     );
     describe_gauge!(names::DELIVERIES, "Deliveries in the store, by state.");
     describe_counter!(
-        names::ATTEMPTS_TOTAL,
-        "Delivery attempts by ordinal (1 = first attempt), outcome (success, retryable, permanent) and the policy that decided."
-    );
-    describe_gauge!(
-        names::ATTEMPTS_IN_FLIGHT,
-        "Attempts in flight in this process, by class: first (a first attempt in a slot), retry (a later attempt in a slot), slow_lane (waiting out of the slots)."
-    );
-    describe_counter!(
-        names::ATTEMPTS_SHED_TOTAL,
-        "Attempts ended early as timeouts to make room in a full slow lane: each was the furthest past its subscriber's usual answer time."
-    );
-    describe_gauge!(
-        names::HOSTS_AT_CAP,
-        "Destination origins this process has delivery.max_in_flight_per_host attempts in flight to."
-    );
-    describe_counter!(
         names::DEAD_LETTERS_TOTAL,
         "Deliveries that entered the dead-letter queue, by terminal reason and the policy that decided (none: no attempt did)."
     );
     describe_counter!(
         names::REPLAYED_TOTAL,
         "Dead letters released again by replays."
-    );
-    describe_histogram!(
-        names::FIRST_ATTEMPT_LATENCY_SECONDS,
-        "From an event's acceptance to the start of a delivery's first attempt."
     );
     describe_counter!(
         names::EVENTS_ACCEPTED_TOTAL,
@@ -145,14 +113,6 @@ fn describe() {
     describe_counter!(
         names::FANOUT_DELIVERIES_TOTAL,
         "Deliveries created by accepted events (one per event and matching subscriber)."
-    );
-    describe_gauge!(
-        names::SLOW_LANE_ATTEMPTS,
-        "Attempts far slower than their subscriber usually answers, waiting out of the delivery slots (at most delivery.slow_lane)."
-    );
-    describe_counter!(
-        names::STORE_ERRORS_TOTAL,
-        "Operations the store failed, by operation."
     );
     describe_gauge!(
         names::HTTP_CONNECTIONS,
@@ -172,10 +132,6 @@ pub fn http_connection_closed(reason: &'static str) {
     counter!(names::HTTP_CONNECTIONS_CLOSED_TOTAL, "reason" => reason).increment(1);
 }
 
-fn seconds(ms: i64) -> f64 {
-    ms.max(0) as f64 / 1000.0
-}
-
 pub fn event_accepted(deliveries: u64) {
     counter!(names::EVENTS_ACCEPTED_TOTAL).increment(1);
     counter!(names::FANOUT_DELIVERIES_TOTAL).increment(deliveries);
@@ -183,30 +139,6 @@ pub fn event_accepted(deliveries: u64) {
 
 pub fn replayed(selected: u64) {
     counter!(names::REPLAYED_TOTAL).increment(selected);
-}
-
-pub fn slow_lane(attempts: usize) {
-    gauge!(names::SLOW_LANE_ATTEMPTS).set(attempts as f64);
-}
-
-pub fn hosts_at_cap(origins: usize) {
-    gauge!(names::HOSTS_AT_CAP).set(origins as f64);
-}
-
-pub fn attempt_shed() {
-    counter!(names::ATTEMPTS_SHED_TOTAL).increment(1);
-}
-
-/// The attempts in flight by class, read from the slots.
-pub fn in_flight(slots: &crate::slots::Slots) {
-    let (first, retries) = slots.busy_by_kind();
-    for (class, n) in [
-        ("first", first),
-        ("retry", retries),
-        ("slow_lane", slots.in_slow_lane()),
-    ] {
-        gauge!(names::ATTEMPTS_IN_FLIGHT, "class" => class).set(n as f64);
-    }
 }
 
 /// A publish refused by admission.
@@ -222,58 +154,6 @@ pub fn capacity(m: &hookline_policy::Measured, projected_drain_s: Option<f64>, w
     gauge!(names::CAPACITY_DELIVERY_WINDOW_SECONDS).set(window_s);
     if let Some(s) = projected_drain_s {
         gauge!(names::CAPACITY_PROJECTED_DRAIN_SECONDS).set(s);
-    }
-}
-
-pub fn store_error(operation: &'static str) {
-    counter!(names::STORE_ERRORS_TOTAL, "operation" => operation).increment(1);
-}
-
-/// One finished attempt.
-pub struct AttemptSeen<'a> {
-    pub ordinal: u32,
-    pub outcome: Outcome,
-    pub subscriber_id: &'a str,
-    /// When the event was accepted.
-    pub accepted_at: UnixMs,
-    /// When the delivery's current window opened: the acceptance, or a replay's release.
-    pub window_start: UnixMs,
-    pub started_at: UnixMs,
-    pub finished_at: UnixMs,
-    /// How long it took (for a lost attempt, from its claim to its rescue).
-    pub duration: std::time::Duration,
-    /// A first attempt of the delivery's life (not of a replay's fresh budget).
-    pub first_ever: bool,
-    /// The policy that decided what followed.
-    pub policy: &'a str,
-}
-
-/// Whether delivery latency is labelled by subscriber (`metrics.per_subscriber_labels`): one
-/// series per subscriber is too many for very large fleets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LatencyLabels {
-    PerSubscriber,
-    Unlabelled,
-}
-
-pub fn attempt(a: &AttemptSeen<'_>, labels: LatencyLabels) {
-    counter!(
-        names::ATTEMPTS_TOTAL,
-        "ordinal" => a.ordinal.to_string(),
-        "outcome" => a.outcome.as_str(),
-        "policy" => a.policy.to_owned(),
-    )
-    .increment(1);
-    let series = subscriber_series();
-    let subscriber = (labels == LatencyLabels::PerSubscriber).then_some(a.subscriber_id);
-    series.attempt_duration(subscriber, a.outcome, a.duration.as_secs_f64());
-    if a.first_ever {
-        histogram!(names::FIRST_ATTEMPT_LATENCY_SECONDS)
-            .record(seconds(a.started_at - a.accepted_at));
-    }
-    if a.outcome == Outcome::Success {
-        // A replayed delivery is measured from its release, not from an acceptance hours ago.
-        series.delivery_latency(subscriber, seconds(a.finished_at - a.window_start));
     }
 }
 
@@ -299,7 +179,7 @@ pub struct QueueGauges {
     pub every: Duration,
     pub caps: InFlightCaps,
     /// This process's dispatcher's view of whom it holds back (none in an api-only process).
-    pub held_back: Option<crate::dispatcher::HeldBack>,
+    pub held_back: Option<HeldBack>,
     /// Where what was read last is kept, for the console's overview.
     pub snapshot: Arc<QueueSnapshot>,
 }
@@ -321,7 +201,7 @@ pub async fn refresh_gauges(gauges: QueueGauges, mut stop: watch::Receiver<bool>
         let now = clock.now_ms();
         let held_back = held_back
             .as_ref()
-            .map(crate::dispatcher::HeldBack::subscribers)
+            .map(HeldBack::subscribers)
             .unwrap_or_default();
         match store.queue_stats(now, caps, &held_back).await {
             Ok(stats) => {

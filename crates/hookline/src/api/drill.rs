@@ -169,7 +169,7 @@ pub async fn latest(State(ctx): ApiState) -> Result<Json<LatestDrill>, ApiError>
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
-        modified_at: crate::clock::rfc3339(modified_ms),
+        modified_at: hookline_engine::clock::rfc3339(modified_ms),
         chart,
         report: found.report,
     }))

@@ -99,14 +99,14 @@ impl ApiError {
     }
 }
 
-impl From<crate::destination::DestinationError> for ApiError {
-    fn from(e: crate::destination::DestinationError) -> Self {
+impl From<hookline_engine::destination::DestinationError> for ApiError {
+    fn from(e: hookline_engine::destination::DestinationError) -> Self {
         Self::invalid(e.to_string())
     }
 }
 
-impl From<crate::signer::SecretError> for ApiError {
-    fn from(e: crate::signer::SecretError) -> Self {
+impl From<hookline_engine::signer::SecretError> for ApiError {
+    fn from(e: hookline_engine::signer::SecretError) -> Self {
         Self::invalid(e.to_string())
     }
 }
@@ -199,7 +199,7 @@ impl From<StoreError> for ApiError {
                 "hookline is shutting down",
             ),
             StoreError::StorageFull(m) => {
-                crate::telemetry::store_error("api");
+                hookline_engine::telemetry::store_error("api");
                 tracing::error!(error = %m, "the database's storage is full");
                 Self {
                     retry_after: Some(STORAGE_FULL_RETRY_AFTER_S),
@@ -212,7 +212,7 @@ impl From<StoreError> for ApiError {
                 }
             }
             StoreError::Backend(m) => {
-                crate::telemetry::store_error("api");
+                hookline_engine::telemetry::store_error("api");
                 tracing::error!(error = %m, "storage failure");
                 Self::new(
                     StatusCode::INTERNAL_SERVER_ERROR,

@@ -32,8 +32,8 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::clock::Clock;
 pub use error::ApiError;
+use hookline_engine::clock::Clock;
 
 /// Room for the event envelope (id, type, version) around a payload of the maximum size.
 const ENVELOPE_BYTES: usize = 64 * 1024;
@@ -44,7 +44,7 @@ pub struct ApiContext {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     /// Which destinations subscribers may name.
-    pub guard: Arc<crate::destination::Guard>,
+    pub guard: Arc<hookline_engine::destination::Guard>,
     pub max_payload_bytes: usize,
     /// Wakes the dispatcher when something may have become due.
     pub wake: Arc<Notify>,
@@ -55,7 +55,7 @@ pub struct ApiContext {
     /// Where this process listens: in open mode, requests must be addressed to it (or to a
     /// loopback name).
     pub listen: std::net::SocketAddr,
-    pub health: crate::health::Health,
+    pub health: hookline_engine::health::Health,
     /// The policies in force (new policies take what they leave out from the one in force for
     /// everyone); a rollout's change replaces them at once.
     pub policies: Arc<crate::rollouts::Policies>,

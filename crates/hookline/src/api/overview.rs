@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::{Extension, Json};
+use hookline_engine::clock::rfc3339;
 use hookline_policy::UnixMs;
 use hookline_store::{StateCounts, WaitingOn};
 use serde::Serialize;
@@ -13,7 +14,6 @@ use utoipa::ToSchema;
 use super::auth::{Caller, Scope};
 use super::{views, ApiError, ApiState};
 use crate::capacity::CapacityView;
-use crate::clock::rfc3339;
 
 const TAG: &str = "operations";
 

@@ -6,12 +6,13 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
+use hookline_engine::policy::{Policy, DEFAULT_POLICY};
 use hookline_store::{StoredPolicy, NO_POLICY};
 
 use super::auth::Caller;
 use super::error::{parse_json, ErrorEnvelope};
 use super::{validate, views, Answer, ApiError, ApiState, PageQuery};
-use crate::policies::{Definition, Policy, DEFAULT_POLICY};
+use crate::policies::{Definition, PolicyExt};
 
 const TAG: &str = "policies";
 

@@ -6,6 +6,7 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
+use hookline_engine::policy::Policy;
 use hookline_policy::EVERYONE;
 use hookline_store::{AbortIf, Rollout, RolloutChange, RolloutState, StoreError};
 use serde::{Deserialize, Serialize};
@@ -14,7 +15,6 @@ use utoipa::ToSchema;
 use super::auth::Caller;
 use super::error::{parse_json, parse_optional_json, ErrorEnvelope};
 use super::{validate, views, Answer, ApiContext, ApiError, ApiState, PageQuery};
-use crate::policies::Policy;
 use crate::rollouts::{cohort_view, differences_view, reports, CohortView, DifferencesView};
 
 const TAG: &str = "rollouts";
@@ -252,7 +252,7 @@ pub async fn list(
 /// that would make the client try again.
 async fn made_current(ctx: &ApiContext) {
     if let Err(e) = ctx.policies.refresh().await {
-        crate::telemetry::store_error("policies_in_force");
+        hookline_engine::telemetry::store_error("policies_in_force");
         tracing::warn!(error = %e, "a rollout changed but the policies in force were not re-read; the next refresh will");
     }
 }
@@ -378,8 +378,8 @@ pub async fn comparison(State(ctx): ApiState, Path(id): Path<String>) -> Answer<
         Json(Comparison {
             rollout: rollout.id.clone(),
             state: rollout.state.as_str(),
-            since: crate::clock::rfc3339(rollout.started_at),
-            until: crate::clock::rfc3339(rollout.ended_at.unwrap_or(now)),
+            since: hookline_engine::clock::rfc3339(rollout.started_at),
+            until: hookline_engine::clock::rfc3339(rollout.ended_at.unwrap_or(now)),
             baseline: cohort_view(&rollout.baseline, &baseline),
             candidate: cohort_view(&rollout.policy, &candidate),
             difference: differences_view(&baseline, &candidate),

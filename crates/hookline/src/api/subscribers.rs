@@ -5,6 +5,7 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
+use hookline_engine::signer::{new_secret, SigningKey};
 use hookline_policy::UnixMs;
 use hookline_store::{
     DeliveryFilter, ListOrder, NewSubscriber, SubscriberFilter, SubscriberHeaders, SubscriberPatch,
@@ -22,7 +23,6 @@ use super::overview::HOUR_MS;
 use super::views::QueryValues;
 use super::{page_limit, validate, views, Answer, ApiContext, ApiError, ApiState};
 use crate::config::parse_duration;
-use crate::signer::{new_secret, SigningKey};
 
 const TAG: &str = "subscribers";
 
@@ -392,7 +392,9 @@ pub async fn rotate_secret(
         Json(views::RotatedSecret {
             id: s.id,
             secret: s.secret,
-            previous_secret_valid_until: s.previous_secret_until.map(crate::clock::rfc3339),
+            previous_secret_valid_until: s
+                .previous_secret_until
+                .map(hookline_engine::clock::rfc3339),
         }),
     ))
 }

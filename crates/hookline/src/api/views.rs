@@ -4,13 +4,14 @@
 
 use std::collections::BTreeMap;
 
+use hookline_engine::clock::rfc3339;
 use hookline_store as store;
 use hookline_store::StateCounts;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
-use crate::clock::rfc3339;
+use crate::policies::PolicyExt;
 use crate::schema;
 
 /// A subscriber's circuit breaker, as it stands now.
@@ -528,7 +529,7 @@ pub struct Policy {
     pub created_by: Option<String>,
 }
 
-pub fn policy(p: &crate::policies::Policy, stored: Option<&store::StoredPolicy>) -> Policy {
+pub fn policy(p: &hookline_engine::policy::Policy, stored: Option<&store::StoredPolicy>) -> Policy {
     Policy {
         policy: p.spelled(),
         created_at: stored.map(|s| rfc3339(s.created_at)),

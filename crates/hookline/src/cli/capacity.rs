@@ -7,12 +7,11 @@ use anyhow::anyhow;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use hookline_engine::clock::Clock;
 use hookline_policy::{
     drain_seconds, expected_attempts, rate_with_unanswered, Demand, Evidence, Shown,
 };
 use serde_json::json;
-
-use crate::clock::Clock;
 
 use super::client::{call, read_json};
 use super::{table, ApiArg, CapacityArgs};
@@ -93,7 +92,7 @@ impl Mix {
     async fn from_history(config: &Config) -> anyhow::Result<Mix> {
         let store =
             hookline_store::open_existing(&config.database, &config.store_options()).await?;
-        let now = crate::clock::SystemClock.now_ms();
+        let now = hookline_engine::clock::SystemClock.now_ms();
         let h = store
             .attempt_history(now.saturating_sub(HOUR_MS), HISTORY_LIMIT)
             .await?;
@@ -452,7 +451,7 @@ async fn save(config: &Config, per_s: f64) -> anyhow::Result<()> {
         evidence: Evidence::AtLeast,
     };
     store
-        .record_shown(crate::clock::SystemClock.now_ms(), shown)
+        .record_shown(hookline_engine::clock::SystemClock.now_ms(), shown)
         .await?;
     println!(
         "\nsaved in {}: admission projects with {} attempts/s (shown_rate_per_s) until the \
@@ -544,7 +543,7 @@ async fn measure(config: Option<&Path>, mix: &Mix) -> anyhow::Result<Measurement
     // One loopback origin stands for the subscribers' many hosts: the cap per host would
     // measure itself, not the slots.
     config.delivery.max_in_flight_per_host = 0;
-    config.guard = std::sync::Arc::new(crate::destination::Guard::default());
+    config.guard = std::sync::Arc::new(hookline_engine::destination::Guard::default());
     // Both ends of every attempt are in this process: hookline's and the sink's.
     crate::open_files::check(
         crate::open_files::needed(&config, crate::app::Role::All)
@@ -552,7 +551,7 @@ async fn measure(config: Option<&Path>, mix: &Mix) -> anyhow::Result<Measurement
     );
     let app = crate::app::start(
         &config,
-        std::sync::Arc::new(crate::clock::SystemClock),
+        std::sync::Arc::new(hookline_engine::clock::SystemClock),
         crate::app::Role::All,
     )
     .await?;

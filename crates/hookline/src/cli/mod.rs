@@ -17,6 +17,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use hookline_engine::signer::SigningKey;
+use hookline_testkit::sink::{Secrets, Signatures};
 
 use crate::app::Role;
 
@@ -458,14 +460,24 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Drill(args) => drill::run(args).await,
         Command::Sink(args) => {
             let secrets = match (args.secret, args.secrets_from) {
-                (Some(secret), _) => hookline_testkit::sink::Secrets::One(secret),
-                (None, Some(api)) => hookline_testkit::sink::Secrets::FromApi {
+                (Some(secret), _) => Some(Secrets::One(secret)),
+                (None, Some(api)) => Some(Secrets::FromApi {
                     api,
                     token: args.token,
-                },
-                (None, None) => hookline_testkit::sink::Secrets::None,
+                }),
+                (None, None) => None,
             };
-            hookline_testkit::sink::serve(args.listen, secrets)
+            // hookline's own signer: the tests hold it to the reference implementation, which
+            // the service binary does not link.
+            let signatures = secrets.map_or(Signatures::Unchecked, |secrets| Signatures::Checked {
+                secrets,
+                sign: |secret, id, timestamp, body| {
+                    SigningKey::from_secret(secret)
+                        .ok()
+                        .map(|key| key.sign(id, timestamp, body))
+                },
+            });
+            hookline_testkit::sink::serve(args.listen, signatures)
                 .await
                 .map_err(anyhow::Error::msg)
         }

@@ -4,10 +4,12 @@
 use anyhow::{anyhow, Context};
 use std::path::Path;
 
+use hookline_engine::policy::Policy;
+
 use super::client::call;
 use super::ApiArg;
 use crate::config::{Config, Overrides};
-use crate::policies::{Definition, Policy};
+use crate::policies::{Definition, PolicyExt};
 
 pub async fn schedule(name: &str, api: &ApiArg, config: Option<&Path>) -> anyhow::Result<()> {
     let config = Config::load(config, Overrides::default())?;

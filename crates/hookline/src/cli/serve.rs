@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
+use hookline_engine::clock::SystemClock;
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::ServeArgs;
 use crate::app;
-use crate::clock::SystemClock;
 use crate::config::{Config, Overrides};
 
 /// The configuration `serve` runs with (the file, flags and environment), with every check it

@@ -3,8 +3,9 @@
 use anyhow::anyhow;
 use std::path::PathBuf;
 
+use hookline_engine::clock::{Clock, SystemClock};
+
 use super::StoreArgs;
-use crate::clock::{Clock, SystemClock};
 use crate::config::{parse_duration, Config, Overrides};
 
 fn config(args: StoreArgs) -> anyhow::Result<Config> {

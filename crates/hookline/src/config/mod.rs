@@ -10,10 +10,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use hookline_engine::config::DeliveryConfig;
+use hookline_engine::destination::Guard;
+use hookline_engine::telemetry::LatencyLabels;
 use hookline_policy::{BreakerConfig, Jitter, RetryPolicy};
 use serde::Deserialize;
 
-use crate::destination::Guard;
 use crate::tokens::{ApiToken, Scope};
 use ipnet::IpNet;
 use std::sync::Arc;
@@ -130,7 +132,7 @@ pub struct MetricsConfig {
     /// How often gauges that need a store query are refreshed.
     pub refresh_interval: Duration,
     /// Label delivery latency by subscriber (switch off for very large fleets).
-    pub latency_labels: crate::telemetry::LatencyLabels,
+    pub latency_labels: LatencyLabels,
     /// Serve `/metrics` without a token.
     pub open: bool,
 }
@@ -163,50 +165,6 @@ struct RetryFile {
     max_attempts: Option<u64>,
     delivery_window: Option<String>,
     jitter: Option<String>,
-}
-
-#[derive(Debug, Clone)]
-pub struct DeliveryConfig {
-    /// Delivery slots: attempts in flight in this process, beside those in the slow lane.
-    pub concurrency: usize,
-    pub attempt_timeout: Duration,
-    pub max_in_flight_per_subscriber: u32,
-    /// Attempts in flight to one origin (scheme, host and port of the subscriber URL), across
-    /// every subscriber pointing there and every worker: many subscribers behind one gateway
-    /// must not add up to a flood when it recovers. 0: no such cap.
-    pub max_in_flight_per_host: u32,
-    /// The share of in-flight slots retries may never take: first attempts are not queued
-    /// behind a backlog of retries.
-    pub first_attempt_share: f64,
-    /// An attempt in flight longer than this (or than 4x the subscriber's usual answer time)
-    /// makes its subscriber a suspect: no new slot until it ends.
-    pub slow_after: Duration,
-    /// Attempts past that threshold give their slot back and wait here, up to this many; beyond
-    /// it they keep their slot. See `slots.rs`.
-    pub slow_lane: usize,
-}
-
-impl DeliveryConfig {
-    /// The caps the dispatcher's claims apply, for the reads that must tell a delivery held
-    /// back by one from a ready one (the queue gauges, the window sweep).
-    pub fn in_flight_caps(&self) -> hookline_store::InFlightCaps {
-        hookline_store::InFlightCaps {
-            max_in_flight_per_subscriber: self.max_in_flight_per_subscriber,
-            max_in_flight_per_host: self.max_in_flight_per_host,
-        }
-    }
-
-    /// How many attempts in flight may be retries (at least one, so retries always progress).
-    pub fn retry_slots(&self) -> usize {
-        (((1.0 - self.first_attempt_share) * self.concurrency as f64).floor() as usize).max(1)
-    }
-
-    /// How many slots attempts of subscribers that have not answered yet may hold (at least
-    /// one): an eighth, so that any number of new destinations that hang leave the rest to
-    /// subscribers that answer. See `slots.rs`.
-    pub fn probation_slots(&self) -> usize {
-        (self.concurrency / 8).max(1)
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -411,9 +369,9 @@ impl Config {
         let metrics = MetricsConfig {
             refresh_interval: duration("metrics.refresh_interval", m.refresh_interval)?,
             latency_labels: if given("metrics.per_subscriber_labels", m.per_subscriber_labels)? {
-                crate::telemetry::LatencyLabels::PerSubscriber
+                LatencyLabels::PerSubscriber
             } else {
-                crate::telemetry::LatencyLabels::Unlabelled
+                LatencyLabels::Unlabelled
             },
             open: given("metrics.open", m.open)?,
         };

@@ -13,8 +13,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::Router;
 use hookline::app::{self, RunningApp};
-use hookline::clock::ManualClock;
 use hookline::config::Config;
+use hookline_engine::clock::ManualClock;
 use serde_json::{json, Value};
 
 /// One request as the receiver saw it.

@@ -197,7 +197,7 @@ async fn an_open_api_only_on_loopback() {
         db.display()
     ))
     .unwrap();
-    let clock = std::sync::Arc::new(hookline::clock::SystemClock);
+    let clock = std::sync::Arc::new(hookline_engine::clock::SystemClock);
     let refused = hookline::app::start(&open, clock.clone(), hookline::app::Role::All).await;
     let message = refused
         .err()

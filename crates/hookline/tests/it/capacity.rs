@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use hookline::clock::Clock;
+use hookline_engine::clock::Clock;
 use serde_json::{json, Value};
 
 const SUBSCRIBERS: usize = 100;
@@ -168,7 +168,7 @@ on_both_backends!(
 async fn settled_second(app: &TestApp) -> bool {
     app.clock.advance(Duration::from_secs(1));
     loop {
-        let now = hookline::clock::rfc3339(app.clock.now_ms());
+        let now = hookline_engine::clock::rfc3339(app.clock.now_ms());
         let mut idle_since = None;
         let (left, due) = eventually("nothing in flight", async || {
             let (_, page) = app.call("GET", "/v1/deliveries?limit=1000", None).await;
@@ -198,7 +198,7 @@ async fn settled_second(app: &TestApp) -> bool {
 
 /// The capacity model as counted at the clock's current second.
 async fn counted_now(app: &TestApp) -> Value {
-    let now = hookline::clock::rfc3339(app.clock.now_ms());
+    let now = hookline_engine::clock::rfc3339(app.clock.now_ms());
     eventually("the model to count this second", async || {
         let (_, c) = app.call("GET", "/v1/capacity", None).await;
         c["measured_at"]

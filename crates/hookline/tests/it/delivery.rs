@@ -283,7 +283,8 @@ async fn a_duplicate_delivery_changes_subscriber_state_once() {
     let app = TestApp::start("[delivery]\nattempt_timeout = \"5s\"").await;
     app.subscriber("s1", &rx.url("/dedup")).await;
     let gate = rx.hold().await;
-    let sent_at = hookline::clock::rfc3339(hookline::clock::Clock::now_ms(&app.clock));
+    let sent_at =
+        hookline_engine::clock::rfc3339(hookline_engine::clock::Clock::now_ms(&app.clock));
     app.publish("e1", "t").await;
     eventually("the first attempt to arrive", async || {
         (rx.received().len() == 1).then_some(())

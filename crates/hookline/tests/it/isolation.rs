@@ -5,13 +5,17 @@
 use std::time::Duration;
 
 use crate::common::*;
-use hookline_testkit::sink::{router, Secrets};
+use hookline_testkit::sink::{router, Signatures};
 use serde_json::{json, Value};
 
 async fn sink() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router(Secrets::None)).await.unwrap() });
+    tokio::spawn(async move {
+        axum::serve(listener, router(Signatures::Unchecked))
+            .await
+            .unwrap()
+    });
     format!("http://{addr}")
 }
 

@@ -4,15 +4,23 @@
 use std::time::Duration;
 
 use crate::common::*;
-use hookline::signer::{new_secret, SigningKey};
-use hookline_testkit::sink::{router, Secrets};
+use hookline_engine::signer::{new_secret, SigningKey};
+use hookline_testkit::sink::{reference_signature, router, Secrets, Signatures};
 use serde_json::{json, Value};
 
-async fn start(secrets: Secrets) -> String {
+async fn start(signatures: Signatures) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router(secrets)).await.unwrap() });
+    tokio::spawn(async move { axum::serve(listener, router(signatures)).await.unwrap() });
     format!("http://{addr}")
+}
+
+/// Signatures checked by the reference implementation, not by hookline's signer.
+fn checked(secrets: Secrets) -> Signatures {
+    Signatures::Checked {
+        secrets,
+        sign: reference_signature,
+    }
 }
 
 async fn post(base: &str, path: &str, id: &str, secret: Option<&str>) -> reqwest::Result<u16> {
@@ -43,7 +51,7 @@ async fn stats(base: &str) -> Value {
 
 #[tokio::test]
 async fn behaviours_by_path_and_control() {
-    let sink = start(Secrets::None).await;
+    let sink = start(Signatures::Unchecked).await;
     assert_eq!(post(&sink, "/ok/s1", "e1:s1", None).await.unwrap(), 200);
     assert_eq!(
         post(&sink, "/status/429/s1", "e2:s1", None).await.unwrap(),
@@ -110,7 +118,7 @@ async fn behaviours_by_path_and_control() {
 #[tokio::test]
 async fn signatures_are_checked_with_a_given_secret() {
     let secret = new_secret();
-    let sink = start(Secrets::One(secret.clone())).await;
+    let sink = start(checked(Secrets::One(secret.clone()))).await;
     assert_eq!(
         post(&sink, "/ok/s1", "e1:s1", Some(&secret)).await.unwrap(),
         200
@@ -128,10 +136,10 @@ async fn signatures_are_checked_with_a_given_secret() {
 #[tokio::test]
 async fn signatures_are_checked_with_secrets_from_the_api() {
     let app = TestApp::start("").await;
-    let sink = start(Secrets::FromApi {
+    let sink = start(checked(Secrets::FromApi {
         api: app.base(),
         token: None,
-    })
+    }))
     .await;
     for id in ["a", "b"] {
         app.subscriber(id, &format!("{sink}/ok/{id}")).await;

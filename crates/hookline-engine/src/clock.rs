@@ -8,11 +8,9 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hookline_policy::UnixMs;
-use tokio::sync::watch;
 
 pub type SleepFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -38,38 +36,54 @@ impl Clock for SystemClock {
     }
 }
 
-/// A clock that moves only when told to. Sleepers wake when it is advanced past their deadline.
-#[derive(Debug, Clone)]
-pub struct ManualClock {
-    now: Arc<watch::Sender<UnixMs>>,
-}
+/// For tests (feature `testing`); a service runs on [`SystemClock`].
+#[cfg(any(test, feature = "testing"))]
+pub use manual::ManualClock;
 
-impl ManualClock {
-    pub fn new(start: UnixMs) -> Self {
-        Self {
-            now: Arc::new(watch::channel(start).0),
+#[cfg(any(test, feature = "testing"))]
+mod manual {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use hookline_policy::UnixMs;
+    use tokio::sync::watch;
+
+    use super::{Clock, SleepFuture};
+
+    /// A clock that moves only when told to. Sleepers wake when it is advanced past their
+    /// deadline.
+    #[derive(Debug, Clone)]
+    pub struct ManualClock {
+        now: Arc<watch::Sender<UnixMs>>,
+    }
+
+    impl ManualClock {
+        pub fn new(start: UnixMs) -> Self {
+            Self {
+                now: Arc::new(watch::channel(start).0),
+            }
+        }
+
+        pub fn advance(&self, by: Duration) {
+            self.now.send_modify(|t| *t += by.as_millis() as i64);
+        }
+
+        pub fn set(&self, to: UnixMs) {
+            self.now.send_modify(|t| *t = (*t).max(to));
         }
     }
 
-    pub fn advance(&self, by: Duration) {
-        self.now.send_modify(|t| *t += by.as_millis() as i64);
-    }
+    impl Clock for ManualClock {
+        fn now_ms(&self) -> UnixMs {
+            *self.now.borrow()
+        }
 
-    pub fn set(&self, to: UnixMs) {
-        self.now.send_modify(|t| *t = (*t).max(to));
-    }
-}
-
-impl Clock for ManualClock {
-    fn now_ms(&self) -> UnixMs {
-        *self.now.borrow()
-    }
-
-    fn sleep_until(&self, deadline: UnixMs) -> SleepFuture {
-        let mut rx = self.now.subscribe();
-        Box::pin(async move {
-            let _ = rx.wait_for(|now| *now >= deadline).await;
-        })
+        fn sleep_until(&self, deadline: UnixMs) -> SleepFuture {
+            let mut rx = self.now.subscribe();
+            Box::pin(async move {
+                let _ = rx.wait_for(|now| *now >= deadline).await;
+            })
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use hookline_policy::{AttemptResult, Attempted, UnixMs};
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, Store, Transition,
@@ -24,13 +24,13 @@ use hookline_store::{
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 
-use crate::capacity::{Meter, Showing};
 use crate::clock::Clock;
 use crate::config::DeliveryConfig;
 use crate::destination::Guard;
 use crate::health::FailedCommits;
 use crate::hosts::HostLoad;
-use crate::rollouts::Policies;
+use crate::meter::{Meter, Showing};
+use crate::policy::PoliciesInForce;
 use crate::sender::{render_body, AttemptReport, Sender};
 use crate::slots::{AttemptKind, Slot, Slots, SlotsConfig, Standing};
 use crate::slowness::{Ended, Slowness};
@@ -65,7 +65,7 @@ const MAX_COMPLETIONS_PER_COMMIT: usize = 1024;
 /// Everything an attempt needs, shared by all attempt tasks.
 struct Shared {
     store: Arc<dyn Store>,
-    policies: Arc<Policies>,
+    policies: Arc<PoliciesInForce>,
     clock: Arc<dyn Clock>,
     sender: Sender,
     wake: Arc<Notify>,
@@ -143,7 +143,7 @@ pub struct DispatcherParts {
     pub clock: Arc<dyn Clock>,
     /// Which policy classifies each answer and decides what follows (each attempt records the
     /// one that did).
-    pub policies: Arc<Policies>,
+    pub policies: Arc<PoliciesInForce>,
     pub delivery: DeliveryConfig,
     /// Which destinations attempts may connect to.
     pub guard: Arc<Guard>,

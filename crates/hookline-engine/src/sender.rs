@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use hookline_policy::{parse_retry_after, AttemptResult, UnixMs};
 use hookline_store::{ClaimedDelivery, EventBody};
 use http_body_util::{BodyExt, Full};
