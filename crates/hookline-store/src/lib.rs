@@ -1,8 +1,10 @@
-//! hookline's durable queue. One trait, [`Store`], that every backend implements and one
-//! conformance suite (`tests/conformance.rs`) that every backend passes, so the dispatcher and
-//! the API never know which database they run on.
+//! hookline's durable queue. One trait per role ([`Subscribers`], [`DeliveryQueue`],
+//! [`DeadLetters`], [`PolicyRecords`], [`CapacityRecords`], [`Liveness`]; [`Store`] is all of
+//! them) that every backend implements, and one conformance suite (`tests/conformance.rs`)
+//! that every backend passes, so the dispatcher and the API never know which database they
+//! run on. What differs between backends that a caller must know is [`Backend`].
 //!
-//! The trait is shaped by the invariants: `publish` commits an event with all its deliveries in
+//! The traits are shaped by the invariants: `publish` commits an event with all its deliveries in
 //! one transaction; `claim_due` leases due deliveries straight from the due-time index and never
 //! past a subscriber's in-flight cap; `complete` is fenced by the lease, so a worker that lost
 //! its lease changes nothing; every transition persists `run_at`, the attempt count and the
@@ -47,50 +49,66 @@ pub(crate) use stats::*;
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
-/// Completions under way beside a claim ([`Store::complete_and_claim`]): their results once
+/// Completions under way beside a claim ([`DeliveryQueue::complete_and_claim`]): their results once
 /// committed.
 pub type Completing =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<CompletionResult>>> + Send>>;
 
+/// Every role at once: what a process that serves the API and delivers holds. Each role is a
+/// trait of its own so that a part of hookline can say which it uses; a backend implements
+/// each, and this follows.
+pub trait Store:
+    Liveness + Subscribers + DeliveryQueue + DeadLetters + PolicyRecords + CapacityRecords
+{
+}
+
+impl<T> Store for T where
+    T: Liveness + Subscribers + DeliveryQueue + DeadLetters + PolicyRecords + CapacityRecords
+{
+}
+
+/// The roles' traits, for callers that hold a `dyn Store` and call its methods.
+pub mod prelude {
+    pub use crate::{
+        CapacityRecords, DeadLetters, DeliveryQueue, Liveness, PolicyRecords, Store, Subscribers,
+    };
+}
+
+/// Whether the store takes commits, and what keeps failing inside it.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Liveness: Send + Sync + 'static {
     /// Commits a one-row write. A store can answer reads while refusing writes (a read-only
     /// file or replica, a full disk, a lock held elsewhere); only a commit shows that it can
     /// take events.
     async fn heartbeat(&self, now: UnixMs) -> Result<()>;
 
-    /// Why work the store does on its own keeps failing, if it does (SQLite: its WAL
-    /// checkpoints, which a full disk stops while small commits still go through): a store
-    /// in that state is not healthy whatever a heartbeat says.
+    /// Why work the store does on its own keeps failing, if it does (maintenance a full disk
+    /// stops while small commits still go through): a store in that state is not healthy
+    /// whatever a heartbeat says.
     fn maintenance_failure(&self) -> Option<String> {
         None
     }
+}
 
-    /// Fires when another process may have made deliveries due (a publish, a resume, a
-    /// replay), for backends that several processes share. `None` for single-process backends,
-    /// whose own API wakes the dispatcher directly.
-    fn wakeups(&self) -> Option<Arc<tokio::sync::Notify>> {
-        None
-    }
-
-    /// Fires when another process may have started or changed a rollout, for backends that
-    /// several processes share (`None`: this process's own API makes every change).
-    fn policy_changes(&self) -> Option<Arc<tokio::sync::Notify>> {
-        None
-    }
-
+/// Subscribers: their settings, secrets and revocation.
+#[async_trait]
+pub trait Subscribers: Send + Sync + 'static {
     async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber>;
+
     async fn get_subscriber(&self, id: &str) -> Result<Subscriber>;
+
     /// Those of `ids` that are revoked (or unknown to the store: gone all the same), for
     /// whatever a process keeps per subscriber (its metric series) to follow the live ones,
     /// wherever the revocation was made.
     async fn gone_among(&self, ids: Vec<String>) -> Result<Vec<String>>;
+
     async fn list_subscribers(
         &self,
         filter: SubscriberFilter,
         limit: u32,
         cursor: Option<String>,
     ) -> Result<Page<Subscriber>>;
+
     /// A paused subscriber's deliveries wait without spending attempts; resuming releases them.
     async fn update_subscriber(
         &self,
@@ -98,6 +116,7 @@ pub trait Store: Send + Sync + 'static {
         patch: SubscriberPatch,
         now: UnixMs,
     ) -> Result<Subscriber>;
+
     /// Replaces the signing secret. Until `grace_until` every request is signed with both the
     /// new and the previous secret, so the subscriber can switch without dropping a webhook.
     async fn rotate_secret(
@@ -107,16 +126,30 @@ pub trait Store: Send + Sync + 'static {
         grace_until: UnixMs,
         now: UnixMs,
     ) -> Result<Subscriber>;
+
     /// Final: the subscriber is never sent to again and its pending deliveries die with
     /// `subscription_revoked`.
     async fn revoke_subscriber(&self, id: &str, now: UnixMs) -> Result<Subscriber>;
+}
+
+/// The queue itself: events in, deliveries claimed, attempted, completed, expired and read.
+#[async_trait]
+pub trait DeliveryQueue: Send + Sync + 'static {
+    /// Fires when another process may have made deliveries due (a publish, a resume, a
+    /// replay). `None` where no other process can ([`Backend::shared`] is false): this
+    /// process's own API wakes the dispatcher directly.
+    fn wakeups(&self) -> Option<Arc<tokio::sync::Notify>> {
+        None
+    }
 
     /// Commits the event and one delivery per matching, non-revoked subscriber, all at once.
     async fn publish(&self, event: NewEvent, now: UnixMs) -> Result<PublishOutcome>;
+
     async fn get_event(&self, id: &str) -> Result<Event>;
 
     /// Leases up to `limit` due deliveries, oldest due first, counting each as an attempt.
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ClaimedDelivery>>;
+
     /// Leases deliveries whose lease ran out (their worker was lost) so the caller can record
     /// the lost attempt and let the policy decide what follows.
     async fn rescue_expired(
@@ -125,38 +158,39 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
         lease_ms: i64,
     ) -> Result<Vec<ClaimedDelivery>>;
+
     /// Applies completions in one transaction; each is fenced by its lease.
     async fn complete(
         &self,
         completions: Vec<Completion>,
         now: UnixMs,
     ) -> Result<Vec<CompletionResult>>;
-    /// [`Store::complete`] (at `claim.now`) and [`Store::claim_due`] together. Each result
-    /// stands on its own: completions that failed are the caller's to retry, and what the claim
-    /// leased is the caller's to send whatever became of them (a claim that fails does not undo
-    /// the completions). The claim's deliveries never wait for the completions to commit: the
-    /// completions come back as a future ([`Completing`]), since a large batch of them (2,000
-    /// attempts timing out together) takes long enough to hold up a healthy subscriber's first
-    /// attempt. SQLite commits both at once (one writer job: one commit, not two; the claim
-    /// sees the completions, so the slots they free at a subscriber's cap are claimed again at
-    /// once; nothing is claimed when the job fails), and its future is ready. PostgreSQL runs
-    /// the claim beside the completions, in transactions of their own (completions never hold
-    /// subscriber rows while waiting for the claim's lock: holding it through them cost two
-    /// workers 10-20%); the slots the completions free are the caller's next claim's.
+
+    /// [`DeliveryQueue::complete`] (at `claim.now`) and [`DeliveryQueue::claim_due`] together.
+    /// Each result stands on its own: completions that failed are the caller's to retry, and
+    /// what the claim leased is the caller's to send whatever became of them (a claim that
+    /// fails does not undo the completions). The claim's deliveries never wait for the
+    /// completions to commit: the completions come back as a future ([`Completing`]), since a
+    /// large batch of them (attempts timing out together) takes long enough to hold up a
+    /// healthy subscriber's first attempt. Whether the claim sees the slots the completions
+    /// free is the backend's: otherwise they are the caller's next claim's.
     async fn complete_and_claim(
         &self,
         completions: Vec<Completion>,
         claim: ClaimRequest,
     ) -> (Completing, Result<Vec<ClaimedDelivery>>);
+
     /// The earliest `run_at` among deliveries waiting to be claimed, the earliest lease expiry
     /// among deliveries in flight, and the earliest end of a waiting delivery's window
     /// (`window_ms` long): when an idle worker next has something to do.
     async fn next_wakeup(&self, window_ms: i64) -> Result<Option<UnixMs>>;
+
     /// Ends, as `window_expired` and without an attempt, up to `sweep.limit` deliveries not in
     /// flight (scheduled, due, held for a paused subscriber, deferred by a breaker, waiting for
     /// a rate limit or a slot) whose window has ended, recording what each was waiting on.
     /// Reads the window index only. Answers how many died.
     async fn expire_windows(&self, sweep: WindowSweep) -> Result<u64>;
+
     /// Depths by state and the oldest waiting deliveries (`caps`: what the dispatcher's claims
     /// hold subscribers and hosts to, and `held_back`: the subscribers the dispatcher gives no
     /// slot now, so a delivery held back by either is not counted ready). It counts every row,
@@ -169,12 +203,23 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<QueueStats>;
 
     async fn get_delivery(&self, id: &str) -> Result<Delivery>;
+
     async fn list_deliveries(
         &self,
         filter: DeliveryFilter,
         limit: u32,
         cursor: Option<String>,
     ) -> Result<Page<Delivery>>;
+
+    /// Deletes up to `batch` delivered deliveries last changed before `before`, with their
+    /// attempt history, and answers how many. Deliveries a replay audit names are kept. Small
+    /// batches keep each transaction short so workers are never blocked for long.
+    async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64>;
+}
+
+/// Dead letters, and the audited replays that release them.
+#[async_trait]
+pub trait DeadLetters: Send + Sync + 'static {
     async fn list_dead_letters(
         &self,
         filter: DeadLetterFilter,
@@ -186,6 +231,7 @@ pub trait Store: Send + Sync + 'static {
     /// groups first, at most `limit` groups. It counts every dead letter since `since`: for an
     /// operator's look, not a hot path.
     async fn dead_letter_groups(&self, since: UnixMs, limit: u32) -> Result<Vec<DeadLetterGroup>>;
+
     /// How many dead letters that died at or after `since` are still dead, by reason (through
     /// an index on the time of death: cheap for a recent `since`).
     async fn dead_letters_by_reason(
@@ -197,62 +243,87 @@ pub trait Store: Send + Sync + 'static {
     /// budget and window, released at most `per_second`, and records the audit, atomically.
     /// Subscribers that are revoked are never selected.
     async fn replay(&self, request: ReplayRequest, now: UnixMs) -> Result<Replay>;
+
     /// The ids `replay` would select for this request now, in its order; changes nothing.
     async fn preview_replay(&self, request: ReplayRequest) -> Result<Vec<String>>;
+
     async fn get_replay(&self, id: &str) -> Result<Replay>;
+
     async fn list_replays(
         &self,
         order: ListOrder,
         limit: u32,
         cursor: Option<String>,
     ) -> Result<Page<Replay>>;
+}
+
+/// Named retry policies and the rollouts that try them on a cohort.
+#[async_trait]
+pub trait PolicyRecords: Send + Sync + 'static {
+    /// Fires when another process may have started or changed a rollout (`None` where no
+    /// other process can: this process's own API makes every change).
+    fn policy_changes(&self) -> Option<Arc<tokio::sync::Notify>> {
+        None
+    }
 
     /// Stores a new named policy; one by that name exists already: `Conflict`. Policies never
     /// change once stored.
     async fn create_policy(&self, policy: StoredPolicy) -> Result<StoredPolicy>;
+
     async fn get_policy(&self, name: &str) -> Result<StoredPolicy>;
+
     /// In the order they were created.
     async fn list_policies(&self, limit: u32, cursor: Option<String>)
         -> Result<Page<StoredPolicy>>;
 
     /// Starts a rollout; while another runs: `Conflict`.
     async fn start_rollout(&self, rollout: Rollout) -> Result<Rollout>;
+
     async fn get_rollout(&self, id: &str) -> Result<Rollout>;
+
     /// In the order they started.
     async fn list_rollouts(&self, limit: u32, cursor: Option<String>) -> Result<Page<Rollout>>;
+
     /// Changes a running rollout; one that ended: `Conflict`.
     async fn change_rollout(&self, id: &str, change: RolloutChange, now: UnixMs)
         -> Result<Rollout>;
+
     /// The policy in force for everyone and the rollout running: what every decision reads.
     async fn policies_in_force(&self) -> Result<PoliciesInForce>;
+
     /// What became of the deliveries whose first attempt `query.policy` decided in its range.
     async fn cohort_report(&self, query: CohortQuery) -> Result<CohortReport>;
+}
 
+/// What the capacity model reads and keeps: the backlog, what waits, the meters.
+#[async_trait]
+pub trait CapacityRecords: Send + Sync + 'static {
     /// Deliveries not ended yet, and of them those due at `now`. It counts rows (through
     /// partial indexes), so callers run it on an interval.
     async fn backlog(&self, now: UnixMs) -> Result<Backlog>;
+
     /// The backlog's deliveries that wait for a later time (a retry, an open breaker) or for a
     /// rate limit, grouped: what a projected drain adds to the work. It reads the rows that
     /// wait, so callers run it on an interval, beside `backlog`.
     async fn backlog_waits(&self, now: UnixMs) -> Result<BacklogWaits>;
+
     /// Replaces `owner`'s meter (a process's last minute) as of `at`.
     async fn record_meter(&self, owner: &str, at: UnixMs, reading: MeterReading) -> Result<()>;
+
     /// The sum of the meters recorded at or after `since`: every process still measuring.
     async fn meter_totals(&self, since: UnixMs) -> Result<MeterReading>;
+
     /// Replaces the estimate of what the process has shown it can do, as of `at`: what a
     /// restart starts from.
     async fn record_shown(&self, at: UnixMs, shown: Shown) -> Result<()>;
+
     /// The estimate last recorded; `None` on a fresh install.
     async fn shown(&self) -> Result<Option<Shown>>;
+
     /// The attempts started at or after `since`, at most `limit` of them (the most recent):
     /// what `hookline capacity --from-history` models its load on. It reads the attempts
     /// table without an index on time, so it is for a command run by hand, not a loop.
     async fn attempt_history(&self, since: UnixMs, limit: u32) -> Result<AttemptHistory>;
-
-    /// Deletes up to `batch` delivered deliveries last changed before `before`, with their
-    /// attempt history, and answers how many. Deliveries a replay audit names are kept. Small
-    /// batches keep each transaction short so workers are never blocked for long.
-    async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64>;
 }
 
 /// How to open a store, beyond its URL.
@@ -266,42 +337,78 @@ pub struct OpenOptions {
     pub serving: bool,
 }
 
-/// Which backend a database URL names.
-enum Backend<'a> {
+/// What a backend is, as the processes that run on it need to know it: read from its URL
+/// before anything is opened, since a configuration's defaults follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backend {
+    /// Its name, for messages.
+    pub name: &'static str,
+    /// Whether several processes may share it (api and worker roles, a fleet of workers);
+    /// otherwise one process serves it, and it locks the store for that process.
+    pub shared: bool,
+    /// Delivery slots a process has when its configuration sets none. A slot freed by an
+    /// attempt stays idle until the next claim answers: a claim on a shared database is
+    /// network round trips and a commit per statement, several times a SQLite writer job, so
+    /// the same rate needs more slots there (docs/perf-journal.md, "Delivery slots by
+    /// database": on SQLite 1,024 slots passed the memory target; on PostgreSQL 2,048 made
+    /// claims too large while publishes ran).
+    pub default_slots: u64,
+}
+
+const SQLITE: Backend = Backend {
+    name: "SQLite",
+    shared: false,
+    default_slots: 512,
+};
+
+const POSTGRES: Backend = Backend {
+    name: "PostgreSQL",
+    shared: true,
+    default_slots: 1024,
+};
+
+impl Backend {
+    /// The backend `url` names (`sqlite://PATH`, `postgres://...`, `postgresql://...`).
+    pub fn of(url: &str) -> Result<Backend> {
+        Ok(match Location::of(url)? {
+            Location::Sqlite(_) => SQLITE,
+            Location::Postgres(_) => POSTGRES,
+        })
+    }
+}
+
+/// Where a database URL points, by backend.
+enum Location<'a> {
     /// The embedded default: a file path.
     Sqlite(&'a str),
     Postgres(&'a str),
 }
 
-/// Whether a database URL names the PostgreSQL backend: what it opens, and what the settings
-/// whose defaults depend on the backend follow.
-pub fn is_postgres_url(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
-}
-
-fn backend(url: &str) -> Result<Backend<'_>> {
-    if is_postgres_url(url) {
-        return Ok(Backend::Postgres(url));
-    }
-    if let Some(path) = url.strip_prefix("sqlite://") {
-        if path.is_empty() {
-            return Err(StoreError::Invalid(
-                "database: sqlite:// needs a file path, e.g. sqlite://hookline.db".into(),
-            ));
+impl<'a> Location<'a> {
+    fn of(url: &'a str) -> Result<Self> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(Location::Postgres(url));
         }
-        return Ok(Backend::Sqlite(path));
+        if let Some(path) = url.strip_prefix("sqlite://") {
+            if path.is_empty() {
+                return Err(StoreError::Invalid(
+                    "sqlite:// needs a file path, e.g. sqlite://hookline.db".into(),
+                ));
+            }
+            return Ok(Location::Sqlite(path));
+        }
+        Err(StoreError::Invalid(format!(
+            "unsupported URL {url:?}; expected sqlite://PATH or postgres://..."
+        )))
     }
-    Err(StoreError::Invalid(format!(
-        "database: unsupported URL {url:?}; expected sqlite://PATH or postgres://..."
-    )))
 }
 
 /// Opens the backend a database URL names: `sqlite://PATH` (the embedded default) or
 /// `postgres://...` / `postgresql://...` (the scale-out backend), running its migrations.
 pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
-    Ok(match backend(url)? {
-        Backend::Postgres(url) => Arc::new(PostgresStore::open(url, options.pool_size).await?),
-        Backend::Sqlite(path) => Arc::new(SqliteStore::open(path, options.serving).await?),
+    Ok(match Location::of(url)? {
+        Location::Postgres(url) => Arc::new(PostgresStore::open(url, options.pool_size).await?),
+        Location::Sqlite(path) => Arc::new(SqliteStore::open(path, options.serving).await?),
     })
 }
 
@@ -323,9 +430,9 @@ pub async fn open_existing(url: &str, options: &OpenOptions) -> Result<Arc<dyn S
 /// The schema of the database a URL names, as this binary sees it: its version, the oldest
 /// hookline that can run on it, what this binary would apply. Changes nothing.
 pub async fn schema_status(url: &str) -> Result<SchemaStatus> {
-    match backend(url)? {
-        Backend::Postgres(url) => PostgresStore::schema_status(url).await,
-        Backend::Sqlite(path) => {
+    match Location::of(url)? {
+        Location::Postgres(url) => PostgresStore::schema_status(url).await,
+        Location::Sqlite(path) => {
             let path = path.to_owned();
             blocking(move || sqlite::schema_status(&path)).await
         }
@@ -340,9 +447,9 @@ const POSTGRES_BACKUPS: &str = "hookline backup and restore copy the embedded SQ
 /// Takes a consistent copy of the SQLite store at `url` into the new file `to`, while hookline
 /// may be serving from it.
 pub async fn backup(url: &str, to: std::path::PathBuf) -> Result<BackupSummary> {
-    match backend(url)? {
-        Backend::Postgres(_) => Err(StoreError::Invalid(POSTGRES_BACKUPS.into())),
-        Backend::Sqlite(path) => {
+    match Location::of(url)? {
+        Location::Postgres(_) => Err(StoreError::Invalid(POSTGRES_BACKUPS.into())),
+        Location::Sqlite(path) => {
             let path = path.to_owned();
             blocking(move || sqlite::backup(&path, &to)).await
         }
@@ -352,9 +459,9 @@ pub async fn backup(url: &str, to: std::path::PathBuf) -> Result<BackupSummary> 
 /// Replaces the SQLite store at `url` with the backup `from`, refusing while anything has the
 /// store open (a hookline serving from it).
 pub async fn restore(from: std::path::PathBuf, url: &str) -> Result<BackupSummary> {
-    match backend(url)? {
-        Backend::Postgres(_) => Err(StoreError::Invalid(POSTGRES_BACKUPS.into())),
-        Backend::Sqlite(path) => {
+    match Location::of(url)? {
+        Location::Postgres(_) => Err(StoreError::Invalid(POSTGRES_BACKUPS.into())),
+        Location::Sqlite(path) => {
             let path = path.to_owned();
             blocking(move || sqlite::restore(&from, &path)).await
         }

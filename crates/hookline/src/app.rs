@@ -66,7 +66,8 @@ pub struct RunningApp {
 /// What start-up refuses from the configuration alone, before anything is opened: kept apart
 /// so `hookline config check` refuses exactly what `start` would.
 pub fn check(config: &Config, role: Role) -> Result<(), StartError> {
-    if role != Role::All && !hookline_store::is_postgres_url(&config.database) {
+    let shared = hookline_store::Backend::of(&config.database).is_ok_and(|b| b.shared);
+    if role != Role::All && !shared {
         return Err(StartError::RoleNeedsPostgres(role));
     }
     if config.api_tokens.is_empty() && !config.listen.ip().is_loopback() {

@@ -254,20 +254,15 @@ async fn listen(
 }
 
 #[async_trait]
-impl Store for PostgresStore {
+impl Liveness for PostgresStore {
     async fn heartbeat(&self, now: UnixMs) -> Result<()> {
         execute(&self.client().await?, queries::HEARTBEAT, &[&now]).await?;
         Ok(())
     }
+}
 
-    fn wakeups(&self) -> Option<Arc<Notify>> {
-        Some(self.wake.clone())
-    }
-
-    fn policy_changes(&self) -> Option<Arc<Notify>> {
-        Some(self.policy_changes.clone())
-    }
-
+#[async_trait]
+impl Subscribers for PostgresStore {
     async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber> {
         writes::create_subscriber(&self.client().await?, new, now).await
     }
@@ -325,6 +320,13 @@ impl Store for PostgresStore {
         tx.commit().await?;
         Ok(s)
     }
+}
+
+#[async_trait]
+impl DeliveryQueue for PostgresStore {
+    fn wakeups(&self) -> Option<Arc<Notify>> {
+        Some(self.wake.clone())
+    }
 
     async fn publish(&self, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
         let mut client = self.client().await?;
@@ -370,6 +372,9 @@ impl Store for PostgresStore {
         complete_on(&self.pool, completions, now).await
     }
 
+    /// The claim beside the completions, in transactions of their own: completions never
+    /// hold subscriber rows while waiting for the claim's lock; the slots they free are the
+    /// caller's next claim's.
     async fn complete_and_claim(
         &self,
         completions: Vec<Completion>,
@@ -445,6 +450,17 @@ impl Store for PostgresStore {
         reads::deliveries(&self.client().await?, &filter, limit, after).await
     }
 
+    async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let pruned = writes::prune_delivered(&tx, before, batch).await?;
+        tx.commit().await?;
+        Ok(pruned)
+    }
+}
+
+#[async_trait]
+impl DeadLetters for PostgresStore {
     async fn list_dead_letters(
         &self,
         filter: DeadLetterFilter,
@@ -497,6 +513,13 @@ impl Store for PostgresStore {
     ) -> Result<Page<Replay>> {
         let after = parse_cursor_in(cursor, order)?;
         reads::replays(&self.client().await?, order, limit, after).await
+    }
+}
+
+#[async_trait]
+impl PolicyRecords for PostgresStore {
+    fn policy_changes(&self) -> Option<Arc<Notify>> {
+        Some(self.policy_changes.clone())
     }
 
     async fn create_policy(&self, policy: StoredPolicy) -> Result<StoredPolicy> {
@@ -559,7 +582,10 @@ impl Store for PostgresStore {
     async fn cohort_report(&self, query: CohortQuery) -> Result<CohortReport> {
         rollouts::report(&self.client().await?, &query).await
     }
+}
 
+#[async_trait]
+impl CapacityRecords for PostgresStore {
     async fn backlog(&self, now: UnixMs) -> Result<Backlog> {
         capacity::backlog(&self.client().await?, now).await
     }
@@ -586,13 +612,5 @@ impl Store for PostgresStore {
 
     async fn attempt_history(&self, since: UnixMs, limit: u32) -> Result<AttemptHistory> {
         capacity::attempt_history(&self.client().await?, since, limit).await
-    }
-
-    async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        let pruned = writes::prune_delivered(&tx, before, batch).await?;
-        tx.commit().await?;
-        Ok(pruned)
     }
 }

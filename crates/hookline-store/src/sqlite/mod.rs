@@ -216,7 +216,8 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl Liveness for SqliteStore {
+    /// The WAL checkpoints, which a full disk stops while small commits still go through.
     fn maintenance_failure(&self) -> Option<String> {
         self.checkpoints_failing
             .lock()
@@ -232,7 +233,10 @@ impl Store for SqliteStore {
             })
             .await
     }
+}
 
+#[async_trait]
+impl Subscribers for SqliteStore {
     async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber> {
         self.writer
             .write(move |w| writes::create_subscriber(&w.conn, new.clone(), now))
@@ -293,7 +297,10 @@ impl Store for SqliteStore {
             })
             .await
     }
+}
 
+#[async_trait]
+impl DeliveryQueue for SqliteStore {
     async fn publish(&self, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
         let turn = self.fan_outs.turn(&event.event_type);
         let outcome = self
@@ -339,6 +346,9 @@ impl Store for SqliteStore {
             .await
     }
 
+    /// Both in one writer job (one commit, not two): the claim sees the completions, so the
+    /// slots they free at a subscriber's cap are claimed again at once; nothing is claimed
+    /// when the job fails; the completions' future is ready.
     async fn complete_and_claim(
         &self,
         completions: Vec<Completion>,
@@ -396,6 +406,15 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {
+        self.writer
+            .write(move |w| writes::prune_delivered(&w.conn, before, batch))
+            .await
+    }
+}
+
+#[async_trait]
+impl DeadLetters for SqliteStore {
     async fn list_dead_letters(
         &self,
         filter: DeadLetterFilter,
@@ -452,7 +471,10 @@ impl Store for SqliteStore {
         self.read(move |c| reads::replays(c, order, limit, after))
             .await
     }
+}
 
+#[async_trait]
+impl PolicyRecords for SqliteStore {
     async fn create_policy(&self, policy: StoredPolicy) -> Result<StoredPolicy> {
         self.writer
             .write(move |w| writes::create_policy(&w.conn, policy.clone()))
@@ -509,7 +531,10 @@ impl Store for SqliteStore {
     async fn cohort_report(&self, query: CohortQuery) -> Result<CohortReport> {
         self.read(move |c| rollouts::report(c, &query)).await
     }
+}
 
+#[async_trait]
+impl CapacityRecords for SqliteStore {
     async fn backlog(&self, now: UnixMs) -> Result<Backlog> {
         self.read(move |c| capacity::backlog(c, now)).await
     }
@@ -541,12 +566,6 @@ impl Store for SqliteStore {
 
     async fn attempt_history(&self, since: UnixMs, limit: u32) -> Result<AttemptHistory> {
         self.read(move |c| capacity::attempt_history(c, since, limit))
-            .await
-    }
-
-    async fn prune_delivered(&self, before: UnixMs, batch: u32) -> Result<u64> {
-        self.writer
-            .write(move |w| writes::prune_delivered(&w.conn, before, batch))
             .await
     }
 }

@@ -309,12 +309,15 @@ impl Config {
             )
         })?;
         let database = given("database", overrides.database.or(file.database))?;
+        let backend = hookline_store::Backend::of(&database)
+            .map_err(|e| invalid("database", e.to_string()))?;
         let max_payload_bytes = positive("max_payload_bytes", file.max_payload_bytes)?;
 
         let d = file.delivery;
         let concurrency = match d.concurrency {
             Some(n) => positive("delivery.concurrency", Some(n))?,
-            None => default_concurrency(&database),
+            // `defaults.toml` says which, as the backend gives them.
+            None => backend.default_slots,
         };
         let delivery = DeliveryConfig {
             concurrency: concurrency as usize,
@@ -496,20 +499,6 @@ fn given<T>(key: &'static str, value: Option<T>) -> Result<T, ConfigError> {
     value.ok_or_else(|| invalid(key, "has no value and no default"))
 }
 
-/// Delivery slots when the file sets none, by the store the URL names (`defaults.toml` says
-/// which). A slot freed by an attempt stays idle until the next claim answers; on PostgreSQL
-/// that claim is network round trips and a commit per statement, several times a SQLite
-/// writer job, so the same rate needs more slots. Measured in docs/perf-journal.md ("Delivery
-/// slots by database"): on SQLite 1,024 slots passed the 150 MB RSS target; on PostgreSQL
-/// 2,048 made claims too large while publishes ran.
-fn default_concurrency(database: &str) -> u64 {
-    if hookline_store::is_postgres_url(database) {
-        1024
-    } else {
-        512
-    }
-}
-
 /// The attempts per second the slots complete even when every attempt runs to its timeout:
 /// the least they guarantee, measured nothing (the slow lane only adds to it).
 fn slots_at_timeout(delivery: &DeliveryConfig) -> f64 {
@@ -603,10 +592,8 @@ mod tests {
         };
         let (sqlite_url, postgres_url) = ("sqlite:///var/lib/h.db", "postgres://app@db/h");
         let (sqlite, postgres) = (on(sqlite_url, ""), on(postgres_url, ""));
-        let (on_sqlite, on_postgres) = (
-            default_concurrency(sqlite_url) as usize,
-            default_concurrency(postgres_url) as usize,
-        );
+        let slots = |url| hookline_store::Backend::of(url).unwrap().default_slots as usize;
+        let (on_sqlite, on_postgres) = (slots(sqlite_url), slots(postgres_url));
         assert!(on_postgres > on_sqlite);
         assert_eq!(sqlite.concurrency, on_sqlite);
         assert_eq!(postgres.concurrency, on_postgres);
@@ -614,7 +601,7 @@ mod tests {
         assert!(
             DEFAULTS.contains(&format!("default {on_sqlite}\n"))
                 && DEFAULTS.contains(&format!("on SQLite, {on_postgres} on PostgreSQL")),
-            "defaults.toml names the numbers default_concurrency uses"
+            "defaults.toml names the numbers the backends give"
         );
         for database in ["sqlite://h.db", "postgres://app@db/h"] {
             assert_eq!(on(database, "concurrency = 300").concurrency, 300);
@@ -657,6 +644,19 @@ mod tests {
 
     fn refused(text: &str) -> String {
         Config::from_toml(text).unwrap_err().to_string()
+    }
+
+    /// A database URL no backend opens is refused when the configuration loads, naming the key,
+    /// not when the store is opened.
+    #[test]
+    fn a_database_no_backend_opens_is_refused() {
+        for (url, says) in [
+            ("mysql://app@db/h", "unsupported URL"),
+            ("sqlite://", "needs a file path"),
+        ] {
+            let e = refused(&format!("database = \"{url}\""));
+            assert!(e.contains("`database`") && e.contains(says), "{url}: {e}");
+        }
     }
 
     #[test]
