@@ -13,6 +13,43 @@
 //! way to be written. The others include fresh connections whose request hyper has not read
 //! yet, one accepted while waiting for room, and those the kernel completed but not yet
 //! handed over: a client that connected and sent before the stop is answered.
+//!
+//! Why not hyper's and tower-http's own limits: hyper's `header_read_timeout` runs from the end
+//! of the previous answer (or the connection's start) to the end of the next head, so it cannot
+//! give an idle connection `idle_timeout` and a head in progress `header_read_timeout`, nor
+//! tell the two closes apart in the metric; tower-http's body timeout restarts at every frame,
+//! so a body dripping a byte at a time never ends, where `body_read_timeout` bounds the whole
+//! body; and a semaphore can only make a new connection wait, not displace an idle one. What
+//! each piece is for, and the test in `tests/it/http_limits.rs` that fails without it:
+//!
+//! - [`Phase`], its watchdog and the counted reasons ([`Closed`]):
+//!   `slow_and_silent_clients_are_disconnected_and_counted` (a silent client, half a head, a
+//!   kept-alive idle connection).
+//! - [`Watched`]: its reads move an idle connection to `Head` (the same test: half a head is
+//!   counted `header_timeout`, not `idle_timeout`); its flush moves a written answer to `Idle`
+//!   (the same test: the kept-alive connection is counted `idle_timeout`).
+//! - [`AnswerDone`] and [`Answered`]: an answer handed to hyper is `Writing`, displaceable
+//!   (`unread_answers_at_the_cap_cannot_lock_out_health_checks`; and the kept-alive case above).
+//! - [`TimedBody`]: the body deadline, 408 and `body_timeout` (`slow_and_silent_...`), and the
+//!   cut when the cap displaces a body (`slow_bodies_at_the_cap_cannot_lock_out_health_checks`).
+//! - [`Registry`] and `evict_one`: displacement at the cap, idle first
+//!   (`idle_clients_at_the_cap_cannot_lock_out_health_checks`), then bodies (`slow_bodies_...`),
+//!   then unread answers (`unread_answers_...`).
+//! - [`SETTLE`]: without it a connection is displaced before hyper reads its request
+//!   (`unread_answers_...`).
+//! - [`STOP_GRACE`]: a stop closes idle and half-sent connections after it
+//!   (`a_stop_does_not_wait_for_idle_clients`).
+//! - At a stop, accepting what is left in the listen backlog, serving the connection held for
+//!   room, and telling a fresh connection to finish only once it has a request
+//!   (`Connection::served`): `a_stop_at_the_cap_waits_for_answers_under_way`.
+//!
+//! Kept without a test that fails without them (no library does them, and a test on loopback
+//! cannot bring about reliably what they prevent): the lingering close after a cut body
+//! ([`linger`]: on loopback the 408 reaches the client before a reset could take it), `Connection: close` on that answer
+//! (hyper closes such a connection anyway; the header tells the client), a head arriving while
+//! an answer is under way timed as a head (`Connection::early_bytes`), a body still arriving at
+//! a stop cut once (`body_told`), and a connection that took a request while chosen for
+//! displacement left alone (`Connection::evicting`).
 
 use std::collections::HashMap;
 use std::convert::Infallible;

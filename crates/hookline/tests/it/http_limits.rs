@@ -174,8 +174,9 @@ async fn slow_bodies_at_the_cap_cannot_lock_out_health_checks() {
 }
 
 /// A stop while the cap is held by requests being answered waits for their answers, then
-/// returns: it neither hangs nor drops them. Here the answer is slow because another process
-/// holds the database's write lock for a while.
+/// returns: it neither hangs nor drops them, nor the requests clients sent before it to a
+/// connection waiting for room or not accepted yet. Here the answer is slow because another
+/// process holds the database's write lock for a while.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_at_the_cap_waits_for_answers_under_way() {
     let app = TestApp::start("[http]\nmax_connections = 1\n").await;
@@ -193,8 +194,17 @@ async fn a_stop_at_the_cap_waits_for_answers_under_way() {
     )
     .await
     .unwrap();
-    // A second client waits for room behind the one being answered.
-    let _waiting = connect(&app).await;
+    // Two more clients send requests behind the one being answered: the server holds one of
+    // them until there is room, the other is not accepted yet when the stop comes.
+    let mut waiting = Vec::new();
+    for _ in 0..2 {
+        let mut stream = connect(&app).await;
+        stream
+            .write_all(b"GET /openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        waiting.push(stream);
+    }
     let release = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(500));
         lock.execute_batch("ROLLBACK").unwrap();
@@ -204,6 +214,10 @@ async fn a_stop_at_the_cap_waits_for_answers_under_way() {
     release.join().unwrap();
     let answer = until_closed(&mut busy).await;
     assert!(answer.starts_with("HTTP/1.1 "), "no answer: {answer:?}");
+    for stream in &mut waiting {
+        let answer = until_closed(stream).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "no answer: {answer:?}");
+    }
 }
 
 /// Clients that ask for large answers and never read them cannot hold the cap either: at the
