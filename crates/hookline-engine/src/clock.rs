@@ -10,7 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use hookline_policy::UnixMs;
+use hookline_policy::{duration_ms, UnixMs};
 
 pub type SleepFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -27,11 +27,11 @@ impl Clock for SystemClock {
     fn now_ms(&self) -> UnixMs {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64)
+            .map_or(0, duration_ms)
     }
 
     fn sleep_until(&self, deadline: UnixMs) -> SleepFuture {
-        let wait = (deadline - self.now_ms()).max(0) as u64;
+        let wait = u64::try_from(deadline.saturating_sub(self.now_ms())).unwrap_or(0);
         Box::pin(tokio::time::sleep(Duration::from_millis(wait)))
     }
 }
@@ -45,7 +45,7 @@ mod manual {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use hookline_policy::UnixMs;
+    use hookline_policy::{duration_ms, UnixMs};
     use tokio::sync::watch;
 
     use super::{Clock, SleepFuture};
@@ -65,7 +65,8 @@ mod manual {
         }
 
         pub fn advance(&self, by: Duration) {
-            self.now.send_modify(|t| *t += by.as_millis() as i64);
+            self.now
+                .send_modify(|t| *t = t.saturating_add(duration_ms(by)));
         }
 
         pub fn set(&self, to: UnixMs) {
@@ -91,7 +92,7 @@ mod manual {
 pub fn rfc3339(ms: UnixMs) -> String {
     /// 9999-12-31T23:59:59.999Z: RFC 3339 has four-digit years.
     const LATEST: UnixMs = 253_402_300_799_999;
-    let t = UNIX_EPOCH + Duration::from_millis(ms.clamp(0, LATEST) as u64);
+    let t = UNIX_EPOCH + Duration::from_millis(ms.clamp(0, LATEST).cast_unsigned());
     humantime::format_rfc3339_millis(t).to_string()
 }
 

@@ -36,6 +36,7 @@ impl DeliveryConfig {
     }
 
     /// How many attempts in flight may be retries (at least one, so retries always progress).
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // A share of concurrency.
     pub fn retry_slots(&self) -> usize {
         (((1.0 - self.first_attempt_share) * self.concurrency as f64).floor() as usize).max(1)
     }

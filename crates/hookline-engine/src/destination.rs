@@ -249,12 +249,8 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
     // Local-use NAT64 (64:ff9b:1::/48): RFC 6052 puts the address in bits 48 to 88 (around the
     // zero u-octet); some translators use the last 32 bits. Both must be public.
     if s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1 {
-        let rfc6052 = Ipv4Addr::new(
-            (s[3] >> 8) as u8,
-            s[3] as u8,
-            (s[4] & 0xff) as u8,
-            (s[5] >> 8) as u8,
-        );
+        let ([a, b], [_, c], [d, _]) = (s[3].to_be_bytes(), s[4].to_be_bytes(), s[5].to_be_bytes());
+        let rfc6052 = Ipv4Addr::new(a, b, c, d);
         return is_public_v4(rfc6052) && is_public_v4(v4(s[6], s[7]));
     }
     // 6to4 (2002::/16): the tunnel's IPv4 address in bits 16 to 48.

@@ -16,7 +16,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hookline_policy::{AttemptResult, Attempted, UnixMs};
+use hookline_policy::{duration_ms, AttemptResult, Attempted, UnixMs};
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, Store, Transition,
     WindowSweep,
@@ -167,7 +167,7 @@ impl Dispatcher {
             failed_commits,
         } = parts;
         let wake = Arc::new(Notify::new());
-        let lease_ms = (delivery.attempt_timeout + LEASE_MARGIN).as_millis() as i64;
+        let lease_ms = duration_ms(delivery.attempt_timeout + LEASE_MARGIN);
         let slots = Slots::new(SlotsConfig {
             concurrency: delivery.concurrency,
             retry_slots: delivery.retry_slots(),
@@ -361,8 +361,7 @@ impl Dispatcher {
 impl Dispatcher {
     /// The one window the store's window sweep and claims apply to every delivery.
     fn window_ms(&self) -> i64 {
-        let window = self.shared.policies.current().delivery_window();
-        i64::try_from(window.as_millis()).unwrap_or(i64::MAX)
+        duration_ms(self.shared.policies.current().delivery_window())
     }
 
     /// Ends the window of deliveries that waited past it (behind a breaker, a pause, a rate
@@ -383,7 +382,8 @@ impl Dispatcher {
                     if n > 0 {
                         tracing::info!(expired = n, "deliveries whose window ended while waiting");
                     }
-                    if (n as usize) < SWEEP_LIMIT || started.elapsed() > SWEEP_BUDGET {
+                    let short = usize::try_from(n).is_ok_and(|n| n < SWEEP_LIMIT);
+                    if short || started.elapsed() > SWEEP_BUDGET {
                         return;
                     }
                 }
@@ -492,8 +492,8 @@ async fn attempt(
     let now = s.clock.now_ms();
     // A lost attempt lasted until it was found lost: from its claim to its rescue.
     let duration_ms = match d.lost_attempt_started_at {
-        Some(lost_started_at) => now.saturating_sub(lost_started_at).max(0) as u64,
-        None => timer.elapsed().as_millis() as u64,
+        Some(lost_started_at) => u64::try_from(now.saturating_sub(lost_started_at)).unwrap_or(0),
+        None => u64::try_from(timer.elapsed().as_millis()).unwrap_or(u64::MAX),
     };
     // Decided by the policy in force for this subscriber now, not when the attempt started.
     let in_force = s.policies.current();

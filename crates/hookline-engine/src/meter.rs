@@ -13,16 +13,26 @@ use crate::slots::AttemptKind;
 /// Seconds a meter covers.
 pub const MINUTE_S: i64 = 60;
 
+/// A meter's buckets, one per second of [`MINUTE_S`].
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // 60.
+const BUCKETS: usize = MINUTE_S as usize;
+
+/// The bucket of `second`.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // In 0..MINUTE_S.
+fn bucket(second: i64) -> usize {
+    second.rem_euclid(MINUTE_S) as usize
+}
+
 /// One process's last minute, in one-second buckets of the injected clock.
 pub struct Meter {
-    buckets: Mutex<[(i64, MeterReading); MINUTE_S as usize]>,
+    buckets: Mutex<[(i64, MeterReading); BUCKETS]>,
     started_s: i64,
 }
 
 impl Meter {
     pub fn new(now: UnixMs) -> Self {
         Meter {
-            buckets: Mutex::new([(i64::MIN, MeterReading::default()); MINUTE_S as usize]),
+            buckets: Mutex::new([(i64::MIN, MeterReading::default()); BUCKETS]),
             started_s: now.div_euclid(1000),
         }
     }
@@ -30,7 +40,7 @@ impl Meter {
     fn add(&self, now: UnixMs, reading: MeterReading) {
         let second = now.div_euclid(1000);
         let mut buckets = self.buckets.lock().unwrap();
-        let slot = &mut buckets[second.rem_euclid(MINUTE_S) as usize];
+        let slot = &mut buckets[bucket(second)];
         if slot.0 != second {
             *slot = (second, MeterReading::default());
         }
@@ -78,7 +88,9 @@ impl Meter {
             .iter()
             .filter(|(s, _)| *s > second - MINUTE_S && *s <= second)
             .fold(MeterReading::default(), |a, (_, r)| a + *r);
-        let covered = (second - self.started_s + 1).clamp(1, MINUTE_S) as u64;
+        let covered = (second - self.started_s + 1)
+            .clamp(1, MINUTE_S)
+            .cast_unsigned();
         let scale = |v: u64| v.saturating_mul(MINUTE_S as u64) / covered;
         MeterReading {
             new_attempts: scale(sum.new_attempts),
@@ -107,7 +119,7 @@ mod tests {
     fn a_meter_keeps_the_last_minute() {
         let t0 = 1_800_000_000_000;
         let m = Meter::new(t0);
-        let kind = |s: i64| [AttemptKind::First, AttemptKind::Retry][(s % 2) as usize];
+        let kind = |s: i64| [AttemptKind::First, AttemptKind::Retry][usize::from(s % 2 != 0)];
         let outcome = |s: i64| [Outcome::Retryable, Outcome::Success][usize::from(s % 4 != 0)];
         for s in 0..120 {
             m.attempt(t0 + s * 1000, kind(s), outcome(s), Showing::Answered);

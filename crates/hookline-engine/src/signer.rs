@@ -68,10 +68,12 @@ mod tests {
         let body = br#"{"id":"SHP-20418","type":"shipment.out_for_delivery","data":{}}"#;
         let id = "SHP-20418:subscriber-731";
         // The reference verifier checks the timestamp against its own clock: sign "now".
-        let now = std::time::SystemTime::now()
+        let now: i64 = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
-            .as_secs() as i64;
+            .as_secs()
+            .try_into()
+            .unwrap();
         let headers = |signature: String| {
             let mut h = axum::http::HeaderMap::new();
             h.insert("webhook-id", id.parse().unwrap());

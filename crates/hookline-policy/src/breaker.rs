@@ -136,8 +136,8 @@ fn jittered(cool_down: i64, max: i64, subscriber: &str, opened_at: UnixMs) -> i6
     let fifth = cool_down / 5;
     let high = cool_down.saturating_add(fifth).min(max.max(cool_down));
     let low = cool_down.saturating_sub(fifth).min(high);
-    let span = (high - low) as u64;
-    low + (fnv1a64(subscriber.as_bytes(), opened_at) % (span + 1)) as i64
+    let span = high.abs_diff(low);
+    low.saturating_add_unsigned(fnv1a64(subscriber.as_bytes(), opened_at) % (span + 1))
 }
 
 #[cfg(test)]
@@ -160,7 +160,7 @@ mod tests {
             panic!("not open: {b:?}");
         };
         let period = until - now;
-        let cap = CONFIG.max_cool_down.as_millis() as i64;
+        let cap = duration_ms(CONFIG.max_cool_down);
         assert!(
             period >= nominal * 4 / 5 && period <= (nominal * 6 / 5).min(cap),
             "{period} ms for a {nominal} ms cool-down"

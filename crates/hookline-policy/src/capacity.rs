@@ -10,7 +10,8 @@ pub fn expected_attempts(failure_rate: f64, max_attempts: u32) -> f64 {
     if p >= 1.0 {
         return f64::from(m);
     }
-    (1.0 - p.powi(m as i32)) / (1.0 - p)
+    // p < 1 here: past i32::MAX attempts p^m is 0 as it is at i32::MAX.
+    (1.0 - p.powi(i32::try_from(m).unwrap_or(i32::MAX))) / (1.0 - p)
 }
 
 /// Attempts per second a load asks for, new and retries counted apart.
@@ -372,8 +373,7 @@ pub fn room(
     let draining = backlog.saturating_sub(held);
     let per_delivery = expected_attempts(measured.failure_rate, max_attempts);
     let fits = limits.max_projected_drain_s * measured.sustainable_per_s / per_delivery;
-    // `as` saturates: an infinite or huge quotient is u64::MAX, a NaN is 0.
-    let by_drain = (fits.max(0.0).floor() as u64).saturating_sub(draining);
+    let by_drain = saturating_u64(fits.max(0.0).floor()).saturating_sub(draining);
     if by_drain < by_backlog {
         (by_drain, Refusal::ProjectedDrain)
     } else {
@@ -381,12 +381,19 @@ pub fn room(
     }
 }
 
+/// A whole number of the arithmetic above as a count: `as` saturates (an infinite or huge value
+/// is u64::MAX, a negative one or a NaN 0), which is what a count of room or seconds means.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn saturating_u64(whole: f64) -> u64 {
+    whole as u64
+}
+
 /// When to try again after a refusal: the time to drain `excess` deliveries at the sustainable
 /// rate, at least a second and at most an hour.
 pub fn retry_after_s(measured: &Measured, excess: u64, max_attempts: u32) -> u64 {
     let s = measured.projected_drain_s(excess, max_attempts);
     if s.is_finite() {
-        (s.ceil() as u64).clamp(1, 3_600)
+        saturating_u64(s.ceil()).clamp(1, 3_600)
     } else {
         3_600
     }

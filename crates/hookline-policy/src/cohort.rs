@@ -6,6 +6,7 @@ pub const EVERYONE: u32 = 10_000;
 /// Where a subscriber falls on the line from 0 to [`EVERYONE`]: a stable hash (64-bit FNV-1a)
 /// of its id. Every process and every release places a subscriber alike, so a cohort is the
 /// same wherever it is computed, and raising a share only adds subscribers.
+#[allow(clippy::cast_possible_truncation)] // A remainder below EVERYONE, which is a u32.
 pub fn position(subscriber_id: &str) -> u32 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in subscriber_id.bytes() {

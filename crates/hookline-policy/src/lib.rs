@@ -22,7 +22,7 @@ pub use capacity::{
 };
 pub use classify::{AttemptResult, Classification, ClassificationError, Outcome};
 pub use cohort::{compare_proportions, in_share, Difference, EVERYONE};
-pub use retry::{Attempted, DeadReason, Jitter, PolicyError, RetryPolicy, Transition};
+pub use retry::{duration_ms, Attempted, DeadReason, Jitter, PolicyError, RetryPolicy, Transition};
 pub use retry_after::parse_retry_after;
 pub use schedule::{NeverStarts, Schedule, ScheduleRow, WindowFit};
 

@@ -210,7 +210,7 @@ impl RetryPolicy {
         let ms = base
             .checked_shl(doublings)
             .filter(|v| v >> doublings == base);
-        Duration::from_millis(ms.map_or(max, |v| v.min(max)) as u64)
+        Duration::from_millis(u64::try_from(ms.map_or(max, |v| v.min(max))).unwrap_or(u64::MAX))
     }
 
     /// The nominal delay with jitter applied. The jitter is a hash of (delivery id, attempt), so
@@ -218,7 +218,7 @@ impl RetryPolicy {
     pub fn jittered_delay(&self, delivery_id: &str, failed_attempt: u32) -> Duration {
         let nominal = self.nominal_delay(failed_attempt);
         let (low, high) = self.jitter.bounds(nominal);
-        let span = (high - low).as_millis() as u64;
+        let span = u64::try_from((high - low).as_millis()).unwrap_or(u64::MAX);
         if span == 0 {
             return low;
         }
@@ -261,7 +261,9 @@ impl RetryPolicy {
     }
 }
 
-pub(crate) fn duration_ms(d: Duration) -> i64 {
+/// A duration as a span of [`UnixMs`](crate::UnixMs), in whole milliseconds: saturating, as a
+/// duration past `i64::MAX` ms (292 million years) means "never" anyway.
+pub fn duration_ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 

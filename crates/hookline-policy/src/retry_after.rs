@@ -4,7 +4,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::UnixMs;
+use crate::{duration_ms, UnixMs};
 
 /// The wait a `Retry-After` value asks for, measured from `now`. `None` for a value that is
 /// neither delta-seconds nor an HTTP date; a date already past asks for no wait.
@@ -15,9 +15,9 @@ pub fn parse_retry_after(value: &str, now: UnixMs) -> Option<Duration> {
         return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
     }
     let at = httpdate::parse_http_date(value).ok()?;
-    let at_ms = at.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64;
+    let at_ms = duration_ms(at.duration_since(UNIX_EPOCH).ok()?);
     Some(Duration::from_millis(
-        at_ms.saturating_sub(now).max(0) as u64
+        u64::try_from(at_ms.saturating_sub(now)).unwrap_or(0),
     ))
 }
 

@@ -116,7 +116,8 @@ impl RetryPolicy {
             });
         }
         let possible = rows.iter().filter(|r| r.fit != WindowFit::Never);
-        let worst_case_attempts = possible.clone().count() as u32;
+        // One row per attempt of a u32 budget: the count fits.
+        let worst_case_attempts = u32::try_from(possible.clone().count()).unwrap_or(u32::MAX);
         let last_attempt_latest = possible
             .map(|r| r.latest.min(window))
             .max()

@@ -323,7 +323,7 @@ impl ClaimBudget {
             if at > now {
                 return Admission::Skip;
             }
-            budget.next_at = Some(at.saturating_add((1000.0 / rate).ceil() as i64));
+            budget.next_at = Some(at.saturating_add(paced_ms((1000.0 / rate).ceil())));
         }
         budget.slots -= 1;
         if let Some(left) = host_slots {
@@ -656,17 +656,17 @@ mod tests {
             max_retries: 1,
             ..request(10)
         };
-        fn retry(key: usize, id: &str) -> Candidate<'_> {
+        fn retry(key: i64, id: &str) -> Candidate<'_> {
             Candidate {
                 attempts: 1,
-                ..candidate(key as i64, id, SubscriberStatus::Active)
+                ..candidate(key, id, SubscriberStatus::Active)
             }
         }
         let ids: Vec<String> = (0..300).map(|i| format!("r{i}")).collect();
         let mut budget = ClaimBudget::new(&req);
         let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
-        for (key, id) in ids.iter().take(100).enumerate() {
-            assert!(plan.consider(&mut budget, retry(key, id), key as i64));
+        for (key, id) in (0..).zip(ids.iter().take(100)) {
+            assert!(plan.consider(&mut budget, retry(key, id), key));
         }
         assert!(plan.consider(
             &mut budget,
@@ -677,10 +677,9 @@ mod tests {
         // A longer run of them reaches the scan bound: the next scan leaves retries out.
         let mut budget = ClaimBudget::new(&req);
         let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
-        let read = ids
-            .iter()
-            .enumerate()
-            .take_while(|(key, id)| plan.consider(&mut budget, retry(*key, id), *key as i64))
+        let read = (0..)
+            .zip(&ids)
+            .take_while(|(key, id)| plan.consider(&mut budget, retry(*key, id), *key))
             .count();
         assert_eq!(read + 1, scan_bound(req.limit));
         let mut excluded = Excluded::default();

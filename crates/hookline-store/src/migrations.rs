@@ -392,13 +392,8 @@ mod tests {
 
     #[test]
     fn later_migrations_are_numbered_after_the_baseline_and_no_newer_than_this_release() {
-        for (i, m) in LATER.iter().enumerate() {
-            assert_eq!(
-                m.number,
-                LEGACY_MIGRATIONS + 1 + i as u32,
-                "{}",
-                m.description
-            );
+        for (m, number) in LATER.iter().zip(LEGACY_MIGRATIONS + 1..) {
+            assert_eq!(m.number, number, "{}", m.description);
             assert!(m.min_binary <= Version::current(), "{}", m.description);
         }
     }
@@ -407,7 +402,7 @@ mod tests {
     /// the manifest, and none is run under another number.
     #[test]
     fn the_manifest_names_every_migration_file_by_its_number() {
-        assert_eq!(LEGACY.len() as u32, LEGACY_MIGRATIONS);
+        assert_eq!(u32::try_from(LEGACY.len()), Ok(LEGACY_MIGRATIONS));
         let numbered = LEGACY
             .iter()
             .zip(1..)

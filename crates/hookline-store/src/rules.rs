@@ -187,9 +187,9 @@ pub(crate) fn validate_replay(req: &ReplayRequest) -> Result<()> {
 /// How many dead letters a replay selects: `limit`, or as many as its preview showed (dead
 /// letters that died since sort after them, so they do not change the selection).
 pub(crate) fn selection_limit(req: &ReplayRequest) -> u32 {
-    req.expected
-        .as_ref()
-        .map_or(req.limit, |ids| (ids.len() as u32).min(req.limit))
+    req.expected.as_ref().map_or(req.limit, |ids| {
+        u32::try_from(ids.len()).unwrap_or(u32::MAX).min(req.limit)
+    })
 }
 
 /// Refuses a replay whose selection is not the one its preview showed (`expected`), before
@@ -228,9 +228,22 @@ pub fn check_replay(limit: u32, per_second: Option<f64>) -> Result<()> {
 /// When the `i`-th delivery of a replay is released: all at once, or paced `per_second`.
 pub(crate) fn release_at(now: UnixMs, i: usize, per_second: Option<f64>) -> UnixMs {
     match per_second {
-        Some(rate) => now.saturating_add((i as f64 * 1000.0 / rate) as i64),
+        Some(rate) => now.saturating_add(paced_ms(i as f64 * 1000.0 / rate)),
         None => now,
     }
+}
+
+/// Milliseconds worked out from a rate (`check_rate` bounds every one stored) as a span of
+/// [`UnixMs`], rounded toward zero: `as` saturates, so not even an unbounded rate could wrap it.
+#[allow(clippy::cast_possible_truncation)]
+pub(crate) fn paced_ms(ms: f64) -> i64 {
+    ms as i64
+}
+
+/// A number the database worked out that means nothing below 0 (a count; a wait, which is 0
+/// once due): a negative one counts as 0.
+pub(crate) fn non_negative(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
 }
 
 /// How a completion leaves a delivery, as stored.
@@ -275,11 +288,11 @@ impl Ending {
 
 /// The backlog from its four counts: scheduled, in flight, scheduled and not held, due.
 pub(crate) fn backlog_of(scheduled: i64, in_flight: i64, unheld: i64, due: i64) -> Backlog {
-    let n = |v: i64| v.max(0) as u64;
+    let scheduled = non_negative(scheduled);
     Backlog {
-        not_ended: n(scheduled) + n(in_flight),
-        held: n(scheduled).saturating_sub(n(unheld)),
-        due: n(due),
+        not_ended: scheduled + non_negative(in_flight),
+        held: scheduled.saturating_sub(non_negative(unheld)),
+        due: non_negative(due),
     }
 }
 
@@ -297,7 +310,7 @@ pub(crate) fn attempt_history_of(
             h.failed += 1;
         }
         if answered {
-            h.answered_ms.push(duration_ms.max(0) as u64);
+            h.answered_ms.push(non_negative(duration_ms));
         } else {
             h.unanswered += 1;
         }
@@ -314,8 +327,8 @@ pub(crate) fn deferred_of(cause: i64, after_ms: i64, deliveries: i64) -> Deferre
         } else {
             DeferCause::Retry
         },
-        after_ms: after_ms.max(0) as u64,
-        deliveries: deliveries.max(0) as u64,
+        after_ms: non_negative(after_ms),
+        deliveries: non_negative(deliveries),
     }
 }
 
@@ -405,6 +418,7 @@ pub(crate) fn rollout_state_read(text: &str) -> Result<RolloutState> {
 }
 
 /// The 0-based rank of quantile `q` among `n` sorted values (nearest rank).
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // The clamp holds it to 1..=n.
 pub(crate) fn nearest_rank(n: u64, q: f64) -> u64 {
     ((q * n as f64).ceil() as u64).clamp(1, n.max(1)) - 1
 }

@@ -1748,9 +1748,9 @@ mod cases {
             .await
             .unwrap()
             .is_empty());
-        for (rank, id) in ["e1:a", "e2:a", "e0:a", "e4:a", "e3:a"].iter().enumerate() {
+        for (rank, id) in (0..).zip(["e1:a", "e2:a", "e0:a", "e4:a", "e3:a"]) {
             let d = store.get_delivery(id).await.unwrap();
-            assert_eq!(d.next_attempt_at, Some(open_until + rank as i64), "{id}");
+            assert_eq!(d.next_attempt_at, Some(open_until + rank), "{id}");
         }
         // The probe is the one due first; then the slow start takes them in that order.
         let mut order = Vec::new();
@@ -3257,7 +3257,7 @@ mod cases {
         let mut groups = waits.deferred.clone();
         groups.sort_by_key(|g| g.after_ms);
         // Within a minute, rounded up to the second; 90 s, to ten seconds.
-        let breaker_after = ((open_until - now) as u64).div_ceil(1_000) * 1_000;
+        let breaker_after = u64::try_from(open_until - now).unwrap().div_ceil(1_000) * 1_000;
         assert_eq!(
             groups,
             [

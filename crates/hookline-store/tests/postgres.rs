@@ -285,3 +285,22 @@ async fn a_database_failure_keeps_its_sqlstate_and_its_cause() {
     let cause = std::error::Error::source(backend).expect("the driver's error is kept");
     assert!(cause.downcast_ref::<tokio_postgres::Error>().is_some());
 }
+
+/// A number out of the model's range (a negative count of failures, which only a row written
+/// by something else holds) is an error naming the column, not a number wrapped into another.
+#[tokio::test]
+async fn a_number_out_of_range_is_a_corrupt_row() {
+    let Some((store, _, schema)) = two_stores().await else {
+        return;
+    };
+    store.create_subscriber(subscriber("s"), T0).await.unwrap();
+    schema
+        .sql(&["UPDATE subscribers SET breaker_failures = -1 WHERE id = 's'"])
+        .await;
+    let e = store.get_subscriber("s").await.unwrap_err().to_string();
+    assert!(
+        e.contains("unexpected breaker_failures \"-1\" in the database"),
+        "{e}"
+    );
+    schema.drop_schema().await;
+}

@@ -8,7 +8,7 @@ use rusqlite::{params, Connection};
 fn value(k: i64) -> String {
     format!(
         "{:016x}-{}",
-        (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        k.cast_unsigned().wrapping_mul(0x9e37_79b9_7f4a_7c15),
         "x".repeat(40)
     )
 }

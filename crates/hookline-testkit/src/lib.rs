@@ -50,18 +50,22 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Wall-clock unix milliseconds (for measuring, never for scheduling).
 pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    unix_ms(SystemTime::now()).unwrap_or(0)
 }
 
 /// A time the API wrote (RFC 3339), in unix milliseconds.
 pub fn rfc3339_ms(value: &serde_json::Value) -> Option<i64> {
-    let t = humantime::parse_rfc3339(value.as_str()?).ok()?;
-    Some(t.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64)
+    unix_ms(humantime::parse_rfc3339(value.as_str()?).ok()?)
+}
+
+/// `t` in unix milliseconds (saturating); `None` before 1970.
+fn unix_ms(t: SystemTime) -> Option<i64> {
+    let since = t.duration_since(UNIX_EPOCH).ok()?;
+    Some(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The value at quantile `p` (0 to 1) of `sorted` (nearest rank); `None` when it is empty.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // p in 0..=1: 0..=last.
 pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
     let last = sorted.len().checked_sub(1)?;
     Some(sorted[(last as f64 * p.clamp(0.0, 1.0)).round() as usize])

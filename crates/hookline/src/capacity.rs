@@ -16,8 +16,8 @@ use hookline_engine::clock::Clock;
 use hookline_engine::meter::{Meter, MINUTE_S};
 use hookline_engine::slots::Slots;
 use hookline_policy::{
-    retry_after_s, room, AdmissionLimits, BacklogWaits, Drain, Measured, Refusal, Shown, UnixMs,
-    WaitTerms, Window,
+    duration_ms, retry_after_s, room, AdmissionLimits, BacklogWaits, Drain, Measured, Refusal,
+    Shown, UnixMs, WaitTerms, Window,
 };
 use hookline_store::{Backlog, MeterReading, Store, StoreError};
 use serde::Serialize;
@@ -491,10 +491,16 @@ impl Capacity {
     }
 }
 
+/// `s` seconds rounded up to whole ones, as a duration to print: none when negative, the most a
+/// Duration counts in whole seconds when beyond it.
+pub(crate) fn whole_seconds(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s.max(0.0).ceil()).unwrap_or(Duration::from_secs(u64::MAX))
+}
+
 /// A number of seconds as people read it ("2m 30s"); "forever" when it does not end.
 fn seconds(s: f64) -> String {
     if s.is_finite() {
-        humantime::format_duration(Duration::from_secs(s.max(0.0).ceil() as u64)).to_string()
+        humantime::format_duration(whole_seconds(s)).to_string()
     } else {
         "forever".into()
     }
@@ -518,7 +524,7 @@ pub async fn keep_measuring(capacity: Arc<Capacity>, mut stop: watch::Receiver<b
         match capacity.refresh(count).await {
             Ok(took) if count => {
                 let pause = (took * COUNTING_SHARE).max(Duration::from_millis(EVERY_MS as u64));
-                next_count = now.saturating_add(pause.as_millis() as i64);
+                next_count = now.saturating_add(duration_ms(pause));
             }
             Ok(_) => {}
             Err(e) => {

@@ -4,7 +4,7 @@ use deadpool_postgres::GenericClient;
 
 use hookline_policy::Shown;
 
-use super::{execute, queries, query, query_one, query_opt};
+use super::{execute, queries, query, query_one, query_opt, to_bigint};
 use crate::*;
 
 /// Meters older than this are forgotten.
@@ -24,8 +24,8 @@ pub(super) async fn backlog_waits(c: &impl GenericClient, now: UnixMs) -> Result
     let r = query_one(c, queries::BACKLOG_RATE_LIMITED, &[&now]).await?;
     Ok(BacklogWaits {
         deferred,
-        rate_limited: r.get::<_, i64>(0).max(0) as u64,
-        rate_limited_longest_ms: r.get::<_, i64>(1).max(0) as u64,
+        rate_limited: non_negative(r.get(0)),
+        rate_limited_longest_ms: non_negative(r.get(1)),
     })
 }
 
@@ -35,20 +35,19 @@ pub(super) async fn record_meter(
     at: UnixMs,
     m: MeterReading,
 ) -> Result<()> {
-    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     execute(
         c,
         queries::RECORD_METER,
         &[
             &owner,
             &at,
-            &n(m.new_attempts),
-            &n(m.retry_attempts),
-            &n(m.failed_attempts),
-            &n(m.busy_slot_samples),
-            &n(m.slot_samples),
-            &n(m.answered_attempts),
-            &n(m.held_slot_samples),
+            &to_bigint(m.new_attempts),
+            &to_bigint(m.retry_attempts),
+            &to_bigint(m.failed_attempts),
+            &to_bigint(m.busy_slot_samples),
+            &to_bigint(m.slot_samples),
+            &to_bigint(m.answered_attempts),
+            &to_bigint(m.held_slot_samples),
         ],
     )
     .await?;
@@ -58,7 +57,7 @@ pub(super) async fn record_meter(
 
 pub(super) async fn meter_totals(c: &impl GenericClient, since: UnixMs) -> Result<MeterReading> {
     let r = query_one(c, queries::METER_TOTALS, &[&since]).await?;
-    let n = |i: usize| r.get::<_, i64>(i).max(0) as u64;
+    let n = |i: usize| non_negative(r.get(i));
     Ok(MeterReading {
         new_attempts: n(0),
         retry_attempts: n(1),

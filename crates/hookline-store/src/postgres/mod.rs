@@ -13,6 +13,7 @@ mod rollouts;
 mod schema;
 mod writes;
 
+use std::fmt::Display;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,6 +95,59 @@ pub(super) async fn execute(
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<u64> {
     Ok(c.execute(&statement(c, sql).await?, params).await?)
+}
+
+/// The model's numbers are unsigned and PostgreSQL's signed: INT columns hold attempts, caps,
+/// shares and statuses, BIGINT ones durations and counts. A value read back out of the model
+/// type's range is a corrupt row: an error naming the column, never a number wrapped into
+/// another.
+pub(super) trait Numbers {
+    /// INT column `i` as the model's type.
+    fn int<T: TryFrom<i32>>(&self, i: usize) -> Result<T>;
+    /// Nullable INT column `i` as the model's type.
+    fn int_opt<T: TryFrom<i32>>(&self, i: usize) -> Result<Option<T>>;
+    /// BIGINT column `i` as the model's type.
+    fn bigint<T: TryFrom<i64>>(&self, i: usize) -> Result<T>;
+    /// Nullable BIGINT column `i` as the model's type.
+    fn bigint_opt<T: TryFrom<i64>>(&self, i: usize) -> Result<Option<T>>;
+}
+
+impl Numbers for Row {
+    fn int<T: TryFrom<i32>>(&self, i: usize) -> Result<T> {
+        in_range(self, i, self.get::<_, i32>(i))
+    }
+
+    fn int_opt<T: TryFrom<i32>>(&self, i: usize) -> Result<Option<T>> {
+        let v: Option<i32> = self.get(i);
+        v.map(|v| in_range(self, i, v)).transpose()
+    }
+
+    fn bigint<T: TryFrom<i64>>(&self, i: usize) -> Result<T> {
+        in_range(self, i, self.get::<_, i64>(i))
+    }
+
+    fn bigint_opt<T: TryFrom<i64>>(&self, i: usize) -> Result<Option<T>> {
+        let v: Option<i64> = self.get(i);
+        v.map(|v| in_range(self, i, v)).transpose()
+    }
+}
+
+/// `v`, read from column `i` of `r`, as the model's type.
+fn in_range<S: Copy + Display, T: TryFrom<S>>(r: &Row, i: usize, v: S) -> Result<T> {
+    T::try_from(v).map_err(|_| reads::corrupt(r.columns()[i].name(), &v.to_string()))
+}
+
+/// A number of the model as the INT that stores it. Those stored so are bounded far below
+/// `i32::MAX` (attempts by `max_attempts`, caps and shares by the API's limits); one beyond
+/// would be stored as the most the column holds, never as a negative number.
+pub(super) fn to_int(v: impl TryInto<i32>) -> i32 {
+    v.try_into().unwrap_or(i32::MAX)
+}
+
+/// A count, a length or a duration of the model as the BIGINT that stores or bounds it,
+/// saturating likewise.
+pub(super) fn to_bigint(v: impl TryInto<i64>) -> i64 {
+    v.try_into().unwrap_or(i64::MAX)
 }
 
 pub struct PostgresStore {

@@ -7,7 +7,7 @@ use hookline_policy::{Breaker, DeadReason, UnixMs};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use super::{queries, query, query_one, query_opt};
+use super::{queries, query, query_one, query_opt, Numbers};
 use crate::*;
 
 pub(super) fn not_found(what: &str, id: &str) -> StoreError {
@@ -39,12 +39,12 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
             created_at: r.get(6),
             updated_at: r.get(7),
             breaker: Breaker {
-                consecutive_failures: r.get::<_, i32>(10) as u32,
+                consecutive_failures: r.int(10)?,
                 open_until: r.get(11),
                 cool_down_ms: r.get(12),
-                allowance: r.get::<_, Option<i32>>(19).map(|n| n as u32),
+                allowance: r.int_opt(19)?,
             },
-            max_in_flight: r.get::<_, Option<i32>>(13).map(|n| n as u32),
+            max_in_flight: r.int_opt(13)?,
             rate_limit_per_second: r.get(14),
             rate_next_at: r.get(15),
             payload_version: r.get(16),
@@ -122,14 +122,14 @@ pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
         payload_version: r.get(3),
         earlier_payloads: earlier_payloads(c, id).await?,
         accepted_at: r.get(4),
-        deliveries: r.get::<_, i64>(5) as u64,
+        deliveries: r.bigint(5)?,
         counts: StateCounts::default(),
         published_by: r.get(6),
     };
     for r in query(c, queries::EVENT_STATE_COUNTS, &[&id]).await? {
         let state: String = r.get(0);
         let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
-        event.counts.add(state, r.get::<_, i64>(1) as u64);
+        event.counts.add(state, non_negative(r.get(1)));
     }
     Ok(event)
 }
@@ -155,12 +155,12 @@ async fn histories(
     for r in query(c, queries::DELIVERY_ATTEMPTS, &[&keys]).await? {
         let outcome: String = r.get(4);
         out.entry(r.get(0)).or_default().push(AttemptRecord {
-            ordinal: r.get::<_, i32>(1) as u32,
+            ordinal: r.int(1)?,
             started_at: r.get(2),
-            duration_ms: r.get::<_, i64>(3) as u64,
+            duration_ms: r.bigint(3)?,
             outcome: read_outcome(&outcome, r.get(8))
                 .ok_or_else(|| corrupt("outcome", &outcome))?,
-            status: r.get::<_, Option<i32>>(5).map(|s| s as u16),
+            status: r.int_opt(5)?,
             error: r.get(6),
             response_body: r.get(7),
             policy: r.get(9),
@@ -195,7 +195,7 @@ pub(super) async fn dead_letter_groups(
                 subscriber_id: r.get(1),
                 subscriber_status: SubscriberStatus::parse(status)
                     .ok_or_else(|| corrupt("status", status))?,
-                count: r.get::<_, i64>(2).max(0) as u64,
+                count: non_negative(r.get(2)),
                 oldest_dead_at: r.get(3),
                 newest_dead_at: r.get(4),
             })
@@ -211,7 +211,7 @@ pub(super) async fn dead_letters_by_reason(
     rows.iter()
         .map(|r| {
             let reason = dead_reason(r.get(0))?.ok_or_else(|| corrupt("dead_reason", ""))?;
-            Ok((reason, r.get::<_, i64>(1).max(0) as u64))
+            Ok((reason, non_negative(r.get(1))))
         })
         .collect()
 }
@@ -234,7 +234,7 @@ fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
             event_id: r.get(2),
             subscriber_id: r.get(3),
             state,
-            attempts: r.get::<_, i32>(5) as u32,
+            attempts: r.int(5)?,
             first_seen: r.get(6),
             window_start: r.get(7),
             next_attempt_at: if state == DeliveryState::Scheduled {
@@ -382,7 +382,7 @@ pub(super) async fn in_flight(c: &impl GenericClient) -> Result<InFlight> {
     let mut counted = InFlight::default();
     for r in query(c, queries::IN_FLIGHT, &[]).await? {
         let origin = stored_origin(r.get(2), r.get(3));
-        counted.add(r.get(0), &origin, r.get::<_, i64>(1) as u32);
+        counted.add(r.get(0), &origin, r.bigint(1)?);
     }
     Ok(counted)
 }
@@ -397,17 +397,17 @@ pub(super) async fn queue_stats(
     for r in query(c, queries::STATE_COUNTS, &[]).await? {
         let state: String = r.get(0);
         let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
-        stats.counts.add(state, r.get::<_, i64>(1) as u64);
+        stats.counts.add(state, non_negative(r.get(1)));
     }
     let in_flight = in_flight(c).await?;
-    let groups: Vec<DueGroup> = query(c, queries::DUE_GROUPS, &[&now])
+    let groups = query(c, queries::DUE_GROUPS, &[&now])
         .await?
         .iter()
         .map(|r| {
             let subscriber: &str = r.get(0);
             let oldest_due: UnixMs = r.get(1);
             let origin = stored_origin(r.get(7), r.get(8));
-            DueGroup {
+            Ok(DueGroup {
                 oldest_due,
                 oldest_first_attempt: r.get(2),
                 state: WaitState {
@@ -417,9 +417,9 @@ pub(super) async fn queue_stats(
                     rate_next_at: r.get(4),
                     in_flight: in_flight.of_subscriber(subscriber),
                     cap: cap_in_force(
-                        r.get::<_, Option<i32>>(5).map(|n| n as u32),
+                        r.int_opt(5)?,
                         caps.max_in_flight_per_subscriber,
-                        r.get::<_, Option<i32>>(6).map(|n| n as u32),
+                        r.int_opt(6)?,
                     ),
                     host_in_flight: in_flight.of_origin(&origin),
                     host_cap: host_cap_in_force(caps.max_in_flight_per_host),
@@ -427,9 +427,9 @@ pub(super) async fn queue_stats(
                     queued_at_rate: false,
                     held_back: held_back.iter().any(|id| id == subscriber),
                 },
-            }
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     let r = query_one(c, queries::OLDEST_WAITING, &[]).await?;
     (stats.oldest_ready_since, stats.oldest_waiting_since) =
         ready_and_waiting(groups, r.get(0), now);
@@ -440,7 +440,7 @@ pub(super) async fn queue_stats(
         .map(|r| r.get(0))
         .collect();
     let r = query_one(c, queries::BEHIND_OPEN_BREAKERS, &[]).await?;
-    stats.behind_open_breakers = r.get::<_, i64>(0).max(0) as u64;
+    stats.behind_open_breakers = non_negative(r.get(0));
     stats.behind_open_breakers_first_seen = r.get(1);
     Ok(stats)
 }
@@ -462,13 +462,13 @@ async fn replay_row(c: &impl GenericClient, r: &Row) -> Result<(i64, Replay)> {
             created_at: r.get(2),
             reason: DeadReason::parse(&reason).ok_or_else(|| corrupt("reason", &reason))?,
             subscriber_id: r.get(4),
-            limit: r.get::<_, i64>(5) as u32,
+            limit: r.bigint(5)?,
             per_second: r.get(6),
             requested_by: r.get(7),
-            selected: r.get::<_, i64>(8) as u64,
+            selected: r.bigint(8)?,
             delivery_ids,
-            delivered: counts.get::<_, i64>(0) as u64,
-            dead: counts.get::<_, i64>(1) as u64,
+            delivered: non_negative(counts.get(0)),
+            dead: non_negative(counts.get(1)),
         },
     ))
 }

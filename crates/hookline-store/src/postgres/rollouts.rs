@@ -6,14 +6,16 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
 
 use super::reads::not_found;
-use super::{execute, queries, query, query_one, query_opt, POLICY_CHANGE};
+use super::{
+    execute, queries, query, query_one, query_opt, to_bigint, to_int, Numbers, POLICY_CHANGE,
+};
 use crate::*;
 
 fn rollout_row(r: &Row) -> Result<(i64, Rollout)> {
-    let abort_if = match (r.get::<_, Option<f64>>(6), r.get::<_, Option<i64>>(7)) {
-        (Some(terminal_rate_increase), Some(min)) => Some(AbortIf {
+    let abort_if = match (r.get::<_, Option<f64>>(6), r.bigint_opt(7)?) {
+        (Some(terminal_rate_increase), Some(min_deliveries)) => Some(AbortIf {
             terminal_rate_increase,
-            min_deliveries: min.max(0) as u64,
+            min_deliveries,
         }),
         _ => None,
     };
@@ -23,7 +25,7 @@ fn rollout_row(r: &Row) -> Result<(i64, Rollout)> {
             id: r.get(1),
             policy: r.get(2),
             baseline: r.get(3),
-            basis_points: r.get::<_, i32>(4).max(0) as u32,
+            basis_points: r.int(4)?,
             subscriber_ids: subscriber_ids_read(r.get(5))?,
             abort_if,
             state: rollout_state_read(r.get(8))?,
@@ -93,10 +95,10 @@ pub(super) async fn start(c: &impl GenericClient, r: Rollout, channel: &str) -> 
                 &r.id,
                 &r.policy,
                 &r.baseline,
-                &(r.basis_points as i32),
+                &to_int(r.basis_points),
                 &subscriber_ids_text(&r.subscriber_ids),
                 &r.abort_if.map(|a| a.terminal_rate_increase),
-                &r.abort_if.map(|a| a.min_deliveries as i64),
+                &r.abort_if.map(|a| to_bigint(a.min_deliveries)),
                 &r.state.as_str(),
                 &r.reason,
                 &r.started_at,
@@ -134,7 +136,7 @@ pub(super) async fn change(
         c,
         queries::CHANGE_ROLLOUT,
         &[
-            &(changed.basis_points as i32),
+            &to_int(changed.basis_points),
             &changed.state.as_str(),
             &changed.reason,
             &changed.ended_at,
@@ -149,7 +151,7 @@ pub(super) async fn change(
 pub(super) async fn report(c: &impl GenericClient, q: &CohortQuery) -> Result<CohortReport> {
     let range: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&q.policy, &q.since, &q.until];
     let t = query_one(c, queries::COHORT_TOTALS, &range).await?;
-    let count = |i: usize| t.get::<_, i64>(i).max(0) as u64;
+    let count = |i: usize| non_negative(t.get(i));
     let mut report = CohortReport {
         deliveries: count(0),
         subscribers: count(1),
@@ -165,7 +167,7 @@ pub(super) async fn report(c: &impl GenericClient, q: &CohortQuery) -> Result<Co
         .map(|r| {
             (
                 r.get::<_, Option<String>>(0).unwrap_or_default(),
-                r.get::<_, i64>(1).max(0) as u64,
+                non_negative(r.get(1)),
             )
         })
         .collect();
@@ -175,7 +177,7 @@ pub(super) async fn report(c: &impl GenericClient, q: &CohortQuery) -> Result<Co
             (0.5, &mut report.first_attempt_latency_p50_ms),
             (0.99, &mut report.first_attempt_latency_p99_ms),
         ] {
-            let rank = nearest_rank(n, quantile) as i64;
+            let rank = to_bigint(nearest_rank(n, quantile));
             *slot = query_opt(
                 c,
                 queries::COHORT_LATENCY_AT,

@@ -11,9 +11,10 @@
 
 use tokio_postgres::Client;
 
-use super::queries;
+use super::{queries, to_int, Numbers};
 use crate::migrations::{
     self, AppliedMigration, Migration, SchemaRecords, SchemaStatus, Version, LATER, LEGACY,
+    LEGACY_MIGRATIONS,
 };
 use crate::{Result, StoreError};
 
@@ -22,8 +23,7 @@ async fn records(c: &impl tokio_postgres::GenericClient) -> Result<SchemaRecords
         Ok(c.query_one(queries::TABLE_EXISTS, &[&table]).await?.get(0))
     };
     let legacy = if exists("hookline_migrations").await? {
-        let v: i32 = c.query_one(queries::LEGACY_VERSION, &[]).await?.get(0);
-        v as u32
+        c.query_one(queries::LEGACY_VERSION, &[]).await?.int(0)?
     } else {
         0
     };
@@ -31,7 +31,7 @@ async fn records(c: &impl tokio_postgres::GenericClient) -> Result<SchemaRecords
     if exists("hookline_schema").await? {
         for r in c.query(queries::APPLIED_MIGRATIONS, &[]).await? {
             applied.push(AppliedMigration {
-                number: r.get::<_, i32>(0) as u32,
+                number: r.int(0)?,
                 min_binary: r.get::<_, String>(1).parse().map_err(StoreError::Invalid)?,
                 description: r.get(2),
                 applied_by: r.get(3),
@@ -91,17 +91,17 @@ pub(super) async fn apply(client: &mut Client, known: &[Migration]) -> Result<()
     for (i, baseline) in LEGACY.iter().enumerate().skip(records.legacy as usize) {
         tracing::info!(migration = baseline.file, "applying a migration");
         tx.batch_execute(baseline.postgres).await?;
-        tx.execute(queries::RECORD_LEGACY, &[&(i as i32 + 1)])
+        tx.execute(queries::RECORD_LEGACY, &[&to_int(i + 1)])
             .await?;
     }
-    let mut legacy = records.legacy.max(LEGACY.len() as u32);
+    let mut legacy = records.legacy.max(LEGACY_MIGRATIONS);
     for m in pending {
         tracing::info!(migration = m.file, "applying a migration");
         tx.batch_execute(m.postgres).await?;
         tx.execute(
             queries::RECORD_MIGRATION,
             &[
-                &(m.number as i32),
+                &to_int(m.number),
                 &m.min_binary.to_string(),
                 &m.description,
                 &Version::current().to_string(),
@@ -110,7 +110,7 @@ pub(super) async fn apply(client: &mut Client, known: &[Migration]) -> Result<()
         .await?;
         let next = migrations::legacy_after(legacy, m);
         if next > legacy {
-            tx.execute(queries::CLOSE_LEGACY, &[&(next as i32)]).await?;
+            tx.execute(queries::CLOSE_LEGACY, &[&to_int(next)]).await?;
             legacy = next;
         }
     }

@@ -9,7 +9,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
 
 use super::reads::{self, corrupt};
-use super::{execute, queries, query, query_one};
+use super::{execute, queries, query, query_one, to_bigint, to_int, Numbers};
 use crate::*;
 
 async fn notify(c: &impl GenericClient, channel: &str) -> Result<()> {
@@ -31,7 +31,7 @@ pub(super) async fn create_subscriber(
                 &new.event_types,
                 &new.secret,
                 &now,
-                &new.max_in_flight.map(|n| n as i32),
+                &new.max_in_flight.map(to_int),
                 &new.rate_limit_per_second,
                 &new.payload_version,
                 &new.headers.encode(),
@@ -67,7 +67,7 @@ pub(super) async fn update_subscriber(
             &next.event_types,
             &next.status.as_str(),
             &now,
-            &next.max_in_flight.map(|n| n as i32),
+            &next.max_in_flight.map(to_int),
             &next.rate_limit_per_second,
             &next.payload_version,
             &next.headers.encode(),
@@ -152,19 +152,13 @@ pub(super) async fn publish(
     .await?;
     if inserted == 0 {
         let row = query_one(c, queries::PUBLISHED, &[&event.id]).await?;
-        let (event_type, payload, version, deliveries, unversioned): (
-            String,
-            String,
-            i64,
-            i64,
-            i64,
-        ) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+        let (payload, version): (String, i64) = (row.get(1), row.get(2));
         let published_by: Option<&str> = row.get(5);
         let receipt = EventReceipt {
             id: event.id.clone(),
-            event_type,
-            deliveries: deliveries as u64,
-            unversioned: unversioned as u64,
+            event_type: row.get(0),
+            deliveries: row.bigint(3)?,
+            unversioned: row.bigint(4)?,
         };
         let earlier = reads::earlier_payloads(c, &event.id).await?;
         return Ok(republished(
@@ -199,16 +193,13 @@ pub(super) async fn publish(
         ],
     )
     .await?;
-    let (deliveries, unversioned) = (
-        counts.get::<_, i64>(0) as u64,
-        counts.get::<_, i64>(1) as u64,
-    );
+    let (deliveries, unversioned) = (non_negative(counts.get(0)), non_negative(counts.get(1)));
     admitted(&event, deliveries - unversioned)?;
     count_dead(DeadReason::PermanentFailure, None, unversioned);
     execute(
         c,
         queries::COUNT_DELIVERIES,
-        &[&event.id, &(deliveries as i64), &(unversioned as i64)],
+        &[&event.id, &to_bigint(deliveries), &to_bigint(unversioned)],
     )
     .await?;
     if !event.earlier_payloads.is_empty() {
@@ -235,19 +226,19 @@ pub(super) async fn publish(
     }))
 }
 
-fn due_row(r: &Row) -> DueRow {
-    DueRow {
+fn due_row(r: &Row) -> Result<DueRow> {
+    Ok(DueRow {
         key: r.get(0),
         id: r.get(1),
         event_id: r.get(2),
         subscriber_id: r.get(3),
-        attempts: r.get::<_, i32>(4) as u32,
+        attempts: r.int(4)?,
         first_seen: r.get(5),
         window_start: r.get(6),
         run_at: r.get::<_, Option<i64>>(7).unwrap_or(0),
         payload_version: r.get(8),
         claimed_at: r.get(9),
-    }
+    })
 }
 
 /// Loads the destinations of a batch, once each, signing with the secrets valid at `now`.
@@ -350,12 +341,12 @@ async fn settle_inactive(c: &impl GenericClient, keys: &[i64], now: UnixMs) -> R
 
 /// The part of a subscriber's breaker a claim reads (open until, allowance), from the columns
 /// at `until` and `allowance` of `r`.
-fn breaker(r: &Row, until: usize, allowance: usize) -> Breaker {
-    Breaker {
+fn breaker(r: &Row, until: usize, allowance: usize) -> Result<Breaker> {
+    Ok(Breaker {
         open_until: r.get(until),
-        allowance: r.get::<_, Option<i32>>(allowance).map(|n| n as u32),
+        allowance: r.int_opt(allowance)?,
         ..Breaker::default()
-    }
+    })
 }
 
 pub(super) async fn claim_due(
@@ -368,20 +359,21 @@ pub(super) async fn claim_due(
     lock_out_claims(c).await?;
     // In flight per subscriber across every process (a short list: at most the slots of all
     // workers), and the subscribers whose rate limiter admits nobody yet.
-    let busy = query(c, queries::IN_FLIGHT_LIMITS, &[]).await?;
+    let busy_rows = query(c, queries::IN_FLIGHT_LIMITS, &[]).await?;
+    let busy = busy_rows
+        .iter()
+        .map(|r| {
+            let origin = stored_origin(r.get(4), r.get(5));
+            let limits =
+                Limits::in_flight_bound(r.get(0), origin, r.int_opt(2)?, breaker(r, 3, 6)?);
+            Ok((limits, r.bigint(1)?))
+        })
+        .collect::<Result<Vec<(Limits, u32)>>>()?;
+    let in_flight: HashMap<&str, u32> = busy.iter().map(|(l, n)| (l.id, *n)).collect();
     let rate_limited = query(c, queries::RATE_LIMITED, &[&req.now]).await?;
     let mut budget = ClaimBudget::new(&req);
-    let mut excluded = budget.unclaimable(
-        busy.iter().map(|r| {
-            let max_in_flight = r.get::<_, Option<i32>>(2).map(|n| n as u32);
-            let origin = stored_origin(r.get(4), r.get(5));
-            let limits = Limits::in_flight_bound(r.get(0), origin, max_in_flight, breaker(r, 3, 6));
-            (limits, r.get::<_, i64>(1) as u32)
-        }),
-        rate_limited.iter().map(|r| r.get(0)),
-    );
-    let in_flight: HashMap<&str, i64> = busy.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let scan = scan_bound(req.limit) as i64;
+    let mut excluded = budget.unclaimable(busy, rate_limited.iter().map(|r| r.get(0)));
+    let scan = to_bigint(scan_bound(req.limit));
     let mut plan = ClaimPlan::fetched(req.limit, &budget);
     loop {
         // See `DUE` in `claims.sql` for why it is written so.
@@ -407,13 +399,13 @@ pub(super) async fn claim_due(
                 limits: Limits {
                     id: subscriber,
                     origin: stored_origin(r.get(8), r.get(9)),
-                    breaker: breaker(r, 3, 10),
-                    max_in_flight: r.get::<_, Option<i32>>(4).map(|n| n as u32),
+                    breaker: breaker(r, 3, 10)?,
+                    max_in_flight: r.int_opt(4)?,
                     rate_limit_per_second: r.get(5),
                     rate_next_at: r.get(6),
                 },
-                in_flight: in_flight.get(subscriber).copied().unwrap_or(0) as u32,
-                attempts: r.get::<_, i32>(7) as u32,
+                in_flight: in_flight.get(subscriber).copied().unwrap_or(0),
+                attempts: r.int(7)?,
             };
             if !plan.consider(&mut budget, candidate, key) {
                 break;
@@ -429,7 +421,7 @@ pub(super) async fn claim_due(
         .collect();
     let (ramp_ids, ramp_caps): (Vec<&str>, Vec<i32>) = budget
         .ramps_ended()
-        .map(|(id, cap)| (id.as_str(), cap.min(i32::MAX as u32) as i32))
+        .map(|(id, cap)| (id.as_str(), to_int(cap)))
         .unzip();
     // Locked in id order, as completions lock the subscribers whose breakers they change: a
     // claim and completions beside it (another worker's, or this one's: `complete_and_claim`)
@@ -468,7 +460,7 @@ pub(super) async fn claim_due(
         &[&take, &lease, &owner, &(req.now + req.lease_ms), &req.now],
     )
     .await?;
-    let mut rows: Vec<DueRow> = rows.iter().map(due_row).collect();
+    let mut rows = rows.iter().map(due_row).collect::<Result<Vec<_>>>()?;
     rows.sort_by_key(|r| (r.run_at, r.key));
     let destinations = destinations(c, &rows, req.now).await?;
     claimed(c, rows, destinations, lease, LeaseKind::Claim).await
@@ -486,10 +478,10 @@ pub(super) async fn rescue_expired(
     let rows = query(
         c,
         queries::RESCUE_EXPIRED,
-        &[&now, &(limit as i64), &lease, &owner, &(now + lease_ms)],
+        &[&now, &to_bigint(limit), &lease, &owner, &(now + lease_ms)],
     )
     .await?;
-    let rows: Vec<DueRow> = rows.iter().map(due_row).collect();
+    let rows = rows.iter().map(due_row).collect::<Result<Vec<_>>>()?;
     let destinations = destinations(c, &rows, now).await?;
     claimed(c, rows, destinations, lease, LeaseKind::Rescue).await
 }
@@ -606,14 +598,14 @@ async fn update_breakers(
             .iter()
             .map(|r| {
                 let b = Breaker {
-                    consecutive_failures: r.get::<_, i32>(1) as u32,
+                    consecutive_failures: r.int(1)?,
                     open_until: r.get(2),
                     cool_down_ms: r.get(3),
-                    allowance: r.get::<_, Option<i32>>(4).map(|n| n as u32),
+                    allowance: r.int_opt(4)?,
                 };
-                (r.get(0), (b, b))
+                Ok((r.get(0), (b, b)))
             })
-            .collect();
+            .collect::<Result<_>>()?;
     for done in completions {
         let Some(id) = applied.get(&done.key.0) else {
             continue;
@@ -633,13 +625,13 @@ async fn update_breakers(
     let ids: Vec<&str> = changed.iter().map(|(id, _)| id.as_str()).collect();
     let failures: Vec<i32> = changed
         .iter()
-        .map(|(_, b)| b.consecutive_failures as i32)
+        .map(|(_, b)| to_int(b.consecutive_failures))
         .collect();
     let until: Vec<Option<i64>> = changed.iter().map(|(_, b)| b.open_until).collect();
     let cool: Vec<i64> = changed.iter().map(|(_, b)| b.cool_down_ms).collect();
     let allowance: Vec<Option<i32>> = changed
         .iter()
-        .map(|(_, b)| b.allowance.map(|a| a.min(i32::MAX as u32) as i32))
+        .map(|(_, b)| b.allowance.map(to_int))
         .collect();
     execute(
         c,
@@ -684,9 +676,9 @@ struct AttemptColumns<'a> {
 impl<'a> AttemptColumns<'a> {
     fn push(&mut self, key: i64, a: &'a AttemptRecord) {
         self.delivery.push(key);
-        self.ordinal.push(a.ordinal as i32);
+        self.ordinal.push(to_int(a.ordinal));
         self.started_at.push(a.started_at);
-        self.duration_ms.push(a.duration_ms as i64);
+        self.duration_ms.push(to_bigint(a.duration_ms));
         let (outcome, lost) = stored_outcome(a.outcome);
         self.outcome.push(outcome);
         self.lost.push(lost);
@@ -776,7 +768,7 @@ pub(super) async fn replay(
             &i64::from(req.limit),
             &req.per_second,
             &req.requested_by,
-            &(selected.len() as i64),
+            &to_bigint(selected.len()),
         ],
     )
     .await?
@@ -831,7 +823,7 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
     let rows = query(
         c,
         queries::EXPIRING_WINDOWS,
-        &[&sweep.started_before(), &(sweep.limit as i64), &sweep.now],
+        &[&sweep.started_before(), &to_bigint(sweep.limit), &sweep.now],
     )
     .await?;
     let (keys, waiting): (Vec<i64>, Vec<Option<&str>>) = rows
@@ -845,9 +837,9 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
                 rate_next_at: r.get(4),
                 in_flight: in_flight.of_subscriber(r.get(6)),
                 cap: cap_in_force(
-                    r.get::<_, Option<i32>>(5).map(|n| n as u32),
+                    r.int_opt(5)?,
                     sweep.caps.max_in_flight_per_subscriber,
-                    r.get::<_, Option<i32>>(7).map(|n| n as u32),
+                    r.int_opt(7)?,
                 ),
                 host_in_flight: in_flight.of_origin(&origin),
                 host_cap: host_cap_in_force(sweep.caps.max_in_flight_per_host),
@@ -855,11 +847,13 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
                 // The dispatcher's own view; a window that ends on it ends on its cause.
                 held_back: false,
             };
-            (
+            Ok((
                 r.get::<_, i64>(0),
                 state.waiting_on(sweep.now).map(WaitingOn::as_str),
-            )
+            ))
         })
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
         .unzip();
     let expired = execute(
         c,

@@ -16,6 +16,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use hookline_policy::duration_ms;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -162,7 +163,7 @@ pub async fn latest(State(ctx): ApiState) -> Result<Json<LatestDrill>, ApiError>
     let modified_ms = found
         .modified
         .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        .map_or(0, duration_ms);
     Ok(Json(LatestDrill {
         file: found
             .path

@@ -6,7 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use hookline_engine::signer::{new_secret, SigningKey};
-use hookline_policy::UnixMs;
+use hookline_policy::{duration_ms, UnixMs};
 use hookline_store::{
     DeliveryFilter, ListOrder, NewSubscriber, SubscriberFilter, SubscriberHeaders, SubscriberPatch,
     SubscriberStatus,
@@ -385,7 +385,7 @@ pub async fn rotate_secret(
     let now = ctx.clock.now_ms();
     let s = ctx
         .store
-        .rotate_secret(&id, secret, now + grace.as_millis() as i64, now)
+        .rotate_secret(&id, secret, now.saturating_add(duration_ms(grace)), now)
         .await?;
     Ok((
         StatusCode::OK,

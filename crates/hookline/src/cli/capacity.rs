@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::client::{call, read_json};
 use super::{table, ApiArg, CapacityArgs};
+use crate::capacity::whole_seconds;
 use crate::config::{Config, Overrides};
 
 /// Where the available throughput came from.
@@ -339,7 +340,7 @@ fn rate(v: f64) -> String {
 }
 
 fn human(seconds: f64) -> String {
-    humantime::format_duration(Duration::from_secs(seconds.ceil() as u64)).to_string()
+    humantime::format_duration(whole_seconds(seconds)).to_string()
 }
 
 fn render(
@@ -482,6 +483,8 @@ fn levers(
         );
     }
     if worst.total_per_s() > have_worst && worst.new_per_s > 0.0 {
+        // `as` saturates: a quotient past u32::MAX fits as many attempts as can be configured.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let fits = (have_worst / worst.new_per_s).floor() as u32;
         out += &if fits >= 1 {
             format!(
@@ -521,11 +524,11 @@ fn levers(
 /// on a scratch database delivering to an in-process sink on loopback.
 async fn measure(config: Option<&Path>, mix: &Mix) -> anyhow::Result<Measurement> {
     const SUBSCRIBERS: usize = 100;
-    const EVENTS: usize = 50;
+    const EVENTS: u32 = 50;
     // Bounded, and long enough for each subscriber's events one after another at its answer
     // time.
     let slowest = mix.answer_times.iter().max().copied().unwrap_or_default();
-    let limit = Duration::from_secs(120).saturating_add(slowest.saturating_mul(EVENTS as u32));
+    let limit = Duration::from_secs(120).saturating_add(slowest.saturating_mul(EVENTS));
     let sink = hookline_testkit::sink::spawn_on_loopback()
         .await
         .map_err(anyhow::Error::msg)?;
@@ -577,7 +580,7 @@ async fn measure(config: Option<&Path>, mix: &Mix) -> anyhow::Result<Measurement
             ));
         }
     }
-    let total = (SUBSCRIBERS * EVENTS) as u64;
+    let total = SUBSCRIBERS as u64 * u64::from(EVENTS);
     // Every first attempt has reached the sink and none is still under way: each has been
     // answered (a slow answer counts its time, a 503 its retry later, outside the measurement).
     let attempts = loop {

@@ -18,7 +18,8 @@ fn human(d: Duration) -> String {
         return "0s".into();
     }
     // Whole milliseconds: jitter halves can leave sub-millisecond noise that helps no one.
-    humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
+    humantime::format_duration(Duration::new(d.as_secs(), d.subsec_millis() * 1_000_000))
+        .to_string()
 }
 
 /// The schedule of `p` for attempts of at most `timeout`, as a table with its summary.

@@ -4,6 +4,7 @@ use anyhow::anyhow;
 use std::path::PathBuf;
 
 use hookline_engine::clock::{Clock, SystemClock};
+use hookline_policy::duration_ms;
 
 use super::StoreArgs;
 use crate::config::{parse_duration, Config, Overrides};
@@ -91,7 +92,7 @@ pub async fn prune(args: StoreArgs, delivered_before: &str, batch: u32) -> anyho
     let config = config(args)?;
     // A store that is not there is refused, not created empty and reported as pruned.
     let store = hookline_store::open_existing(&config.database, &config.store_options()).await?;
-    let before = SystemClock.now_ms() - age.as_millis() as i64;
+    let before = SystemClock.now_ms().saturating_sub(duration_ms(age));
     let mut total = 0;
     loop {
         let pruned = store.prune_delivered(before, batch).await?;

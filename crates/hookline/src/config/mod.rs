@@ -320,20 +320,17 @@ impl Config {
             None => backend.default_slots,
         };
         let delivery = DeliveryConfig {
-            concurrency: concurrency as usize,
-            slow_lane: usize::try_from(d.slow_lane.unwrap_or_default())
-                .map_err(|_| invalid("delivery.slow_lane", "is too large"))?,
+            concurrency: fits("delivery.concurrency", concurrency)?,
+            slow_lane: fits("delivery.slow_lane", d.slow_lane.unwrap_or_default())?,
             attempt_timeout: duration("delivery.attempt_timeout", d.attempt_timeout)?,
-            max_in_flight_per_subscriber: u32::try_from(positive(
+            max_in_flight_per_subscriber: positive(
                 "delivery.max_in_flight_per_subscriber",
                 d.max_in_flight_per_subscriber,
-            )?)
-            .map_err(|_| invalid("delivery.max_in_flight_per_subscriber", "is too large"))?,
-            max_in_flight_per_host: u32::try_from(given(
+            )?,
+            max_in_flight_per_host: fits(
                 "delivery.max_in_flight_per_host",
-                d.max_in_flight_per_host,
-            )?)
-            .map_err(|_| invalid("delivery.max_in_flight_per_host", "is too large"))?,
+                given("delivery.max_in_flight_per_host", d.max_in_flight_per_host)?,
+            )?,
             slow_after: duration("delivery.slow_after", d.slow_after)?,
             first_attempt_share: match given("delivery.first_attempt_share", d.first_attempt_share)?
             {
@@ -359,8 +356,7 @@ impl Config {
         if max_attempts == 0 {
             return Err(invalid("retry.max_attempts", "must be at least 1"));
         }
-        let max_attempts = u32::try_from(max_attempts)
-            .map_err(|_| invalid("retry.max_attempts", "is too large"))?;
+        let max_attempts = fits("retry.max_attempts", max_attempts)?;
         let base_delay = duration("retry.base_delay", r.base_delay)?;
         let max_delay = duration("retry.max_delay", r.max_delay)?;
         let window = duration("retry.delivery_window", r.delivery_window)?;
@@ -379,8 +375,7 @@ impl Config {
             open: given("metrics.open", m.open)?,
         };
         let breaker = BreakerConfig {
-            failures: u32::try_from(positive("breaker.failures", file.breaker.failures)?)
-                .map_err(|_| invalid("breaker.failures", "is too large"))?,
+            failures: positive("breaker.failures", file.breaker.failures)?,
             cool_down: duration("breaker.cool_down", file.breaker.cool_down)?,
             max_cool_down: retry.max_delay(),
         };
@@ -389,8 +384,7 @@ impl Config {
             header_read_timeout: limit("http.header_read_timeout", h.header_read_timeout)?,
             body_read_timeout: limit("http.body_read_timeout", h.body_read_timeout)?,
             idle_timeout: limit("http.idle_timeout", h.idle_timeout)?,
-            max_connections: usize::try_from(positive("http.max_connections", h.max_connections)?)
-                .map_err(|_| invalid("http.max_connections", "is too large"))?,
+            max_connections: positive("http.max_connections", h.max_connections)?,
         };
         let a = file.admission;
         let admission = AdmissionConfig {
@@ -426,7 +420,7 @@ impl Config {
             api_tokens,
             listen,
             database,
-            database_pool_size: positive("database_pool_size", file.database_pool_size)? as usize,
+            database_pool_size: positive("database_pool_size", file.database_pool_size)?,
             guard: Arc::new(Guard {
                 enabled: !given(
                     "allow_private_destinations",
@@ -435,7 +429,7 @@ impl Config {
                 allowed_networks: networks(given("allowed_networks", file.allowed_networks)?)?,
                 https_only: given("https_only", file.https_only)?,
             }),
-            max_payload_bytes: max_payload_bytes as usize,
+            max_payload_bytes,
             delivery,
             retry,
         })
@@ -505,11 +499,19 @@ fn slots_at_timeout(delivery: &DeliveryConfig) -> f64 {
     delivery.concurrency as f64 / delivery.attempt_timeout.as_secs_f64().max(0.001)
 }
 
-fn positive(key: &'static str, value: Option<u64>) -> Result<u64, ConfigError> {
+/// The number at `key`, which must be more than zero, as the type the configuration holds it
+/// in.
+fn positive<T: TryFrom<u64>>(key: &'static str, value: Option<u64>) -> Result<T, ConfigError> {
     match given(key, value)? {
         0 => Err(invalid(key, "must be greater than zero")),
-        v => Ok(v),
+        v => fits(key, v),
     }
+}
+
+/// The number at `key` as the type the configuration holds it in: one too large for it is
+/// refused, not cut down to another.
+fn fits<T: TryFrom<u64>>(key: &'static str, value: u64) -> Result<T, ConfigError> {
+    T::try_from(value).map_err(|_| invalid(key, "is too large"))
 }
 
 fn duration(key: &'static str, value: Option<String>) -> Result<Duration, ConfigError> {
@@ -592,7 +594,8 @@ mod tests {
         };
         let (sqlite_url, postgres_url) = ("sqlite:///var/lib/h.db", "postgres://app@db/h");
         let (sqlite, postgres) = (on(sqlite_url, ""), on(postgres_url, ""));
-        let slots = |url| hookline_store::Backend::of(url).unwrap().default_slots as usize;
+        let slots =
+            |url| usize::try_from(hookline_store::Backend::of(url).unwrap().default_slots).unwrap();
         let (on_sqlite, on_postgres) = (slots(sqlite_url), slots(postgres_url));
         assert!(on_postgres > on_sqlite);
         assert_eq!(sqlite.concurrency, on_sqlite);

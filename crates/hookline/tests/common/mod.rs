@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -410,12 +410,9 @@ impl TestApp {
     /// Moves the manual clock to the delivery's next attempt.
     pub async fn advance_to_next_attempt(&self, id: &str) {
         let d = self.delivery(id).await;
-        let at = d["next_attempt_at"]
-            .as_str()
-            .expect("delivery is scheduled");
-        let at = humantime::parse_rfc3339(at).unwrap();
-        let ms = at.duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
-        self.clock.set(ms);
+        let at =
+            hookline_testkit::rfc3339_ms(&d["next_attempt_at"]).expect("delivery is scheduled");
+        self.clock.set(at);
     }
 
     pub async fn stop(mut self) {

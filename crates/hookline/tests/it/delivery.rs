@@ -2,14 +2,13 @@
 //! and a manual clock, so retry delays pass when the test says so and never by sleeping.
 
 use std::collections::HashMap;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::common::*;
 use serde_json::{json, Value};
 
 fn ms(rfc3339: &Value) -> i64 {
-    let t = humantime::parse_rfc3339(rfc3339.as_str().unwrap()).unwrap();
-    t.duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+    hookline_testkit::rfc3339_ms(rfc3339).unwrap()
 }
 
 fn attempts(d: &Value) -> u64 {

@@ -7,6 +7,7 @@ use anyhow::{anyhow, Context};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use hookline_policy::duration_ms;
 use hookline_testkit::process::Process;
 use hookline_testkit::{now_ms, rfc3339_ms};
 use serde_json::{json, Value};
@@ -47,6 +48,12 @@ pub(super) struct Sizes {
     shared: usize,
 }
 
+/// `share` (0 to 1) of `total`, rounded: within 0..=total.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn share_of(total: usize, share: f64) -> usize {
+    (total as f64 * share).round() as usize
+}
+
 impl Sizes {
     pub fn new(args: &DrillArgs) -> anyhow::Result<Self> {
         let total = args.subscribers;
@@ -57,9 +64,7 @@ impl Sizes {
                 ))
             }
             Some(n) => n,
-            None if (0.0..=1.0).contains(&args.unhealthy) => {
-                ((total as f64) * args.unhealthy).round() as usize
-            }
+            None if (0.0..=1.0).contains(&args.unhealthy) => share_of(total, args.unhealthy),
             None => {
                 return Err(anyhow!(
                     "--unhealthy {} is not a share between 0 and 1",
@@ -216,7 +221,7 @@ impl Findings {
     pub fn report(
         self,
         base: &Value,
-        (drain_ms, amplification): (u64, f64),
+        (drain_ms, amplification): (i64, f64),
         args: &DrillArgs,
         started: i64,
     ) -> anyhow::Result<bool> {
@@ -453,7 +458,7 @@ pub(super) async fn sustained(
                 Some("dead") => {
                     ended += 1;
                     let ms = |k: &str| rfc3339_ms(&d[k]).unwrap_or(0);
-                    let limit = ms("window_start") + (window + grace).as_millis() as i64;
+                    let limit = ms("window_start").saturating_add(duration_ms(window + grace));
                     if ms("dead_at") > limit {
                         late += 1;
                     }
@@ -479,7 +484,7 @@ pub(super) async fn sustained(
     );
     found.phases.insert(
         "sustained".into(),
-        json!({"hold_ms": hold.as_millis() as u64, "events": events.len(),
+        json!({"hold_ms": duration_ms(hold), "events": events.len(),
                "healthy_first_attempt": healthy, "unavailable_ended": ended,
                "unavailable_late": late}),
     );
@@ -517,12 +522,12 @@ pub(super) async fn restore(
     plan: &Plan<'_>,
     failed: &Events,
     found: &mut Findings,
-) -> anyhow::Result<(u64, f64)> {
+) -> anyhow::Result<(i64, f64)> {
     progress("phase 3/4 restore: measuring the drain");
     drill.control(Cohort::Bad, Value::Null).await?;
     let restored = Instant::now();
     let drained = drill.settle(failed, plan.slo * 4).await?;
-    let drain_ms = restored.elapsed().as_millis() as u64;
+    let drain_ms = duration_ms(restored.elapsed());
     let stats = drill.sink_stats().await?;
     let amplification = stats["received"].as_f64().unwrap_or(0.0)
         / stats["unique"].as_f64().unwrap_or(1.0).max(1.0);
@@ -599,7 +604,7 @@ pub(super) async fn shared_host(
     drill.control(Cohort::Shared, Value::Null).await?;
     let (hold, recovered) = (failed.elapsed(), Instant::now());
     let settled = drill.settle(&events, plan.slo * 4).await?;
-    let recovery_ms = recovered.elapsed().as_millis() as u64;
+    let recovery_ms = duration_ms(recovered.elapsed());
     let (mut delivered, mut dead, mut unexplained, mut open) = (0, 0, 0, 0);
     for d in deliveries_to(drill, plan, Cohort::Shared, &events).await? {
         match d["state"].as_str() {
@@ -621,7 +626,7 @@ pub(super) async fn shared_host(
     host_cap_check(found, plan, "shared host: never saw", most);
     found.phases.insert(
         "shared_host".into(),
-        json!({"subscribers": shared.len(), "hold_ms": hold.as_millis() as u64,
+        json!({"subscribers": shared.len(), "hold_ms": duration_ms(hold),
                "healthy_first_attempt": healthy, "cap": cap, "most_in_flight": most,
                "recovery_ms": recovery_ms, "delivered": delivered, "dead": dead,
                "open": open}),
