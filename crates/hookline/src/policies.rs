@@ -110,7 +110,7 @@ fn duration(field: &str, given: Option<&str>, default: Duration) -> Result<Durat
     let Some(text) = given else {
         return Ok(default);
     };
-    let d = parse_duration(text).map_err(|m| invalid(field, m))?;
+    let d = parse_duration(text).map_err(|e| invalid(field, e.to_string()))?;
     // Schedules are kept in milliseconds: less would be zero.
     if d < Duration::from_millis(1) || d > MAX_DURATION {
         return Err(invalid(field, "must be at least 1ms and at most 30 days"));

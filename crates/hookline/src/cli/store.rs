@@ -1,6 +1,6 @@
 //! `hookline migrate`, `backup`, `restore` and `prune`: store maintenance without serving.
 
-use anyhow::anyhow;
+use anyhow::{anyhow, Context};
 use std::path::PathBuf;
 
 use hookline_engine::clock::{Clock, SystemClock};
@@ -85,7 +85,7 @@ pub async fn restore(args: StoreArgs, from: PathBuf) -> anyhow::Result<()> {
 }
 
 pub async fn prune(args: StoreArgs, delivered_before: &str, batch: u32) -> anyhow::Result<()> {
-    let age = parse_duration(delivered_before).map_err(|e| anyhow!("--delivered-before: {e}"))?;
+    let age = parse_duration(delivered_before).context("--delivered-before")?;
     if batch == 0 {
         return Err(anyhow!("--batch must be at least 1"));
     }

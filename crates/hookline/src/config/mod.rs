@@ -516,7 +516,7 @@ fn fits<T: TryFrom<u64>>(key: &'static str, value: u64) -> Result<T, ConfigError
 
 fn duration(key: &'static str, value: Option<String>) -> Result<Duration, ConfigError> {
     let text = given(key, value)?;
-    let d = parse_duration(&text).map_err(|m| invalid(key, m))?;
+    let d = parse_duration(&text).map_err(|e| invalid(key, e.to_string()))?;
     if d.is_zero() {
         return Err(invalid(key, "must be greater than zero"));
     }
@@ -533,9 +533,19 @@ fn limit(key: &'static str, value: Option<String>) -> Result<Duration, ConfigErr
 }
 
 /// Durations like "250ms", "2s", "5m", "1h30m", "24h".
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| format!("{text:?} is not a duration like \"250ms\", \"2s\" or \"5m\" ({e})"))
+pub fn parse_duration(text: &str) -> Result<Duration, NotADuration> {
+    humantime::parse_duration(text.trim()).map_err(|source| NotADuration {
+        text: text.to_owned(),
+        source,
+    })
+}
+
+/// A text that `parse_duration` does not read, with what it tripped on.
+#[derive(Debug, thiserror::Error)]
+#[error("{text:?} is not a duration like \"250ms\", \"2s\" or \"5m\" ({source})")]
+pub struct NotADuration {
+    text: String,
+    source: humantime::DurationError,
 }
 
 #[cfg(test)]

@@ -171,8 +171,8 @@ impl<'a> Plan<'a> {
             main_count,
             bad_count: sizes.bad,
             shared_origin,
-            interval: crate::config::parse_duration(&args.interval).map_err(anyhow::Error::msg)?,
-            slo: crate::config::parse_duration(&args.slo).map_err(anyhow::Error::msg)?,
+            interval: crate::config::parse_duration(&args.interval).context("--interval")?,
+            slo: crate::config::parse_duration(&args.slo).context("--slo")?,
         })
     }
 
