@@ -2,7 +2,6 @@
 //! error temporary, so the first question about an attempt is whether retrying can plausibly help.
 
 use std::collections::BTreeSet;
-use std::fmt;
 
 /// What one HTTP attempt produced, as far as the retry decision cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,24 +72,17 @@ pub struct Classification {
 }
 
 /// Why a table was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClassificationError {
     /// Not an HTTP status a response can carry (100 to 599).
+    #[error("{0} is not an HTTP status (100 to 599)")]
     NotAStatus(u16),
     /// A 2xx always succeeds.
+    #[error("{0} is a success: every 2xx is delivered")]
     Success(u16),
     /// Listed as retryable and as revoking the subscription.
+    #[error("{0} cannot be both retryable and revoke")]
     Both(u16),
-}
-
-impl fmt::Display for ClassificationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NotAStatus(s) => write!(f, "{s} is not an HTTP status (100 to 599)"),
-            Self::Success(s) => write!(f, "{s} is a success: every 2xx is delivered"),
-            Self::Both(s) => write!(f, "{s} cannot be both retryable and revoke"),
-        }
-    }
 }
 
 /// Statuses that say "not now": a request timeout, too early, too many requests, and the

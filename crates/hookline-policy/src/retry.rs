@@ -114,26 +114,17 @@ pub struct Attempted<'a> {
 }
 
 /// A policy that could never deliver anything, refused at start-up.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
+    #[error("retry.max_attempts must be at least 1")]
     MaxAttemptsZero,
+    #[error("retry.base_delay must be greater than zero")]
     BaseDelayZero,
+    #[error("retry.base_delay must not exceed retry.max_delay")]
     BaseAboveMax,
+    #[error("retry.delivery_window must be greater than zero")]
     WindowZero,
 }
-
-impl fmt::Display for PolicyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            PolicyError::MaxAttemptsZero => "retry.max_attempts must be at least 1",
-            PolicyError::BaseDelayZero => "retry.base_delay must be greater than zero",
-            PolicyError::BaseAboveMax => "retry.base_delay must not exceed retry.max_delay",
-            PolicyError::WindowZero => "retry.delivery_window must be greater than zero",
-        })
-    }
-}
-
-impl std::error::Error for PolicyError {}
 
 impl PolicyError {
     /// The setting at fault.

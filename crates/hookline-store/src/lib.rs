@@ -67,13 +67,6 @@ impl<T> Store for T where
 {
 }
 
-/// The roles' traits, for callers that hold a `dyn Store` and call its methods.
-pub mod prelude {
-    pub use crate::{
-        CapacityRecords, DeadLetters, DeliveryQueue, Liveness, PolicyRecords, Store, Subscribers,
-    };
-}
-
 /// Whether the store takes commits, and what keeps failing inside it.
 #[async_trait]
 pub trait Liveness: Send + Sync + 'static {
