@@ -39,7 +39,7 @@ pub use rules::{
     MIN_RATE_PER_SECOND, NO_POLICY,
 };
 pub(crate) use sql::*;
-pub use sqlite::page_cache::install as install_sqlite_page_cache;
+pub use sqlite::page_cache::{install as install_sqlite_page_cache, PageCacheNotInstalled};
 pub use sqlite::SqliteStore;
 pub(crate) use stats::*;
 

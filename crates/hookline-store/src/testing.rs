@@ -85,6 +85,18 @@ pub fn sqlite_page_cache_counts() -> PageCacheCounts {
     crate::sqlite::page_cache::counts()
 }
 
+/// `install_sqlite_page_cache` with `check` in place of its self-test: what a failed
+/// self-test leaves.
+///
+/// # Safety
+/// As `install_sqlite_page_cache`'s.
+pub unsafe fn install_sqlite_page_cache_checked_by(
+    check: fn() -> std::result::Result<(), String>,
+) -> std::result::Result<(), crate::PageCacheNotInstalled> {
+    // SAFETY: as this function's.
+    unsafe { crate::sqlite::page_cache::install_checked(check) }
+}
+
 /// Says in one line that the running test skips, and why, where a plain `cargo test` shows it.
 /// The test harness captures what `println!` and `eprintln!` print and shows it only for a
 /// test that fails, so a skipping test said nothing and was reported `ok`; a write to the
