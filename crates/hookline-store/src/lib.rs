@@ -330,7 +330,7 @@ fn backend(url: &str) -> Result<Backend<'_>> {
 pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
     Ok(match backend(url)? {
         Backend::Postgres(url) => Arc::new(PostgresStore::open(url, options.pool_size).await?),
-        Backend::Sqlite(path) => Arc::new(SqliteStore::open(path, options.serving).await?),
+        Backend::Sqlite(path) => Arc::new(SqliteStore::open(path, options).await?),
     })
 }
 

@@ -82,6 +82,52 @@ impl SubscriberCache {
     pub fn forget(&mut self) {
         *locked(&self.rows) = Rows::default();
     }
+
+    /// Each kept row that is not the row in the table now, in words (test builds: the writer's
+    /// recount after every batch).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn differences(&self, c: &Connection) -> Result<Vec<String>> {
+        let (kept, bytes) = {
+            let rows = locked(&self.rows);
+            let kept: Vec<(i64, Arc<Subscriber>)> = rows
+                .ids
+                .iter()
+                .filter_map(|(key, id)| Some((*key, rows.by_id.get(id)?.clone())))
+                .collect();
+            if kept.len() != rows.by_id.len() || kept.len() != rows.ids.len() {
+                return Ok(vec![format!(
+                    "the subscriber cache keeps {} rows under {} ids and {} row keys",
+                    kept.len(),
+                    rows.by_id.len(),
+                    rows.ids.len()
+                )]);
+            }
+            (kept, rows.bytes)
+        };
+        let mut differences = Vec::new();
+        for (key, subscriber) in &kept {
+            match reads::keyed_subscriber(c, &subscriber.id) {
+                Ok((row_key, row)) if row_key == *key && row == **subscriber => {}
+                Ok((row_key, row)) => differences.push(format!(
+                    "subscriber {:?} kept as {subscriber:?} (row {key}), the table has \
+                     {row:?} (row {row_key})",
+                    subscriber.id
+                )),
+                Err(crate::StoreError::NotFound(_)) => differences.push(format!(
+                    "subscriber {:?} kept, but the table has no such row",
+                    subscriber.id
+                )),
+                Err(e) => return Err(e),
+            }
+        }
+        let counted: usize = kept.iter().map(|(_, s)| footprint(s)).sum();
+        if counted != bytes {
+            differences.push(format!(
+                "the subscriber cache counts {bytes} bytes, its rows take {counted}"
+            ));
+        }
+        Ok(differences)
+    }
 }
 
 /// The rows, even after a panic elsewhere held the lock: the maps are never left half-changed,
