@@ -98,7 +98,7 @@ pub unsafe fn install_sqlite_page_cache_checked_by(
 }
 
 /// From now on, the writer of every SQLite store in this process recounts what it keeps in
-/// memory (deliveries in flight and waiting per subscriber, the subscriber rows claims read)
+/// memory (deliveries waiting per subscriber, the subscriber rows claims read)
 /// from the tables after each batch, and stops at the first difference, recorded for
 /// [`sqlite_figure_differences`]. The conformance suite turns it on; a benchmark built with
 /// this feature leaves it off.

@@ -5,7 +5,6 @@
 
 mod backup;
 mod capacity;
-mod counts;
 mod dead_tally;
 mod fan_outs;
 pub(crate) mod page_cache;

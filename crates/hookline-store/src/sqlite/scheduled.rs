@@ -14,11 +14,12 @@
 //! release, without the serving lock, serving the file beside this one), claims trust the
 //! counts only for a second after a claim that read every scan in full.
 
+use std::collections::HashMap;
+
 use rusqlite::Connection;
 
 use hookline_policy::UnixMs;
 
-use super::counts::PerSubscriber;
 use crate::Result;
 
 /// How long after a claim that read every scan in full later claims may skip on the counts.
@@ -27,7 +28,8 @@ const TRUSTED_FOR_MS: i64 = 1_000;
 const LOAD_CACHE_PAGES: i64 = 64;
 
 pub(super) struct ScheduledCounts {
-    counts: PerSubscriber,
+    /// No entry for a count of zero: the keys are the subscribers with deliveries waiting.
+    counts: HashMap<String, u32>,
     /// When a claim last read every scan in full (`claimed_in_full`).
     full_claim_at: Option<UnixMs>,
 }
@@ -49,8 +51,8 @@ impl ScheduledCounts {
 
     /// The waiting rows per subscriber, counted through the window index, which holds exactly
     /// them, here rather than with a `GROUP BY`, whose sort of every row would hold its memory.
-    pub fn count(conn: &Connection) -> Result<PerSubscriber> {
-        let mut counts = PerSubscriber::default();
+    fn count(conn: &Connection) -> Result<HashMap<String, u32>> {
+        let mut counts = HashMap::new();
         let mut stmt = conn.prepare(
             "SELECT subscriber_id FROM deliveries INDEXED BY deliveries_window
              WHERE state = 'scheduled'",
@@ -58,18 +60,15 @@ impl ScheduledCounts {
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
             let id = row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-            counts.change(id, 1);
+            change(&mut counts, id, 1);
         }
         Ok(counts)
     }
 
-    pub fn counts(&self) -> &PerSubscriber {
-        &self.counts
-    }
-
-    /// For the writer's transitions only (`writer/state.rs`).
-    pub fn counts_mut(&mut self) -> &mut PerSubscriber {
-        &mut self.counts
+    /// Moves `subscriber_id`'s count by `delta`, and answers the change made, what undoes it
+    /// exactly (for the writer's transitions, `writer/state.rs`).
+    pub fn change(&mut self, subscriber_id: &str, delta: i64) -> i64 {
+        change(&mut self.counts, subscriber_id, delta)
     }
 
     /// Whether a claim at `now` may skip or cut short a scan on the counts' word: within
@@ -86,8 +85,49 @@ impl ScheduledCounts {
     /// Whether every subscriber with deliveries waiting is `left_out` of a scan: then the scan
     /// can find nothing.
     pub fn all_left_out(&self, left_out: impl Fn(&str) -> bool) -> bool {
-        self.counts.iter().all(|(id, _)| left_out(id))
+        self.counts.keys().all(|id| left_out(id))
     }
+
+    /// The counts in subscriber order.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn sorted(&self) -> Vec<(String, u32)> {
+        sorted(&self.counts)
+    }
+
+    /// How the counts differ from the rows counted afresh, in words.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn difference_from_rows(&self, conn: &Connection) -> Result<Option<String>> {
+        let counted = Self::count(conn)?;
+        Ok((counted != self.counts).then(|| {
+            format!(
+                "deliveries waiting per subscriber: kept {:?}, counted from the rows {:?}",
+                self.sorted(),
+                sorted(&counted)
+            )
+        }))
+    }
+}
+
+/// Moves `subscriber_id`'s count in `counts` by `delta`, kept within `0..=u32::MAX` (a count
+/// wrapped to zero would be too low) and with no entry for zero; answers the change made.
+fn change(counts: &mut HashMap<String, u32>, subscriber_id: &str, delta: i64) -> i64 {
+    let before = counts.get(subscriber_id).copied().unwrap_or(0);
+    let after = (i64::from(before).saturating_add(delta)).clamp(0, i64::from(u32::MAX)) as u32;
+    if after == 0 {
+        counts.remove(subscriber_id);
+    } else if let Some(count) = counts.get_mut(subscriber_id) {
+        *count = after;
+    } else {
+        counts.insert(subscriber_id.to_owned(), after);
+    }
+    i64::from(after) - i64::from(before)
+}
+
+#[cfg(any(test, feature = "testing"))]
+fn sorted(counts: &HashMap<String, u32>) -> Vec<(String, u32)> {
+    let mut sorted: Vec<_> = counts.iter().map(|(id, n)| (id.clone(), *n)).collect();
+    sorted.sort();
+    sorted
 }
 
 #[cfg(test)]
@@ -158,8 +198,8 @@ mod tests {
             .writer
             .write(|w| {
                 Ok((
-                    w.state.scheduled().counts().sorted(),
-                    ScheduledCounts::count(&w.conn)?.sorted(),
+                    w.state.scheduled().sorted(),
+                    sorted(&ScheduledCounts::count(&w.conn)?),
                 ))
             })
             .await

@@ -1,7 +1,7 @@
 //! Subscribers as claims last read them. A claim reads the subscriber of every due row it
 //! considers; in a steady run those rows do not change, and reading them again on every claim
-//! was a fifth of the claim's time. The write connection is the only writer of the file (as
-//! for the writer's in-flight counts), and SQLite's update hook on it reports every row it
+//! was a fifth of the claim's time. The write connection is the only writer of the file
+//! (`serve_lock`), and SQLite's update hook on it reports every row it
 //! changes in `subscribers`: that row is forgotten the moment it changes. A rollback forgets
 //! them all: a row read between a change and its rollback would otherwise outlive it.
 

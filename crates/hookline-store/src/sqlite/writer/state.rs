@@ -1,11 +1,12 @@
-//! What the writer keeps in memory beside the rows (deliveries in flight and waiting, per
-//! subscriber; deaths not yet counted in the metric), and the only way it changes: one method
-//! per transition a write path makes deliveries go through, called right after the statement
-//! that made it. Each moves every figure its transition moves (a claim takes a delivery out of
-//! the waiting count and into the in-flight one, a completion that retries puts it back in the
-//! waiting one), so a write path names what happened to its rows and cannot move one figure
-//! and forget another; the figures themselves are private to this module, and so are their
-//! journal's commit and undo, to `writer`.
+//! What the writer keeps in memory beside the rows (deliveries waiting per subscriber, deaths
+//! not yet counted in the metric), and the only way it changes: one method per transition a
+//! write path makes deliveries go through, called right after the statement that made it. Each
+//! moves every figure its transition moves (a claim takes a delivery out of the waiting count,
+//! a completion that retries puts it back, one that ends in death counts it for the metric), so
+//! a write path names what happened to its rows and cannot move one figure and forget another;
+//! the figures themselves are private to this module, and so are their journal's commit and
+//! undo, to `writer`. (Deliveries in flight are counted from the rows when a claim needs them:
+//! keeping them here measured no gain, `writes::busy`.)
 //!
 //! Every change is logged until its batch commits: a job or a batch rolled back, or a first run
 //! of a batch undone to run again (`writer`), takes its changes with it, exactly. In test builds
@@ -14,9 +15,7 @@
 use hookline_policy::{DeadReason, UnixMs};
 use rusqlite::Connection;
 
-use super::super::counts::PerSubscriber;
 use super::super::dead_tally::{self, DeadTally};
-use super::super::reads::IN_FLIGHT_PER_SUBSCRIBER;
 use super::super::scheduled::ScheduledCounts;
 use crate::rules::Ending;
 use crate::{DeliveryState, Result};
@@ -25,10 +24,6 @@ use crate::{DeliveryState, Result};
 const KEPT_CHANGES: usize = 4_096;
 
 pub(in crate::sqlite) struct WriterState {
-    /// Deliveries in flight per subscriber. The write connection is the file's only writer
-    /// (`serve_lock`), so this is exact; counted from the rows at start, it counts rows leased
-    /// by a previous process until they are rescued.
-    in_flight: PerSubscriber,
     /// Deliveries waiting per subscriber, and when claims may trust them.
     scheduled: ScheduledCounts,
     /// Deliveries that died since the last commit, counted in the metric once it commits.
@@ -37,14 +32,8 @@ pub(in crate::sqlite) struct WriterState {
     changes: Vec<Change>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Figure {
-    InFlight,
-    Scheduled,
-}
-
+/// A change made to a subscriber's waiting count.
 struct Change {
-    figure: Figure,
     subscriber_id: String,
     made: i64,
 }
@@ -60,7 +49,6 @@ impl WriterState {
     /// The figures as the rows are now.
     pub(super) fn load(conn: &Connection) -> Result<Self> {
         Ok(Self {
-            in_flight: count_in_flight(conn)?,
             scheduled: ScheduledCounts::load(conn)?,
             dead: DeadTally::default(),
             changes: Vec::new(),
@@ -71,7 +59,7 @@ impl WriterState {
 
     /// A fan-out wrote a delivery to `subscriber_id` that waits.
     pub(in crate::sqlite) fn fanned_out(&mut self, subscriber_id: &str) {
-        self.change(Figure::Scheduled, subscriber_id, 1);
+        self.change(subscriber_id, 1);
     }
 
     /// A fan-out wrote `n` deliveries dead at once: their subscribers are pinned below every
@@ -82,8 +70,7 @@ impl WriterState {
 
     /// A waiting delivery was leased to an attempt.
     pub(in crate::sqlite) fn claimed(&mut self, subscriber_id: &str) {
-        self.change(Figure::Scheduled, subscriber_id, -1);
-        self.change(Figure::InFlight, subscriber_id, 1);
+        self.change(subscriber_id, -1);
     }
 
     /// A leased delivery's attempt ended, leaving it as `ending` says, as `policy` decided.
@@ -93,9 +80,8 @@ impl WriterState {
         ending: &Ending,
         policy: Option<&str>,
     ) {
-        self.change(Figure::InFlight, subscriber_id, -1);
         if ending.state == DeliveryState::Scheduled {
-            self.change(Figure::Scheduled, subscriber_id, 1);
+            self.change(subscriber_id, 1);
         }
         if let Some(reason) = ending.dead_reason {
             self.dead.add(reason, policy, 1);
@@ -111,13 +97,13 @@ impl WriterState {
         n: u64,
     ) {
         let n = i64::try_from(n).unwrap_or(i64::MAX);
-        self.change(Figure::Scheduled, subscriber_id, -n);
+        self.change(subscriber_id, -n);
         self.dead.add(reason, None, n as u64);
     }
 
     /// A dead letter of `subscriber_id` waits again (a replay).
     pub(in crate::sqlite) fn replayed(&mut self, subscriber_id: &str) {
-        self.change(Figure::Scheduled, subscriber_id, 1);
+        self.change(subscriber_id, 1);
     }
 
     /// A dead letter a replay selected died again at once for `reason`.
@@ -125,35 +111,17 @@ impl WriterState {
         self.dead.add(reason, None, 1);
     }
 
-    fn change(&mut self, figure: Figure, subscriber_id: &str, delta: i64) {
-        let made = self.figure(figure).change(subscriber_id, delta);
+    fn change(&mut self, subscriber_id: &str, delta: i64) {
+        let made = self.scheduled.change(subscriber_id, delta);
         if made != 0 {
             self.changes.push(Change {
-                figure,
                 subscriber_id: subscriber_id.to_owned(),
                 made,
             });
         }
     }
 
-    fn figure(&mut self, figure: Figure) -> &mut PerSubscriber {
-        match figure {
-            Figure::InFlight => &mut self.in_flight,
-            Figure::Scheduled => self.scheduled.counts_mut(),
-        }
-    }
-
     // What claims read.
-
-    /// How many of `subscriber_id`'s deliveries are in flight.
-    pub(in crate::sqlite) fn in_flight(&self, subscriber_id: &str) -> u32 {
-        self.in_flight.of(subscriber_id)
-    }
-
-    /// Each subscriber with deliveries in flight, and how many.
-    pub(in crate::sqlite) fn busy(&self) -> impl ExactSizeIterator<Item = (&str, u32)> {
-        self.in_flight.iter()
-    }
 
     pub(in crate::sqlite) fn scheduled(&self) -> &ScheduledCounts {
         &self.scheduled
@@ -195,8 +163,7 @@ impl WriterState {
     fn undo_changes_to(&mut self, len: usize) {
         while self.changes.len() > len {
             let change = self.changes.pop().expect("longer than the mark");
-            self.figure(change.figure)
-                .change(&change.subscriber_id, -change.made);
+            self.scheduled.change(&change.subscriber_id, -change.made);
         }
     }
 
@@ -204,26 +171,11 @@ impl WriterState {
     /// when every write path went through its transition and every undo was exact).
     #[cfg(any(test, feature = "testing"))]
     pub(super) fn differences(&self, conn: &Connection) -> Result<Vec<String>> {
-        let mut differences = Vec::new();
-        let mut compare = |what: &str, kept: &PerSubscriber, counted: &PerSubscriber| {
-            if kept != counted {
-                differences.push(format!(
-                    "{what} per subscriber: kept {:?}, counted from the rows {:?}",
-                    kept.sorted(),
-                    counted.sorted()
-                ));
-            }
-        };
-        compare(
-            "deliveries in flight",
-            &self.in_flight,
-            &count_in_flight(conn)?,
-        );
-        compare(
-            "deliveries waiting",
-            self.scheduled.counts(),
-            &ScheduledCounts::count(conn)?,
-        );
+        let mut differences: Vec<String> = self
+            .scheduled
+            .difference_from_rows(conn)?
+            .into_iter()
+            .collect();
         if !self.changes.is_empty() || !self.dead.is_empty() {
             differences.push(format!(
                 "{} changes and deaths left neither committed nor rolled back",
@@ -232,14 +184,6 @@ impl WriterState {
         }
         Ok(differences)
     }
-}
-
-fn count_in_flight(conn: &Connection) -> Result<PerSubscriber> {
-    let mut stmt = conn.prepare_cached(IN_FLIGHT_PER_SUBSCRIBER)?;
-    let counts = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?
-        .collect::<rusqlite::Result<PerSubscriber>>()?;
-    Ok(counts)
 }
 
 #[cfg(test)]
@@ -257,11 +201,7 @@ mod tests {
     }
 
     fn waiting(s: &WriterState) -> Vec<(String, u32)> {
-        s.scheduled.counts().sorted()
-    }
-
-    fn in_flight(s: &WriterState) -> Vec<(String, u32)> {
-        s.in_flight.sorted()
+        s.scheduled.sorted()
     }
 
     #[test]
@@ -273,7 +213,6 @@ mod tests {
         s.claimed("a");
         s.claimed("b");
         assert_eq!(waiting(&s), [("a".to_string(), 1)]);
-        assert_eq!(in_flight(&s), [("a".to_string(), 1), ("b".to_string(), 1)]);
         let retry = Ending::of(
             crate::Transition::Reschedule { run_at: 5 },
             crate::SubscriberStatus::Active,
@@ -285,7 +224,6 @@ mod tests {
         s.completed("a", &retry, None);
         s.completed("b", &dead, Some("default"));
         assert_eq!(waiting(&s), [("a".to_string(), 2)]);
-        assert!(in_flight(&s).is_empty());
         assert!(!s.dead.is_empty(), "a death waits for the commit");
         s.died_waiting("a", DeadReason::SubscriptionRevoked, 2);
         s.replayed("b");
@@ -310,7 +248,6 @@ mod tests {
         assert!(s.scheduled.all_left_out(among(&["b"])));
         s.roll_back_to(mark);
         assert_eq!(waiting(&s), [("a".to_string(), 2)]);
-        assert!(in_flight(&s).is_empty());
         assert!(s.dead.is_empty(), "its deaths are dropped");
 
         // A batch whose commit failed: everything since the last commit is undone.
@@ -318,7 +255,6 @@ mod tests {
         s.fanned_out("c");
         s.rolled_back();
         assert_eq!(waiting(&s), [("a".to_string(), 2)]);
-        assert!(in_flight(&s).is_empty());
 
         // Taking more than is counted takes what is there, and undoes exactly that.
         let mark = s.mark();
