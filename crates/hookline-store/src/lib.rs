@@ -43,7 +43,7 @@ pub use rules::{
     MIN_RATE_PER_SECOND, NO_POLICY,
 };
 pub(crate) use sql::UNVERSIONED_ERROR;
-pub use sqlite::page_cache::install as install_sqlite_page_cache;
+pub use sqlite::page_cache::{install as install_sqlite_page_cache, PageCacheNotInstalled};
 pub use sqlite::SqliteStore;
 pub(crate) use stats::*;
 
@@ -401,7 +401,7 @@ impl<'a> Location<'a> {
 pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
     Ok(match Location::of(url)? {
         Location::Postgres(url) => Arc::new(PostgresStore::open(url, options.pool_size).await?),
-        Location::Sqlite(path) => Arc::new(SqliteStore::open(path, options.serving).await?),
+        Location::Sqlite(path) => Arc::new(SqliteStore::open(path, options).await?),
     })
 }
 

@@ -85,6 +85,39 @@ pub fn sqlite_page_cache_counts() -> PageCacheCounts {
     crate::sqlite::page_cache::counts()
 }
 
+/// `install_sqlite_page_cache` with `check` in place of its self-test: what a failed
+/// self-test leaves.
+///
+/// # Safety
+/// As `install_sqlite_page_cache`'s.
+pub unsafe fn install_sqlite_page_cache_checked_by(
+    check: fn() -> std::result::Result<(), String>,
+) -> std::result::Result<(), crate::PageCacheNotInstalled> {
+    // SAFETY: as this function's.
+    unsafe { crate::sqlite::page_cache::install_checked(check) }
+}
+
+/// From now on, the writer of every SQLite store in this process recounts what it keeps in
+/// memory (deliveries waiting per subscriber, the subscriber rows claims read)
+/// from the tables after each batch, and stops at the first difference, recorded for
+/// [`sqlite_figure_differences`]. The conformance suite turns it on; a benchmark built with
+/// this feature leaves it off.
+pub fn recount_sqlite_figures() {
+    crate::sqlite::writer::RECOUNTING.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The differences the recounts found in the SQLite database files under `dir`, in words.
+pub fn sqlite_figure_differences(dir: &std::path::Path) -> Vec<String> {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
+    crate::sqlite::writer::FIGURE_DIFFERENCES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .filter(|(path, _)| std::path::Path::new(path).starts_with(&dir))
+        .map(|(path, difference)| format!("{path}: {difference}"))
+        .collect()
+}
+
 /// Says in one line that the running test skips, and why, where a plain `cargo test` shows it.
 /// The test harness captures what `println!` and `eprintln!` print and shows it only for a
 /// test that fails, so a skipping test said nothing and was reported `ok`; a write to the

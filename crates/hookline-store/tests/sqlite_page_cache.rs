@@ -30,13 +30,22 @@ fn round(conn: &mut Connection, round: i64) {
     tx.commit().unwrap();
 }
 
-/// After pages have passed through the locking page, commits have nothing past the end of the
-/// file to drop and skip the walk; a transaction that grew the file and rolled back still
-/// drops the pages it added.
+/// The wrapper passes its self-test on the SQLite hookline bundles. Then, on a file in WAL
+/// mode as the store keeps it: after pages have passed through the locking page, commits have
+/// nothing past the end of the file to drop and skip the walk; a transaction that grew the
+/// file and rolled back still drops the pages it added.
 #[test]
 fn commits_skip_the_walk_and_a_rolled_back_growth_is_still_dropped() {
     // SAFETY: the only test of this binary, before it opens SQLite.
-    unsafe { install_sqlite_page_cache() };
+    let installed = unsafe { install_sqlite_page_cache() };
+    assert!(installed.is_ok(), "{installed:?}");
+    let tested = sqlite_page_cache_counts();
+    assert!(
+        tested.through_locking_page > 0 && tested.skipped > 0 && tested.passed_on > 0,
+        "{tested:?}"
+    );
+    // SAFETY: as above; a second call changes nothing.
+    assert!(unsafe { install_sqlite_page_cache() }.is_ok());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cache.db");
     let mut conn = Connection::open(&path).unwrap();

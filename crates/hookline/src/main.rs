@@ -17,8 +17,7 @@ fn colour_logs() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
@@ -26,8 +25,21 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(colour_logs())
         .init();
-    // SAFETY: nothing has touched SQLite yet, and no other thread runs hookline's code before
-    // this returns.
-    unsafe { hookline_store::install_sqlite_page_cache() };
-    hookline::cli::run(hookline::cli::Cli::parse()).await
+    // SAFETY: this is the process's only thread, and nothing has touched SQLite yet: the
+    // runtime's threads start below.
+    match unsafe { hookline_store::install_sqlite_page_cache() } {
+        Ok(()) => tracing::debug!("SQLite's page cache wrapper passed its self-test"),
+        Err(e) => tracing::warn!(error = %e, "SQLite's page cache stays as it is"),
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("hookline: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(hookline::cli::run(hookline::cli::Cli::parse()))
 }

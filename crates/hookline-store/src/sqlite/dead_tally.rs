@@ -44,4 +44,10 @@ impl DeadTally {
     pub fn rolled_back(&mut self) {
         self.pending.clear();
     }
+
+    /// Whether no death waits for a commit.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
 }

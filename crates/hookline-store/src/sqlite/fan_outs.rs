@@ -93,7 +93,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("hookline.db");
         let store = std::sync::Arc::new(
-            SqliteStore::open(path.to_str().unwrap(), false)
+            SqliteStore::open(path.to_str().unwrap(), &OpenOptions::default())
                 .await
                 .unwrap(),
         );

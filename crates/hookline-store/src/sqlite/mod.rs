@@ -15,7 +15,7 @@ mod scheduled;
 mod schema;
 mod serve_lock;
 mod subscriber_cache;
-mod writer;
+pub(crate) mod writer;
 mod writes;
 
 use std::sync::{Arc, Mutex};
@@ -141,18 +141,20 @@ impl ReaderPool {
 }
 
 impl SqliteStore {
-    /// Opens (creating and migrating) the database at `path`. A `serving` store locks the file
-    /// for this process first (`serve_lock`), and is refused while another serves it.
-    pub async fn open(path: &str, serving: bool) -> Result<Self> {
-        let path = path.to_owned();
-        tokio::task::spawn_blocking(move || Self::open_blocking(path, serving))
+    /// Opens (creating and migrating) the database at `path`. A serving store
+    /// ([`OpenOptions::serving`]) locks the file for this process first (`serve_lock`), and is
+    /// refused while another serves it.
+    pub async fn open(path: &str, options: &OpenOptions) -> Result<Self> {
+        let (path, options) = (path.to_owned(), options.clone());
+        tokio::task::spawn_blocking(move || Self::open_blocking(path, &options))
             .await
             .map_err(|e| StoreError::caused_by("opening the SQLite store", e))?
     }
 
-    fn open_blocking(path: String, serving: bool) -> Result<Self> {
+    fn open_blocking(path: String, options: &OpenOptions) -> Result<Self> {
         // Before any connection: see `serve_lock` on why the lock outlives every one of them.
-        let serve_lock = serving
+        let serve_lock = options
+            .serving
             .then(|| ServeLock::take(&path).map(Arc::new))
             .transpose()?;
         let mut conn = Connection::open(&path).map_err(|e| {

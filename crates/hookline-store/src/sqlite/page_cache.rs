@@ -21,9 +21,8 @@
 //! as every commit did before.)
 
 use std::ffi::{c_int, c_uint};
-#[cfg(any(test, feature = "testing"))]
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Once, OnceLock};
+use std::sync::OnceLock;
 
 use rusqlite::ffi;
 
@@ -135,17 +134,13 @@ impl Defaults {
 
 static DEFAULT: OnceLock<Defaults> = OnceLock::new();
 
-/// What the wrapper saw, for tests.
-#[cfg(any(test, feature = "testing"))]
+/// What the wrappers saw in this process: the self-test reads its own share of it.
 static PASSED_ON: AtomicU64 = AtomicU64::new(0);
-#[cfg(any(test, feature = "testing"))]
 static SKIPPED: AtomicU64 = AtomicU64::new(0);
-#[cfg(any(test, feature = "testing"))]
 static THROUGH_LOCKING_PAGE: AtomicU64 = AtomicU64::new(0);
 
-/// What the page cache wrapper saw in this process so far.
-#[cfg(any(test, feature = "testing"))]
-#[derive(Debug, Clone, Copy)]
+/// What the page cache wrappers saw in this process so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageCacheCounts {
     /// End-of-transaction truncations passed on to SQLite's cache.
     pub passed_on: u64,
@@ -155,28 +150,66 @@ pub struct PageCacheCounts {
     pub through_locking_page: u64,
 }
 
-/// Installs the wrapper for the rest of the process (once; later calls do nothing). If SQLite
-/// is already initialised, it refuses and the default cache stays, which costs only the walk.
+pub(crate) fn counts() -> PageCacheCounts {
+    PageCacheCounts {
+        passed_on: PASSED_ON.load(Ordering::Relaxed),
+        skipped: SKIPPED.load(Ordering::Relaxed),
+        through_locking_page: THROUGH_LOCKING_PAGE.load(Ordering::Relaxed),
+    }
+}
+
+/// Why SQLite's own page cache is in use rather than the wrapper.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PageCacheNotInstalled {
+    #[error("SQLite was initialised before hookline could wrap its page cache")]
+    SqliteInitialised,
+    #[error("SQLite refused hookline's page cache wrapper")]
+    Refused,
+    #[error(
+        "hookline's page cache wrapper failed its self-test ({0}); SQLite's own cache is used"
+    )]
+    SelfTestFailed(String),
+}
+
+/// Installs the wrapper for the rest of the process, once it has passed [`self_test`] on this
+/// SQLite; else SQLite's own cache stays, which costs only the walk. Later calls answer the
+/// first one's outcome.
 ///
 /// # Safety
 /// No other thread may be using SQLite, or starting to, while this runs: it changes a
 /// process-wide setting that SQLite reads when it initialises, and SQLite's configuration
 /// calls are not thread-safe (a cache created by the default methods and then handed to the
-/// wrapper's would be undefined behaviour). hookline's `main` calls it first.
-pub unsafe fn install() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: the caller keeps every other thread away from SQLite; an initialised SQLite
-        // refuses both calls (SQLITE_MISUSE) and changes nothing. The default methods are
-        // copied out before ours are installed, and SQLite copies ours in.
-        unsafe {
-            let mut default: ffi::sqlite3_pcache_methods2 = std::mem::zeroed();
-            if ffi::sqlite3_config(ffi::SQLITE_CONFIG_GETPCACHE2, &mut default) != ffi::SQLITE_OK {
-                tracing::warn!("SQLite was initialised before hookline could wrap its page cache");
-                return;
-            }
+/// wrapper's would be undefined behaviour). hookline's `main` calls it before it starts the
+/// runtime's threads.
+pub unsafe fn install() -> Result<(), PageCacheNotInstalled> {
+    // SAFETY: as this function's.
+    unsafe { install_checked(self_test) }
+}
+
+/// [`install`], keeping the wrapper only if `check` passes.
+///
+/// # Safety
+/// As [`install`]'s.
+pub(crate) unsafe fn install_checked(
+    check: fn() -> Result<(), String>,
+) -> Result<(), PageCacheNotInstalled> {
+    static OUTCOME: OnceLock<Result<(), PageCacheNotInstalled>> = OnceLock::new();
+    OUTCOME
+        .get_or_init(|| {
+            // SAFETY: the caller keeps every other thread away from SQLite; an initialised
+            // SQLite refuses both calls (SQLITE_MISUSE) and changes nothing. The default
+            // methods are copied out before ours are installed, and SQLite copies ours in.
+            let default = unsafe {
+                let mut default: ffi::sqlite3_pcache_methods2 = std::mem::zeroed();
+                if ffi::sqlite3_config(ffi::SQLITE_CONFIG_GETPCACHE2, &mut default)
+                    != ffi::SQLITE_OK
+                {
+                    return Err(PageCacheNotInstalled::SqliteInitialised);
+                }
+                default
+            };
             let Some(methods) = Defaults::of(&default) else {
-                return;
+                return Err(PageCacheNotInstalled::Refused);
             };
             let _ = DEFAULT.set(methods);
             let wrapper = ffi::sqlite3_pcache_methods2 {
@@ -194,20 +227,123 @@ pub unsafe fn install() {
                 xDestroy: Some(destroy),
                 xShrink: Some(shrink),
             };
-            if ffi::sqlite3_config(ffi::SQLITE_CONFIG_PCACHE2, &wrapper) != ffi::SQLITE_OK {
-                tracing::warn!("SQLite refused hookline's page cache wrapper");
+            // SAFETY: as above.
+            if unsafe { ffi::sqlite3_config(ffi::SQLITE_CONFIG_PCACHE2, &wrapper) }
+                != ffi::SQLITE_OK
+            {
+                return Err(PageCacheNotInstalled::Refused);
             }
-        }
-    });
+            check().map_err(|failed| {
+                // SAFETY: the check closed its connection and no other thread uses SQLite, so
+                // it shuts down; configured again, it initialises anew with its own cache.
+                let restored = unsafe {
+                    ffi::sqlite3_shutdown() == ffi::SQLITE_OK
+                        && ffi::sqlite3_config(ffi::SQLITE_CONFIG_PCACHE2, &default)
+                            == ffi::SQLITE_OK
+                };
+                assert!(
+                    restored,
+                    "cannot put SQLite's own page cache back after the wrapper failed its \
+                     self-test ({failed})"
+                );
+                PageCacheNotInstalled::SelfTestFailed(failed)
+            })
+        })
+        .clone()
 }
 
-#[cfg(any(test, feature = "testing"))]
-pub(crate) fn counts() -> PageCacheCounts {
-    PageCacheCounts {
-        passed_on: PASSED_ON.load(Ordering::Relaxed),
-        skipped: SKIPPED.load(Ordering::Relaxed),
-        through_locking_page: THROUGH_LOCKING_PAGE.load(Ordering::Relaxed),
+/// Rows of the self-test's table whose index keys land all over the b-tree.
+fn scattered(k: i64) -> String {
+    format!("{:016x}", (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// Most rounds the self-test runs before giving up on seeing a page pass through the locking
+/// page.
+const SELF_TEST_ROUNDS: i64 = 64;
+
+/// Runs what the wrapper changes on a private temporary database (deleted when closed): commits
+/// after page splits that renumber pages through the locking page must skip the walk (else the
+/// wrapper saves nothing on this SQLite), a rolled-back transaction that grew the file must
+/// still have its pages dropped, and the file must then pass `integrity_check` and read back
+/// what was written after the rollback. Small pages make splits come soon.
+fn self_test() -> Result<(), String> {
+    fn check(conn: &mut rusqlite::Connection) -> rusqlite::Result<Result<(), String>> {
+        use rusqlite::params;
+        conn.execute_batch(
+            "PRAGMA page_size = 512;
+             CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL);
+             CREATE INDEX t_v ON t (v);",
+        )?;
+        // Rounds of inserts whose keys land all over the index and deletes that free pages
+        // for later splits to reuse out of order, until a commit after a renumbering through
+        // the locking page has skipped the walk.
+        let start = counts();
+        let mut round = 0;
+        let skipped_after_a_renumbering = loop {
+            if round == SELF_TEST_ROUNDS {
+                break false;
+            }
+            let renumbered = counts().through_locking_page > start.through_locking_page;
+            let skipped_before = counts().skipped;
+            let tx = conn.transaction()?;
+            for k in round * 50..round * 50 + 50 {
+                tx.execute(
+                    "INSERT INTO t (k, v) VALUES (?1, ?2)",
+                    params![k, scattered(k)],
+                )?;
+            }
+            tx.execute(
+                "DELETE FROM t WHERE k % 3 = ?1 AND k >= ?2",
+                params![round % 3, round * 25],
+            )?;
+            tx.commit()?;
+            if renumbered && counts().skipped > skipped_before {
+                break true;
+            }
+            round += 1;
+        };
+        if !skipped_after_a_renumbering {
+            return Ok(Err(format!(
+                "no commit skipped the walk after a page passed through the locking page, in \
+                 {SELF_TEST_ROUNDS} rounds"
+            )));
+        }
+        let count = |c: &rusqlite::Connection| {
+            c.query_row("SELECT count(*), sum(length(v)) FROM t", [], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))
+            })
+        };
+        let before = count(conn)?;
+        let passed_on = counts().passed_on;
+        let tx = conn.transaction()?;
+        for k in 1_000_000..1_000_500 {
+            tx.execute(
+                "INSERT INTO t (k, v) VALUES (?1, ?2)",
+                params![k, scattered(k)],
+            )?;
+        }
+        tx.rollback()?;
+        if counts().passed_on == passed_on {
+            return Ok(Err(
+                "the rollback of a transaction that grew the file dropped nothing".into(),
+            ));
+        }
+        if count(conn)? != before {
+            return Ok(Err("a rolled-back transaction left rows behind".into()));
+        }
+        conn.execute("INSERT INTO t (k, v) VALUES (2000000, 'after')", [])?;
+        let integrity: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+        if integrity != "ok" {
+            return Ok(Err(format!("integrity_check: {integrity}")));
+        }
+        let after: String =
+            conn.query_row("SELECT v FROM t WHERE k = 2000000", [], |r| r.get(0))?;
+        Ok((after == "after")
+            .then_some(())
+            .ok_or_else(|| format!("a row written after the rollback reads back as {after:?}")))
     }
+    let mut conn = rusqlite::Connection::open("").map_err(|e| e.to_string())?;
+    check(&mut conn).map_err(|e| e.to_string())?
 }
 
 fn default() -> &'static Defaults {
@@ -283,7 +419,6 @@ unsafe extern "C" fn rekey(
 ) {
     let w = unsafe { wrapped(p) };
     unsafe { (default().rekey)(w.inner, page, old, new) };
-    #[cfg(any(test, feature = "testing"))]
     if new == w.bound.locking_page {
         THROUGH_LOCKING_PAGE.fetch_add(1, Ordering::Relaxed);
     }
@@ -293,7 +428,6 @@ unsafe extern "C" fn rekey(
 unsafe extern "C" fn truncate(p: *mut ffi::sqlite3_pcache, limit: c_uint) {
     let w = unsafe { wrapped(p) };
     let passed_on = w.bound.truncate(limit);
-    #[cfg(any(test, feature = "testing"))]
     if passed_on { &PASSED_ON } else { &SKIPPED }.fetch_add(1, Ordering::Relaxed);
     if passed_on {
         unsafe { (default().truncate)(w.inner, limit) }

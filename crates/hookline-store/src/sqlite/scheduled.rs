@@ -6,12 +6,13 @@
 //!
 //! The serving process's write connection is the only writer of the file that moves rows (a
 //! second `serve` is refused by the serving store's lock, `serve_lock`; `migrate`, `prune` and
-//! `backup` move none into or out of `scheduled`), so the counts are exact from the rows
-//! counted at start on. A job or a batch that is rolled back takes its changes to the counts with it (`mark`,
-//! `roll_back_to`): a count left too low would skip a scan that had rows to find, one left too
-//! high only loses a saving. In case a count is too low all the same (a write path that forgot
-//! them, an older release serving the file beside this one), claims trust the counts only for
-//! a second after a claim that read every scan in full.
+//! `backup` move none into or out of `scheduled`), and every write that moves one goes through
+//! the writer's transitions (`writer/state.rs`), which undo their changes with a rolled-back
+//! job or batch: so the counts are exact from the rows counted at start on, and test builds
+//! recount them after every batch. A count left too low would skip a scan that had rows to
+//! find, one too high only loses a saving; in case one is too low all the same (an older
+//! release, without the serving lock, serving the file beside this one), claims trust the
+//! counts only for a second after a claim that read every scan in full.
 
 use std::collections::HashMap;
 
@@ -23,28 +24,20 @@ use crate::Result;
 
 /// How long after a claim that read every scan in full later claims may skip on the counts.
 const TRUSTED_FOR_MS: i64 = 1_000;
-/// Changes kept allocated between batches: a batch of large fan-outs logs one per delivery.
-const KEPT_CHANGES: usize = 4_096;
 /// The page cache the count at start reads through, in pages.
 const LOAD_CACHE_PAGES: i64 = 64;
 
 pub(super) struct ScheduledCounts {
+    /// No entry for a count of zero: the keys are the subscribers with deliveries waiting.
     counts: HashMap<String, u32>,
-    /// Each change since the last commit, as applied: undone in reverse on a rollback.
-    changes: Vec<(String, i64)>,
     /// When a claim last read every scan in full (`claimed_in_full`).
     full_claim_at: Option<UnixMs>,
 }
 
-/// Where the changes of a job begin, to undo them if it fails.
-#[derive(Clone, Copy)]
-pub(super) struct Mark(usize);
-
 impl ScheduledCounts {
-    /// Counts the waiting rows (through the window index, which holds exactly them), here rather
-    /// than with a `GROUP BY`, whose sort of every row would hold its memory. It reads the table
-    /// page of each row: through a small page cache, or the connection would fill and keep its
-    /// whole cache with them (32 MiB with a large backlog).
+    /// Counts the waiting rows. It reads the table page of each row: through a small page
+    /// cache, or the connection would fill and keep its whole cache with them (32 MiB with a
+    /// large backlog).
     pub fn load(conn: &Connection) -> Result<Self> {
         let cache_size: i64 = conn.pragma_query_value(None, "cache_size", |r| r.get(0))?;
         conn.pragma_update(None, "cache_size", LOAD_CACHE_PAGES)?;
@@ -52,81 +45,27 @@ impl ScheduledCounts {
         conn.pragma_update(None, "cache_size", cache_size)?;
         Ok(Self {
             counts: counted?,
-            changes: Vec::new(),
             full_claim_at: None,
         })
     }
 
+    /// The waiting rows per subscriber, counted through the window index, which holds exactly
+    /// them, here rather than with a `GROUP BY`, whose sort of every row would hold its memory.
     fn count(conn: &Connection) -> Result<HashMap<String, u32>> {
-        let mut counts: HashMap<String, u32> = HashMap::new();
+        let mut counts = HashMap::new();
         let mut stmt = conn.prepare(super::queries::WAITING)?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
             let id = row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-            match counts.get_mut(id) {
-                Some(n) => *n = n.saturating_add(1),
-                None => {
-                    counts.insert(id.to_owned(), 1);
-                }
-            }
+            change(&mut counts, id, 1);
         }
         Ok(counts)
     }
 
-    /// `n` more of `subscriber_id`'s deliveries wait.
-    pub fn add(&mut self, subscriber_id: &str, n: u32) {
-        if n > 0 {
-            self.apply(subscriber_id, i64::from(n));
-        }
-    }
-
-    /// `n` of `subscriber_id`'s waiting deliveries left that state.
-    pub fn remove(&mut self, subscriber_id: &str, n: u32) {
-        let counted = self.counts.get(subscriber_id).copied().unwrap_or(0);
-        let n = n.min(counted);
-        if n > 0 {
-            self.apply(subscriber_id, -i64::from(n));
-        }
-    }
-
-    fn apply(&mut self, subscriber_id: &str, delta: i64) {
-        self.changes.push((subscriber_id.to_owned(), delta));
-        self.change(subscriber_id, delta);
-    }
-
-    fn change(&mut self, subscriber_id: &str, delta: i64) {
-        let count = match self.counts.get_mut(subscriber_id) {
-            Some(count) => count,
-            None => self.counts.entry(subscriber_id.to_owned()).or_default(),
-        };
-        // Saturating at the top: a count wrapped to zero would be too low.
-        *count = (i64::from(*count) + delta).clamp(0, i64::from(u32::MAX)) as u32;
-        if *count == 0 {
-            self.counts.remove(subscriber_id);
-        }
-    }
-
-    pub fn mark(&self) -> Mark {
-        Mark(self.changes.len())
-    }
-
-    /// Undoes the changes made since `mark` (a failed job's).
-    pub fn roll_back_to(&mut self, mark: Mark) {
-        while self.changes.len() > mark.0 {
-            let (subscriber_id, delta) = self.changes.pop().expect("longer than the mark");
-            self.change(&subscriber_id, -delta);
-        }
-    }
-
-    /// The batch's transaction committed: its changes stand.
-    pub fn committed(&mut self) {
-        self.changes.clear();
-        self.changes.shrink_to(KEPT_CHANGES);
-    }
-
-    /// The batch's transaction was rolled back: so are its changes.
-    pub fn rolled_back(&mut self) {
-        self.roll_back_to(Mark(0));
+    /// Moves `subscriber_id`'s count by `delta`, and answers the change made, what undoes it
+    /// exactly (for the writer's transitions, `writer/state.rs`).
+    pub fn change(&mut self, subscriber_id: &str, delta: i64) -> i64 {
+        change(&mut self.counts, subscriber_id, delta)
     }
 
     /// Whether a claim at `now` may skip or cut short a scan on the counts' word: within
@@ -145,6 +84,47 @@ impl ScheduledCounts {
     pub fn all_left_out(&self, left_out: impl Fn(&str) -> bool) -> bool {
         self.counts.keys().all(|id| left_out(id))
     }
+
+    /// The counts in subscriber order.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn sorted(&self) -> Vec<(String, u32)> {
+        sorted(&self.counts)
+    }
+
+    /// How the counts differ from the rows counted afresh, in words.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn difference_from_rows(&self, conn: &Connection) -> Result<Option<String>> {
+        let counted = Self::count(conn)?;
+        Ok((counted != self.counts).then(|| {
+            format!(
+                "deliveries waiting per subscriber: kept {:?}, counted from the rows {:?}",
+                self.sorted(),
+                sorted(&counted)
+            )
+        }))
+    }
+}
+
+/// Moves `subscriber_id`'s count in `counts` by `delta`, kept within `0..=u32::MAX` (a count
+/// wrapped to zero would be too low) and with no entry for zero; answers the change made.
+fn change(counts: &mut HashMap<String, u32>, subscriber_id: &str, delta: i64) -> i64 {
+    let before = counts.get(subscriber_id).copied().unwrap_or(0);
+    let after = (i64::from(before).saturating_add(delta)).clamp(0, i64::from(u32::MAX)) as u32;
+    if after == 0 {
+        counts.remove(subscriber_id);
+    } else if let Some(count) = counts.get_mut(subscriber_id) {
+        *count = after;
+    } else {
+        counts.insert(subscriber_id.to_owned(), after);
+    }
+    i64::from(after) - i64::from(before)
+}
+
+#[cfg(any(test, feature = "testing"))]
+fn sorted(counts: &HashMap<String, u32>) -> Vec<(String, u32)> {
+    let mut sorted: Vec<_> = counts.iter().map(|(id, n)| (id.clone(), *n)).collect();
+    sorted.sort();
+    sorted
 }
 
 #[cfg(test)]
@@ -210,13 +190,13 @@ mod tests {
     }
 
     /// The writer's counts, and the rows counted afresh.
-    async fn counts(store: &SqliteStore) -> (HashMap<String, u32>, HashMap<String, u32>) {
+    async fn counts(store: &SqliteStore) -> (Vec<(String, u32)>, Vec<(String, u32)>) {
         store
             .writer
             .write(|w| {
                 Ok((
-                    w.scheduled.counts.clone(),
-                    ScheduledCounts::load(&w.conn)?.counts,
+                    w.state.scheduled().sorted(),
+                    sorted(&ScheduledCounts::count(&w.conn)?),
                 ))
             })
             .await
@@ -229,7 +209,7 @@ mod tests {
             kept, rows,
             "after {after}: kept by the writer, then counted from the rows"
         );
-        let expected = expected
+        let expected: Vec<_> = expected
             .iter()
             .map(|(id, n)| (id.to_string(), *n))
             .collect();
@@ -240,7 +220,7 @@ mod tests {
     async fn the_counts_follow_every_write_that_moves_a_waiting_delivery() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("hookline.db");
-        let store = SqliteStore::open(path.to_str().unwrap(), false)
+        let store = SqliteStore::open(path.to_str().unwrap(), &OpenOptions::default())
             .await
             .unwrap();
         for (id, pin) in [("a", None), ("b", None), ("paused", None), ("old", Some(0))] {
@@ -357,48 +337,5 @@ mod tests {
         };
         store.expire_windows(sweep).await.unwrap();
         assert_counts(&store, "a window sweep", &[]).await;
-    }
-
-    fn among<'a>(ids: &'a [&str]) -> impl Fn(&str) -> bool + 'a {
-        move |id| ids.contains(&id)
-    }
-
-    #[test]
-    fn a_rolled_back_job_takes_its_changes_with_it() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        super::super::schema::migrate(&mut conn).unwrap();
-        let mut counts = ScheduledCounts::load(&conn).unwrap();
-        assert!(counts.all_left_out(among(&[])), "nothing waits");
-        assert!(!counts.trusted(0), "not before a claim read in full");
-        counts.claimed_in_full(1_000);
-        assert!(counts.trusted(1_000) && counts.trusted(1_999));
-        assert!(!counts.trusted(2_000) && !counts.trusted(999));
-
-        counts.add("a", 2);
-        counts.committed();
-        assert!(!counts.all_left_out(among(&[])));
-        assert!(counts.all_left_out(among(&["a", "b"])));
-
-        // A job takes both of a's and adds one of b's, then fails.
-        let mark = counts.mark();
-        counts.remove("a", 2);
-        counts.add("b", 1);
-        assert!(counts.all_left_out(among(&["b"])));
-        counts.roll_back_to(mark);
-        assert!(!counts.all_left_out(among(&["b"])), "a's two wait again");
-        assert!(counts.all_left_out(among(&["a"])), "b's one is gone");
-
-        // A batch whose commit failed: everything since the last commit is undone.
-        counts.remove("a", 1);
-        counts.add("c", 3);
-        counts.rolled_back();
-        assert_eq!(counts.counts, HashMap::from([("a".to_string(), 2)]));
-
-        // Removing more than is counted removes what is there, and undoes exactly that.
-        let mark = counts.mark();
-        counts.remove("a", 5);
-        assert!(counts.all_left_out(among(&[])));
-        counts.roll_back_to(mark);
-        assert_eq!(counts.counts, HashMap::from([("a".to_string(), 2)]));
     }
 }

@@ -1,8 +1,8 @@
-//! One serving process per SQLite file. The SQLite writer keeps counts in memory that only its
-//! own writes move (deliveries in flight and waiting, per subscriber): a second process serving
-//! the same file would double every subscriber's in-flight cap, and each process's counts would
-//! miss the other's rows. Worse, two names of one file (a hard link) have a WAL each, and two
-//! processes writing through both corrupt it.
+//! One serving process per SQLite file. The SQLite writer keeps in memory what only its own
+//! writes move (deliveries waiting per subscriber, the subscriber rows claims read): a second
+//! process serving the same file would change rows behind them, so that claims skip waiting
+//! rows and decide on a subscriber's old status and breaker. Worse, two names of one file (a
+//! hard link) have a WAL each, and two processes writing through both corrupt it.
 //!
 //! So a serving store (`OpenOptions::serving`: `serve`, and the in-process apps of tests and
 //! `capacity --measure`) takes an exclusive `flock` on the database file itself before it opens

@@ -1,7 +1,7 @@
 //! Subscribers as claims last read them. A claim reads the subscriber of every due row it
 //! considers; in a steady run those rows do not change, and reading them again on every claim
-//! was a fifth of the claim's time. The write connection is the only writer of the file (as
-//! for the writer's in-flight counts), and SQLite's update hook on it reports every row it
+//! was a fifth of the claim's time. The write connection is the only writer of the file
+//! (`serve_lock`), and SQLite's update hook on it reports every row it
 //! changes in `subscribers`: that row is forgotten the moment it changes. A rollback forgets
 //! them all: a row read between a change and its rollback would otherwise outlive it.
 
@@ -81,6 +81,52 @@ impl SubscriberCache {
 
     pub fn forget(&mut self) {
         *locked(&self.rows) = Rows::default();
+    }
+
+    /// Each kept row that is not the row in the table now, in words (test builds: the writer's
+    /// recount after every batch).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn differences(&self, c: &Connection) -> Result<Vec<String>> {
+        let (kept, bytes) = {
+            let rows = locked(&self.rows);
+            let kept: Vec<(i64, Arc<Subscriber>)> = rows
+                .ids
+                .iter()
+                .filter_map(|(key, id)| Some((*key, rows.by_id.get(id)?.clone())))
+                .collect();
+            if kept.len() != rows.by_id.len() || kept.len() != rows.ids.len() {
+                return Ok(vec![format!(
+                    "the subscriber cache keeps {} rows under {} ids and {} row keys",
+                    kept.len(),
+                    rows.by_id.len(),
+                    rows.ids.len()
+                )]);
+            }
+            (kept, rows.bytes)
+        };
+        let mut differences = Vec::new();
+        for (key, subscriber) in &kept {
+            match reads::keyed_subscriber(c, &subscriber.id) {
+                Ok((row_key, row)) if row_key == *key && row == **subscriber => {}
+                Ok((row_key, row)) => differences.push(format!(
+                    "subscriber {:?} kept as {subscriber:?} (row {key}), the table has \
+                     {row:?} (row {row_key})",
+                    subscriber.id
+                )),
+                Err(crate::StoreError::NotFound(_)) => differences.push(format!(
+                    "subscriber {:?} kept, but the table has no such row",
+                    subscriber.id
+                )),
+                Err(e) => return Err(e),
+            }
+        }
+        let counted: usize = kept.iter().map(|(_, s)| footprint(s)).sum();
+        if counted != bytes {
+            differences.push(format!(
+                "the subscriber cache counts {bytes} bytes, its rows take {counted}"
+            ));
+        }
+        Ok(differences)
     }
 }
 

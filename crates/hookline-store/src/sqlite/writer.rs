@@ -7,39 +7,36 @@
 //! "done" before the commit that holds its change has succeeded.
 //!
 //! A batch first runs without savepoints: a savepoint makes SQLite copy every page a job
-//! touches into the statement journal (a temporary file past 64 KiB), for every job, though
-//! jobs almost never fail after writing (SQLite's change count moved, or the job says so:
-//! `failed_after_writing`). When one does, the batch is rolled back and run
-//! again from the start, each job in a savepoint of its own (`Undo`): so every job must be
-//! able to run twice (`Fn`), and what jobs do besides writing rows (the counts kept in
-//! memory, the dead-letter metric) is undone with them or waits for the commit.
+//! touches into the statement journal, for every job, though jobs almost never fail after
+//! writing (SQLite's change count moved, or the job says so: `failed_after_writing`); a
+//! savepoint around every job cost about 7% of the whole process's deliveries per CPU-second
+//! in the bench's `sustained`. When a job does fail after writing, the batch is rolled back and
+//! run again from the start, each job in a savepoint of its own (`Undo`): so every job must be
+//! able to run twice. What makes that hold: a job's closure is `Fn` (it cannot change what it
+//! captured), and what the writer keeps in memory beside the rows changes only through the
+//! transitions of [`WriterState`], which log every change until the commit and undo them with
+//! the rollback; the subscriber rows kept for claims are forgotten with it. Test builds recount
+//! those figures from the tables after every batch (`check_figures`).
 
-use std::collections::HashMap;
+mod state;
+
 use std::sync::{mpsc, Arc};
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use super::dead_tally::{self, DeadTally};
-use super::scheduled::{self, ScheduledCounts};
 use super::serve_lock::ServeLock;
 use super::subscriber_cache::SubscriberCache;
 use crate::{Result, StoreError};
+pub(super) use state::WriterState;
 
 /// State only the writer thread touches.
 pub(super) struct Writer {
     pub conn: Connection,
-    /// Deliveries in flight per subscriber. The write connection is the only writer of the
-    /// file, so this count is exact; it is rebuilt from the table at start and after a failed
-    /// commit, and counts rows leased by a previous process until they are rescued.
-    pub in_flight: HashMap<String, u32>,
     /// The subscriber rows claims read, kept between claims.
     pub subscribers: SubscriberCache,
-    /// Deliveries waiting per subscriber, so that a claim can tell when its scan would find
-    /// nothing.
-    pub scheduled: ScheduledCounts,
-    /// Deliveries that died in this batch, counted in the metric once it commits.
-    pub dead: DeadTally,
+    /// The figures kept beside the rows, changed through its transitions.
+    pub state: WriterState,
     undo: Undo,
     /// The error that ended this batch's transaction (SQLite rolls back on some, a full disk
     /// among them): what the batch's other jobs and its commit answer, so that every caller
@@ -57,13 +54,6 @@ enum Undo {
     Spoiled,
     /// Each job (and each part of one run by `undoable`) in a savepoint of its own.
     Savepoints,
-}
-
-/// Where a job's changes to what the writer keeps in memory begin.
-#[derive(Clone, Copy)]
-struct Mark {
-    scheduled: scheduled::Mark,
-    dead: dead_tally::Mark,
 }
 
 /// A job of a batch: run (twice, when its first run is in a batch that is run again), then
@@ -143,16 +133,7 @@ impl WriterHandle {
     /// Starts the writer thread on `conn`; a serving store's lock goes with it, let go once the
     /// thread has closed the connection.
     pub fn spawn(conn: Connection, serving: Option<Arc<ServeLock>>) -> Result<Self> {
-        let mut writer = Writer {
-            subscribers: SubscriberCache::watch(&conn),
-            scheduled: ScheduledCounts::load(&conn)?,
-            conn,
-            in_flight: HashMap::new(),
-            dead: DeadTally::default(),
-            undo: Undo::Savepoints,
-            ended_by: None,
-        };
-        writer.reload_in_flight()?;
+        let writer = Writer::new(conn)?;
         let (jobs, rx) = mpsc::channel::<Queued>();
         std::thread::Builder::new()
             .name("hookline-sqlite-writer".into())
@@ -193,41 +174,21 @@ impl WriterHandle {
 }
 
 impl Writer {
-    /// After a rollback: what the writer keeps in memory follows the rows as they are now
-    /// (the waiting counts are undone from their own log instead: recounting reads every
-    /// waiting row).
-    fn reload_after_rollback(&mut self) -> Result<()> {
+    fn new(conn: Connection) -> Result<Self> {
+        Ok(Writer {
+            subscribers: SubscriberCache::watch(&conn),
+            state: WriterState::load(&conn)?,
+            conn,
+            undo: Undo::Savepoints,
+            ended_by: None,
+        })
+    }
+
+    /// Undoes in memory what a failed job changed there: the figures it moved, the
+    /// subscribers it read (it may have changed them).
+    fn undo_since(&mut self, mark: state::Mark) {
+        self.state.roll_back_to(mark);
         self.subscribers.forget();
-        self.reload_in_flight()
-    }
-
-    fn reload_in_flight(&mut self) -> Result<()> {
-        let mut stmt = self
-            .conn
-            .prepare(super::queries::IN_FLIGHT_PER_SUBSCRIBER)?;
-        let counts = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?
-            .collect::<rusqlite::Result<HashMap<_, _>>>()?;
-        drop(stmt);
-        self.in_flight = counts;
-        Ok(())
-    }
-
-    fn mark(&self) -> Mark {
-        Mark {
-            scheduled: self.scheduled.mark(),
-            dead: self.dead.mark(),
-        }
-    }
-
-    /// Undoes in memory what a failed job changed there: the counts it moved, the slots it
-    /// took or freed, the subscribers it read (it may have changed them).
-    fn undo_since(&mut self, mark: Mark) {
-        self.scheduled.roll_back_to(mark.scheduled);
-        self.dead.roll_back_to(mark.dead);
-        if let Err(e) = self.reload_after_rollback() {
-            tracing::error!(error = %e, "cannot rebuild in-flight counts after a failed job");
-        }
     }
 
     /// Runs `f` so that, if it fails, what it changed is undone and the rest of the batch (or
@@ -239,7 +200,7 @@ impl Writer {
         if self.conn.is_autocommit() {
             return Err(self.ended("an earlier error ended this batch's transaction"));
         }
-        let mark = self.mark();
+        let mark = self.state.mark();
         if self.undo != Undo::Savepoints {
             let changes = self.conn.total_changes();
             let result = f(self);
@@ -305,19 +266,58 @@ impl Writer {
 
     /// The batch's transaction committed: what its jobs counted stands.
     fn committed(&mut self) {
-        self.scheduled.committed();
-        self.dead.committed();
+        self.state.committed();
     }
 
     /// The batch's transaction was rolled back: so is what its jobs changed in memory.
     fn rolled_back(&mut self) {
-        self.scheduled.rolled_back();
-        self.dead.rolled_back();
-        if let Err(e) = self.reload_after_rollback() {
-            tracing::error!(error = %e, "cannot rebuild in-flight counts after a rollback");
+        self.state.rolled_back();
+        self.subscribers.forget();
+    }
+
+    /// Once recounting is on (test builds): recounts every figure kept in memory from the
+    /// tables, and at the first difference records it for the database's path and stops the
+    /// writer, so that a write path that moved rows without its transition, or an undo that
+    /// missed a change, fails the test that made it (`testing::sqlite_figure_differences`).
+    #[cfg(any(test, feature = "testing"))]
+    fn check_figures(&self) {
+        use std::sync::atomic::Ordering;
+        if !RECOUNTING.load(Ordering::Relaxed) {
+            return;
         }
+        let differences = self
+            .state
+            .differences(&self.conn)
+            .and_then(|mut found| {
+                found.extend(self.subscribers.differences(&self.conn)?);
+                Ok(found)
+            })
+            .unwrap_or_else(|e| vec![format!("cannot recount: {e}")]);
+        if differences.is_empty() {
+            return;
+        }
+        let path = self.conn.path().unwrap_or_default().to_owned();
+        let differences = differences.join("; ");
+        FIGURE_DIFFERENCES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((path.clone(), differences.clone()));
+        panic!(
+            "the SQLite writer of {path:?} keeps figures the rows do not bear out: {differences}"
+        );
     }
 }
+
+/// Whether writers recount their figures after every batch (`Writer::check_figures`): always in
+/// this crate's unit tests, elsewhere once `testing::recount_sqlite_figures` has turned it on.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) static RECOUNTING: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(cfg!(test));
+
+/// The differences recounts found, with the path of their database.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) static FIGURE_DIFFERENCES: std::sync::Mutex<Vec<(String, String)>> =
+    std::sync::Mutex::new(Vec::new());
 
 fn run(mut writer: Writer, jobs: mpsc::Receiver<Queued>) {
     while let Ok(first) = jobs.recv() {
@@ -348,6 +348,8 @@ fn run_batch(writer: &mut Writer, mut batch: Vec<Box<dyn Job>>) {
             Ran::Spoiled => unreachable!("savepoints undo a failed job alone"),
         },
     };
+    #[cfg(any(test, feature = "testing"))]
+    writer.check_figures();
     for job in batch {
         job.answer(commit.clone());
     }
@@ -421,15 +423,7 @@ mod tests {
         let mut conn = Connection::open_in_memory().unwrap();
         super::super::schema::migrate(&mut conn).unwrap();
         add_subscriber(&conn, "a").unwrap();
-        Writer {
-            subscribers: SubscriberCache::watch(&conn),
-            scheduled: ScheduledCounts::load(&conn).unwrap(),
-            conn,
-            in_flight: HashMap::new(),
-            dead: DeadTally::default(),
-            undo: Undo::Savepoints,
-            ended_by: None,
-        }
+        Writer::new(conn).unwrap()
     }
 
     fn add_subscriber(c: &Connection, id: &str) -> rusqlite::Result<usize> {
@@ -469,9 +463,10 @@ mod tests {
         assert_eq!(url(&mut w), "https://two.example/hook");
 
         // The same when the error ended the whole transaction, and the rollback of the
-        // savepoint fails too: the job's own error comes back.
-        w.in_flight.insert("a".into(), 7);
+        // savepoint fails too: the job's own error comes back, and its figures are undone.
         let failed = w.undoable(|w| {
+            w.state.fanned_out("a");
+            w.state.claimed("a");
             set_url(w, "https://four.example/hook");
             assert_eq!(url(w), "https://four.example/hook");
             w.conn.execute_batch("ROLLBACK").unwrap();
@@ -479,7 +474,7 @@ mod tests {
         });
         assert!(matches!(failed, Err(StoreError::Invalid(m)) if m == "the disk is full"));
         assert_eq!(url(&mut w), "https://one.example/hook", "as committed");
-        assert!(w.in_flight.is_empty(), "counted from the rows again");
+        assert!(w.state.scheduled().all_left_out(|_| false));
     }
 
     /// Counts what reaches the dead-letter counter.
@@ -563,8 +558,7 @@ mod tests {
             move |w: &mut Writer| {
                 runs.fetch_add(1, SeqCst);
                 add_subscriber(&w.conn, id)?;
-                w.dead
-                    .add(hookline_policy::DeadReason::WindowExpired, None, 3);
+                w.state.dead_on_arrival(3);
                 Ok(())
             }
         };
@@ -576,8 +570,7 @@ mod tests {
             job(
                 |w: &mut Writer| {
                     add_subscriber(&w.conn, "c")?;
-                    w.dead
-                        .add(hookline_policy::DeadReason::WindowExpired, None, 5);
+                    w.state.dead_on_arrival(5);
                     failing("refused after writing")
                 },
                 replies.next().unwrap(),
@@ -665,7 +658,7 @@ mod tests {
         );
         assert_eq!(count("SELECT count(*) FROM events WHERE id = 'e1'"), 0);
         assert!(
-            w.scheduled.all_left_out(|_| false),
+            w.state.scheduled().all_left_out(|_| false),
             "nothing is counted waiting for the undone event"
         );
         (refused, runs.load(SeqCst))
@@ -768,9 +761,9 @@ mod tests {
         let (reply, mut answer) = oneshot::channel();
         let batch = vec![job(
             |w: &mut Writer| {
-                w.scheduled.add("a", 2);
-                w.dead
-                    .add(hookline_policy::DeadReason::WindowExpired, None, 4);
+                w.state.fanned_out("a");
+                w.state.fanned_out("a");
+                w.state.dead_on_arrival(4);
                 failing("refused before writing")
             },
             reply,
@@ -778,7 +771,10 @@ mod tests {
         let dead = DeadLetters::default();
         metrics::with_local_recorder(&dead, || run_batch(&mut w, batch));
         assert!(answer.try_recv().unwrap().is_err());
-        assert!(w.scheduled.all_left_out(|_| false), "no count left behind");
+        assert!(
+            w.state.scheduled().all_left_out(|_| false),
+            "no count left behind"
+        );
         assert_eq!(dead.counted(), 0);
     }
 
@@ -847,10 +843,17 @@ mod tests {
     #[test]
     fn a_transaction_left_open_by_a_failed_rollback_does_not_refuse_the_next_batch() {
         let mut w = writer();
-        // As a rollback that failed leaves it: open, with a row and counts of its own.
+        // As a rollback that failed leaves it: open, with rows and counts of its own.
         w.conn.execute_batch("BEGIN").unwrap();
         add_subscriber(&w.conn, "left-open").unwrap();
-        w.in_flight.insert("a".into(), 3);
+        w.conn
+            .execute_batch(
+                "INSERT INTO deliveries (id, event_id, subscriber_id, state, first_seen,
+                                         window_start, updated_at)
+                 VALUES ('e1:a', 'e1', 'a', 'scheduled', 0, 0, 0)",
+            )
+            .unwrap();
+        w.state.fanned_out("a");
         let (reply, mut answer) = oneshot::channel();
         run_batch(
             &mut w,
@@ -865,7 +868,10 @@ mod tests {
             ["a", "b"],
             "the open transaction was rolled back"
         );
-        assert!(w.in_flight.is_empty(), "counted from the rows again");
+        assert!(
+            w.state.scheduled().all_left_out(|_| false),
+            "its count is undone with it"
+        );
     }
 
     #[test]

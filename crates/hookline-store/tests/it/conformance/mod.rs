@@ -22,9 +22,12 @@ struct Sqlite {
     dir: tempfile::TempDir,
 }
 
+/// Every case runs with the SQLite writer recounting what it keeps in memory from the tables
+/// after each batch: a case passes only if those figures never differ from the rows.
 #[async_trait::async_trait]
 impl Harness for Sqlite {
     async fn fresh() -> Option<Self> {
+        hookline_store::testing::recount_sqlite_figures();
         Some(Sqlite {
             dir: tempfile::tempdir().unwrap(),
         })
@@ -32,6 +35,10 @@ impl Harness for Sqlite {
     async fn open(&self) -> Arc<dyn Store> {
         let path = self.dir.path().join("hookline.db");
         open(&format!("sqlite://{}", path.display())).await.unwrap()
+    }
+    async fn cleanup(self) {
+        let differences = hookline_store::testing::sqlite_figure_differences(self.dir.path());
+        assert!(differences.is_empty(), "{differences:#?}");
     }
 }
 
