@@ -240,6 +240,12 @@ pub(crate) fn paced_ms(ms: f64) -> i64 {
     ms as i64
 }
 
+/// A count, a length or a duration of the model as the 64-bit integer that stores or bounds
+/// it, saturating: one beyond is stored as the most the column holds, never as a negative.
+pub(crate) fn to_bigint(v: impl TryInto<i64>) -> i64 {
+    v.try_into().unwrap_or(i64::MAX)
+}
+
 /// A number the database worked out that means nothing below 0 (a count; a wait, which is 0
 /// once due): a negative one counts as 0.
 pub(crate) fn non_negative(v: i64) -> u64 {

@@ -144,12 +144,6 @@ pub(super) fn to_int(v: impl TryInto<i32>) -> i32 {
     v.try_into().unwrap_or(i32::MAX)
 }
 
-/// A count, a length or a duration of the model as the BIGINT that stores or bounds it,
-/// saturating likewise.
-pub(super) fn to_bigint(v: impl TryInto<i64>) -> i64 {
-    v.try_into().unwrap_or(i64::MAX)
-}
-
 pub struct PostgresStore {
     pool: Pool,
     /// `NOTIFY` channel, one per schema so stores in different schemas do not wake each other.

@@ -25,8 +25,8 @@ pub(super) fn backlog_waits(c: &Connection, now: UnixMs) -> Result<BacklogWaits>
         .query_row([now], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
     Ok(BacklogWaits {
         deferred,
-        rate_limited: rate_limited.max(0) as u64,
-        rate_limited_longest_ms: longest.max(0) as u64,
+        rate_limited: non_negative(rate_limited),
+        rate_limited_longest_ms: non_negative(longest),
     })
 }
 
@@ -51,7 +51,7 @@ pub(super) fn record_meter(c: &Connection, owner: &str, at: UnixMs, m: MeterRead
 pub(super) fn meter_totals(c: &Connection, since: UnixMs) -> Result<MeterReading> {
     Ok(c.prepare_cached(queries::METER_TOTALS)?
         .query_row([since], |r| {
-            let n = |i: usize| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+            let n = |i: usize| r.get::<_, i64>(i).map(non_negative);
             Ok(MeterReading {
                 new_attempts: n(0)?,
                 retry_attempts: n(1)?,

@@ -254,7 +254,10 @@ pub(crate) unsafe fn install_checked(
 
 /// Rows of the self-test's table whose index keys land all over the b-tree.
 fn scattered(k: i64) -> String {
-    format!("{:016x}", (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+    format!(
+        "{:016x}",
+        k.cast_unsigned().wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    )
 }
 
 /// Most rounds the self-test runs before giving up on seeing a page pass through the locking
@@ -375,7 +378,7 @@ unsafe extern "C" fn create(
     }
     let wrapped = Box::new(Wrapped {
         inner,
-        bound: KeyBound::new(page_size.max(1) as c_uint),
+        bound: KeyBound::new(page_size.max(1).unsigned_abs()),
     });
     Box::into_raw(wrapped) as *mut ffi::sqlite3_pcache
 }

@@ -140,7 +140,7 @@ fn history(c: &Connection, key: i64) -> Result<Vec<AttemptRecord>> {
             Ok(AttemptRecord {
                 ordinal: r.get(0)?,
                 started_at: r.get(1)?,
-                duration_ms: r.get::<_, i64>(2)? as u64,
+                duration_ms: non_negative(r.get(2)?),
                 outcome: read_outcome(&outcome, r.get(7)?)
                     .ok_or_else(|| corrupt("outcome", &outcome))?,
                 status: r.get(4)?,
@@ -182,7 +182,7 @@ pub(super) fn dead_letter_groups(
             subscriber_id: r.get(1)?,
             subscriber_status: SubscriberStatus::parse(&status)
                 .ok_or_else(|| corrupt("status", &status))?,
-            count: r.get::<_, i64>(2)?.max(0) as u64,
+            count: non_negative(r.get(2)?),
             oldest_dead_at: r.get(3)?,
             newest_dead_at: r.get(4)?,
         })
@@ -197,7 +197,7 @@ pub(super) fn dead_letters_by_reason(
     let mut statement = c.prepare_cached(queries::DEAD_LETTERS_BY_REASON)?;
     let rows = statement.query_map([since], |r| {
         let reason = dead_reason(r.get(0)?)?.ok_or_else(|| corrupt("dead_reason", ""))?;
-        Ok((reason, r.get::<_, i64>(1)?.max(0) as u64))
+        Ok((reason, non_negative(r.get(1)?)))
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
@@ -463,7 +463,7 @@ pub(super) fn queue_stats(
         stats.behind_open_breakers_first_seen,
     ) = c
         .prepare_cached(queries::BEHIND_OPEN_BREAKERS)?
-        .query_row([], |r| Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get(1)?)))?;
+        .query_row([], |r| Ok((non_negative(r.get(0)?), r.get(1)?)))?;
     Ok(stats)
 }
 

@@ -16,7 +16,7 @@ fn rollout_row(r: &Row<'_>) -> rusqlite::Result<RawRollout> {
     let abort_if = match (r.get::<_, Option<f64>>(6)?, r.get::<_, Option<i64>>(7)?) {
         (Some(terminal_rate_increase), Some(min)) => Some(AbortIf {
             terminal_rate_increase,
-            min_deliveries: min.max(0) as u64,
+            min_deliveries: non_negative(min),
         }),
         _ => None,
     };
@@ -99,7 +99,7 @@ pub(super) fn start(c: &Connection, r: Rollout) -> Result<Rollout> {
         r.basis_points,
         subscriber_ids_text(&r.subscriber_ids),
         r.abort_if.map(|a| a.terminal_rate_increase),
-        r.abort_if.map(|a| a.min_deliveries as i64),
+        r.abort_if.map(|a| to_bigint(a.min_deliveries)),
         r.state.as_str(),
         r.reason,
         r.started_at,
@@ -137,12 +137,12 @@ pub(super) fn report(c: &Connection, q: &CohortQuery) -> Result<CohortReport> {
         .prepare_cached(queries::COHORT_TOTALS)?
         .query_row(range, |r| {
             Ok(CohortReport {
-                deliveries: r.get::<_, i64>(0)? as u64,
-                subscribers: r.get::<_, i64>(1)? as u64,
-                delivered: r.get::<_, i64>(2)? as u64,
-                dead: r.get::<_, i64>(3)? as u64,
-                retry_attempts: r.get::<_, i64>(4)? as u64,
-                retried: r.get::<_, i64>(5)? as u64,
+                deliveries: non_negative(r.get(0)?),
+                subscribers: non_negative(r.get(1)?),
+                delivered: non_negative(r.get(2)?),
+                dead: non_negative(r.get(3)?),
+                retry_attempts: non_negative(r.get(4)?),
+                retried: non_negative(r.get(5)?),
                 ..CohortReport::default()
             })
         })?;
@@ -151,14 +151,14 @@ pub(super) fn report(c: &Connection, q: &CohortQuery) -> Result<CohortReport> {
         .query_map(range, |r| {
             Ok((
                 r.get::<_, Option<String>>(0)?.unwrap_or_default(),
-                r.get::<_, i64>(1)? as u64,
+                non_negative(r.get(1)?),
             ))
         })?
         .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
     let n = report.deliveries;
     if n > 0 {
         let at = |quantile: f64| -> Result<Option<i64>> {
-            let rank = nearest_rank(n, quantile) as i64;
+            let rank = to_bigint(nearest_rank(n, quantile));
             Ok(c.prepare_cached(queries::COHORT_LATENCY_AT)?
                 .query_row(params![q.policy, q.since, q.until, rank], |r| r.get(0))
                 .optional()?)

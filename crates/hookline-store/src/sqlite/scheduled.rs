@@ -109,7 +109,7 @@ impl ScheduledCounts {
 /// wrapped to zero would be too low) and with no entry for zero; answers the change made.
 fn change(counts: &mut HashMap<String, u32>, subscriber_id: &str, delta: i64) -> i64 {
     let before = counts.get(subscriber_id).copied().unwrap_or(0);
-    let after = (i64::from(before).saturating_add(delta)).clamp(0, i64::from(u32::MAX)) as u32;
+    let after = u32::try_from(i64::from(before).saturating_add(delta).max(0)).unwrap_or(u32::MAX);
     if after == 0 {
         counts.remove(subscriber_id);
     } else if let Some(count) = counts.get_mut(subscriber_id) {

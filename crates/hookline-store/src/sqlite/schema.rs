@@ -67,7 +67,7 @@ pub(super) fn apply(conn: &mut Connection, known: &[Migration]) -> Result<()> {
         tx.pragma_update(None, "user_version", i + 1)?;
     }
     tx.execute_batch(queries::RECORDS_TABLE)?;
-    let mut legacy = records.legacy.max(LEGACY.len() as u32);
+    let mut legacy = records.legacy.max(crate::migrations::LEGACY_MIGRATIONS);
     for m in pending {
         tracing::info!(migration = m.file, "applying a migration");
         tx.execute_batch(m.sqlite)?;

@@ -507,7 +507,7 @@ pub(super) fn rescue_expired(
     let c = &w.conn;
     let rows = c
         .prepare_cached(queries::EXPIRED_LEASES)?
-        .query_map(params![now, limit as i64], due_row)?
+        .query_map(params![now, to_bigint(limit)], due_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let lease = new_lease();
     let mut lookups = Lookups::new(now, &mut w.subscribers);
@@ -571,7 +571,7 @@ pub(super) fn complete(
             done.key.0,
             a.ordinal,
             a.started_at,
-            a.duration_ms as i64,
+            to_bigint(a.duration_ms),
             outcome,
             a.status,
             a.error,
@@ -623,7 +623,7 @@ pub(super) fn replay(w: &mut Writer, req: &ReplayRequest, now: UnixMs) -> Result
         req.limit,
         req.per_second,
         req.requested_by,
-        selected.len() as i64
+        to_bigint(selected.len())
     ])?;
     let replay_seq = c.last_insert_rowid();
     for (i, (key, _, pin, version)) in selected.iter().enumerate() {
@@ -661,7 +661,7 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
     let expiring = c
         .prepare_cached(queries::EXPIRING_WINDOWS)?
         .query_map(
-            params![sweep.started_before(), sweep.limit as i64, sweep.now],
+            params![sweep.started_before(), to_bigint(sweep.limit), sweep.now],
             |r| {
                 let subscriber: String = r.get(1)?;
                 let (stored, url): (Option<String>, String) = (r.get(8)?, r.get(9)?);

@@ -96,9 +96,8 @@ impl WriterState {
         reason: DeadReason,
         n: u64,
     ) {
-        let n = i64::try_from(n).unwrap_or(i64::MAX);
-        self.change(subscriber_id, -n);
-        self.dead.add(reason, None, n as u64);
+        self.change(subscriber_id, -crate::to_bigint(n));
+        self.dead.add(reason, None, n);
     }
 
     /// A dead letter of `subscriber_id` waits again (a replay).
