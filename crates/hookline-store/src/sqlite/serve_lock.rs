@@ -20,7 +20,7 @@
 //! A `flock` on a network file system may not reach other machines: SQLite is not safe there
 //! anyway.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::MetadataExt;
 use std::sync::Mutex;
@@ -31,12 +31,15 @@ use crate::StoreError;
 /// A file's identity, whatever its name: device and inode.
 type Identity = (u64, u64);
 
-/// The files a store of this process serves. A store being closed lets its lock go once its
-/// last connection is closed, a moment after it is dropped: a new store on the same file in
-/// this process (a restart in tests) waits that moment rather than seeing another process.
-static SERVED: Mutex<BTreeSet<Identity>> = Mutex::new(BTreeSet::new());
+/// The files stores of this process serve, with how many of their locks are not yet dropped. A
+/// store being closed lets its lock go once its last connection is closed, a moment after it is
+/// dropped: a new store on the same file in this process (a restart in tests) waits that moment
+/// rather than seeing another process. Counted, not a set: a lock that closed its file is still
+/// listed until it leaves, and a new file may meanwhile get the freed inode and a lock of its
+/// own, which the leaving one must not take off the list.
+static SERVED: Mutex<BTreeMap<Identity, usize>> = Mutex::new(BTreeMap::new());
 
-/// How long an open waits for a store of this process to let a file go.
+/// How long an open waits for this process to let a file go.
 const CLOSING_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Held while this process serves a SQLite database.
@@ -58,11 +61,11 @@ impl ServeLock {
                 "database: cannot lock SQLite file {path:?} for serving: {e}"
             ))
         };
+        let since = Instant::now();
         // Waited for before any descriptor of the file is opened: see the module's doc.
         if let Ok(meta) = std::fs::metadata(path) {
             let identity = (meta.dev(), meta.ino());
-            let since = Instant::now();
-            while SERVED.lock().unwrap().contains(&identity) {
+            while SERVED.lock().unwrap().contains_key(&identity) {
                 if since.elapsed() >= patience {
                     return Err(held(path, Some(std::process::id())));
                 }
@@ -78,14 +81,24 @@ impl ServeLock {
             .map_err(io)?;
         let meta = file.metadata().map_err(io)?;
         let identity = (meta.dev(), meta.ino());
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(held(path, holder(identity)));
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(TryLockError::WouldBlock) => {
+                    // Held under this process's own id (or let go before it could be read): by
+                    // a child it is starting, which shares its open files until it runs its own
+                    // program, when it closes them. Another process is refused at once.
+                    let pid = holder(identity);
+                    let ours = pid.is_none_or(|pid| pid == std::process::id());
+                    if !ours || since.elapsed() >= patience {
+                        return Err(held(path, pid));
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(TryLockError::Error(e)) => return Err(io(e)),
             }
-            Err(TryLockError::Error(e)) => return Err(io(e)),
         }
-        SERVED.lock().unwrap().insert(identity);
+        *SERVED.lock().unwrap().entry(identity).or_default() += 1;
         Ok(ServeLock {
             file: Some(file),
             identity,
@@ -96,7 +109,13 @@ impl ServeLock {
 impl Drop for ServeLock {
     fn drop(&mut self) {
         drop(self.file.take());
-        SERVED.lock().unwrap().remove(&self.identity);
+        let mut served = SERVED.lock().unwrap();
+        if let Some(locks) = served.get_mut(&self.identity) {
+            *locks -= 1;
+            if *locks == 0 {
+                served.remove(&self.identity);
+            }
+        }
     }
 }
 
@@ -163,8 +182,45 @@ mod tests {
         drop(again);
     }
 
-    /// Another process holding the lock (here: another open file description, which the kernel
-    /// treats alike) is named from `/proc/locks`, and refused at once.
+    /// A lock this process holds through another open file description (a child being
+    /// started holds the parent's until it runs its own program) is waited for.
+    #[test]
+    fn a_lock_of_this_process_is_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("hookline.db");
+        let inherited = File::create(&file).unwrap();
+        inherited.lock().unwrap();
+        let letting_go = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            drop(inherited);
+        });
+        let taken = ServeLock::take(file.to_str().unwrap());
+        letting_go.join().unwrap();
+        assert!(taken.is_ok(), "{:?}", taken.err());
+    }
+
+    /// A lock that closed its file and has yet to leave the list, whose inode a new file got
+    /// meanwhile, takes only itself off the list.
+    #[test]
+    fn a_leaving_lock_leaves_a_new_one_on_the_same_inode_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("hookline.db");
+        let new = ServeLock::take(file.to_str().unwrap()).unwrap();
+        let leaving = ServeLock {
+            file: None,
+            identity: new.identity,
+        };
+        *SERVED.lock().unwrap().get_mut(&new.identity).unwrap() += 1;
+        drop(leaving);
+        assert!(SERVED.lock().unwrap().contains_key(&new.identity));
+        let identity = new.identity;
+        drop(new);
+        assert!(!SERVED.lock().unwrap().contains_key(&identity));
+    }
+
+    /// The process holding the lock is named from `/proc/locks` (here this one, through
+    /// another open file description, as the kernel treats another process's: refused once
+    /// the patience, none here, is spent).
     #[test]
     fn a_lock_held_elsewhere_is_refused_naming_its_process() {
         let dir = tempfile::tempdir().unwrap();

@@ -9,14 +9,15 @@
 //! A batch first runs without savepoints: a savepoint makes SQLite copy every page a job
 //! touches into the statement journal, for every job, though jobs almost never fail after
 //! writing (SQLite's change count moved, or the job says so: `failed_after_writing`); a
-//! savepoint around every job cost about 7% of the whole process's deliveries per CPU-second
-//! in the bench's `sustained`. When a job does fail after writing, the batch is rolled back and
-//! run again from the start, each job in a savepoint of its own (`Undo`): so every job must be
-//! able to run twice. What makes that hold: a job's closure is `Fn` (it cannot change what it
-//! captured), and what the writer keeps in memory beside the rows changes only through the
-//! transitions of [`WriterState`], which log every change until the commit and undo them with
-//! the rollback; the subscriber rows kept for claims are forgotten with it. Test builds recount
-//! those figures from the tables after every batch (`check_figures`).
+//! savepoint around every job, even with the sub-journal in memory, cost a measurable share of
+//! the whole process's deliveries per CPU-second (the bench's `sustained`). When a job does
+//! fail after writing, the batch is rolled back and run again from the start, each job in a
+//! savepoint of its own (`Undo`): so every job must be able to run twice. What makes that
+//! hold: a job's closure is `Fn` (it cannot change what it captured), and what the writer keeps
+//! in memory beside the rows changes only through the transitions of [`WriterState`], which
+//! log every change until the commit and undo them with the rollback; the subscriber rows kept
+//! for claims are forgotten with it. Test builds recount those figures from the tables after
+//! every batch (`check_figures`).
 
 mod state;
 
