@@ -3,8 +3,7 @@
 //!
 //! Attempts go through hyper's client directly rather than reqwest: reqwest parsed every
 //! request's URL again twice (its redirect policy's first look, and the response's URL), and its
-//! layers above hyper took about a third of an attempt's instructions (callgrind,
-//! `docs/perf-journal.md`).
+//! layers above hyper cost a large share of an attempt (`docs/perf-journal.md`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -99,9 +98,9 @@ pub struct Sender {
     attempt_timeout: Duration,
     /// Destinations are vetted when connecting, not only when a subscriber is created.
     guard: Arc<Guard>,
-    /// Subscriber URLs as parsed: parsing one (IDNA included) cost about 5% of the process's
-    /// instructions per attempt (callgrind, `throughput`); a subscriber's URL rarely changes,
-    /// and a changed one is another key.
+    /// Subscriber URLs as parsed: parsing one (IDNA included) on every attempt showed in the
+    /// whole process's cost (`docs/perf-journal.md`); a subscriber's URL rarely changes, and a
+    /// changed one is another key.
     /// Shared, so that an attempt copies none of it.
     parsed: Arc<std::sync::Mutex<HashMap<String, Arc<Target>>>>,
 }

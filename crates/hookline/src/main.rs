@@ -4,9 +4,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-/// Deliveries allocate and free small buffers on every worker thread (requests, rows, bodies);
-/// glibc's malloc spent ~15% of a busy process's time on that, mimalloc much less (see
-/// docs/perf-journal.md).
+/// Deliveries allocate and free small buffers on every worker thread (requests, rows, bodies),
+/// which glibc's malloc serves far more slowly than mimalloc (docs/perf-journal.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -435,12 +435,12 @@ impl DeliveryQueue for PostgresStore {
         //
         // The claim runs beside the completions, on a connection of its own: each is a network
         // round trip and a commit or more, and the worker's freed slots stand idle until the
-        // claim answers (one after the other, 16 to 23% fewer deliveries a second: perf-journal,
+        // claim answers (one after the other measurably fewer deliveries a second: perf-journal,
         // "Completions beside the claim"). Another worker's completions and claims already
         // interleave with these the same way; both lock subscriber rows in id order. The
-        // claim answers as soon as it has leased: 1,024 completions of attempts that timed
-        // out together took up to 0.9 s, and a healthy delivery the claim took waited for them
-        // (tests/it/isolation_at_scale.rs). The slots they free are the caller's next claim's.
+        // claim answers as soon as it has leased: a large batch of completions of attempts that
+        // timed out together takes long, and a healthy delivery the claim took would wait for
+        // them (tests/it/isolation_at_scale.rs). The slots they free are the caller's next claim's.
         let now = claim.now;
         if completions.iter().any(|c| c.revoke_subscriber) {
             // A revocation kills its subscriber's waiting deliveries, which a claim beside it

@@ -7,9 +7,8 @@
 //! it to drop the pages past the end of the file, and after such a swap that largest number is far
 //! past the end, so it walks its whole hash table (8,192 buckets and ~6,500 pages on the writer's
 //! 32 MiB cache) to find none. Under load nearly every batch splits a page somewhere, and the
-//! writer commits thousands of times a second: the walk took 6 to 7% of its thread (a `perf`
-//! profile of the bench's `sustained` workload; a uprobe on the walk showed the largest number
-//! at 262,145 on every commit).
+//! writer commits thousands of times a second, so the walk is a visible share of its thread
+//! (`docs/perf-journal.md` has the profile and the whole-process measurement that keeps this).
 //!
 //! This module installs SQLite's default page cache wrapped in a thin layer that keeps its own
 //! bound on the page numbers held, not counting the locking page while a page only passes

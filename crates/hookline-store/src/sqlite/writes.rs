@@ -185,8 +185,8 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
 /// version it has): `(deliveries, dead at once)`, each waiting one `fanned_out` in `state`.
 ///
 /// Read before the fan-out is written rather than with its `RETURNING`, which keeps every row
-/// it returns in a table of its own before the first is read: the read costs less (a
-/// 2,000-row fan-out's accept: 6.6 ms against 7.2, `fanout` in the bench). The write
+/// it returns in a table of its own before the first is read: the read costs less (the bench's
+/// `fanout`). The write
 /// connection is the file's only writer, so the insert that follows in the same transaction
 /// writes exactly these; if the job fails, the counts are undone with it.
 fn count_fan_out(
@@ -351,7 +351,7 @@ fn subscribers_on(c: &Connection, origins: &[String]) -> Result<Vec<String>> {
 /// beside the rows measured no gain for the whole process (the bench's `sustained` and
 /// `single`, and `isolation` with 5,000 attempts in flight). The subscribers are read through
 /// the cache the claim's scan reads its rows' subscribers from: a query joining the counts to
-/// the table cost about 12,000 instructions per claimed delivery (callgrind, `throughput`).
+/// the table cost more per claimed delivery than the cache (callgrind, `throughput`).
 /// Subscribers are never deleted; one missing all the same (a file edited by hand) is left
 /// out, as the join left it out, rather than failing claims.
 fn busy(w: &mut Writer) -> Result<Vec<(Arc<Subscriber>, u32)>> {
@@ -527,11 +527,11 @@ pub(super) fn complete(
 ) -> Result<Vec<CompletionResult>> {
     let c = &w.conn;
     // Taken from the statement cache once per batch rather than once per row: each take and
-    // give-back hashes the statement's text (about 1,700 instructions, callgrind).
+    // give-back hashes the statement's text.
     // The lease fence. The subscriber's status and breaker come from the claims' cache, which
     // forgets a row the moment this connection changes it: so they are as of this point in
     // the batch, earlier completions' breaker changes and revocations included. Joining the
-    // subscriber here instead cost about a tenth of a completion (callgrind, `single`).
+    // subscriber here instead cost a visible share of a completion (callgrind, `single`).
     let mut holder = c.prepare_cached(queries::LEASE_HOLDER)?;
     let mut ended = c.prepare_cached(queries::END_ATTEMPT)?;
     let mut attempted = c.prepare_cached(queries::INSERT_ATTEMPT)?;
