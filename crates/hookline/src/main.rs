@@ -24,6 +24,8 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(colour_logs())
         .init();
+    // Parsed first: `--help` and a mistyped flag end here, before any self-test.
+    let cli = hookline::cli::Cli::parse();
     // SAFETY: this is the process's only thread, and nothing has touched SQLite yet: the
     // runtime's threads start below.
     match unsafe { hookline_store::install_sqlite_page_cache() } {
@@ -40,5 +42,5 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(hookline::cli::run(hookline::cli::Cli::parse()))
+    runtime.block_on(hookline::cli::run(cli))
 }

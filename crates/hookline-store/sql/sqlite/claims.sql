@@ -68,8 +68,8 @@ SELECT subscriber_id FROM deliveries INDEXED BY deliveries_window WHERE state = 
 -- name: IN_FLIGHT_PER_SUBSCRIBER
 -- Deliveries in flight per subscriber, read through the lease index (in-flight rows only).
 -- Without `INDEXED BY`, SQLite (which has no statistics here) walks `deliveries_subscriber`
--- over every row of the table to spare itself a sort: 0.3 s per 200,000 rows, on the writer's
--- thread at start and after every rollback, and in every refresh of the gauges.
+-- over every row of the table to spare itself a sort, on the writer's thread at every claim
+-- and window sweep (`writes::busy`), and in every refresh of the gauges.
 SELECT subscriber_id, count(*)
 FROM deliveries INDEXED BY deliveries_lease WHERE state = 'in_flight' GROUP BY 1;
 

@@ -600,7 +600,7 @@ mod tests {
         }
     }
 
-    /// The gauges' counts, the writer's in-flight counts, the capacity model's backlog and the
+    /// The gauges' counts, the claims' in-flight counts, the capacity model's backlog and the
     /// recent dead letters (the console's overview, per request) each read the index expected:
     /// a partial index, or one subscriber's rows, never the whole table nor every row through
     /// `deliveries_subscriber`. With 1,000,000 delayed deliveries in the store, that walk cost

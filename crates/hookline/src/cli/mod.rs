@@ -398,6 +398,19 @@ fn token_new(name: &str, scope: crate::tokens::Scope) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The error, then each cause its text does not already say: many errors write their cause
+/// into their own text, and `{:#}` would say it twice.
+fn with_causes(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text = format!("{text}: {cause}");
+        }
+    }
+    text
+}
+
 /// Runs the parsed command line; errors are printed here and become the exit code.
 pub async fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
@@ -485,8 +498,7 @@ pub async fn run(cli: Cli) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            // `{:#}`: the error with every cause after it, on one line.
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", with_causes(&error));
             ExitCode::FAILURE
         }
     }
@@ -496,7 +508,26 @@ pub async fn run(cli: Cli) -> ExitCode {
 mod tests {
     use clap::CommandFactory;
 
-    use super::Cli;
+    use super::{with_causes, Cli};
+
+    /// A cause is said once: after the error when its text leaves it out, not again when the
+    /// text already says it.
+    #[test]
+    fn an_error_says_each_cause_once() {
+        let io = || std::io::Error::other("disk on fire");
+        let context = anyhow::Error::new(io()).context("reading the config");
+        assert_eq!(with_causes(&context), "reading the config: disk on fire");
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot read hookline.toml: {source}")]
+        struct Read {
+            source: std::io::Error,
+        }
+        let said = anyhow::Error::new(Read { source: io() });
+        assert_eq!(
+            with_causes(&said),
+            "cannot read hookline.toml: disk on fire"
+        );
+    }
 
     /// `text` with every run of whitespace one space: clap wraps and indents what it prints.
     fn normalised(text: &str) -> String {

@@ -1,6 +1,7 @@
 //! What the writer keeps in memory beside the rows (deliveries waiting per subscriber, deaths
 //! not yet counted in the metric), and the only way it changes: one method per transition a
-//! write path makes deliveries go through, called right after the statement that made it. Each
+//! write path makes deliveries go through, called beside the statement that makes it (a
+//! fan-out's as it is counted, just before its insert; the others right after theirs). Each
 //! moves every figure its transition moves (a claim takes a delivery out of the waiting count,
 //! a completion that retries puts it back, one that ends in death counts it for the metric), so
 //! a write path names what happened to its rows and cannot move one figure and forget another;
@@ -8,9 +9,11 @@
 //! undo, to `writer`. (Deliveries in flight are counted from the rows when a claim needs them:
 //! keeping them here measured no gain, `writes::busy`.)
 //!
-//! Every change is logged until its batch commits: a job or a batch rolled back, or a first run
-//! of a batch undone to run again (`writer`), takes its changes with it, exactly. In test builds
-//! the writer recounts every figure from the tables after each batch ([`WriterState::differences`]).
+//! Every change to a count is logged until its batch commits: a job or a batch rolled back, or
+//! a first run of a batch undone to run again (`writer`), takes its changes with it, exactly.
+//! (When claims last read every scan in full is not logged: after a rolled-back claim the
+//! restored counts are trusted a little longer, which they bear.) In test builds the writer
+//! recounts every figure from the tables after each batch ([`WriterState::differences`]).
 
 use hookline_policy::{DeadReason, UnixMs};
 use rusqlite::Connection;
