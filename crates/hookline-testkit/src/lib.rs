@@ -14,7 +14,7 @@ pub async fn create_subscribers(
     token: Option<&str>,
     mut bodies: Vec<serde_json::Value>,
     parallel: usize,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     bodies.reverse(); // taken from the end: in the order given
     let queue = std::sync::Arc::new(std::sync::Mutex::new(bodies));
     let mut workers = tokio::task::JoinSet::new();
@@ -30,17 +30,17 @@ pub async fn create_subscribers(
                 if let Some(t) = &token {
                     request = request.bearer_auth(t);
                 }
-                let response = request.send().await.map_err(|e| e.to_string())?;
+                let response = request.send().await?;
                 if response.status() != 201 {
                     let status = response.status();
                     let text = response.text().await.unwrap_or_default();
-                    return Err(format!("creating a subscriber answered {status}: {text}"));
+                    anyhow::bail!("creating a subscriber answered {status}: {text}");
                 }
             }
         });
     }
     while let Some(done) = workers.join_next().await {
-        done.map_err(|e| e.to_string())??;
+        done??;
     }
     Ok(())
 }

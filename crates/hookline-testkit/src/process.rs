@@ -6,6 +6,8 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
+use anyhow::Context;
+
 pub struct Process {
     child: Child,
     /// `http://127.0.0.1:PORT`.
@@ -28,11 +30,11 @@ impl Process {
         name: &str,
         config: &str,
         role: &str,
-    ) -> Result<Self, String> {
-        let port = crate::free_port().map_err(|e| e.to_string())?;
+    ) -> anyhow::Result<Self> {
+        let port = crate::free_port()?;
         let path = dir.join(format!("{name}.toml"));
         std::fs::write(&path, format!("listen = \"127.0.0.1:{port}\"\n{config}"))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .with_context(|| path.display().to_string())?;
         Self::serve(binary, &path, role, format!("http://127.0.0.1:{port}")).await
     }
 
@@ -44,7 +46,7 @@ impl Process {
         config: &Path,
         role: &str,
         base: String,
-    ) -> Result<Self, String> {
+    ) -> anyhow::Result<Self> {
         let process = Process {
             child: serve(binary, config, role)?,
             base,
@@ -75,7 +77,7 @@ impl Process {
 }
 
 /// Starts `BINARY serve --config CONFIG --role ROLE` (errors only in its log), not waiting.
-fn serve(binary: &Path, config: &Path, role: &str) -> Result<Child, String> {
+fn serve(binary: &Path, config: &Path, role: &str) -> anyhow::Result<Child> {
     Command::new(binary)
         .args([
             "serve",
@@ -87,12 +89,12 @@ fn serve(binary: &Path, config: &Path, role: &str) -> Result<Child, String> {
         .env("RUST_LOG", "error")
         .stdout(Stdio::null())
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", binary.display()))
+        .with_context(|| format!("cannot start {}", binary.display()))
 }
 
 /// Waits (up to about 20 s) until `base` answers `/healthz` with 200. A probe that gets no
 /// answer soon counts as "not yet".
-pub async fn wait_healthy(base: &str) -> Result<(), String> {
+pub async fn wait_healthy(base: &str) -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     for _ in 0..400 {
         let probe = http
@@ -105,5 +107,5 @@ pub async fn wait_healthy(base: &str) -> Result<(), String> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Err(format!("hookline at {base} did not become healthy"))
+    anyhow::bail!("hookline at {base} did not become healthy")
 }

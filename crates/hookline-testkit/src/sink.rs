@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use anyhow::Context;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -367,7 +368,7 @@ fn serving(routes: Router, origin: &str) -> Router {
 /// A sink without signature checks on a free loopback port, served for as long as the runtime
 /// runs; answers its base URL. For tools that deliver to themselves (`hookline capacity
 /// --measure`).
-pub async fn spawn_on_loopback() -> Result<String, String> {
+pub async fn spawn_on_loopback() -> anyhow::Result<String> {
     let mut origins = spawn_on_loopback_ports(1).await?;
     Ok(origins.remove(0))
 }
@@ -375,17 +376,14 @@ pub async fn spawn_on_loopback() -> Result<String, String> {
 /// One sink without signature checks on `ports` free loopback ports (at least one), served for
 /// as long as the runtime runs; answers their base URLs, each an origin of its own, all sharing
 /// behaviour, control and counts. For the drill, whose subscribers stand for many hosts.
-pub async fn spawn_on_loopback_ports(ports: usize) -> Result<Vec<String>, String> {
+pub async fn spawn_on_loopback_ports(ports: usize) -> anyhow::Result<Vec<String>> {
     let shared = router(Signatures::Unchecked);
     let mut origins = Vec::with_capacity(ports);
     for _ in 0..ports.max(1) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
-            .map_err(|e| format!("cannot listen on a loopback port: {e}"))?;
-        let origin = format!(
-            "http://{}",
-            listener.local_addr().map_err(|e| e.to_string())?
-        );
+            .context("cannot listen on a loopback port")?;
+        let origin = format!("http://{}", listener.local_addr()?);
         let routes = serving(shared.clone(), &origin);
         tokio::spawn(async move { axum::serve(listener, routes).await });
         origins.push(origin);
@@ -394,15 +392,13 @@ pub async fn spawn_on_loopback_ports(ports: usize) -> Result<Vec<String>, String
 }
 
 /// Serves the sink until the process is stopped.
-pub async fn serve(listen: SocketAddr, signatures: Signatures) -> Result<(), String> {
+pub async fn serve(listen: SocketAddr, signatures: Signatures) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+        .with_context(|| format!("cannot listen on {listen}"))?;
     tracing::info!(listen = %listen, "hookline sink serving");
     let routes = serving(router(signatures), &format!("http://{listen}"));
-    axum::serve(listener, routes)
-        .await
-        .map_err(|e| e.to_string())
+    Ok(axum::serve(listener, routes).await?)
 }
 
 #[cfg(test)]

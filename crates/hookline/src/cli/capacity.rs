@@ -529,9 +529,7 @@ async fn measure(config: Option<&Path>, mix: &Mix) -> anyhow::Result<Measurement
     // time.
     let slowest = mix.answer_times.iter().max().copied().unwrap_or_default();
     let limit = Duration::from_secs(120).saturating_add(slowest.saturating_mul(EVENTS));
-    let sink = hookline_testkit::sink::spawn_on_loopback()
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let sink = hookline_testkit::sink::spawn_on_loopback().await?;
     let dir = hookline_testkit::ScratchDir::new("hookline-capacity")?;
     let mut config = load(config)?;
     // Its own port, database and loopback sink; everything else as configured.
@@ -563,9 +561,7 @@ async fn measure(config: Option<&Path>, mix: &Mix) -> anyhow::Result<Measurement
     let bodies = (0..SUBSCRIBERS)
         .map(|i| json!({"id": format!("m-{i}"), "url": format!("{sink}{}", mix.path(i, SUBSCRIBERS))}))
         .collect();
-    hookline_testkit::create_subscribers(&http, &api, None, bodies, 8)
-        .await
-        .map_err(anyhow::Error::msg)?;
+    hookline_testkit::create_subscribers(&http, &api, None, bodies, 8).await?;
     let started = Instant::now();
     for e in 0..EVENTS {
         let r = http

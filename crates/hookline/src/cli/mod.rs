@@ -490,9 +490,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                         .map(|key| key.sign(id, timestamp, body))
                 },
             });
-            hookline_testkit::sink::serve(args.listen, signatures)
-                .await
-                .map_err(anyhow::Error::msg)
+            hookline_testkit::sink::serve(args.listen, signatures).await
         }
     };
     match result {

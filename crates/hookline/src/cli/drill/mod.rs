@@ -220,9 +220,7 @@ async fn drill(args: DrillArgs) -> anyhow::Result<()> {
             .saturating_add(crate::open_files::BESIDES_CONNECTIONS)
             .saturating_add(ports as u64),
     );
-    let origins = hookline_testkit::sink::spawn_on_loopback_ports(ports)
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let origins = hookline_testkit::sink::spawn_on_loopback_ports(ports).await?;
     let drill = Drill {
         api,
         sink: origins[0].clone(),
@@ -320,7 +318,5 @@ async fn start_embedded(
 /// This very binary, serving the drill's config (which listens at `base`), once healthy.
 async fn spawn(config: &std::path::Path, base: String) -> anyhow::Result<Process> {
     let exe = std::env::current_exe()?;
-    Process::serve(&exe, config, "all", base)
-        .await
-        .map_err(anyhow::Error::msg)
+    Process::serve(&exe, config, "all", base).await
 }

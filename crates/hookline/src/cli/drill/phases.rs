@@ -278,9 +278,7 @@ pub(super) async fn create_subscribers(drill: &Drill, subs: &[Subscriber]) -> an
         .map(|s| json!({"id": s.id, "url": s.url, "event_types": ["drill"]}))
         .collect();
     let token = drill.token.as_deref();
-    hookline_testkit::create_subscribers(&drill.http, &drill.api, token, bodies, 64)
-        .await
-        .map_err(anyhow::Error::msg)?;
+    hookline_testkit::create_subscribers(&drill.http, &drill.api, token, bodies, 64).await?;
     Ok(())
 }
 
