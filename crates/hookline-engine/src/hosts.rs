@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use hookline_store::Origin;
+
 #[derive(Debug)]
 pub struct HostLoad {
     cap: u32,
@@ -14,7 +16,7 @@ pub struct HostLoad {
 
 #[derive(Debug, Default)]
 struct State {
-    in_flight: HashMap<String, u32>,
+    in_flight: HashMap<Origin, u32>,
     at_cap: usize,
 }
 
@@ -29,7 +31,7 @@ impl HostLoad {
 
     /// An attempt to `origin` started; it ends when the returned guard drops. Nothing is kept
     /// without a cap.
-    pub fn started(self: &Arc<Self>, origin: &str) -> Option<InFlightAt> {
+    pub fn started(self: &Arc<Self>, origin: &Origin) -> Option<InFlightAt> {
         if self.cap == 0 {
             return None;
         }
@@ -37,7 +39,7 @@ impl HostLoad {
         let State { in_flight, at_cap } = &mut *guard;
         let n = match in_flight.get_mut(origin) {
             Some(n) => n,
-            None => in_flight.entry(origin.to_owned()).or_default(),
+            None => in_flight.entry(origin.clone()).or_default(),
         };
         *n += 1;
         if *n == self.cap {
@@ -46,7 +48,7 @@ impl HostLoad {
         }
         Some(InFlightAt {
             load: self.clone(),
-            origin: origin.to_owned(),
+            origin: origin.clone(),
         })
     }
 }
@@ -55,7 +57,7 @@ impl HostLoad {
 #[derive(Debug)]
 pub struct InFlightAt {
     load: Arc<HostLoad>,
-    origin: String,
+    origin: Origin,
 }
 
 impl Drop for InFlightAt {
@@ -86,13 +88,17 @@ mod tests {
         }
     }
 
+    fn started(load: &Arc<HostLoad>, url: &str) -> Option<InFlightAt> {
+        load.started(&Origin::of_url(url))
+    }
+
     #[test]
     fn origins_at_their_cap_are_counted_as_attempts_start_and_end() {
         let load = HostLoad::new(2);
-        let a1 = load.started("https://a.example");
+        let a1 = started(&load, "https://a.example");
         assert_eq!(load.at_cap(), 0);
-        let a2 = load.started("https://a.example");
-        let b = load.started("https://b.example");
+        let a2 = started(&load, "https://a.example");
+        let b = started(&load, "https://b.example");
         assert_eq!(load.at_cap(), 1);
         drop(a1);
         assert_eq!(load.at_cap(), 0);
@@ -100,7 +106,7 @@ mod tests {
         assert!(load.state.lock().unwrap().in_flight.is_empty());
         let off = HostLoad::new(0);
         assert!(
-            off.started("https://a.example").is_none(),
+            started(&off, "https://a.example").is_none(),
             "no cap, nothing kept"
         );
         assert_eq!(off.at_cap(), 0);

@@ -84,7 +84,7 @@ pub(crate) struct ClaimBudget {
     /// Per origin: how many more attempts it may have in flight. Filled by
     /// [`ClaimBudget::unclaimable`] for origins with attempts in flight; any other starts at
     /// the cap.
-    hosts: HashMap<String, u32>,
+    hosts: HashMap<Origin, u32>,
     /// Subscribers whose slow start this claim found over, and the cap it found in force.
     ramped_up: HashMap<String, u32>,
 }
@@ -94,14 +94,14 @@ struct SubscriberBudget {
     slots: u32,
     /// The rate limiter's next admission time.
     next_at: Option<UnixMs>,
-    origin: String,
+    origin: Origin,
 }
 
 /// What a claim needs to know of a subscriber, beyond its status.
 pub(crate) struct Limits<'a> {
     pub id: &'a str,
-    /// Its URL's origin ([`origin`]): what the cap per host counts by.
-    pub origin: Cow<'a, str>,
+    /// What the cap per host counts by.
+    pub origin: Cow<'a, Origin>,
     pub breaker: hookline_policy::Breaker,
     pub max_in_flight: Option<u32>,
     pub rate_limit_per_second: Option<f64>,
@@ -113,7 +113,7 @@ impl<'a> Limits<'a> {
     /// [`ClaimBudget::unclaimable`] needs.
     pub(crate) fn in_flight_bound(
         id: &'a str,
-        origin: Cow<'a, str>,
+        origin: Cow<'a, Origin>,
         max_in_flight: Option<u32>,
         breaker: hookline_policy::Breaker,
     ) -> Self {
@@ -201,7 +201,7 @@ pub(crate) enum Admission {
 #[derive(Debug, Default)]
 pub(crate) struct Excluded {
     pub subscribers: Vec<String>,
-    pub origins: Vec<String>,
+    pub origins: Vec<Origin>,
 }
 
 impl Excluded {
@@ -244,7 +244,7 @@ impl ClaimBudget {
         rate_limited: impl IntoIterator<Item = String>,
     ) -> Excluded {
         let mut full = Vec::new();
-        let mut host_in_flight: HashMap<String, u32> = HashMap::new();
+        let mut host_in_flight: HashMap<Origin, u32> = HashMap::new();
         for (limits, in_flight) in busy {
             self.note_ramp(&limits);
             let open = matches!(limits.breaker.state(self.now), BreakerState::Open { .. });
@@ -336,7 +336,7 @@ impl ClaimBudget {
     }
 
     /// Origins with no room left under the cap per host.
-    fn full_hosts(&self) -> impl Iterator<Item = &String> {
+    fn full_hosts(&self) -> impl Iterator<Item = &Origin> {
         self.hosts
             .iter()
             .filter(|(_, left)| self.host_cap.is_some() && **left == 0)
@@ -525,7 +525,10 @@ impl<T> ClaimPlan<T> {
 }
 
 /// Adds `more` to the sorted `list`; answers whether it grew.
-fn extend_sorted<'a>(list: &mut Vec<String>, more: impl Iterator<Item = &'a String>) -> bool {
+fn extend_sorted<'a, T: Ord + Clone + 'a>(
+    list: &mut Vec<T>,
+    more: impl Iterator<Item = &'a T>,
+) -> bool {
     let before = list.len();
     list.extend(more.cloned());
     list.sort_unstable();
@@ -537,7 +540,9 @@ fn extend_sorted<'a>(list: &mut Vec<String>, more: impl Iterator<Item = &'a Stri
 mod tests {
     use super::*;
 
-    const ORIGIN: &str = "https://gateway.example";
+    fn origin() -> Cow<'static, Origin> {
+        Cow::Owned(Origin::of_url("https://gateway.example"))
+    }
 
     fn request(limit: usize) -> ClaimRequest {
         ClaimRequest {
@@ -556,7 +561,7 @@ mod tests {
         Candidate {
             key,
             status,
-            limits: Limits::in_flight_bound(id, Cow::Borrowed(ORIGIN), None, Default::default()),
+            limits: Limits::in_flight_bound(id, origin(), None, Default::default()),
             in_flight: 0,
             attempts: 0,
         }
@@ -601,7 +606,7 @@ mod tests {
         let mut plan = ClaimPlan::row_by_row(10, &budget);
         for key in [7, 8] {
             let behind_breaker = Candidate {
-                limits: Limits::in_flight_bound("o", Cow::Borrowed(ORIGIN), None, open),
+                limits: Limits::in_flight_bound("o", origin(), None, open),
                 ..candidate(key, "o", Active)
             };
             plan.consider(&mut budget, behind_breaker, key);

@@ -39,13 +39,55 @@ impl SubscriberStatus {
     }
 }
 
+/// The scheme, host and port of a subscriber URL (a default port left out), as the `url` crate
+/// reads it. One gateway is one origin however many paths and subscribers sit behind it, which
+/// is what the cap per host counts. Its own type because claims count both per subscriber and
+/// per origin, in maps and arguments side by side, and both would otherwise be strings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct Origin(String);
+
+impl Origin {
+    /// The origin of `url`. A URL that does not parse (never stored by the API) is its own
+    /// origin.
+    pub fn of_url(url: &str) -> Self {
+        match url::Url::parse(url) {
+            Ok(parsed) => Origin(parsed.origin().ascii_serialization()),
+            Err(_) => Origin(url.to_owned()),
+        }
+    }
+
+    /// A subscriber's origin as stored, or read from its URL when the row has none yet (written
+    /// by an older binary since this one started; the next start fills it in).
+    pub(crate) fn stored(stored: Option<String>, url: &str) -> Self {
+        stored.map_or_else(|| Self::of_url(url), Origin)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// So that maps keyed by origin can be looked up with a borrowed row's text.
+impl std::borrow::Borrow<str> for Origin {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subscriber {
     pub id: String,
     pub url: String,
-    /// The scheme, host and port of `url` (`rules::origin`): attempts in flight to one origin,
-    /// across every subscriber pointing there, are held to `max_in_flight_per_host`.
-    pub origin: String,
+    /// Where `url` points: attempts in flight to one origin, across every subscriber pointing
+    /// there, are held to `max_in_flight_per_host`.
+    pub origin: Origin,
     /// Empty means every event type.
     pub event_types: Vec<String>,
     pub secret: String,
@@ -607,7 +649,7 @@ pub struct Destination {
     pub subscriber_id: String,
     pub url: String,
     /// The origin of `url`, which the cap per host counts by.
-    pub origin: String,
+    pub origin: Origin,
     /// Sign with each: the current secret first, then one in its rotation grace period.
     pub secrets: Vec<String>,
     pub headers: SubscriberHeaders,

@@ -25,7 +25,7 @@ pub(crate) fn patched(current: Subscriber, patch: SubscriberPatch) -> Result<(Su
     let url = patch.url.unwrap_or(current.url);
     Ok((
         Subscriber {
-            origin: origin(&url),
+            origin: Origin::of_url(&url),
             url,
             event_types: patch.event_types.unwrap_or(current.event_types),
             status,
@@ -39,23 +39,6 @@ pub(crate) fn patched(current: Subscriber, patch: SubscriberPatch) -> Result<(Su
         },
         resumed,
     ))
-}
-
-/// The origin of a subscriber URL: its scheme, host and port (a default port left out), as
-/// the `url` crate reads it. One gateway is one origin however many paths and subscribers sit
-/// behind it, which is what the cap per host counts. A URL that does not parse (never stored
-/// by the API) is its own origin.
-pub(crate) fn origin(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(parsed) => parsed.origin().ascii_serialization(),
-        Err(_) => url.to_owned(),
-    }
-}
-
-/// A subscriber's origin as stored, or read from its URL when the row has none yet (written by
-/// an older binary since this one started; the next start fills it in).
-pub(crate) fn stored_origin<'a>(stored: Option<&'a str>, url: &str) -> std::borrow::Cow<'a, str> {
-    stored.map_or_else(|| origin(url).into(), Into::into)
 }
 
 /// What a rotation keeps of the current secret: it stays valid until `grace_until`, unless the

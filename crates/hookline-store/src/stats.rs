@@ -49,15 +49,18 @@ pub(crate) fn ready_and_waiting(
 #[derive(Default)]
 pub(crate) struct InFlight {
     subscribers: HashMap<String, u32>,
-    origins: HashMap<String, u32>,
+    origins: HashMap<Origin, u32>,
 }
 
 impl InFlight {
     /// Counts `n` in flight for `subscriber`, whose URL is on `origin`.
-    pub fn add(&mut self, subscriber: &str, origin: &str, n: u32) {
+    pub fn add(&mut self, subscriber: &str, origin: &Origin, n: u32) {
         let mine = self.subscribers.entry(subscriber.to_owned()).or_default();
         *mine = mine.saturating_add(n);
-        let host = self.origins.entry(origin.to_owned()).or_default();
+        let host = match self.origins.get_mut(origin) {
+            Some(host) => host,
+            None => self.origins.entry(origin.clone()).or_default(),
+        };
         *host = host.saturating_add(n);
     }
 
@@ -65,7 +68,7 @@ impl InFlight {
         self.subscribers.get(id).copied().unwrap_or(0)
     }
 
-    pub fn of_origin(&self, origin: &str) -> u32 {
+    pub fn of_origin(&self, origin: &Origin) -> u32 {
         self.origins.get(origin).copied().unwrap_or(0)
     }
 }

@@ -24,7 +24,7 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
     let headers: Option<String> = r.get(17);
     let url: String = r.get(2);
     // Missing only on a row an older binary wrote since this one started (`origin` backfills).
-    let origin = stored_origin(r.get::<_, Option<&str>>(18), &url).into_owned();
+    let origin = Origin::stored(r.get(18), &url);
     Ok((
         r.get(0),
         Subscriber {
@@ -381,7 +381,7 @@ pub(super) async fn next_wakeup(c: &impl GenericClient, window_ms: i64) -> Resul
 pub(super) async fn in_flight(c: &impl GenericClient) -> Result<InFlight> {
     let mut counted = InFlight::default();
     for r in query(c, queries::IN_FLIGHT, &[]).await? {
-        let origin = stored_origin(r.get(2), r.get(3));
+        let origin = Origin::stored(r.get(2), r.get(3));
         counted.add(r.get(0), &origin, r.bigint(1)?);
     }
     Ok(counted)
@@ -406,7 +406,7 @@ pub(super) async fn queue_stats(
         .map(|r| {
             let subscriber: &str = r.get(0);
             let oldest_due: UnixMs = r.get(1);
-            let origin = stored_origin(r.get(7), r.get(8));
+            let origin = Origin::stored(r.get(7), r.get(8));
             Ok(DueGroup {
                 oldest_due,
                 oldest_first_attempt: r.get(2),

@@ -62,12 +62,17 @@ pub(super) async fn migrate(client: &mut Client) -> Result<()> {
 
 /// Fills in the origin of subscribers written without one: by a release before the column,
 /// or by an older binary run on this schema since (a rollback, or a rolling upgrade). The
-/// origin is the `url` crate's reading of the URL (`rules::origin`), which SQL cannot repeat.
+/// origin is the `url` crate's reading of the URL ([`Origin::of_url`]), which SQL cannot repeat.
 async fn backfill_origins(client: &mut Client) -> Result<()> {
     let missing = client.query(queries::MISSING_ORIGINS, &[]).await?;
     let (ids, origins): (Vec<String>, Vec<String>) = missing
         .iter()
-        .map(|r| (r.get::<_, String>(0), crate::origin(r.get(1))))
+        .map(|r| {
+            (
+                r.get::<_, String>(0),
+                crate::Origin::of_url(r.get(1)).as_str().to_owned(),
+            )
+        })
         .unzip();
     if !ids.is_empty() {
         client

@@ -1,5 +1,6 @@
 //! Every PostgreSQL write. Each runs inside the caller's transaction.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -35,7 +36,7 @@ pub(super) async fn create_subscriber(
                 &new.rate_limit_per_second,
                 &new.payload_version,
                 &new.headers.encode(),
-                &origin(&new.url),
+                &Origin::of_url(&new.url).as_str(),
             ],
         )
         .await;
@@ -71,7 +72,7 @@ pub(super) async fn update_subscriber(
             &next.rate_limit_per_second,
             &next.payload_version,
             &next.headers.encode(),
-            &next.origin,
+            &next.origin.as_str(),
         ],
     )
     .await?;
@@ -363,7 +364,7 @@ pub(super) async fn claim_due(
     let busy = busy_rows
         .iter()
         .map(|r| {
-            let origin = stored_origin(r.get(4), r.get(5));
+            let origin = Cow::Owned(Origin::stored(r.get(4), r.get(5)));
             let limits =
                 Limits::in_flight_bound(r.get(0), origin, r.int_opt(2)?, breaker(r, 3, 6)?);
             Ok((limits, r.bigint(1)?))
@@ -376,6 +377,7 @@ pub(super) async fn claim_due(
     let scan = to_bigint(scan_bound(req.limit));
     let mut plan = ClaimPlan::fetched(req.limit, &budget);
     loop {
+        let excluded_origins: Vec<&str> = excluded.origins.iter().map(Origin::as_str).collect();
         // See `DUE` in `claims.sql` for why it is written so.
         let due = query(
             c,
@@ -387,7 +389,7 @@ pub(super) async fn claim_due(
                 &budget.takes_retries(),
                 &req.window_ended_for_start,
                 &plan.seen,
-                &excluded.origins,
+                &excluded_origins,
             ],
         )
         .await?;
@@ -398,7 +400,7 @@ pub(super) async fn claim_due(
                 status: SubscriberStatus::parse(status).ok_or_else(|| corrupt("status", status))?,
                 limits: Limits {
                     id: subscriber,
-                    origin: stored_origin(r.get(8), r.get(9)),
+                    origin: Cow::Owned(Origin::stored(r.get(8), r.get(9))),
                     breaker: breaker(r, 3, 10)?,
                     max_in_flight: r.int_opt(4)?,
                     rate_limit_per_second: r.get(5),
@@ -829,7 +831,7 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
     let (keys, waiting): (Vec<i64>, Vec<Option<&str>>) = rows
         .iter()
         .map(|r| {
-            let origin = stored_origin(r.get(8), r.get(9));
+            let origin = Origin::stored(r.get(8), r.get(9));
             let state = WaitState {
                 held: r.get(1),
                 run_at: r.get(2),

@@ -23,7 +23,7 @@ fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
     let url: String = r.get(2)?;
     // Missing only on a row an older binary wrote since this one started (`origin` backfills).
     let stored: Option<String> = r.get(18)?;
-    let origin = stored_origin(stored.as_deref(), &url).into_owned();
+    let origin = Origin::stored(stored, &url);
     Ok((
         r.get(0)?,
         Subscriber {
@@ -418,7 +418,7 @@ pub(super) fn queue_stats(
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
         .collect::<rusqlite::Result<Vec<(String, u32, Option<String>, String)>>>()?;
     for (subscriber, n, stored, url) in busy {
-        in_flight.add(&subscriber, &stored_origin(stored.as_deref(), &url), n);
+        in_flight.add(&subscriber, &Origin::stored(stored, &url), n);
     }
     let groups = c
         .prepare_cached(queries::DUE_GROUPS)?
@@ -426,7 +426,7 @@ pub(super) fn queue_stats(
             let subscriber: String = r.get(0)?;
             let oldest_due: UnixMs = r.get(1)?;
             let (stored, url): (Option<String>, String) = (r.get(7)?, r.get(8)?);
-            let origin = stored_origin(stored.as_deref(), &url);
+            let origin = Origin::stored(stored, &url);
             Ok(DueGroup {
                 oldest_due,
                 oldest_first_attempt: r.get(2)?,

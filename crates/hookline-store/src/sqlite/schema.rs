@@ -41,7 +41,7 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
 
 /// Fills in the origin of subscribers written without one: by a release before the column,
 /// or by an older binary run on this schema since (a rollback). The origin is the `url`
-/// crate's reading of the URL (`rules::origin`), which SQL cannot repeat.
+/// crate's reading of the URL ([`crate::Origin::of_url`]), which SQL cannot repeat.
 fn backfill_origins(conn: &mut Connection) -> Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let missing = tx
@@ -49,7 +49,10 @@ fn backfill_origins(conn: &mut Connection) -> Result<()> {
         .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     for (id, url) in missing {
-        tx.execute(queries::SET_ORIGIN, params![id, crate::origin(&url)])?;
+        tx.execute(
+            queries::SET_ORIGIN,
+            params![id, crate::Origin::of_url(&url).as_str()],
+        )?;
     }
     tx.commit()?;
     Ok(())

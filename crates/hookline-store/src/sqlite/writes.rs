@@ -30,7 +30,7 @@ pub(super) fn create_subscriber(
             new.rate_limit_per_second,
             new.payload_version,
             new.headers.encode(),
-            origin(&new.url)
+            Origin::of_url(&new.url).as_str()
         ]);
     match inserted {
         Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
@@ -64,7 +64,7 @@ pub(super) fn update_subscriber(
             next.rate_limit_per_second,
             next.payload_version,
             next.headers.encode(),
-            next.origin
+            next.origin.as_str()
         ])?;
     if resumed {
         // Claims set `held` on deliveries of a paused subscriber; resuming puts them back in
@@ -332,7 +332,7 @@ fn new_lease() -> i64 {
 }
 
 /// The subscribers on `origins` (through the index `subscribers_origin`).
-fn subscribers_on(c: &Connection, origins: &[String]) -> Result<Vec<String>> {
+fn subscribers_on(c: &Connection, origins: &[Origin]) -> Result<Vec<String>> {
     if origins.is_empty() {
         return Ok(Vec::new());
     }
@@ -391,7 +391,7 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
         .collect::<rusqlite::Result<Vec<String>>>()?;
     let mut excluded = budget.unclaimable(
         busy.iter().map(|(s, n)| {
-            let origin = Cow::Borrowed(s.origin.as_str());
+            let origin = Cow::Borrowed(&s.origin);
             let limits = Limits::in_flight_bound(&s.id, origin, s.max_in_flight, s.breaker);
             (limits, *n)
         }),
@@ -665,7 +665,7 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
             |r| {
                 let subscriber: String = r.get(1)?;
                 let (stored, url): (Option<String>, String) = (r.get(8)?, r.get(9)?);
-                let origin = stored_origin(stored.as_deref(), &url);
+                let origin = Origin::stored(stored, &url);
                 let state = WaitState {
                     held: r.get(2)?,
                     run_at: r.get(3)?,

@@ -583,7 +583,7 @@ pub(crate) async fn the_host_cap_holds_across_subscribers_and_inside_each_cap(h:
         .await
         .unwrap();
     assert_eq!(
-        store.get_subscriber("c").await.unwrap().origin,
+        store.get_subscriber("c").await.unwrap().origin.as_str(),
         "https://moved.example"
     );
     let everything: Vec<ClaimedDelivery> = first.into_iter().chain(one).chain(off).collect();
