@@ -88,6 +88,8 @@ async fn slow_and_silent_clients_are_disconnected_and_counted() {
     let answer = until_closed(&mut half_body).await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("\"request_timeout\""), "{answer}");
+    // The client is told the connection ends, so it does not send another request on it.
+    assert!(answer.contains("connection: close\r\n"), "{answer}");
 
     // Kept alive after an answer, then idle.
     let mut kept = connect(&app).await;
@@ -153,6 +155,61 @@ async fn a_stop_does_not_wait_for_idle_clients() {
     assert!(stopped.is_ok(), "the stop waited for idle clients");
     assert_eq!(until_closed(&mut silent).await, "");
     assert_eq!(until_closed(&mut half_head).await, "");
+}
+
+/// A body still arriving at a stop is answered 408 after the stop's grace, and the stop goes
+/// on: it neither waits for the hour-long body timeout nor drops the request unanswered.
+#[tokio::test]
+async fn a_stop_answers_a_body_still_arriving_408() {
+    let app = TestApp::start("[http]\nbody_read_timeout = \"1h\"\n").await;
+    let mut slow = connect(&app).await;
+    slow.write_all(HALF_A_BODY).await.unwrap();
+    let stopped = tokio::time::timeout(Duration::from_secs(30), app.stop()).await;
+    assert!(stopped.is_ok(), "the stop waited for the body");
+    let answer = until_closed(&mut slow).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("when the server stopped"), "{answer}");
+    assert!(answer.contains("connection: close\r\n"), "{answer}");
+}
+
+/// Part of a next request head that arrives while the previous request is being answered
+/// (a pipelining client) is timed as a head once the answer is written: the connection is
+/// closed after `header_read_timeout` and counted `header_timeout`, not left for the idle
+/// timeout. The answer is slow here because another process holds the database's write lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_begun_during_an_answer_is_timed_as_a_head() {
+    let app =
+        TestApp::start("[http]\nheader_read_timeout = \"300ms\"\nidle_timeout = \"1h\"\n").await;
+    let lock = rusqlite::Connection::open(TestApp::db_path(&app.dir)).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut stream = connect(&app).await;
+    let body = r#"{"id":"e1","type":"t","payload":1}"#;
+    stream
+        .write_all(
+            format!(
+                "POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                 content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    // Sent apart from the first request, so the server reads it while answering that one.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    lock.execute_batch("ROLLBACK").unwrap();
+    let answer = until_closed(&mut stream).await;
+    assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+    eventually("the close to be counted", async || {
+        (closed_count(&app, "header_timeout").await == 1).then_some(())
+    })
+    .await;
+    app.stop().await;
 }
 
 /// Clients sending their bodies slowly are displaced at the cap too (their requests answered
