@@ -123,7 +123,7 @@ pub(crate) fn restore(from: &Path, path: &str) -> Result<BackupSummary> {
     taken?;
     target
         .restore(
-            rusqlite::DatabaseName::Main,
+            rusqlite::MAIN_DB,
             from,
             None::<fn(rusqlite::backup::Progress)>,
         )

@@ -44,19 +44,19 @@ impl Rows {
 }
 
 impl SubscriberCache {
-    pub fn watch(conn: &Connection) -> Self {
+    pub fn watch(conn: &mut Connection) -> Result<Self> {
         Self::with_budget(conn, BUDGET_BYTES)
     }
 
-    fn with_budget(conn: &Connection, budget: usize) -> Self {
+    fn with_budget(conn: &mut Connection, budget: usize) -> Result<Self> {
         let rows: Arc<Mutex<Rows>> = Default::default();
         let seen = rows.clone();
         conn.update_hook(Some(move |_: Action, _: &str, table: &str, key: i64| {
             if table == "subscribers" {
                 locked(&seen).forget_row(key);
             }
-        }));
-        Self { rows, budget }
+        }))?;
+        Ok(Self { rows, budget })
     }
 
     pub fn get(&mut self, c: &Connection, id: &str) -> Result<Arc<Subscriber>> {
@@ -184,11 +184,11 @@ mod tests {
 
     #[test]
     fn a_change_forgets_that_row_and_only_that_row() {
-        let (_dir, c, other) = store();
+        let (_dir, mut c, other) = store();
         for id in ["a", "b"] {
             subscriber(&c, id);
         }
-        let mut cache = SubscriberCache::watch(&c);
+        let mut cache = SubscriberCache::watch(&mut c).unwrap();
         for id in ["a", "b"] {
             assert_eq!(cache.get(&c, id).unwrap().url, "https://one.example/hook");
         }
@@ -207,13 +207,13 @@ mod tests {
 
     #[test]
     fn the_cache_stays_within_its_budget() {
-        let (_dir, c, _) = store();
+        let (_dir, mut c, _) = store();
         let ids: Vec<String> = (0..10).map(|i| format!("sub-{i}")).collect();
         for id in &ids {
             subscriber(&c, id);
         }
         let one = footprint(&reads::keyed_subscriber(&c, "sub-0").unwrap().1);
-        let mut cache = SubscriberCache::with_budget(&c, 3 * one);
+        let mut cache = SubscriberCache::with_budget(&mut c, 3 * one).unwrap();
         for id in &ids {
             cache.get(&c, id).unwrap();
             let rows = cache.rows.lock().unwrap();

@@ -175,9 +175,9 @@ impl WriterHandle {
 }
 
 impl Writer {
-    fn new(conn: Connection) -> Result<Self> {
+    fn new(mut conn: Connection) -> Result<Self> {
         Ok(Writer {
-            subscribers: SubscriberCache::watch(&conn),
+            subscribers: SubscriberCache::watch(&mut conn)?,
             state: WriterState::load(&conn)?,
             conn,
             undo: Undo::Savepoints,
