@@ -14,6 +14,17 @@ pub enum StoreError {
     Invalid(String),
     #[error("the store is shut down")]
     Closed,
+    /// A tenant's quota refuses what was asked (the message names the quota): nothing stored.
+    #[error("{0}")]
+    OverQuota(String),
+    /// A tenant's `max_events_per_second` refuses a publish now; it may come back after
+    /// `retry_after_ms`. Nothing stored.
+    #[error("tenant {tenant:?} publishes more than its max_events_per_second of {per_second}")]
+    RateLimited {
+        tenant: String,
+        per_second: f64,
+        retry_after_ms: i64,
+    },
     /// A publish would fan out to more deliveries than admission allows now: nothing stored.
     #[error(
         "the event fans out to {deliveries} deliveries, more than the {room} admission allows now"

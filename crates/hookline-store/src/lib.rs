@@ -21,6 +21,7 @@ mod rules;
 mod sql;
 mod sqlite;
 mod stats;
+mod tenancy;
 #[cfg(feature = "testing")]
 pub mod testing;
 #[cfg(feature = "testing")]
@@ -46,6 +47,7 @@ pub(crate) use sql::UNVERSIONED_ERROR;
 pub use sqlite::page_cache::{install as install_sqlite_page_cache, PageCacheNotInstalled};
 pub use sqlite::SqliteStore;
 pub(crate) use stats::*;
+pub(crate) use tenancy::*;
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -58,12 +60,18 @@ pub type Completing =
 /// trait of its own so that a part of hookline can say which it uses; a backend implements
 /// each, and this follows.
 pub trait Store:
-    Liveness + Subscribers + DeliveryQueue + DeadLetters + PolicyRecords + CapacityRecords
+    Liveness + Tenants + Subscribers + DeliveryQueue + DeadLetters + PolicyRecords + CapacityRecords
 {
 }
 
 impl<T> Store for T where
-    T: Liveness + Subscribers + DeliveryQueue + DeadLetters + PolicyRecords + CapacityRecords
+    T: Liveness
+        + Tenants
+        + Subscribers
+        + DeliveryQueue
+        + DeadLetters
+        + PolicyRecords
+        + CapacityRecords
 {
 }
 
@@ -81,6 +89,28 @@ pub trait Liveness: Send + Sync + 'static {
     fn maintenance_failure(&self) -> Option<String> {
         None
     }
+}
+
+/// Tenants: the platform's customers. A tenant's subscribers get its events only; its quotas
+/// are kept where what they count is written (a subscriber's creation, a publish).
+#[async_trait]
+pub trait Tenants: Send + Sync + 'static {
+    /// An id any tenant ever had (a deleted one's too): `Conflict`.
+    async fn create_tenant(&self, new: NewTenant, now: UnixMs) -> Result<Tenant>;
+
+    /// A deleted tenant is `NotFound`.
+    async fn get_tenant(&self, id: &str) -> Result<Tenant>;
+
+    /// In the order they were created.
+    async fn list_tenants(&self, limit: u32, cursor: Option<String>) -> Result<Page<Tenant>>;
+
+    /// A lowered quota takes nothing away: subscribers past a new `max_subscribers` stay.
+    async fn update_tenant(&self, id: &str, patch: TenantPatch, now: UnixMs) -> Result<Tenant>;
+
+    /// Final, at once: its subscribers are revoked as [`Subscribers::revoke_subscriber`]
+    /// revokes one (their waiting deliveries die `subscription_revoked`), and the tenant is
+    /// gone; its id is never used again. Answers the tenant as it was.
+    async fn delete_tenant(&self, id: &str, now: UnixMs) -> Result<Tenant>;
 }
 
 /// Subscribers: their settings, secrets and revocation.
@@ -220,16 +250,22 @@ pub trait DeadLetters: Send + Sync + 'static {
         cursor: Option<String>,
     ) -> Result<Page<DeadLetter>>;
 
-    /// Dead letters by reason and subscriber (those that died at or after `since`), largest
-    /// groups first, at most `limit` groups. It counts every dead letter since `since`: for an
-    /// operator's look, not a hot path.
-    async fn dead_letter_groups(&self, since: UnixMs, limit: u32) -> Result<Vec<DeadLetterGroup>>;
+    /// Dead letters by reason and subscriber (those that died at or after `since`, of
+    /// `tenant_id`'s subscribers when given), largest groups first, at most `limit` groups. It
+    /// counts every dead letter since `since`: for an operator's look, not a hot path.
+    async fn dead_letter_groups(
+        &self,
+        since: UnixMs,
+        tenant_id: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<DeadLetterGroup>>;
 
     /// How many dead letters that died at or after `since` are still dead, by reason (through
     /// an index on the time of death: cheap for a recent `since`).
     async fn dead_letters_by_reason(
         &self,
         since: UnixMs,
+        tenant_id: Option<String>,
     ) -> Result<Vec<(hookline_policy::DeadReason, u64)>>;
 
     /// Moves up to `limit` dead letters matching the filter back to the queue, with a fresh
@@ -242,8 +278,10 @@ pub trait DeadLetters: Send + Sync + 'static {
 
     async fn get_replay(&self, id: &str) -> Result<Replay>;
 
+    /// `tenant_id`: only the replays made for that tenant.
     async fn list_replays(
         &self,
+        tenant_id: Option<String>,
         order: ListOrder,
         limit: u32,
         cursor: Option<String>,

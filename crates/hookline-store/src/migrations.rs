@@ -246,6 +246,13 @@ pub(crate) const LATER: &[Migration] = &[
         BASELINE,
         "what the process has shown it can do: answered attempts, and the estimate"
     ),
+    migration!(
+        23,
+        "0023_tenants",
+        BASELINE,
+        "tenants: subscribers, events and replays that belong to one, and quotas",
+        index "subscribers_tenant"
+    ),
 ];
 
 /// A migration as the database records it.

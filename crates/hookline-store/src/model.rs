@@ -84,6 +84,9 @@ impl std::fmt::Display for Origin {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subscriber {
     pub id: String,
+    /// The tenant it belongs to, fixed at creation: it gets that tenant's events only (`None`:
+    /// events published without a tenant).
+    pub tenant_id: Option<String>,
     pub url: String,
     /// Where `url` points: attempts in flight to one origin, across every subscriber pointing
     /// there, are held to `max_in_flight_per_host`.
@@ -165,6 +168,8 @@ impl Subscriber {
 #[derive(Debug, Clone)]
 pub struct NewSubscriber {
     pub id: String,
+    /// Must name a tenant that exists; its `max_subscribers` is enforced.
+    pub tenant_id: Option<String>,
     pub url: String,
     pub event_types: Vec<String>,
     pub secret: String,
@@ -183,6 +188,37 @@ pub struct StoredPolicy {
     pub created_at: UnixMs,
     /// The API token that created it, when tokens are configured.
     pub created_by: Option<String>,
+}
+
+/// A customer of the platform: its subscribers get only its events, and its quotas bound what
+/// it may create and publish.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tenant {
+    pub id: String,
+    pub name: Option<String>,
+    /// Subscribers not revoked it may have; creating one more is `OverQuota`.
+    pub max_subscribers: Option<u32>,
+    /// Publishes it may make per second (a second's worth may come at once); one more is
+    /// `RateLimited`.
+    pub max_events_per_second: Option<f64>,
+    pub created_at: UnixMs,
+    pub updated_at: UnixMs,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewTenant {
+    pub id: String,
+    pub name: Option<String>,
+    pub max_subscribers: Option<u32>,
+    pub max_events_per_second: Option<f64>,
+}
+
+/// A partial update; `Some(None)` clears a field.
+#[derive(Debug, Clone, Default)]
+pub struct TenantPatch {
+    pub name: Option<Option<String>>,
+    pub max_subscribers: Option<Option<u32>>,
+    pub max_events_per_second: Option<Option<f64>>,
 }
 
 /// A partial update. Revocation is not a patch: it has consequences (pending deliveries die),
@@ -206,6 +242,9 @@ pub struct SubscriberPatch {
 #[derive(Debug, Clone)]
 pub struct NewEvent {
     pub id: String,
+    /// Fans out to this tenant's subscribers only; `None` to subscribers without a tenant.
+    /// Publishing for a tenant that does not exist is `Invalid`.
+    pub tenant_id: Option<String>,
     pub event_type: String,
     /// Canonical JSON text of the latest payload version: stored once, sent verbatim as `data`.
     pub payload: String,
@@ -225,6 +264,7 @@ impl NewEvent {
     pub fn single(id: &str, event_type: &str, payload: &str, payload_version: i64) -> Self {
         NewEvent {
             id: id.to_owned(),
+            tenant_id: None,
             event_type: event_type.to_owned(),
             payload: payload.to_owned(),
             payload_version,
@@ -246,6 +286,7 @@ impl NewEvent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventReceipt {
     pub id: String,
+    pub tenant_id: Option<String>,
     pub event_type: String,
     pub deliveries: u64,
     /// Deliveries to subscribers pinned below every version the event carries: dead at once.
@@ -315,6 +356,7 @@ impl StateCounts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     pub id: String,
+    pub tenant_id: Option<String>,
     pub event_type: String,
     pub payload: String,
     pub payload_version: i64,
@@ -496,6 +538,8 @@ impl WindowSweep {
 pub struct Delivery {
     /// `<event id>:<subscriber id>`: the `webhook-id` of every attempt, forever.
     pub id: String,
+    /// Its subscriber's (and so its event's) tenant.
+    pub tenant_id: Option<String>,
     pub event_id: String,
     pub subscriber_id: String,
     pub state: DeliveryState,
@@ -521,6 +565,7 @@ pub struct Delivery {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetter {
     pub delivery_id: String,
+    pub tenant_id: Option<String>,
     pub event_id: String,
     pub event_type: String,
     pub subscriber_id: String,
@@ -543,6 +588,8 @@ pub struct Page<T> {
 /// Which subscribers a list shows.
 #[derive(Debug, Clone, Default)]
 pub struct SubscriberFilter {
+    /// Only this tenant's (`None`: every subscriber).
+    pub tenant_id: Option<String>,
     /// Those whose id or URL contains this, in any case (`None`: every subscriber).
     pub contains: Option<String>,
     /// Whether `contains` may match inside a URL's query string, whose values may be
@@ -583,6 +630,8 @@ impl SubscriberFilter {
 
 #[derive(Debug, Clone, Default)]
 pub struct DeliveryFilter {
+    /// Only this tenant's.
+    pub tenant_id: Option<String>,
     pub event_id: Option<String>,
     pub subscriber_id: Option<String>,
     pub state: Option<DeliveryState>,
@@ -614,6 +663,8 @@ impl ListOrder {
 
 #[derive(Debug, Clone, Default)]
 pub struct DeadLetterFilter {
+    /// Only this tenant's.
+    pub tenant_id: Option<String>,
     pub reason: Option<DeadReason>,
     pub subscriber_id: Option<String>,
 }
@@ -715,6 +766,8 @@ pub enum CompletionResult {
 
 #[derive(Debug, Clone)]
 pub struct ReplayRequest {
+    /// Selects only this tenant's dead letters, and the audit belongs to it.
+    pub tenant_id: Option<String>,
     pub reason: DeadReason,
     pub subscriber_id: Option<String>,
     pub limit: u32,
@@ -731,6 +784,7 @@ pub struct ReplayRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Replay {
     pub id: String,
+    pub tenant_id: Option<String>,
     pub created_at: UnixMs,
     pub reason: DeadReason,
     pub subscriber_id: Option<String>,

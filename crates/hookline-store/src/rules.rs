@@ -102,6 +102,7 @@ pub(crate) fn republished(
         .as_deref()
         .is_some_and(|name| published_by != Some(name));
     let same = !another_publisher
+        && existing.tenant_id == event.tenant_id
         && existing.event_type == event.event_type
         && payload == event.payload
         && payload_version == event.payload_version

@@ -496,6 +496,7 @@ fn completion(c: &hookline_store::ClaimedDelivery, transition: Transition, now: 
 async fn fill(store: &Arc<dyn Store>, tag: &str, subscribers: usize, events: usize, now: i64) {
     for s in 0..subscribers {
         let subscriber = NewSubscriber {
+            tenant_id: None,
             id: format!("{tag}-{s}"),
             url: "http://127.0.0.1:9/unused".into(),
             event_types: vec![tag.into()],

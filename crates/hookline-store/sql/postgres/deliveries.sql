@@ -2,6 +2,9 @@
 -- reads them, the last the payload version it sends (or sent): rows written before payload
 -- versions (NULL) send the event's latest; a delivery that died for want of a version has none.
 --
+-- Each delivery shows its subscriber's tenant, and a list keeps to one tenant's when asked (the
+-- tenant's subscribers, read once into the filter); the index walked stays the other filters'.
+--
 -- A list pages by key after a cursor, newest or oldest first. Its filters are optional, and a
 -- filter that is not set must not keep the planner from the index of one that is (a generic
 -- plan cannot drop it), so each list is written out per filter it walks an index by: an
@@ -16,7 +19,8 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d WHERE d.event_id = $1 AND d.subscriber_id = $2;
 
 -- name: DELIVERY_ATTEMPTS
@@ -31,12 +35,15 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d
 WHERE d.event_id = $1
   AND (CAST($2 AS TEXT) IS NULL OR d.subscriber_id = $2)
   AND (CAST($3 AS TEXT) IS NULL OR d.state = $3)
   AND d.seq > $4
+  AND (CAST($6 AS TEXT) IS NULL
+       OR d.subscriber_id IN (SELECT id FROM subscribers WHERE tenant_id = $6))
 ORDER BY d.seq LIMIT $5;
 
 -- name: EVENT_DELIVERIES_NEWEST_FIRST
@@ -45,12 +52,15 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d
 WHERE d.event_id = $1
   AND (CAST($2 AS TEXT) IS NULL OR d.subscriber_id = $2)
   AND (CAST($3 AS TEXT) IS NULL OR d.state = $3)
   AND d.seq < $4
+  AND (CAST($6 AS TEXT) IS NULL
+       OR d.subscriber_id IN (SELECT id FROM subscribers WHERE tenant_id = $6))
 ORDER BY d.seq DESC LIMIT $5;
 
 -- name: SUBSCRIBER_DELIVERIES
@@ -59,9 +69,12 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d
 WHERE d.subscriber_id = $1 AND (CAST($2 AS TEXT) IS NULL OR d.state = $2) AND d.seq > $3
+  AND (CAST($5 AS TEXT) IS NULL
+       OR d.subscriber_id IN (SELECT id FROM subscribers WHERE tenant_id = $5))
 ORDER BY d.seq LIMIT $4;
 
 -- name: SUBSCRIBER_DELIVERIES_NEWEST_FIRST
@@ -70,9 +83,12 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d
 WHERE d.subscriber_id = $1 AND (CAST($2 AS TEXT) IS NULL OR d.state = $2) AND d.seq < $3
+  AND (CAST($5 AS TEXT) IS NULL
+       OR d.subscriber_id IN (SELECT id FROM subscribers WHERE tenant_id = $5))
 ORDER BY d.seq DESC LIMIT $4;
 
 -- name: DELIVERIES
@@ -81,9 +97,12 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d
 WHERE (CAST($1 AS TEXT) IS NULL OR d.state = $1) AND d.seq > $2
+  AND (CAST($4 AS TEXT) IS NULL
+       OR d.subscriber_id IN (SELECT id FROM subscribers WHERE tenant_id = $4))
 ORDER BY d.seq LIMIT $3;
 
 -- name: DELIVERIES_NEWEST_FIRST
@@ -92,9 +111,12 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d
 WHERE (CAST($1 AS TEXT) IS NULL OR d.state = $1) AND d.seq < $2
+  AND (CAST($4 AS TEXT) IS NULL
+       OR d.subscriber_id IN (SELECT id FROM subscribers WHERE tenant_id = $4))
 ORDER BY d.seq DESC LIMIT $3;
 
 -- name: NEXT_WAKEUP

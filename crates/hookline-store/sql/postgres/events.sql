@@ -1,7 +1,7 @@
 -- Events: reads, and a publish with its fan-out.
 
 -- name: EVENT
-SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by
+SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by, tenant_id
 FROM events WHERE id = $1;
 
 -- name: EVENT_STATE_COUNTS
@@ -13,26 +13,30 @@ SELECT version, payload FROM event_payloads WHERE event_id = $1 ORDER BY version
 
 -- name: INSERT_EVENT
 -- A concurrent publish of the same id waits here for the other transaction to finish.
-INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries, published_by)
-VALUES ($1, $2, $3, $4, $5, 0, $6) ON CONFLICT (id) DO NOTHING;
+INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries, published_by,
+                    tenant_id)
+VALUES ($1, $2, $3, $4, $5, 0, $6, $7) ON CONFLICT (id) DO NOTHING;
 
 -- name: PUBLISHED
 -- An event published before under the same id, as a publish answers it again.
-SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0), published_by
+SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0), published_by,
+       tenant_id
 FROM events WHERE id = $1;
 
 -- name: SHARE_LOCK_PAUSED
--- The paused subscribers an event of type $1 fans out to, share-locked: a resume in progress
+-- The paused subscribers an event of type $1 for tenant $2 (NULL: none) fans out to,
+-- share-locked: a resume in progress
 -- either committed (and the publish sees the subscriber active) or waits for the publish, then
 -- releases what it held.
 SELECT 1 FROM subscribers
-WHERE status = 'paused' AND (cardinality(event_types) = 0 OR $1 = ANY (event_types))
+WHERE status = 'paused' AND tenant_id IS NOT DISTINCT FROM $2
+  AND (cardinality(event_types) = 0 OR $1 = ANY (event_types))
 ORDER BY id FOR SHARE;
 
 -- name: FAN_OUT
 -- A delivery of event $1 of type $2, published at $3, to every matching subscriber that is not
--- revoked ($4 the latest version, $5 every version, $6 the oldest, $7 the dead reason and $8
--- the error of an unversioned delivery), and how many it made and how many are dead at once.
+-- revoked and of tenant $9 (NULL: none) ($4 the latest version, $5 every version, $6 the
+-- oldest, $7 the dead reason and $8 the error of an unversioned delivery), and how many it made and how many are dead at once.
 -- Its payload version is the highest at or below the subscriber's pin (the latest when
 -- unpinned); a subscriber pinned below every version gets a delivery that is dead at once. A
 -- paused subscriber's deliveries are held from the start (so that an older release, whose
@@ -56,6 +60,7 @@ WITH fanned AS (
         CASE WHEN s.payload_version < $6 THEN $8 || s.payload_version END
     FROM subscribers s
     WHERE s.status <> 'revoked'
+      AND s.tenant_id IS NOT DISTINCT FROM $9
       AND (cardinality(s.event_types) = 0 OR $2 = ANY (s.event_types))
     ORDER BY s.seq
     RETURNING state)

@@ -3,8 +3,8 @@
 
 -- name: INSERT_REPLAY
 INSERT INTO replays (id, created_at, reason, subscriber_id, limit_n, per_second, requested_by,
-                     selected)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq;
+                     selected, tenant_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING seq;
 
 -- name: RELEASE_REPLAYED
 -- Deliveries $1 scheduled again at their times in $2, each to send its version in $4. Pacing
@@ -27,18 +27,23 @@ WHERE d.seq = r.seq;
 INSERT INTO replay_items (replay_seq, delivery_seq) SELECT $1, UNNEST($2::int8[]);
 
 -- name: REPLAY
-SELECT seq, id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected
+SELECT seq, id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected,
+       tenant_id
 FROM replays WHERE id = $1;
 
 -- name: REPLAYS
--- Replays after key $1, at most $2.
-SELECT seq, id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected
-FROM replays WHERE seq > $1 ORDER BY seq LIMIT $2;
+-- Replays after key $1, at most $2 (of tenant $3, if not NULL).
+SELECT seq, id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected,
+       tenant_id
+FROM replays WHERE seq > $1 AND (CAST($3 AS TEXT) IS NULL OR tenant_id = $3)
+ORDER BY seq LIMIT $2;
 
 -- name: REPLAYS_NEWEST_FIRST
--- Replays before key $1, at most $2.
-SELECT seq, id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected
-FROM replays WHERE seq < $1 ORDER BY seq DESC LIMIT $2;
+-- Replays before key $1, at most $2 (of tenant $3, if not NULL).
+SELECT seq, id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected,
+       tenant_id
+FROM replays WHERE seq < $1 AND (CAST($3 AS TEXT) IS NULL OR tenant_id = $3)
+ORDER BY seq DESC LIMIT $2;
 
 -- name: REPLAYED_DELIVERIES
 SELECT d.id FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq

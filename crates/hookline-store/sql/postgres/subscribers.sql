@@ -5,7 +5,7 @@
 SELECT seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret,
        previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms,
        max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin,
-       breaker_allowance
+       breaker_allowance, tenant_id
 FROM subscribers WHERE id = $1;
 
 -- name: SUBSCRIBER_FOR_UPDATE
@@ -14,28 +14,30 @@ FROM subscribers WHERE id = $1;
 SELECT seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret,
        previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms,
        max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin,
-       breaker_allowance
+       breaker_allowance, tenant_id
 FROM subscribers WHERE id = $1 FOR UPDATE;
 
 -- name: SUBSCRIBERS_BY_ID
 SELECT seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret,
        previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms,
        max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin,
-       breaker_allowance
+       breaker_allowance, tenant_id
 FROM subscribers WHERE id = ANY ($1);
 
 -- name: SUBSCRIBER_PAGE
 -- A page of subscribers after key $1 whose lower-cased id or URL is `LIKE` $2 (NULL: all), the
--- URL whole when $3, else up to its query (query values may be credentials), at most $4 rows.
+-- URL whole when $3, else up to its query (query values may be credentials), at most $4 rows,
+-- of tenant $5 (NULL: every tenant's and none).
 SELECT seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret,
        previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms,
        max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin,
-       breaker_allowance
+       breaker_allowance, tenant_id
 FROM subscribers
 WHERE seq > $1
   AND (CAST($2 AS TEXT) IS NULL
        OR lower(id) LIKE $2 ESCAPE '\'
        OR lower(CASE WHEN $3 THEN url ELSE split_part(url, '?', 1) END) LIKE $2 ESCAPE '\')
+  AND (CAST($5 AS TEXT) IS NULL OR tenant_id = $5)
 ORDER BY seq LIMIT $4;
 
 -- name: GONE_AMONG
@@ -46,8 +48,9 @@ WHERE s.id IS NULL OR s.status = 'revoked';
 
 -- name: CREATE_SUBSCRIBER
 INSERT INTO subscribers (id, url, event_types, secret, status, created_at, updated_at,
-                         max_in_flight, rate_limit_per_second, payload_version, headers, origin)
-VALUES ($1, $2, $3, $4, 'active', $5, $5, $6, $7, $8, $9, $10);
+                         max_in_flight, rate_limit_per_second, payload_version, headers, origin,
+                         tenant_id)
+VALUES ($1, $2, $3, $4, 'active', $5, $5, $6, $7, $8, $9, $10, $11);
 
 -- name: UPDATE_SUBSCRIBER
 UPDATE subscribers SET url = $2, event_types = $3, status = $4, updated_at = $5,

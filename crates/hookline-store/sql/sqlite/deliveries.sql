@@ -2,6 +2,9 @@
 -- reads them, the last the payload version it sends (or sent): rows written before payload
 -- versions (NULL) send the event's latest; a delivery that died for want of a version has none.
 --
+-- Each delivery shows its subscriber's tenant, and a list keeps to one tenant's when asked (the
+-- tenant's subscribers, read once into the filter); the index walked stays the other filters'.
+--
 -- A list pages by key after a cursor, newest or oldest first. Its filters are optional, and a
 -- filter that is not set must not keep SQLite from the index of one that is, so each list is
 -- written out per filter it walks an index by: an event's deliveries (`deliveries_event`),
@@ -13,7 +16,8 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d WHERE d.id = ?1;
 
 -- name: DELIVERY_ATTEMPTS
@@ -27,11 +31,14 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d
 WHERE d.event_id = ?1
   AND (?2 IS NULL OR d.subscriber_id = ?2)
   AND (?3 IS NULL OR d.state = ?3)
+  AND (CAST(?6 AS TEXT) IS NULL
+       OR d.subscriber_id IN (SELECT id FROM subscribers WHERE tenant_id = ?6))
   AND d.seq > ?4
 ORDER BY d.seq LIMIT ?5;
 
@@ -41,11 +48,14 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d
 WHERE d.event_id = ?1
   AND (?2 IS NULL OR d.subscriber_id = ?2)
   AND (?3 IS NULL OR d.state = ?3)
+  AND (CAST(?6 AS TEXT) IS NULL
+       OR d.subscriber_id IN (SELECT id FROM subscribers WHERE tenant_id = ?6))
   AND d.seq < ?4
 ORDER BY d.seq DESC LIMIT ?5;
 
@@ -55,9 +65,12 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d
 WHERE d.subscriber_id = ?1 AND (?2 IS NULL OR d.state = ?2) AND d.seq > ?3
+  AND (CAST(?5 AS TEXT) IS NULL
+       OR d.subscriber_id IN (SELECT id FROM subscribers WHERE tenant_id = ?5))
 ORDER BY d.seq LIMIT ?4;
 
 -- name: SUBSCRIBER_DELIVERIES_NEWEST_FIRST
@@ -66,9 +79,12 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d
 WHERE d.subscriber_id = ?1 AND (?2 IS NULL OR d.state = ?2) AND d.seq < ?3
+  AND (CAST(?5 AS TEXT) IS NULL
+       OR d.subscriber_id IN (SELECT id FROM subscribers WHERE tenant_id = ?5))
 ORDER BY d.seq DESC LIMIT ?4;
 
 -- name: DELIVERIES
@@ -77,9 +93,12 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d
 WHERE (?1 IS NULL OR d.state = ?1) AND d.seq > ?2
+  AND (CAST(?4 AS TEXT) IS NULL
+       OR d.subscriber_id IN (SELECT id FROM subscribers WHERE tenant_id = ?4))
 ORDER BY d.seq LIMIT ?3;
 
 -- name: DELIVERIES_NEWEST_FIRST
@@ -88,9 +107,12 @@ SELECT d.seq, d.id, d.event_id, d.subscriber_id, d.state, d.attempts, d.first_se
        d.window_start, d.run_at, d.dead_reason, d.dead_at, d.dead_error, d.waiting_on,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
-            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END
+            ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
+       (SELECT s.tenant_id FROM subscribers s WHERE s.id = d.subscriber_id)
 FROM deliveries d
 WHERE (?1 IS NULL OR d.state = ?1) AND d.seq < ?2
+  AND (CAST(?4 AS TEXT) IS NULL
+       OR d.subscriber_id IN (SELECT id FROM subscribers WHERE tenant_id = ?4))
 ORDER BY d.seq DESC LIMIT ?3;
 
 -- name: NEXT_WAKEUP

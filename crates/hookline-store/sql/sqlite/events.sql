@@ -1,7 +1,7 @@
 -- Events: reads, and a publish with its fan-out.
 
 -- name: EVENT
-SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by
+SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by, tenant_id
 FROM events WHERE id = ?1;
 
 -- name: EVENT_STATE_COUNTS
@@ -13,23 +13,25 @@ SELECT version, payload FROM event_payloads WHERE event_id = ?1 ORDER BY version
 
 -- name: PUBLISHED
 -- An event published before under the same id, as a publish answers it again.
-SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0), published_by
+SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0), published_by,
+       tenant_id
 FROM events WHERE id = ?1;
 
 -- name: FANNED_OUT_TO
--- The subscribers an event of type ?2 fans out to, and whether each is pinned below every
--- version it has (?1, the oldest): its delivery is dead at once. The same subscribers as
--- FAN_OUT's.
+-- The subscribers an event of type ?2 for tenant ?3 (NULL: none) fans out to, and whether each
+-- is pinned below every version it has (?1, the oldest): its delivery is dead at once. The same
+-- subscribers as FAN_OUT's.
 SELECT s.id, coalesce(s.payload_version < ?1, FALSE)
 FROM subscribers s
 WHERE s.status != 'revoked'
+  AND s.tenant_id IS ?3
   AND (s.event_types = '[]'
        OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2));
 
 -- name: FAN_OUT
 -- A delivery of event ?1 of type ?2, published at ?3, to each subscriber FANNED_OUT_TO reads
 -- (?4 the latest version, ?5 every version as a JSON array, ?6 the oldest, ?7 the dead reason
--- and ?8 the error of an unversioned delivery). Its payload version is the highest at or below
+-- and ?8 the error of an unversioned delivery, ?9 its tenant). Its payload version is the highest at or below
 -- the subscriber's pin (the latest when unpinned); a subscriber pinned below every version gets
 -- a delivery that is dead at once. A paused subscriber's deliveries are held from the start
 -- (so that an older release, whose claims read the status without a lock, finds them held and
@@ -62,14 +64,15 @@ SELECT ?1 || ':' || s.id, ?1, s.id,
     CASE WHEN s.payload_version < ?6 THEN ?8 || s.payload_version END
 FROM subscribers s
 WHERE s.status != 'revoked'
+  AND s.tenant_id IS ?9
   AND (s.event_types = '[]'
        OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))
 ORDER BY s.seq;
 
 -- name: INSERT_EVENT
 INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries, published_by,
-                    unversioned)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8);
+                    unversioned, tenant_id)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9);
 
 -- name: INSERT_EARLIER_PAYLOAD
 INSERT INTO event_payloads (event_id, version, payload) VALUES (?1, ?2, ?3);

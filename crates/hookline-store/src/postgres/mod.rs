@@ -11,6 +11,7 @@ mod queries;
 mod reads;
 mod rollouts;
 mod schema;
+mod tenants;
 mod writes;
 
 use std::fmt::Display;
@@ -310,9 +311,45 @@ impl Liveness for PostgresStore {
 }
 
 #[async_trait]
+impl Tenants for PostgresStore {
+    async fn create_tenant(&self, new: NewTenant, now: UnixMs) -> Result<Tenant> {
+        tenants::create(&self.client().await?, &new, now).await
+    }
+
+    async fn get_tenant(&self, id: &str) -> Result<Tenant> {
+        tenants::tenant(&self.client().await?, id).await
+    }
+
+    async fn list_tenants(&self, limit: u32, cursor: Option<String>) -> Result<Page<Tenant>> {
+        let after = parse_cursor(cursor)?;
+        tenants::tenants(&self.client().await?, limit, after).await
+    }
+
+    async fn update_tenant(&self, id: &str, patch: TenantPatch, now: UnixMs) -> Result<Tenant> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let t = tenants::update(&tx, id, patch, now).await?;
+        tx.commit().await?;
+        Ok(t)
+    }
+
+    async fn delete_tenant(&self, id: &str, now: UnixMs) -> Result<Tenant> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let t = tenants::delete(&tx, id, now).await?;
+        tx.commit().await?;
+        Ok(t)
+    }
+}
+
+#[async_trait]
 impl Subscribers for PostgresStore {
     async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber> {
-        writes::create_subscriber(&self.client().await?, new, now).await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let s = writes::create_subscriber(&tx, new, now).await?;
+        tx.commit().await?;
+        Ok(s)
     }
 
     async fn get_subscriber(&self, id: &str) -> Result<Subscriber> {
@@ -378,6 +415,12 @@ impl DeliveryQueue for PostgresStore {
 
     async fn publish(&self, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
         let mut client = self.client().await?;
+        if let Some(tenant) = &event.tenant_id {
+            // A publish of an id already published is answered, not counted against the rate.
+            if !tenants::published(&client, &event.id).await? {
+                tenants::admit(&mut client, tenant, now).await?;
+            }
+        }
         let tx = client.transaction().await?;
         let outcome = writes::publish(&tx, event, now, &self.channel).await?;
         tx.commit().await?;
@@ -519,15 +562,21 @@ impl DeadLetters for PostgresStore {
         reads::dead_letters(&self.client().await?, &filter, limit, after).await
     }
 
-    async fn dead_letter_groups(&self, since: UnixMs, limit: u32) -> Result<Vec<DeadLetterGroup>> {
-        reads::dead_letter_groups(&self.client().await?, since, limit).await
+    async fn dead_letter_groups(
+        &self,
+        since: UnixMs,
+        tenant_id: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<DeadLetterGroup>> {
+        reads::dead_letter_groups(&self.client().await?, since, tenant_id.as_deref(), limit).await
     }
 
     async fn dead_letters_by_reason(
         &self,
         since: UnixMs,
+        tenant_id: Option<String>,
     ) -> Result<Vec<(hookline_policy::DeadReason, u64)>> {
-        reads::dead_letters_by_reason(&self.client().await?, since).await
+        reads::dead_letters_by_reason(&self.client().await?, since, tenant_id.as_deref()).await
     }
 
     async fn replay(&self, request: ReplayRequest, now: UnixMs) -> Result<Replay> {
@@ -555,12 +604,20 @@ impl DeadLetters for PostgresStore {
 
     async fn list_replays(
         &self,
+        tenant_id: Option<String>,
         order: ListOrder,
         limit: u32,
         cursor: Option<String>,
     ) -> Result<Page<Replay>> {
         let after = parse_cursor_in(cursor, order)?;
-        reads::replays(&self.client().await?, order, limit, after).await
+        reads::replays(
+            &self.client().await?,
+            tenant_id.as_deref(),
+            order,
+            limit,
+            after,
+        )
+        .await
     }
 }
 

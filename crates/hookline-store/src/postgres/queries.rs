@@ -142,6 +142,18 @@ crate::sql::statements! {
         BREAKERS_FOR_UPDATE,
         SET_BREAKERS,
     }
+    "tenants.sql" => {
+        TENANT,
+        TENANT_PAGE,
+        CREATE_TENANT,
+        UPDATE_TENANT,
+        DELETE_TENANT,
+        TENANT_SUBSCRIBERS,
+        TENANT_SUBSCRIBER_COUNT,
+        SET_PUBLISH_TAT,
+        TENANT_FOR_UPDATE,
+        PUBLISH_LIMIT_FOR_UPDATE,
+    }
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
         r.get(0),
         Subscriber {
             id: r.get(1),
+            tenant_id: r.get(20),
             url,
             origin,
             event_types: r.get(3),
@@ -101,6 +102,7 @@ pub(super) async fn subscribers(
             &filter.like_pattern()?,
             &filter.search_query_values,
             &(i64::from(limit) + 1),
+            &filter.tenant_id,
         ],
     )
     .await?;
@@ -117,6 +119,7 @@ pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
         .ok_or_else(|| not_found("event", id))?;
     let mut event = Event {
         id: r.get(0),
+        tenant_id: r.get(7),
         event_type: r.get(1),
         payload: r.get(2),
         payload_version: r.get(3),
@@ -184,9 +187,15 @@ fn waiting_on(r: &Row, i: usize, reason: Option<DeadReason>) -> Result<Option<Wa
 pub(super) async fn dead_letter_groups(
     c: &impl GenericClient,
     since: UnixMs,
+    tenant_id: Option<&str>,
     limit: u32,
 ) -> Result<Vec<DeadLetterGroup>> {
-    let rows = query(c, queries::DEAD_LETTER_GROUPS, &[&since, &i64::from(limit)]).await?;
+    let rows = query(
+        c,
+        queries::DEAD_LETTER_GROUPS,
+        &[&since, &i64::from(limit), &tenant_id],
+    )
+    .await?;
     rows.iter()
         .map(|r| {
             let status: &str = r.get(5);
@@ -206,8 +215,9 @@ pub(super) async fn dead_letter_groups(
 pub(super) async fn dead_letters_by_reason(
     c: &impl GenericClient,
     since: UnixMs,
+    tenant_id: Option<&str>,
 ) -> Result<Vec<(DeadReason, u64)>> {
-    let rows = query(c, queries::DEAD_LETTERS_BY_REASON, &[&since]).await?;
+    let rows = query(c, queries::DEAD_LETTERS_BY_REASON, &[&since, &tenant_id]).await?;
     rows.iter()
         .map(|r| {
             let reason = dead_reason(r.get(0))?.ok_or_else(|| corrupt("dead_reason", ""))?;
@@ -231,6 +241,7 @@ fn delivery_row(r: &Row) -> Result<(i64, Delivery)> {
         r.get(0),
         Delivery {
             id: r.get(1),
+            tenant_id: r.get(14),
             event_id: r.get(2),
             subscriber_id: r.get(3),
             state,
@@ -296,7 +307,8 @@ pub(super) async fn deliveries(
             } else {
                 queries::EVENT_DELIVERIES
             };
-            query(c, sql, &[event, subscriber, &state, &after, &more]).await?
+            let tenant = &filter.tenant_id;
+            query(c, sql, &[event, subscriber, &state, &after, &more, tenant]).await?
         }
         (None, Some(subscriber)) => {
             let sql = if newest_first {
@@ -304,7 +316,12 @@ pub(super) async fn deliveries(
             } else {
                 queries::SUBSCRIBER_DELIVERIES
             };
-            query(c, sql, &[subscriber, &state, &after, &more]).await?
+            query(
+                c,
+                sql,
+                &[subscriber, &state, &after, &more, &filter.tenant_id],
+            )
+            .await?
         }
         (None, None) => {
             let sql = if newest_first {
@@ -312,7 +329,7 @@ pub(super) async fn deliveries(
             } else {
                 queries::DELIVERIES
             };
-            query(c, sql, &[&state, &after, &more]).await?
+            query(c, sql, &[&state, &after, &more, &filter.tenant_id]).await?
         }
     };
     Ok(page(with_history(c, &rows).await?, limit))
@@ -326,20 +343,22 @@ pub(super) async fn dead_letters(
 ) -> Result<Page<DeadLetter>> {
     let DeathPosition(dead_at, key) = after;
     let more = i64::from(limit) + 1;
+    let tenant = &filter.tenant_id;
     let rows = match (filter.reason.map(DeadReason::as_str), &filter.subscriber_id) {
         (Some(reason), Some(subscriber)) => {
-            let params: [&(dyn ToSql + Sync); 5] = [&reason, subscriber, &dead_at, &key, &more];
+            let params: [&(dyn ToSql + Sync); 6] =
+                [&reason, subscriber, &dead_at, &key, &more, tenant];
             query(c, queries::DEAD_LETTERS_OF_REASON_AND_SUBSCRIBER, &params).await?
         }
         (Some(reason), None) => {
-            let params: [&(dyn ToSql + Sync); 4] = [&reason, &dead_at, &key, &more];
+            let params: [&(dyn ToSql + Sync); 5] = [&reason, &dead_at, &key, &more, tenant];
             query(c, queries::DEAD_LETTERS_OF_REASON, &params).await?
         }
         (None, Some(subscriber)) => {
-            let params: [&(dyn ToSql + Sync); 4] = [subscriber, &dead_at, &key, &more];
+            let params: [&(dyn ToSql + Sync); 5] = [subscriber, &dead_at, &key, &more, tenant];
             query(c, queries::DEAD_LETTERS_OF_SUBSCRIBER, &params).await?
         }
-        (None, None) => query(c, queries::DEAD_LETTERS, &[&dead_at, &key, &more]).await?,
+        (None, None) => query(c, queries::DEAD_LETTERS, &[&dead_at, &key, &more, tenant]).await?,
     };
     let keys: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
     let mut h = histories(c, &keys).await?;
@@ -351,6 +370,7 @@ pub(super) async fn dead_letters(
                 DeathPosition(r.get(7), key),
                 DeadLetter {
                     delivery_id: r.get(1),
+                    tenant_id: r.get(10),
                     event_id: r.get(2),
                     event_type: r.get(3),
                     subscriber_id: r.get(4),
@@ -459,6 +479,7 @@ async fn replay_row(c: &impl GenericClient, r: &Row) -> Result<(i64, Replay)> {
         seq,
         Replay {
             id: r.get(1),
+            tenant_id: r.get(9),
             created_at: r.get(2),
             reason: DeadReason::parse(&reason).ok_or_else(|| corrupt("reason", &reason))?,
             subscriber_id: r.get(4),
@@ -482,6 +503,7 @@ pub(super) async fn replay(c: &impl GenericClient, id: &str) -> Result<Replay> {
 
 pub(super) async fn replays(
     c: &impl GenericClient,
+    tenant_id: Option<&str>,
     order: ListOrder,
     limit: u32,
     after: i64,
@@ -490,7 +512,7 @@ pub(super) async fn replays(
         ListOrder::OldestFirst => queries::REPLAYS,
         ListOrder::NewestFirst => queries::REPLAYS_NEWEST_FIRST,
     };
-    let rows = query(c, sql, &[&after, &(i64::from(limit) + 1)]).await?;
+    let rows = query(c, sql, &[&after, &(i64::from(limit) + 1), &tenant_id]).await?;
     let mut out = Vec::with_capacity(rows.len());
     for r in &rows {
         out.push(replay_row(c, r).await?);

@@ -10,7 +10,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
 
 use super::reads::{self, corrupt};
-use super::{execute, queries, query, query_one, to_bigint, to_int, Numbers};
+use super::{execute, queries, query, query_one, tenants, to_bigint, to_int, Numbers};
 use crate::*;
 
 async fn notify(c: &impl GenericClient, channel: &str) -> Result<()> {
@@ -23,6 +23,9 @@ pub(super) async fn create_subscriber(
     new: NewSubscriber,
     now: UnixMs,
 ) -> Result<Subscriber> {
+    if let Some(tenant) = &new.tenant_id {
+        tenants::room_for_a_subscriber(c, tenant).await?;
+    }
     let inserted = c
         .execute(
             queries::CREATE_SUBSCRIBER,
@@ -37,6 +40,7 @@ pub(super) async fn create_subscriber(
                 &new.payload_version,
                 &new.headers.encode(),
                 &Origin::of_url(&new.url).as_str(),
+                &new.tenant_id,
             ],
         )
         .await;
@@ -148,6 +152,7 @@ pub(super) async fn publish(
             &event.payload_version,
             &now,
             &event.published_by,
+            &event.tenant_id,
         ],
     )
     .await?;
@@ -157,6 +162,7 @@ pub(super) async fn publish(
         let published_by: Option<&str> = row.get(5);
         let receipt = EventReceipt {
             id: event.id.clone(),
+            tenant_id: row.get(6),
             event_type: row.get(0),
             deliveries: row.bigint(3)?,
             unversioned: row.bigint(4)?,
@@ -175,7 +181,12 @@ pub(super) async fn publish(
     let oldest = versions[0];
     // A resume in progress either committed (and this publish sees the subscriber active) or
     // waits for this publish, then releases what it held.
-    execute(c, queries::SHARE_LOCK_PAUSED, &[&event.event_type]).await?;
+    execute(
+        c,
+        queries::SHARE_LOCK_PAUSED,
+        &[&event.event_type, &event.tenant_id],
+    )
+    .await?;
     // One statement fans the event out to every matching subscriber that is not revoked, each
     // with the highest version at or below its pin (the latest when unpinned); one pinned below
     // every version gets a delivery that is dead at once, with the reason.
@@ -191,6 +202,7 @@ pub(super) async fn publish(
             &oldest,
             &DeadReason::PermanentFailure.as_str(),
             &UNVERSIONED_ERROR,
+            &event.tenant_id,
         ],
     )
     .await?;
@@ -221,6 +233,7 @@ pub(super) async fn publish(
     }
     Ok(PublishOutcome::Accepted(EventReceipt {
         id: event.id,
+        tenant_id: event.tenant_id,
         event_type: event.event_type,
         deliveries,
         unversioned,
@@ -744,6 +757,7 @@ pub(super) async fn replay_selection(
             &req.reason.as_str(),
             &req.subscriber_id,
             &i64::from(selection_limit(req)),
+            &req.tenant_id,
         ],
     )
     .await
@@ -771,6 +785,7 @@ pub(super) async fn replay(
             &req.per_second,
             &req.requested_by,
             &to_bigint(selected.len()),
+            &req.tenant_id,
         ],
     )
     .await?

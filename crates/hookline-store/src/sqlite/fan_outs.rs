@@ -98,6 +98,7 @@ mod tests {
                 .unwrap(),
         );
         let subscriber = |id: String, types: Vec<String>| NewSubscriber {
+            tenant_id: None,
             url: format!("http://127.0.0.1:9/{id}"),
             id,
             event_types: types,

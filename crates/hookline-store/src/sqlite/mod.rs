@@ -15,6 +15,7 @@ mod scheduled;
 mod schema;
 mod serve_lock;
 mod subscriber_cache;
+mod tenants;
 pub(crate) mod writer;
 mod writes;
 
@@ -238,6 +239,39 @@ impl Liveness for SqliteStore {
 }
 
 #[async_trait]
+impl Tenants for SqliteStore {
+    async fn create_tenant(&self, new: NewTenant, now: UnixMs) -> Result<Tenant> {
+        self.writer
+            .write(move |w| tenants::create(&w.conn, &new, now))
+            .await
+    }
+
+    async fn get_tenant(&self, id: &str) -> Result<Tenant> {
+        let id = id.to_owned();
+        self.read(move |c| tenants::tenant(c, &id)).await
+    }
+
+    async fn list_tenants(&self, limit: u32, cursor: Option<String>) -> Result<Page<Tenant>> {
+        let after = parse_cursor(cursor)?;
+        self.read(move |c| tenants::tenants(c, limit, after)).await
+    }
+
+    async fn update_tenant(&self, id: &str, patch: TenantPatch, now: UnixMs) -> Result<Tenant> {
+        let id = id.to_owned();
+        self.writer
+            .write(move |w| tenants::update(&w.conn, &id, patch.clone(), now))
+            .await
+    }
+
+    async fn delete_tenant(&self, id: &str, now: UnixMs) -> Result<Tenant> {
+        let id = id.to_owned();
+        self.writer
+            .write(move |w| tenants::delete(w, &id, now))
+            .await
+    }
+}
+
+#[async_trait]
 impl Subscribers for SqliteStore {
     async fn create_subscriber(&self, new: NewSubscriber, now: UnixMs) -> Result<Subscriber> {
         self.writer
@@ -428,16 +462,22 @@ impl DeadLetters for SqliteStore {
             .await
     }
 
-    async fn dead_letter_groups(&self, since: UnixMs, limit: u32) -> Result<Vec<DeadLetterGroup>> {
-        self.read(move |c| reads::dead_letter_groups(c, since, limit))
+    async fn dead_letter_groups(
+        &self,
+        since: UnixMs,
+        tenant_id: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<DeadLetterGroup>> {
+        self.read(move |c| reads::dead_letter_groups(c, since, tenant_id.as_deref(), limit))
             .await
     }
 
     async fn dead_letters_by_reason(
         &self,
         since: UnixMs,
+        tenant_id: Option<String>,
     ) -> Result<Vec<(hookline_policy::DeadReason, u64)>> {
-        self.read(move |c| reads::dead_letters_by_reason(c, since))
+        self.read(move |c| reads::dead_letters_by_reason(c, since, tenant_id.as_deref()))
             .await
     }
 
@@ -465,12 +505,13 @@ impl DeadLetters for SqliteStore {
 
     async fn list_replays(
         &self,
+        tenant_id: Option<String>,
         order: ListOrder,
         limit: u32,
         cursor: Option<String>,
     ) -> Result<Page<Replay>> {
         let after = parse_cursor_in(cursor, order)?;
-        self.read(move |c| reads::replays(c, order, limit, after))
+        self.read(move |c| reads::replays(c, tenant_id.as_deref(), order, limit, after))
             .await
     }
 }

@@ -133,6 +133,17 @@ crate::sql::statements! {
         END_SLOW_START,
         SET_BREAKER,
     }
+    "tenants.sql" => {
+        TENANT,
+        TENANT_PAGE,
+        CREATE_TENANT,
+        UPDATE_TENANT,
+        DELETE_TENANT,
+        TENANT_SUBSCRIBERS,
+        TENANT_SUBSCRIBER_COUNT,
+        PUBLISH_LIMIT,
+        SET_PUBLISH_TAT,
+    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
         r.get(0)?,
         Subscriber {
             id: r.get(1)?,
+            tenant_id: r.get(20)?,
             url,
             origin,
             event_types: serde_json::from_str(&types)
@@ -88,7 +89,8 @@ pub(super) fn subscribers(
                 after,
                 filter.like_pattern()?,
                 filter.search_query_values,
-                limit + 1
+                limit + 1,
+                filter.tenant_id
             ],
             subscriber_row,
         )?
@@ -102,6 +104,7 @@ pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
         .query_row([id], |r| {
             Ok(Event {
                 id: r.get(0)?,
+                tenant_id: r.get(7)?,
                 event_type: r.get(1)?,
                 payload: r.get(2)?,
                 payload_version: r.get(3)?,
@@ -172,10 +175,11 @@ fn waiting_on(
 pub(super) fn dead_letter_groups(
     c: &Connection,
     since: UnixMs,
+    tenant_id: Option<&str>,
     limit: u32,
 ) -> Result<Vec<DeadLetterGroup>> {
     let mut statement = c.prepare_cached(queries::DEAD_LETTER_GROUPS)?;
-    let rows = statement.query_map(rusqlite::params![since, limit], |r| {
+    let rows = statement.query_map(rusqlite::params![since, limit, tenant_id], |r| {
         let status: String = r.get(5)?;
         Ok(DeadLetterGroup {
             reason: dead_reason(r.get(0)?)?.ok_or_else(|| corrupt("dead_reason", ""))?,
@@ -193,9 +197,10 @@ pub(super) fn dead_letter_groups(
 pub(super) fn dead_letters_by_reason(
     c: &Connection,
     since: UnixMs,
+    tenant_id: Option<&str>,
 ) -> Result<Vec<(DeadReason, u64)>> {
     let mut statement = c.prepare_cached(queries::DEAD_LETTERS_BY_REASON)?;
-    let rows = statement.query_map([since], |r| {
+    let rows = statement.query_map(params![since, tenant_id], |r| {
         let reason = dead_reason(r.get(0)?)?.ok_or_else(|| corrupt("dead_reason", ""))?;
         Ok((reason, non_negative(r.get(1)?)))
     })?;
@@ -217,6 +222,7 @@ fn delivery_row(r: &Row<'_>) -> rusqlite::Result<(i64, Delivery)> {
         r.get(0)?,
         Delivery {
             id: r.get(1)?,
+            tenant_id: r.get(14)?,
             event_id: r.get(2)?,
             subscriber_id: r.get(3)?,
             state,
@@ -291,7 +297,7 @@ pub(super) fn deliveries(
             } else {
                 queries::EVENT_DELIVERIES
             },
-            params![event, subscriber, state, after, more],
+            params![event, subscriber, state, after, more, filter.tenant_id],
             delivery_row,
         )?,
         (None, Some(subscriber)) => listed(
@@ -301,7 +307,7 @@ pub(super) fn deliveries(
             } else {
                 queries::SUBSCRIBER_DELIVERIES
             },
-            params![subscriber, state, after, more],
+            params![subscriber, state, after, more, filter.tenant_id],
             delivery_row,
         )?,
         (None, None) => listed(
@@ -311,7 +317,7 @@ pub(super) fn deliveries(
             } else {
                 queries::DELIVERIES
             },
-            params![state, after, more],
+            params![state, after, more, filter.tenant_id],
             delivery_row,
         )?,
     };
@@ -348,6 +354,7 @@ pub(super) fn dead_letters(
             DeathPosition(r.get(7)?, r.get(0)?),
             DeadLetter {
                 delivery_id: r.get(1)?,
+                tenant_id: r.get(10)?,
                 event_id: r.get(2)?,
                 event_type: r.get(3)?,
                 subscriber_id: r.get(4)?,
@@ -362,13 +369,19 @@ pub(super) fn dead_letters(
     };
     let (sql, more) = (dead_letters_statement(filter), i64::from(limit) + 1);
     let DeathPosition(dead_at, key) = after;
+    let tenant = &filter.tenant_id;
     let rows = match (filter.reason.map(DeadReason::as_str), &filter.subscriber_id) {
-        (Some(reason), Some(subscriber)) => {
-            listed(c, sql, params![reason, subscriber, dead_at, key, more], row)?
+        (Some(reason), Some(subscriber)) => listed(
+            c,
+            sql,
+            params![reason, subscriber, dead_at, key, more, tenant],
+            row,
+        )?,
+        (Some(reason), None) => listed(c, sql, params![reason, dead_at, key, more, tenant], row)?,
+        (None, Some(subscriber)) => {
+            listed(c, sql, params![subscriber, dead_at, key, more, tenant], row)?
         }
-        (Some(reason), None) => listed(c, sql, params![reason, dead_at, key, more], row)?,
-        (None, Some(subscriber)) => listed(c, sql, params![subscriber, dead_at, key, more], row)?,
-        (None, None) => listed(c, sql, params![dead_at, key, more], row)?,
+        (None, None) => listed(c, sql, params![dead_at, key, more, tenant], row)?,
     };
     let rows = rows
         .into_iter()
@@ -482,6 +495,7 @@ fn replay_row(c: &Connection, r: &Row<'_>) -> Result<(i64, Replay)> {
         seq,
         Replay {
             id: r.get(1)?,
+            tenant_id: r.get(9)?,
             created_at: r.get(2)?,
             reason: DeadReason::parse(&reason).ok_or_else(|| corrupt("reason", &reason))?,
             subscriber_id: r.get(4)?,
@@ -507,6 +521,7 @@ pub(super) fn replay(c: &Connection, id: &str) -> Result<Replay> {
 
 pub(super) fn replays(
     c: &Connection,
+    tenant_id: Option<&str>,
     order: ListOrder,
     limit: u32,
     after: i64,
@@ -515,7 +530,7 @@ pub(super) fn replays(
         ListOrder::OldestFirst => queries::REPLAYS,
         ListOrder::NewestFirst => queries::REPLAYS_NEWEST_FIRST,
     })?;
-    let mut rows = stmt.query(params![after, limit + 1])?;
+    let mut rows = stmt.query(params![after, limit + 1, tenant_id])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
         out.push(replay_row(c, r)?);
@@ -557,6 +572,7 @@ mod tests {
 
     fn replay(subscriber_id: Option<&str>) -> &'static str {
         replay_selection_statement(&ReplayRequest {
+            tenant_id: None,
             reason: DeadReason::PermanentFailure,
             subscriber_id: subscriber_id.map(str::to_owned),
             limit: 1_000,
@@ -569,6 +585,7 @@ mod tests {
     /// The statement of a page of the dead-letter queue as `dead_letters` asks for it.
     fn dead_letters_page(subscriber_id: Option<&str>) -> &'static str {
         dead_letters_statement(&DeadLetterFilter {
+            tenant_id: None,
             reason: Some(DeadReason::PermanentFailure),
             subscriber_id: subscriber_id.map(str::to_owned),
         })

@@ -138,6 +138,7 @@ mod tests {
 
     fn subscriber(id: &str, pin: Option<i64>) -> NewSubscriber {
         NewSubscriber {
+            tenant_id: None,
             id: id.into(),
             url: format!("http://127.0.0.1:9/{id}"),
             event_types: Vec::new(),
@@ -284,6 +285,7 @@ mod tests {
 
         // A replay puts dead letters back to wait.
         let replay = ReplayRequest {
+            tenant_id: None,
             reason: DeadReason::PermanentFailure,
             subscriber_id: None,
             limit: 100,

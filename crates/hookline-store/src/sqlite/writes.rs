@@ -9,7 +9,7 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 use super::subscriber_cache::SubscriberCache;
 use super::writer::{Writer, WriterState};
-use super::{queries, reads};
+use super::{queries, reads, tenants};
 use crate::*;
 
 pub(super) fn create_subscriber(
@@ -17,6 +17,9 @@ pub(super) fn create_subscriber(
     new: NewSubscriber,
     now: UnixMs,
 ) -> Result<Subscriber> {
+    if let Some(tenant) = &new.tenant_id {
+        tenants::room_for_a_subscriber(c, tenant)?;
+    }
     let types = serde_json::to_string(&new.event_types).expect("strings serialize");
     let inserted = c
         .prepare_cached(queries::CREATE_SUBSCRIBER)?
@@ -30,7 +33,8 @@ pub(super) fn create_subscriber(
             new.rate_limit_per_second,
             new.payload_version,
             new.headers.encode(),
-            Origin::of_url(&new.url).as_str()
+            Origin::of_url(&new.url).as_str(),
+            new.tenant_id
         ]);
     match inserted {
         Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
@@ -92,6 +96,14 @@ pub(super) fn revoke_subscriber(w: &mut Writer, id: &str, now: UnixMs) -> Result
     revoke(&w.conn, &mut w.state, id, now)
 }
 
+/// Revokes each of `ids`, as [`revoke_subscriber`] does one.
+pub(super) fn revoke_subscribers(w: &mut Writer, ids: &[String], now: UnixMs) -> Result<()> {
+    for id in ids {
+        revoke(&w.conn, &mut w.state, id, now)?;
+    }
+    Ok(())
+}
+
 /// [`revoke_subscriber`] on the parts of the writer it changes, for a caller holding
 /// statements of the connection.
 fn revoke(c: &Connection, state: &mut WriterState, id: &str, now: UnixMs) -> Result<()> {
@@ -124,12 +136,16 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
                 r.get::<_, u64>(3)?,
                 r.get::<_, u64>(4)?,
                 r.get::<_, Option<String>>(5)?,
+                r.get::<_, Option<String>>(6)?,
             ))
         })
         .optional()?;
-    if let Some((event_type, payload, version, deliveries, unversioned, published_by)) = existing {
+    if let Some((event_type, payload, version, deliveries, unversioned, published_by, tenant_id)) =
+        existing
+    {
         let receipt = EventReceipt {
             id: event.id.clone(),
+            tenant_id,
             event_type,
             deliveries,
             unversioned,
@@ -150,6 +166,9 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     // its whole batch again (`writer.rs`), and refusals come in numbers when the writer is
     // busiest. Those dead at once take no room.
     admitted(event, deliveries - unversioned)?;
+    if let Some(tenant) = &event.tenant_id {
+        tenants::admit(c, tenant, now)?;
+    }
     if let Err(e) = fan_out_rows(c, event, now, &versions, deliveries) {
         // Stopped halfway, the statement kept the rows it made, counted as changes only
         // after a conflict (`FAN_OUT`): the batch runs again all the same. With the
@@ -167,7 +186,8 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
         now,
         deliveries,
         event.published_by,
-        unversioned
+        unversioned,
+        event.tenant_id
     ])?;
     for (version, payload) in &event.earlier_payloads {
         c.prepare_cached(queries::INSERT_EARLIER_PAYLOAD)?
@@ -175,6 +195,7 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     }
     Ok(PublishOutcome::Accepted(EventReceipt {
         id: event.id.clone(),
+        tenant_id: event.tenant_id.clone(),
         event_type: event.event_type.clone(),
         deliveries,
         unversioned,
@@ -197,7 +218,7 @@ fn count_fan_out(
 ) -> Result<(u64, u64)> {
     let (mut deliveries, mut unversioned) = (0u64, 0u64);
     let mut fanned_out = c.prepare_cached(queries::FANNED_OUT_TO)?;
-    let mut rows = fanned_out.query(params![oldest, event.event_type])?;
+    let mut rows = fanned_out.query(params![oldest, event.event_type, event.tenant_id])?;
     while let Some(r) = rows.next()? {
         deliveries += 1;
         if r.get::<_, bool>(1)? {
@@ -230,7 +251,8 @@ fn fan_out_rows(
         serde_json::to_string(versions).expect("integers serialize"),
         versions[0],
         DeadReason::PermanentFailure.as_str(),
-        UNVERSIONED_ERROR
+        UNVERSIONED_ERROR,
+        event.tenant_id
     ])?;
     if inserted as u64 != counted {
         return Err(StoreError::backend(format!(
@@ -604,7 +626,12 @@ pub(super) fn replay_selection(c: &Connection, req: &ReplayRequest) -> Result<Ve
     validate_replay(req)?;
     Ok(c.prepare_cached(reads::replay_selection_statement(req))?
         .query_map(
-            params![req.reason.as_str(), req.subscriber_id, selection_limit(req)],
+            params![
+                req.reason.as_str(),
+                req.subscriber_id,
+                selection_limit(req),
+                req.tenant_id
+            ],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?
         .collect::<rusqlite::Result<Vec<_>>>()?)
@@ -623,7 +650,8 @@ pub(super) fn replay(w: &mut Writer, req: &ReplayRequest, now: UnixMs) -> Result
         req.limit,
         req.per_second,
         req.requested_by,
-        to_bigint(selected.len())
+        to_bigint(selected.len()),
+        req.tenant_id
     ])?;
     let replay_seq = c.last_insert_rowid();
     for (i, (key, _, pin, version)) in selected.iter().enumerate() {

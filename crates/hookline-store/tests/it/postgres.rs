@@ -21,6 +21,7 @@ const T0: i64 = 1_800_000_000_000;
 
 fn subscriber(id: &str) -> NewSubscriber {
     NewSubscriber {
+        tenant_id: None,
         id: id.into(),
         url: "http://127.0.0.1:9/x".into(),
         event_types: vec![],

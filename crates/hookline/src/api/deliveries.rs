@@ -98,6 +98,7 @@ pub async fn list(
         .transpose()?;
     let order = list_order(q.order.as_deref())?;
     let filter = DeliveryFilter {
+        tenant_id: None,
         event_id: q.event_id,
         subscriber_id: q.subscriber_id,
         state,
@@ -135,6 +136,7 @@ pub async fn list_dead_letters(
 ) -> Answer<views::Page<views::DeadLetter>> {
     let Query(q) = query?;
     let filter = DeadLetterFilter {
+        tenant_id: None,
         reason: q.reason.as_deref().map(reason).transpose()?,
         subscriber_id: q.subscriber_id,
     };
@@ -161,7 +163,7 @@ pub async fn dead_letter_groups(State(ctx): ApiState) -> Answer<DeadLetterGroups
     // One more than answered tells whether there are more.
     let mut groups = ctx
         .store
-        .dead_letter_groups(i64::MIN, MAX_GROUPS + 1)
+        .dead_letter_groups(i64::MIN, None, MAX_GROUPS + 1)
         .await?;
     let truncated = groups.len() > MAX_GROUPS as usize;
     groups.truncate(MAX_GROUPS as usize);
@@ -232,6 +234,7 @@ pub async fn replay(
         }
     }
     let request = ReplayRequest {
+        tenant_id: None,
         reason,
         subscriber_id: body.subscriber_id,
         limit: body.limit,
@@ -286,7 +289,7 @@ pub async fn list_replays(
     let order = list_order(q.order.as_deref())?;
     let page = ctx
         .store
-        .list_replays(order, page_limit(q.limit)?, q.cursor)
+        .list_replays(None, order, page_limit(q.limit)?, q.cursor)
         .await?;
     Ok((StatusCode::OK, Json(views::page(&page, views::replay))))
 }

@@ -19,8 +19,8 @@ pub struct ErrorEnvelope {
 pub struct ErrorBody {
     /// What kind of failure, for programs: `invalid_request`, `malformed_json`, `not_found`,
     /// `conflict`, `unauthorized`, `forbidden`, `payload_too_large`, `unsupported_media_type`,
-    /// `request_timeout`, `method_not_allowed`, `bad_request`, `over_capacity`, `unavailable`,
-    /// `storage_error`, `internal`.
+    /// `request_timeout`, `method_not_allowed`, `bad_request`, `over_capacity`, `over_quota`,
+    /// `rate_limited`, `unavailable`, `storage_error`, `internal`.
     #[schema(example = "invalid_request")]
     pub code: &'static str,
     /// What went wrong, for people.
@@ -32,7 +32,7 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
-    /// Seconds, sent as `Retry-After` (with 503 `over_capacity`).
+    /// Seconds, sent as `Retry-After` (with 503 `over_capacity`, 429 `rate_limited`).
     pub retry_after: Option<u64>,
 }
 
@@ -189,6 +189,22 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound(what) => Self::not_found(format!("{what} not found")),
             StoreError::Conflict(m) => Self::conflict(m),
             StoreError::Invalid(m) => Self::invalid(m),
+            StoreError::OverQuota(m) => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "over_quota", m)
+            }
+            e @ StoreError::RateLimited { retry_after_ms, .. } => Self {
+                // Whole seconds, rounded up: a client that waits them is admitted.
+                retry_after: Some(
+                    u64::try_from(retry_after_ms.max(1))
+                        .unwrap_or(1)
+                        .div_ceil(1000),
+                ),
+                ..Self::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    format!("{e}; nothing was stored: try again after the Retry-After"),
+                )
+            },
             StoreError::OverCapacity { deliveries, room } => Self::over_capacity(
                 format!("the request would create {deliveries} deliveries; {room} fit now"),
                 60,

@@ -191,6 +191,7 @@ pub(super) fn new_event(
     }
     let (payload_version, payload) = versions.pop().expect("at least one version");
     Ok(NewEvent {
+        tenant_id: None,
         id,
         event_type,
         payload,

@@ -85,7 +85,7 @@ pub async fn overview(State(ctx): ApiState) -> Result<Json<Overview>, ApiError> 
     let now = ctx.clock.now_ms();
     let inflow = ctx
         .store
-        .dead_letters_by_reason(now.saturating_sub(HOUR_MS))
+        .dead_letters_by_reason(now.saturating_sub(HOUR_MS), None)
         .await?;
     let waiting = WaitingOn::ALL
         .iter()

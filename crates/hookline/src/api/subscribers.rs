@@ -168,6 +168,7 @@ pub async fn create(
         None => new_secret(),
     };
     let new = NewSubscriber {
+        tenant_id: None,
         url: url(&ctx, &body.url).await?,
         event_types: event_types(body.event_types.unwrap_or_default())?,
         max_in_flight: max_in_flight(body.max_in_flight)?,
@@ -222,6 +223,7 @@ pub async fn list(
         }
     }
     let filter = SubscriberFilter {
+        tenant_id: None,
         contains: q.contains,
         search_query_values: query_values == QueryValues::Shown,
     };
@@ -251,7 +253,7 @@ async fn dead_letters_last_hour(
 ) -> Result<Option<HashMap<String, u64>>, ApiError> {
     let groups = ctx
         .store
-        .dead_letter_groups(now.saturating_sub(HOUR_MS), MAX_GROUPS + 1)
+        .dead_letter_groups(now.saturating_sub(HOUR_MS), None, MAX_GROUPS + 1)
         .await?;
     let mut by_subscriber = HashMap::new();
     for g in &groups {

@@ -299,6 +299,7 @@ async fn every_state(url: &str, rx: &Receiver) {
     .unwrap();
     let now = now_ms();
     let subscriber = |id: &str, pin: Option<i64>| NewSubscriber {
+        tenant_id: None,
         id: id.into(),
         url: rx.url(&format!("/{id}")),
         event_types: vec![format!("t.{id}")],

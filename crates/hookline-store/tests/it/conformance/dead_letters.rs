@@ -28,6 +28,7 @@ pub(crate) async fn dead_letters_filter_and_page(h: &impl Harness) {
     let exhausted_a = store
         .list_dead_letters(
             DeadLetterFilter {
+                tenant_id: None,
                 reason: Some(DeadReason::AttemptsExhausted),
                 subscriber_id: Some("a".into()),
             },
@@ -40,6 +41,7 @@ pub(crate) async fn dead_letters_filter_and_page(h: &impl Harness) {
     let more = store
         .list_dead_letters(
             DeadLetterFilter {
+                tenant_id: None,
                 reason: Some(DeadReason::AttemptsExhausted),
                 subscriber_id: Some("a".into()),
             },
@@ -58,6 +60,7 @@ pub(crate) async fn dead_letters_filter_and_page(h: &impl Harness) {
     assert_eq!(item.attempt_history.len(), 1);
 
     let delivered_filter = DeliveryFilter {
+        tenant_id: None,
         state: Some(DeliveryState::Dead),
         subscriber_id: Some("b".into()),
         event_id: Some("p".into()),
@@ -132,7 +135,7 @@ pub(crate) async fn dead_letters_group_by_reason_and_subscriber(h: &impl Harness
         oldest_dead_at: oldest,
         newest_dead_at: newest,
     };
-    let all = store.dead_letter_groups(i64::MIN, 100).await.unwrap();
+    let all = store.dead_letter_groups(i64::MIN, None, 100).await.unwrap();
     // Largest first, then by reason and subscriber; "a" is paused, so "p" died for "b" only.
     assert_eq!(
         all,
@@ -143,29 +146,30 @@ pub(crate) async fn dead_letters_group_by_reason_and_subscriber(h: &impl Harness
         ]
     );
     assert_eq!(
-        store.dead_letter_groups(i64::MIN, 1).await.unwrap(),
+        store.dead_letter_groups(i64::MIN, None, 1).await.unwrap(),
         all[..1]
     );
     assert_eq!(
-        store.dead_letters_by_reason(i64::MIN).await.unwrap(),
+        store.dead_letters_by_reason(i64::MIN, None).await.unwrap(),
         [
             (DeadReason::AttemptsExhausted, 6),
             (DeadReason::PermanentFailure, 1)
         ]
     );
     assert_eq!(
-        store.dead_letters_by_reason(T0 + 2).await.unwrap(),
+        store.dead_letters_by_reason(T0 + 2, None).await.unwrap(),
         [(DeadReason::PermanentFailure, 1)]
     );
     // Only those that died since.
     assert_eq!(
-        store.dead_letter_groups(T0 + 2, 100).await.unwrap(),
+        store.dead_letter_groups(T0 + 2, None, 100).await.unwrap(),
         all[2..]
     );
     // A replayed dead letter leaves its group.
     store
         .replay(
             ReplayRequest {
+                tenant_id: None,
                 reason: DeadReason::PermanentFailure,
                 subscriber_id: None,
                 limit: 10,
@@ -178,7 +182,7 @@ pub(crate) async fn dead_letters_group_by_reason_and_subscriber(h: &impl Harness
         .await
         .unwrap();
     assert_eq!(
-        store.dead_letter_groups(i64::MIN, 100).await.unwrap(),
+        store.dead_letter_groups(i64::MIN, None, 100).await.unwrap(),
         all[..2]
     );
 }
@@ -195,6 +199,7 @@ pub(crate) async fn replay_is_bounded_paced_and_audited(h: &impl Harness) {
     store.revoke_subscriber("gone", T0 + 2).await.unwrap();
 
     let bad = ReplayRequest {
+        tenant_id: None,
         reason: DeadReason::AttemptsExhausted,
         subscriber_id: None,
         limit: 0,
@@ -236,6 +241,7 @@ pub(crate) async fn replay_is_bounded_paced_and_audited(h: &impl Harness) {
     let replay = store
         .replay(
             ReplayRequest {
+                tenant_id: None,
                 reason: DeadReason::AttemptsExhausted,
                 subscriber_id: None,
                 limit: 5,
@@ -271,6 +277,7 @@ pub(crate) async fn replay_is_bounded_paced_and_audited(h: &impl Harness) {
     let left = store
         .list_dead_letters(
             DeadLetterFilter {
+                tenant_id: None,
                 reason: Some(DeadReason::AttemptsExhausted),
                 subscriber_id: None,
             },
@@ -315,7 +322,7 @@ pub(crate) async fn replay_is_bounded_paced_and_audited(h: &impl Harness) {
     assert_eq!(audit.limit, 5);
     assert_eq!(audit.per_second, Some(2.0));
     let listed = store
-        .list_replays(ListOrder::OldestFirst, 10, None)
+        .list_replays(None, ListOrder::OldestFirst, 10, None)
         .await
         .unwrap();
     assert_eq!(listed.items.len(), 1);
@@ -351,7 +358,7 @@ pub(crate) async fn replay_is_bounded_paced_and_audited(h: &impl Harness) {
     assert!(only_b.delivery_ids.iter().all(|id| id.ends_with(":b")));
     // The audit, oldest or newest first, paged either way.
     let oldest = store
-        .list_replays(ListOrder::OldestFirst, 100, None)
+        .list_replays(None, ListOrder::OldestFirst, 100, None)
         .await
         .unwrap();
     let ids = |p: &Page<Replay>| p.items.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
@@ -359,11 +366,11 @@ pub(crate) async fn replay_is_bounded_paced_and_audited(h: &impl Harness) {
     let mut newest = ids(&oldest);
     newest.reverse();
     let first = store
-        .list_replays(ListOrder::NewestFirst, 1, None)
+        .list_replays(None, ListOrder::NewestFirst, 1, None)
         .await
         .unwrap();
     let rest = store
-        .list_replays(ListOrder::NewestFirst, 100, first.next_cursor.clone())
+        .list_replays(None, ListOrder::NewestFirst, 100, first.next_cursor.clone())
         .await
         .unwrap();
     assert_eq!([ids(&first), ids(&rest)].concat(), newest);
@@ -397,6 +404,7 @@ pub(crate) async fn replay_selects_what_was_listed_and_audits_each_outcome_once(
         store.complete(vec![done], died_at(c)).await.unwrap();
     }
     let filter = DeadLetterFilter {
+        tenant_id: None,
         reason: Some(DeadReason::PermanentFailure),
         subscriber_id: None,
     };
@@ -418,6 +426,7 @@ pub(crate) async fn replay_selects_what_was_listed_and_audits_each_outcome_once(
     ));
 
     let request = |limit| ReplayRequest {
+        tenant_id: None,
         reason: DeadReason::PermanentFailure,
         subscriber_id: None,
         limit,
@@ -451,7 +460,7 @@ pub(crate) async fn replay_selects_what_was_listed_and_audits_each_outcome_once(
     }
     assert_eq!(store.preview_replay(request(4)).await.unwrap(), listed);
     assert!(store
-        .list_replays(ListOrder::OldestFirst, 10, None)
+        .list_replays(None, ListOrder::OldestFirst, 10, None)
         .await
         .unwrap()
         .items

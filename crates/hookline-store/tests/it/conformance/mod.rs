@@ -127,6 +127,10 @@ macro_rules! all_cases {
             capacity::backlog_and_meters_count_across_processes,
             capacity::backlog_waits_group_what_waits_for_a_time_or_a_rate,
             capacity::attempt_history_reads_the_recent_attempts,
+            tenants::tenants_are_created_listed_changed_and_deleted,
+            tenants::a_tenant_s_events_reach_its_subscribers_only,
+            tenants::a_tenant_s_dead_letters_and_replays_are_its_own,
+            tenants::tenant_quotas_refuse_and_store_nothing,
         );
     };
 }
@@ -139,6 +143,7 @@ const LEASE: i64 = 10_000;
 
 fn sub(id: &str, types: &[&str]) -> NewSubscriber {
     NewSubscriber {
+        tenant_id: None,
         id: id.into(),
         url: format!("http://127.0.0.1:9/{id}"),
         event_types: types.iter().map(|s| s.to_string()).collect(),
@@ -233,3 +238,4 @@ mod limits;
 mod policies;
 mod queue;
 mod subscribers;
+mod tenants;

@@ -22,6 +22,7 @@ pub(crate) async fn publish_fans_out_once(h: &impl Harness) {
     assert_eq!(
         again,
         PublishOutcome::AlreadyAccepted(EventReceipt {
+            tenant_id: None,
             id: "SHP-20418".into(),
             event_type: "shipment.out_for_delivery".into(),
             deliveries: 2,
@@ -440,6 +441,7 @@ pub(crate) async fn prune_removes_old_delivered_only(h: &impl Harness) {
     let replay = store
         .replay(
             ReplayRequest {
+                tenant_id: None,
                 reason: DeadReason::AttemptsExhausted,
                 subscriber_id: None,
                 limit: 10,
@@ -707,6 +709,7 @@ pub(crate) async fn waiting_deliveries_die_when_their_window_ends(h: &impl Harne
     let letters = store
         .list_dead_letters(
             DeadLetterFilter {
+                tenant_id: None,
                 reason: Some(DeadReason::WindowExpired),
                 subscriber_id: Some("paused".into()),
             },
@@ -757,6 +760,7 @@ pub(crate) async fn waiting_deliveries_die_when_their_window_ends(h: &impl Harne
         .await
         .unwrap();
     let replay = ReplayRequest {
+        tenant_id: None,
         reason: DeadReason::WindowExpired,
         subscriber_id: Some("paused".into()),
         limit: 10,

@@ -37,6 +37,7 @@ pub(crate) async fn subscribers_crud(h: &impl Harness) {
     ));
     // Search: any case, in the id or the URL; `%` and `_` are themselves; pages go on.
     let containing = |text: &str| SubscriberFilter {
+        tenant_id: None,
         contains: Some(text.into()),
         search_query_values: true,
     };
@@ -118,6 +119,7 @@ pub(crate) async fn a_search_matches_query_values_only_when_asked(h: &impl Harne
         .await
         .unwrap();
     let search = |text: &str, search_query_values: bool| SubscriberFilter {
+        tenant_id: None,
         contains: Some(text.into()),
         search_query_values,
     };
@@ -513,6 +515,7 @@ pub(crate) async fn payload_versions_follow_each_subscribers_pin(h: &impl Harnes
     let letters = store
         .list_dead_letters(
             DeadLetterFilter {
+                tenant_id: None,
                 reason: Some(DeadReason::PermanentFailure),
                 subscriber_id: None,
             },
@@ -551,6 +554,7 @@ pub(crate) async fn payload_versions_follow_each_subscribers_pin(h: &impl Harnes
     let replay = store
         .replay(
             ReplayRequest {
+                tenant_id: None,
                 reason: DeadReason::PermanentFailure,
                 subscriber_id: None,
                 limit: 10,

@@ -1,0 +1,17 @@
+-- Tenants: a subscriber, an event and a replay belong to one, or to none (as every row an older
+-- binary writes). A deleted tenant keeps its row (`deleted_at`), so its id is never reused.
+CREATE TABLE tenants (
+    seq                    BIGSERIAL PRIMARY KEY,
+    id                     TEXT NOT NULL UNIQUE,
+    name                   TEXT,
+    max_subscribers        BIGINT,
+    max_events_per_second  DOUBLE PRECISION,
+    -- The publish limiter's theoretical arrival time, in microseconds (`rules::admit_publish`).
+    publish_tat_us         BIGINT,
+    created_at             BIGINT NOT NULL,
+    updated_at             BIGINT NOT NULL,
+    deleted_at             BIGINT
+);
+ALTER TABLE subscribers ADD COLUMN tenant_id TEXT;
+ALTER TABLE events ADD COLUMN tenant_id TEXT;
+ALTER TABLE replays ADD COLUMN tenant_id TEXT;

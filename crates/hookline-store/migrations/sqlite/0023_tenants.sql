@@ -1,0 +1,18 @@
+-- Tenants: a subscriber, an event and a replay belong to one, or to none (as every row an older
+-- binary writes). A deleted tenant keeps its row (`deleted_at`), so its id is never reused.
+CREATE TABLE tenants (
+    seq                    INTEGER PRIMARY KEY,
+    id                     TEXT NOT NULL UNIQUE,
+    name                   TEXT,
+    max_subscribers        INTEGER,
+    max_events_per_second  REAL,
+    -- The publish limiter's theoretical arrival time, in microseconds (`rules::admit_publish`).
+    publish_tat_us         INTEGER,
+    created_at             INTEGER NOT NULL,
+    updated_at             INTEGER NOT NULL,
+    deleted_at             INTEGER
+);
+ALTER TABLE subscribers ADD COLUMN tenant_id TEXT;
+ALTER TABLE events ADD COLUMN tenant_id TEXT;
+ALTER TABLE replays ADD COLUMN tenant_id TEXT;
+CREATE INDEX subscribers_tenant ON subscribers (tenant_id) WHERE tenant_id IS NOT NULL;

@@ -1,0 +1,44 @@
+-- Tenants. A tenant's columns are read in the order `tenant_row` reads them; a deleted tenant
+-- is kept (its id is never reused) and read by nothing but CREATE_TENANT's conflict.
+
+-- name: TENANT
+SELECT seq, id, name, max_subscribers, max_events_per_second, created_at, updated_at
+FROM tenants WHERE id = $1 AND deleted_at IS NULL;
+
+-- name: TENANT_PAGE
+-- Tenants after key $1, at most $2.
+SELECT seq, id, name, max_subscribers, max_events_per_second, created_at, updated_at
+FROM tenants WHERE deleted_at IS NULL AND seq > $1 ORDER BY seq LIMIT $2;
+
+-- name: CREATE_TENANT
+INSERT INTO tenants (id, name, max_subscribers, max_events_per_second, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $5);
+
+-- name: UPDATE_TENANT
+UPDATE tenants SET name = $2, max_subscribers = $3, max_events_per_second = $4, updated_at = $5
+WHERE id = $1 AND deleted_at IS NULL;
+
+-- name: DELETE_TENANT
+UPDATE tenants SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL;
+
+-- name: TENANT_SUBSCRIBERS
+-- Tenant $1's subscribers not revoked (through `subscribers_tenant`).
+SELECT id FROM subscribers WHERE tenant_id = $1 AND status != 'revoked' ORDER BY seq;
+
+-- name: TENANT_SUBSCRIBER_COUNT
+SELECT count(*) FROM subscribers WHERE tenant_id = $1 AND status != 'revoked';
+
+-- name: SET_PUBLISH_TAT
+UPDATE tenants SET publish_tat_us = $2 WHERE id = $1;
+
+-- name: TENANT_FOR_UPDATE
+-- TENANT, its row locked for the rest of the transaction: what a quota counts cannot change
+-- under it (two subscribers created at once for the last place, a change beside a delete).
+SELECT seq, id, name, max_subscribers, max_events_per_second, created_at, updated_at
+FROM tenants WHERE id = $1 AND deleted_at IS NULL FOR UPDATE;
+
+-- name: PUBLISH_LIMIT_FOR_UPDATE
+-- Tenant $1's publish rate and its limiter's time, locked until the short transaction that
+-- admits the publish commits.
+SELECT max_events_per_second, publish_tat_us FROM tenants WHERE id = $1 AND deleted_at IS NULL
+FOR UPDATE;

@@ -1,0 +1,428 @@
+//! Tenants: their records and quotas, and how a tenant scopes fan-out, lists and replays.
+
+use super::*;
+
+fn tenant(id: &str) -> NewTenant {
+    NewTenant {
+        id: id.into(),
+        name: Some(format!("{id} Ltd")),
+        max_subscribers: None,
+        max_events_per_second: None,
+    }
+}
+
+fn sub_of(tenant: &str, id: &str, types: &[&str]) -> NewSubscriber {
+    NewSubscriber {
+        tenant_id: Some(tenant.into()),
+        ..sub(id, types)
+    }
+}
+
+fn event_of(tenant: Option<&str>, id: &str, ty: &str) -> NewEvent {
+    NewEvent {
+        tenant_id: tenant.map(str::to_owned),
+        ..event(id, ty)
+    }
+}
+
+pub(crate) async fn tenants_are_created_listed_changed_and_deleted(h: &impl Harness) {
+    let store = h.open().await;
+    let a = store.create_tenant(tenant("acme"), T0).await.unwrap();
+    assert_eq!(a.name.as_deref(), Some("acme Ltd"));
+    assert_eq!((a.created_at, a.updated_at), (T0, T0));
+    assert!(matches!(
+        store.create_tenant(tenant("acme"), T0).await,
+        Err(StoreError::Conflict(_))
+    ));
+    for id in ["globex", "initech"] {
+        store.create_tenant(tenant(id), T0).await.unwrap();
+    }
+    let first = store.list_tenants(2, None).await.unwrap();
+    assert_eq!(
+        first
+            .items
+            .iter()
+            .map(|t| t.id.as_str())
+            .collect::<Vec<_>>(),
+        ["acme", "globex"]
+    );
+    let rest = store.list_tenants(2, first.next_cursor).await.unwrap();
+    assert_eq!(rest.items.len(), 1);
+    assert_eq!(rest.next_cursor, None);
+
+    let changed = store
+        .update_tenant(
+            "acme",
+            TenantPatch {
+                name: Some(None),
+                max_subscribers: Some(Some(3)),
+                max_events_per_second: Some(Some(50.0)),
+            },
+            T0 + 1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(changed.name, None);
+    assert_eq!(changed.max_subscribers, Some(3));
+    assert_eq!(changed.max_events_per_second, Some(50.0));
+    assert_eq!(changed.updated_at, T0 + 1);
+    assert_eq!(store.get_tenant("acme").await.unwrap(), changed);
+    // A rate the limiter cannot keep changes nothing.
+    let bad = TenantPatch {
+        max_events_per_second: Some(Some(0.0)),
+        ..Default::default()
+    };
+    assert!(matches!(
+        store.update_tenant("acme", bad, T0 + 2).await,
+        Err(StoreError::Invalid(_))
+    ));
+    assert_eq!(store.get_tenant("acme").await.unwrap(), changed);
+    assert!(matches!(
+        store
+            .update_tenant("nobody", TenantPatch::default(), T0)
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // Deleting revokes its subscribers (their waiting deliveries die) and nobody else's; the
+    // tenant is gone, and its id is not used again.
+    store
+        .create_subscriber(sub_of("acme", "acme-1", &[]), T0)
+        .await
+        .unwrap();
+    store
+        .create_subscriber(sub("plain", &[]), T0)
+        .await
+        .unwrap();
+    accepted(&*store, event_of(Some("acme"), "e1", "t"), T0 + 3).await;
+    let gone = store.delete_tenant("acme", T0 + 4).await.unwrap();
+    assert_eq!(gone.id, "acme");
+    let d = store.get_delivery("e1:acme-1").await.unwrap();
+    assert_eq!(d.dead_reason, Some(DeadReason::SubscriptionRevoked));
+    assert_eq!(
+        store.get_subscriber("acme-1").await.unwrap().status,
+        SubscriberStatus::Revoked
+    );
+    assert_eq!(
+        store.get_subscriber("plain").await.unwrap().status,
+        SubscriberStatus::Active
+    );
+    for missing in [
+        store.get_tenant("acme").await.map(|_| ()),
+        store.delete_tenant("acme", T0 + 5).await.map(|_| ()),
+    ] {
+        assert!(
+            matches!(missing, Err(StoreError::NotFound(_))),
+            "{missing:?}"
+        );
+    }
+    assert!(matches!(
+        store.create_tenant(tenant("acme"), T0 + 6).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let listed = store.list_tenants(10, None).await.unwrap();
+    assert!(listed.items.iter().all(|t| t.id != "acme"));
+    // Events for a deleted tenant are refused like those for one that never was.
+    for tenant in ["acme", "nobody"] {
+        assert!(matches!(
+            store
+                .publish(event_of(Some(tenant), "e9", "t"), T0 + 7)
+                .await,
+            Err(StoreError::Invalid(_))
+        ));
+        assert!(matches!(
+            store
+                .create_subscriber(sub_of(tenant, "late", &[]), T0 + 7)
+                .await,
+            Err(StoreError::Invalid(_))
+        ));
+    }
+    assert!(matches!(
+        store.get_event("e9").await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+pub(crate) async fn a_tenant_s_events_reach_its_subscribers_only(h: &impl Harness) {
+    let store = h.open().await;
+    for t in ["acme", "globex"] {
+        store.create_tenant(tenant(t), T0).await.unwrap();
+    }
+    store
+        .create_subscriber(sub_of("acme", "a1", &["shipment.delivered"]), T0)
+        .await
+        .unwrap();
+    store
+        .create_subscriber(sub_of("acme", "a2", &[]), T0)
+        .await
+        .unwrap();
+    store
+        .create_subscriber(sub_of("globex", "g1", &[]), T0)
+        .await
+        .unwrap();
+    store
+        .create_subscriber(sub("plain", &[]), T0)
+        .await
+        .unwrap();
+    let receipt = match store
+        .publish(event_of(Some("acme"), "e1", "shipment.delivered"), T0)
+        .await
+        .unwrap()
+    {
+        PublishOutcome::Accepted(r) => r,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(receipt.tenant_id.as_deref(), Some("acme"));
+    assert_eq!(receipt.deliveries, 2);
+    // Without a tenant: subscribers without one, as before tenants.
+    assert_eq!(
+        accepted(&*store, event_of(None, "e2", "shipment.delivered"), T0).await,
+        1
+    );
+    assert_eq!(
+        accepted(&*store, event_of(Some("globex"), "e3", "x"), T0).await,
+        1
+    );
+    let ids = |page: Page<Delivery>| {
+        let mut ids: Vec<String> = page.items.into_iter().map(|d| d.id).collect();
+        ids.sort();
+        ids
+    };
+    let everything = store
+        .list_deliveries(DeliveryFilter::default(), 100, None)
+        .await
+        .unwrap();
+    assert_eq!(ids(everything), ["e1:a1", "e1:a2", "e2:plain", "e3:g1"]);
+    let of = |t: &str| DeliveryFilter {
+        tenant_id: Some(t.into()),
+        ..Default::default()
+    };
+    let acme = store.list_deliveries(of("acme"), 100, None).await.unwrap();
+    assert!(acme
+        .items
+        .iter()
+        .all(|d| d.tenant_id.as_deref() == Some("acme")));
+    assert_eq!(ids(acme), ["e1:a1", "e1:a2"]);
+    // Every list filters alike: by event and by subscriber too.
+    let by_event = DeliveryFilter {
+        event_id: Some("e1".into()),
+        ..of("globex")
+    };
+    assert!(store
+        .list_deliveries(by_event, 100, None)
+        .await
+        .unwrap()
+        .items
+        .is_empty());
+    let by_subscriber = DeliveryFilter {
+        subscriber_id: Some("g1".into()),
+        order: ListOrder::NewestFirst,
+        ..of("globex")
+    };
+    assert_eq!(
+        ids(store
+            .list_deliveries(by_subscriber, 100, None)
+            .await
+            .unwrap()),
+        ["e3:g1"]
+    );
+    assert_eq!(
+        store
+            .get_delivery("e3:g1")
+            .await
+            .unwrap()
+            .tenant_id
+            .as_deref(),
+        Some("globex")
+    );
+    assert_eq!(
+        store.get_delivery("e2:plain").await.unwrap().tenant_id,
+        None
+    );
+    assert_eq!(
+        store.get_event("e1").await.unwrap().tenant_id.as_deref(),
+        Some("acme")
+    );
+    let subscribers = SubscriberFilter {
+        tenant_id: Some("acme".into()),
+        ..Default::default()
+    };
+    let listed = store
+        .list_subscribers(subscribers, 100, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        listed
+            .items
+            .iter()
+            .map(|s| s.id.as_str())
+            .collect::<Vec<_>>(),
+        ["a1", "a2"]
+    );
+    assert_eq!(
+        store
+            .get_subscriber("a1")
+            .await
+            .unwrap()
+            .tenant_id
+            .as_deref(),
+        Some("acme")
+    );
+
+    // The same id again from another tenant is another event: a conflict, never its receipt.
+    assert_eq!(
+        store
+            .publish(event_of(Some("globex"), "e1", "shipment.delivered"), T0)
+            .await
+            .unwrap(),
+        PublishOutcome::Conflict
+    );
+    assert!(matches!(
+        store
+            .publish(event_of(Some("acme"), "e1", "shipment.delivered"), T0)
+            .await
+            .unwrap(),
+        PublishOutcome::AlreadyAccepted(_)
+    ));
+}
+
+pub(crate) async fn a_tenant_s_dead_letters_and_replays_are_its_own(h: &impl Harness) {
+    let store = h.open().await;
+    for t in ["acme", "globex"] {
+        store.create_tenant(tenant(t), T0).await.unwrap();
+        store
+            .create_subscriber(sub_of(t, &format!("{t}-1"), &[]), T0)
+            .await
+            .unwrap();
+        accepted(&*store, event_of(Some(t), &format!("{t}-e"), "t"), T0).await;
+    }
+    assert_eq!(kill_all(&*store, T0, DeadReason::PermanentFailure).await, 2);
+    let of = |t: &str| DeadLetterFilter {
+        tenant_id: Some(t.into()),
+        ..Default::default()
+    };
+    let acme = store
+        .list_dead_letters(of("acme"), 100, None)
+        .await
+        .unwrap();
+    assert_eq!(acme.items.len(), 1);
+    assert_eq!(acme.items[0].delivery_id, "acme-e:acme-1");
+    assert_eq!(acme.items[0].tenant_id.as_deref(), Some("acme"));
+    let by_reason = DeadLetterFilter {
+        reason: Some(DeadReason::PermanentFailure),
+        ..of("globex")
+    };
+    let globex = store.list_dead_letters(by_reason, 100, None).await.unwrap();
+    assert_eq!(globex.items.len(), 1);
+    assert_eq!(globex.items[0].delivery_id, "globex-e:globex-1");
+    let groups = store
+        .dead_letter_groups(T0, Some("acme".into()), 10)
+        .await
+        .unwrap();
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].subscriber_id, "acme-1");
+    assert_eq!(
+        store.dead_letter_groups(T0, None, 10).await.unwrap().len(),
+        2
+    );
+    let inflow = store
+        .dead_letters_by_reason(T0, Some("globex".into()))
+        .await
+        .unwrap();
+    assert_eq!(inflow, [(DeadReason::PermanentFailure, 1)]);
+
+    // A tenant's replay selects its dead letters only, and its audit is listed as its own.
+    let request = ReplayRequest {
+        tenant_id: Some("acme".into()),
+        reason: DeadReason::PermanentFailure,
+        subscriber_id: None,
+        limit: 100,
+        per_second: None,
+        requested_by: None,
+        expected: None,
+    };
+    assert_eq!(
+        store.preview_replay(request.clone()).await.unwrap(),
+        ["acme-e:acme-1"]
+    );
+    let replay = store.replay(request, T0 + 1).await.unwrap();
+    assert_eq!(replay.tenant_id.as_deref(), Some("acme"));
+    assert_eq!(replay.delivery_ids, ["acme-e:acme-1"]);
+    assert_eq!(
+        store.get_delivery("globex-e:globex-1").await.unwrap().state,
+        DeliveryState::Dead
+    );
+    let listed = |t: Option<&str>| {
+        let store = store.clone();
+        let t = t.map(str::to_owned);
+        async move {
+            store
+                .list_replays(t, ListOrder::NewestFirst, 10, None)
+                .await
+                .unwrap()
+                .items
+                .len()
+        }
+    };
+    assert_eq!(listed(Some("acme")).await, 1);
+    assert_eq!(listed(Some("globex")).await, 0);
+    assert_eq!(listed(None).await, 1);
+}
+
+pub(crate) async fn tenant_quotas_refuse_and_store_nothing(h: &impl Harness) {
+    let store = h.open().await;
+    let limited = NewTenant {
+        max_subscribers: Some(2),
+        max_events_per_second: Some(2.0),
+        ..tenant("acme")
+    };
+    store.create_tenant(limited, T0).await.unwrap();
+    store.create_tenant(tenant("globex"), T0).await.unwrap();
+    for id in ["a1", "a2"] {
+        store
+            .create_subscriber(sub_of("acme", id, &[]), T0)
+            .await
+            .unwrap();
+    }
+    let over = store.create_subscriber(sub_of("acme", "a3", &[]), T0).await;
+    assert!(
+        matches!(&over, Err(StoreError::OverQuota(m)) if m.contains("max_subscribers")),
+        "{over:?}"
+    );
+    assert!(matches!(
+        store.get_subscriber("a3").await,
+        Err(StoreError::NotFound(_))
+    ));
+    // Revoked subscribers do not count.
+    store.revoke_subscriber("a1", T0).await.unwrap();
+    store
+        .create_subscriber(sub_of("acme", "a3", &[]), T0)
+        .await
+        .unwrap();
+
+    // Two a second: a second's worth at once, then the third waits; another tenant does not.
+    for i in 0..2 {
+        accepted(&*store, event_of(Some("acme"), &format!("e{i}"), "t"), T0).await;
+    }
+    let refused = store.publish(event_of(Some("acme"), "e2", "t"), T0).await;
+    match refused {
+        Err(StoreError::RateLimited { retry_after_ms, .. }) => {
+            assert!((1..=1000).contains(&retry_after_ms), "{retry_after_ms}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        store.get_event("e2").await,
+        Err(StoreError::NotFound(_))
+    ));
+    for i in 0..5 {
+        accepted(&*store, event_of(Some("globex"), &format!("g{i}"), "t"), T0).await;
+    }
+    // A publish of an accepted event is answered even while the rate refuses new ones.
+    assert!(matches!(
+        store.publish(event_of(Some("acme"), "e0", "t"), T0).await,
+        Ok(PublishOutcome::AlreadyAccepted(_))
+    ));
+    // Half a second later one more fits.
+    accepted(&*store, event_of(Some("acme"), "e2", "t"), T0 + 500).await;
+}
