@@ -111,6 +111,10 @@ pub trait Tenants: Send + Sync + 'static {
     /// revokes one (their waiting deliveries die `subscription_revoked`), and the tenant is
     /// gone; its id is never used again. Answers the tenant as it was.
     async fn delete_tenant(&self, id: &str, now: UnixMs) -> Result<Tenant>;
+
+    /// The deliveries of tenant `id`'s subscribers, by state (zero for one that does not
+    /// exist). It counts rows: for a tenant's overview, read on request.
+    async fn tenant_counts(&self, id: &str) -> Result<StateCounts>;
 }
 
 /// Subscribers: their settings, secrets and revocation.

@@ -27,12 +27,14 @@ pub enum Scope {
     Read,
 }
 
-/// A configured token: its name (recorded in audits), the SHA-256 of the token, its scope.
+/// A configured token: its name (recorded in audits), the SHA-256 of the token, its scope, and
+/// the tenant it acts for (`None`: the platform's own, which sees every tenant).
 #[derive(Debug, Clone)]
 pub struct ApiToken {
     pub name: String,
     pub sha256: [u8; 32],
     pub scope: Scope,
+    pub tenant: Option<String>,
 }
 
 pub fn sha256(token: &str) -> [u8; 32] {

@@ -42,3 +42,11 @@ FROM tenants WHERE id = $1 AND deleted_at IS NULL FOR UPDATE;
 -- admits the publish commits.
 SELECT max_events_per_second, publish_tat_us FROM tenants WHERE id = $1 AND deleted_at IS NULL
 FOR UPDATE;
+
+-- name: TENANT_STATE_COUNTS
+-- Tenant $1's deliveries by state, through its subscribers (`subscribers_tenant`) and each
+-- one's deliveries.
+SELECT d.state, count(*)
+FROM subscribers s JOIN deliveries d ON d.subscriber_id = s.id
+WHERE s.tenant_id = $1
+GROUP BY d.state;

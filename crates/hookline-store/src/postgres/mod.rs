@@ -340,6 +340,10 @@ impl Tenants for PostgresStore {
         tx.commit().await?;
         Ok(t)
     }
+
+    async fn tenant_counts(&self, id: &str) -> Result<StateCounts> {
+        tenants::counts(&self.client().await?, id).await
+    }
 }
 
 #[async_trait]

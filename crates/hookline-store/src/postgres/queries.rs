@@ -150,6 +150,7 @@ crate::sql::statements! {
         DELETE_TENANT,
         TENANT_SUBSCRIBERS,
         TENANT_SUBSCRIBER_COUNT,
+        TENANT_STATE_COUNTS,
         SET_PUBLISH_TAT,
         TENANT_FOR_UPDATE,
         PUBLISH_LIMIT_FOR_UPDATE,

@@ -8,7 +8,7 @@ use hookline_policy::UnixMs;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
 
-use super::reads::not_found;
+use super::reads::{corrupt, not_found};
 use super::{execute, queries, query, query_one, query_opt, writes, Numbers};
 use crate::*;
 
@@ -161,4 +161,14 @@ pub(super) async fn admit(
 /// Whether an event by this id was published already (its publish is answered, not admitted).
 pub(super) async fn published(c: &impl GenericClient, id: &str) -> Result<bool> {
     Ok(query_opt(c, queries::PUBLISHED, &[&id]).await?.is_some())
+}
+
+pub(super) async fn counts(c: &impl GenericClient, id: &str) -> Result<StateCounts> {
+    let mut counts = StateCounts::default();
+    for r in query(c, queries::TENANT_STATE_COUNTS, &[&id]).await? {
+        let state: String = r.get(0);
+        let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
+        counts.add(state, r.bigint(1)?);
+    }
+    Ok(counts)
 }

@@ -269,6 +269,11 @@ impl Tenants for SqliteStore {
             .write(move |w| tenants::delete(w, &id, now))
             .await
     }
+
+    async fn tenant_counts(&self, id: &str) -> Result<StateCounts> {
+        let id = id.to_owned();
+        self.read(move |c| tenants::counts(c, &id)).await
+    }
 }
 
 #[async_trait]

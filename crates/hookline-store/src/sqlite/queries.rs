@@ -141,6 +141,7 @@ crate::sql::statements! {
         DELETE_TENANT,
         TENANT_SUBSCRIBERS,
         TENANT_SUBSCRIBER_COUNT,
+        TENANT_STATE_COUNTS,
         PUBLISH_LIMIT,
         SET_PUBLISH_TAT,
     }

@@ -120,3 +120,16 @@ pub(super) fn admit(c: &Connection, id: &str, now: UnixMs) -> Result<()> {
     }
     Ok(())
 }
+
+pub(super) fn counts(c: &Connection, id: &str) -> Result<StateCounts> {
+    let mut counts = StateCounts::default();
+    let mut statement = c.prepare_cached(queries::TENANT_STATE_COUNTS)?;
+    let mut rows = statement.query([id])?;
+    while let Some(r) = rows.next()? {
+        let state: String = r.get(0)?;
+        let state = DeliveryState::parse(&state)
+            .ok_or_else(|| StoreError::backend(format!("unexpected state {state:?}")))?;
+        counts.add(state, r.get(1)?);
+    }
+    Ok(counts)
+}

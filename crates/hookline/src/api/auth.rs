@@ -18,6 +18,8 @@ pub use crate::tokens::{ApiToken, Scope};
 pub struct Caller {
     pub name: String,
     pub scope: Scope,
+    /// The tenant it acts for; `None`: the platform.
+    pub tenant: Option<String>,
 }
 
 /// Equal or not, in time that depends only on the length, which is fixed for hashes.
@@ -40,6 +42,7 @@ pub fn authenticate(tokens: &[ApiToken], header: Option<&str>) -> Result<Caller,
             found = Some(Caller {
                 name: token.name.clone(),
                 scope: token.scope,
+                tenant: token.tenant.clone(),
             });
         }
     }
@@ -54,14 +57,18 @@ fn unauthorized(message: &str) -> ApiError {
 /// console's page; its files are `console::is_asset_path`).
 const OPEN_ROUTES: [&str; 3] = ["/healthz", "/openapi.json", "/console"];
 
-/// Which scopes may call a route. `HEAD` is a `GET` without the body.
-fn allowed(method: &Method, path: &str, scope: Scope) -> bool {
+/// Which callers may call a route: by scope, and a tenant's never the platform's own routes.
+/// `HEAD` is a `GET` without the body.
+fn allowed(method: &Method, path: &str, caller: &Caller) -> bool {
     let reads = method == Method::GET || method == Method::HEAD;
     // Any token may ask what it may do.
     if reads && path == "/v1/whoami" {
         return true;
     }
-    match scope {
+    if caller.tenant.is_some() && platform_only(method, path) {
+        return false;
+    }
+    match caller.scope {
         Scope::Admin => true,
         // Signing secrets and subscriber headers are credentials, not reads: admin only.
         Scope::Read => reads && !credentials(path),
@@ -70,6 +77,20 @@ fn allowed(method: &Method, path: &str, scope: Scope) -> bool {
             (method == Method::POST && path == "/v1/events")
                 || (reads && path.starts_with("/v1/events/"))
         }
+    }
+}
+
+/// What a tenant's token may not reach whatever its scope: metrics, policies, rollouts,
+/// capacity and drills, and every change to tenants (it may read its own).
+fn platform_only(method: &Method, path: &str) -> bool {
+    let reads = method == Method::GET || method == Method::HEAD;
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["", "metrics"] => true,
+        ["", "v1", "policies" | "rollouts" | "capacity" | "drill", ..] => true,
+        ["", "v1", "tenants"] | ["", "v1", "tenants", _] => !reads,
+        ["", "v1", "tenants", ..] => true,
+        _ => false,
     }
 }
 
@@ -105,7 +126,7 @@ pub async fn require_token(
         Ok(caller) => caller,
         Err(e) => return e.into_response(),
     };
-    if !allowed(request.method(), request.uri().path(), caller.scope) {
+    if !allowed(request.method(), request.uri().path(), &caller) {
         return ApiError::forbidden(format!(
             "token {:?} (scope {:?}) may not {} {}",
             caller.name,
@@ -129,6 +150,7 @@ mod tests {
             name: name.into(),
             sha256: sha256(secret),
             scope,
+            tenant: None,
         }
     }
 
@@ -165,42 +187,159 @@ mod tests {
         assert_ne!(t, new_token());
     }
 
+    fn platform(scope: Scope) -> Caller {
+        Caller {
+            name: "t".into(),
+            scope,
+            tenant: None,
+        }
+    }
+
     #[test]
     fn scopes() {
         use Method as M;
-        assert!(allowed(&M::POST, "/v1/events", Scope::Publish));
-        assert!(allowed(&M::GET, "/v1/events/e1", Scope::Publish));
-        assert!(!allowed(&M::GET, "/v1/deliveries", Scope::Publish));
-        assert!(!allowed(&M::POST, "/v1/subscribers", Scope::Publish));
-        assert!(allowed(&M::GET, "/v1/dead-letters", Scope::Read));
-        assert!(!allowed(&M::GET, "/v1/subscribers/s/secret", Scope::Read));
+        assert!(allowed(&M::POST, "/v1/events", &platform(Scope::Publish)));
+        assert!(allowed(&M::GET, "/v1/events/e1", &platform(Scope::Publish)));
+        assert!(!allowed(
+            &M::GET,
+            "/v1/deliveries",
+            &platform(Scope::Publish)
+        ));
+        assert!(!allowed(
+            &M::POST,
+            "/v1/subscribers",
+            &platform(Scope::Publish)
+        ));
+        assert!(allowed(&M::GET, "/v1/dead-letters", &platform(Scope::Read)));
         assert!(!allowed(
             &M::GET,
             "/v1/subscribers/s/secret",
-            Scope::Publish
+            &platform(Scope::Read)
         ));
-        assert!(allowed(&M::GET, "/v1/subscribers/s/secret", Scope::Admin));
-        assert!(!allowed(&M::GET, "/v1/subscribers/s/headers", Scope::Read));
-        assert!(!allowed(&M::GET, "/v1/subscribers/s/headers/", Scope::Read));
-        assert!(allowed(&M::GET, "/v1/subscribers/s/headers", Scope::Admin));
+        assert!(!allowed(
+            &M::GET,
+            "/v1/subscribers/s/secret",
+            &platform(Scope::Publish)
+        ));
+        assert!(allowed(
+            &M::GET,
+            "/v1/subscribers/s/secret",
+            &platform(Scope::Admin)
+        ));
+        assert!(!allowed(
+            &M::GET,
+            "/v1/subscribers/s/headers",
+            &platform(Scope::Read)
+        ));
+        assert!(!allowed(
+            &M::GET,
+            "/v1/subscribers/s/headers/",
+            &platform(Scope::Read)
+        ));
+        assert!(allowed(
+            &M::GET,
+            "/v1/subscribers/s/headers",
+            &platform(Scope::Admin)
+        ));
         // A subscriber may be called "secret" or "headers".
-        assert!(allowed(&M::GET, "/v1/subscribers/headers", Scope::Read));
-        assert!(allowed(&M::GET, "/v1/subscribers/secret", Scope::Read));
-        assert!(!allowed(&M::POST, "/v1/dead-letters/replay", Scope::Read));
-        assert!(!allowed(&M::POST, "/v1/events", Scope::Read));
-        assert!(allowed(&M::DELETE, "/v1/subscribers/s", Scope::Admin));
+        assert!(allowed(
+            &M::GET,
+            "/v1/subscribers/headers",
+            &platform(Scope::Read)
+        ));
+        assert!(allowed(
+            &M::GET,
+            "/v1/subscribers/secret",
+            &platform(Scope::Read)
+        ));
+        assert!(!allowed(
+            &M::POST,
+            "/v1/dead-letters/replay",
+            &platform(Scope::Read)
+        ));
+        assert!(!allowed(&M::POST, "/v1/events", &platform(Scope::Read)));
+        assert!(allowed(
+            &M::DELETE,
+            "/v1/subscribers/s",
+            &platform(Scope::Admin)
+        ));
         // Policies and rollouts: read to look, admin to change.
-        assert!(allowed(&M::GET, "/v1/rollouts/r/comparison", Scope::Read));
-        assert!(!allowed(&M::POST, "/v1/rollouts", Scope::Read));
-        assert!(!allowed(&M::POST, "/v1/rollouts/r/abort", Scope::Publish));
-        assert!(!allowed(&M::PATCH, "/v1/rollouts/r", Scope::Read));
-        assert!(!allowed(&M::POST, "/v1/policies", Scope::Read));
-        assert!(allowed(&M::POST, "/v1/rollouts/r/promote", Scope::Admin));
+        assert!(allowed(
+            &M::GET,
+            "/v1/rollouts/r/comparison",
+            &platform(Scope::Read)
+        ));
+        assert!(!allowed(&M::POST, "/v1/rollouts", &platform(Scope::Read)));
+        assert!(!allowed(
+            &M::POST,
+            "/v1/rollouts/r/abort",
+            &platform(Scope::Publish)
+        ));
+        assert!(!allowed(
+            &M::PATCH,
+            "/v1/rollouts/r",
+            &platform(Scope::Read)
+        ));
+        assert!(!allowed(&M::POST, "/v1/policies", &platform(Scope::Read)));
+        assert!(allowed(
+            &M::POST,
+            "/v1/rollouts/r/promote",
+            &platform(Scope::Admin)
+        ));
         for scope in [Scope::Admin, Scope::Publish, Scope::Read] {
-            assert!(allowed(&M::GET, "/v1/whoami", scope));
-            assert!(allowed(&M::HEAD, "/v1/whoami", scope));
+            assert!(allowed(&M::GET, "/v1/whoami", &platform(scope)));
+            assert!(allowed(&M::HEAD, "/v1/whoami", &platform(scope)));
         }
-        assert!(allowed(&M::HEAD, "/v1/dead-letters", Scope::Read));
-        assert!(!allowed(&M::HEAD, "/v1/subscribers/s/secret", Scope::Read));
+        assert!(allowed(
+            &M::HEAD,
+            "/v1/dead-letters",
+            &platform(Scope::Read)
+        ));
+        assert!(!allowed(
+            &M::HEAD,
+            "/v1/subscribers/s/secret",
+            &platform(Scope::Read)
+        ));
+    }
+
+    #[test]
+    fn a_tenant_s_token_never_reaches_the_platform_s_routes() {
+        use Method as M;
+        let tenant = |scope| Caller {
+            tenant: Some("acme".into()),
+            ..platform(scope)
+        };
+        let admin = tenant(Scope::Admin);
+        for (method, path) in [
+            (M::GET, "/metrics"),
+            (M::GET, "/v1/policies"),
+            (M::POST, "/v1/policies"),
+            (M::GET, "/v1/rollouts/r"),
+            (M::GET, "/v1/capacity"),
+            (M::GET, "/v1/drill/latest"),
+            (M::POST, "/v1/tenants"),
+            (M::PATCH, "/v1/tenants/acme"),
+            (M::DELETE, "/v1/tenants/acme/"),
+            (M::POST, "/v1/tenants/acme/portal-sessions"),
+            (M::GET, "/v1/tenants/acme/portal-sessions"),
+        ] {
+            assert!(!allowed(&method, path, &admin), "{method} {path}");
+            assert!(
+                allowed(&method, path, &platform(Scope::Admin)),
+                "{method} {path}"
+            );
+        }
+        for (method, path) in [
+            (M::GET, "/v1/tenants"),
+            (M::GET, "/v1/tenants/acme"),
+            (M::POST, "/v1/subscribers"),
+            (M::POST, "/v1/dead-letters/replay"),
+            (M::GET, "/v1/overview"),
+        ] {
+            assert!(allowed(&method, path, &admin), "{method} {path}");
+        }
+        // Its scope still holds.
+        assert!(!allowed(&M::POST, "/v1/subscribers", &tenant(Scope::Read)));
+        assert!(allowed(&M::POST, "/v1/events", &tenant(Scope::Publish)));
     }
 }

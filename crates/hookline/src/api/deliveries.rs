@@ -17,6 +17,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
 use super::error::{parse_json, ErrorEnvelope};
+use super::tenancy::{Listing, Tenancy};
 use super::{page_limit, views, Answer, ApiError, ApiState};
 
 const DELIVERIES: &str = "deliveries";
@@ -51,8 +52,12 @@ fn reason(text: &str) -> Result<DeadReason, ApiError> {
         (status = 200, description = "The delivery and its attempts", body = views::Delivery),
         (status = 404, description = "No such delivery", body = ErrorEnvelope),
     ))]
-pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::Delivery> {
-    let d = ctx.store.get_delivery(&id).await?;
+pub async fn get(
+    State(ctx): ApiState,
+    tenancy: Tenancy,
+    Path(id): Path<String>,
+) -> Answer<views::Delivery> {
+    let d = tenancy.shown(ctx.store.get_delivery(&id).await?, "delivery", &id)?;
     Ok((StatusCode::OK, Json(views::delivery(&d))))
 }
 
@@ -61,6 +66,9 @@ pub async fn get(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct DeliveryQuery {
+    /// Only this tenant's.
+    #[param(min_length = 1)]
+    tenant_id: Option<String>,
     #[param(min_length = 1)]
     event_id: Option<String>,
     #[param(min_length = 1)]
@@ -82,9 +90,11 @@ pub struct DeliveryQuery {
     responses((status = 200, description = "A page of deliveries", body = views::Page<views::Delivery>)))]
 pub async fn list(
     State(ctx): ApiState,
+    tenancy: Tenancy,
     query: Result<Query<DeliveryQuery>, QueryRejection>,
 ) -> Answer<views::Page<views::Delivery>> {
     let Query(q) = query?;
+    let limit = page_limit(q.limit)?;
     let state = q
         .state
         .as_deref()
@@ -97,17 +107,17 @@ pub async fn list(
         })
         .transpose()?;
     let order = list_order(q.order.as_deref())?;
+    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id) else {
+        return Ok((StatusCode::OK, Json(views::Page::empty())));
+    };
     let filter = DeliveryFilter {
-        tenant_id: None,
+        tenant_id,
         event_id: q.event_id,
         subscriber_id: q.subscriber_id,
         state,
         order,
     };
-    let page = ctx
-        .store
-        .list_deliveries(filter, page_limit(q.limit)?, q.cursor)
-        .await?;
+    let page = ctx.store.list_deliveries(filter, limit, q.cursor).await?;
     Ok((StatusCode::OK, Json(views::page(&page, views::delivery))))
 }
 
@@ -115,6 +125,9 @@ pub async fn list(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct DeadLetterQuery {
+    /// Only this tenant's.
+    #[param(min_length = 1)]
+    tenant_id: Option<String>,
     #[param(schema_with = crate::schema::dead_reason)]
     reason: Option<String>,
     #[param(min_length = 1)]
@@ -132,18 +145,23 @@ pub struct DeadLetterQuery {
     responses((status = 200, description = "A page of dead letters", body = views::Page<views::DeadLetter>)))]
 pub async fn list_dead_letters(
     State(ctx): ApiState,
+    tenancy: Tenancy,
     query: Result<Query<DeadLetterQuery>, QueryRejection>,
 ) -> Answer<views::Page<views::DeadLetter>> {
     let Query(q) = query?;
+    let (limit, reason) = (
+        page_limit(q.limit)?,
+        q.reason.as_deref().map(reason).transpose()?,
+    );
+    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id) else {
+        return Ok((StatusCode::OK, Json(views::Page::empty())));
+    };
     let filter = DeadLetterFilter {
-        tenant_id: None,
-        reason: q.reason.as_deref().map(reason).transpose()?,
+        tenant_id,
+        reason,
         subscriber_id: q.subscriber_id,
     };
-    let page = ctx
-        .store
-        .list_dead_letters(filter, page_limit(q.limit)?, q.cursor)
-        .await?;
+    let page = ctx.store.list_dead_letters(filter, limit, q.cursor).await?;
     Ok((StatusCode::OK, Json(views::page(&page, views::dead_letter))))
 }
 
@@ -157,13 +175,25 @@ pub struct DeadLetterGroups {
 
 /// What is in the dead-letter queue, by reason and subscriber, largest groups first (at most
 /// 1,000 groups): where to look first, and what a replay by reason and subscriber would take.
-#[utoipa::path(get, path = "/v1/dead-letters/groups", operation_id = "list_dead_letter_groups", tag = DEAD_LETTERS,
+#[utoipa::path(get, path = "/v1/dead-letters/groups", operation_id = "list_dead_letter_groups", tag = DEAD_LETTERS, params(GroupQuery),
     responses((status = 200, description = "The groups", body = DeadLetterGroups)))]
-pub async fn dead_letter_groups(State(ctx): ApiState) -> Answer<DeadLetterGroups> {
+pub async fn dead_letter_groups(
+    State(ctx): ApiState,
+    tenancy: Tenancy,
+    query: Result<Query<GroupQuery>, QueryRejection>,
+) -> Answer<DeadLetterGroups> {
+    let Query(q) = query?;
+    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id) else {
+        let none = DeadLetterGroups {
+            items: Vec::new(),
+            truncated: false,
+        };
+        return Ok((StatusCode::OK, Json(none)));
+    };
     // One more than answered tells whether there are more.
     let mut groups = ctx
         .store
-        .dead_letter_groups(i64::MIN, None, MAX_GROUPS + 1)
+        .dead_letter_groups(i64::MIN, tenant_id, MAX_GROUPS + 1)
         .await?;
     let truncated = groups.len() > MAX_GROUPS as usize;
     groups.truncate(MAX_GROUPS as usize);
@@ -176,6 +206,15 @@ pub async fn dead_letter_groups(State(ctx): ApiState) -> Answer<DeadLetterGroups
     ))
 }
 
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct GroupQuery {
+    /// Only this tenant's.
+    #[param(min_length = 1)]
+    tenant_id: Option<String>,
+}
+
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = ReplayRequest)]
@@ -183,6 +222,9 @@ pub(super) struct ReplayBody {
     #[schema(schema_with = crate::schema::dead_reason)]
     reason: String,
     subscriber_id: Option<String>,
+    /// Only this tenant's dead letters (a tenant's token replays its own whatever this says:
+    /// naming another is 403).
+    tenant_id: Option<String>,
     /// 1 to 1000: it releases exactly the first `limit` dead letters `GET /v1/dead-letters`
     /// lists with the same filter.
     #[schema(example = 100, minimum = 1, maximum = 1000)]
@@ -212,9 +254,11 @@ pub(super) struct ReplayBody {
 pub async fn replay(
     State(ctx): ApiState,
     caller: Option<Extension<Caller>>,
+    tenancy: Tenancy,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body: ReplayBody = parse_json(&body?)?;
+    let tenant_id = tenancy.owner(body.tenant_id)?;
     let reason = reason(&body.reason)?;
     hookline_store::check_replay(body.limit, body.per_second)?;
     if body.dry_run && body.expected_delivery_ids.is_some() {
@@ -225,7 +269,7 @@ pub async fn replay(
     if let Some(id) = &body.subscriber_id {
         // An unknown subscriber is a typo to report, not an empty replay to audit; a revoked
         // one can receive nothing, so its dead letters are no replay's either.
-        let subscriber = ctx.store.get_subscriber(id).await?;
+        let subscriber = super::subscribers::visible(&ctx, &tenancy, id).await?;
         if subscriber.status == SubscriberStatus::Revoked {
             return Err(ApiError::invalid(format!(
                 "subscriber {id:?} is revoked (revocation is final): its dead letters cannot \
@@ -234,7 +278,7 @@ pub async fn replay(
         }
     }
     let request = ReplayRequest {
-        tenant_id: None,
+        tenant_id,
         reason,
         subscriber_id: body.subscriber_id,
         limit: body.limit,
@@ -267,6 +311,9 @@ pub async fn replay(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ReplayQuery {
+    /// Only this tenant's.
+    #[param(min_length = 1)]
+    tenant_id: Option<String>,
     /// `oldest` first (the default) or `newest` first; a cursor pages on in the same order.
     #[param(schema_with = crate::schema::list_order)]
     order: Option<String>,
@@ -283,13 +330,17 @@ pub struct ReplayQuery {
     responses((status = 200, description = "A page of replays", body = views::Page<views::Replay>)))]
 pub async fn list_replays(
     State(ctx): ApiState,
+    tenancy: Tenancy,
     query: Result<Query<ReplayQuery>, QueryRejection>,
 ) -> Answer<views::Page<views::Replay>> {
     let Query(q) = query?;
-    let order = list_order(q.order.as_deref())?;
+    let (order, limit) = (list_order(q.order.as_deref())?, page_limit(q.limit)?);
+    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id) else {
+        return Ok((StatusCode::OK, Json(views::Page::empty())));
+    };
     let page = ctx
         .store
-        .list_replays(None, order, page_limit(q.limit)?, q.cursor)
+        .list_replays(tenant_id, order, limit, q.cursor)
         .await?;
     Ok((StatusCode::OK, Json(views::page(&page, views::replay))))
 }
@@ -299,7 +350,11 @@ pub async fn list_replays(
         (status = 200, description = "The replay: its filter, pace, selected ids and what became of them", body = views::Replay),
         (status = 404, description = "No such replay", body = ErrorEnvelope),
     ))]
-pub async fn get_replay(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::Replay> {
-    let r = ctx.store.get_replay(&id).await?;
+pub async fn get_replay(
+    State(ctx): ApiState,
+    tenancy: Tenancy,
+    Path(id): Path<String>,
+) -> Answer<views::Replay> {
+    let r = tenancy.shown(ctx.store.get_replay(&id).await?, "replay", &id)?;
     Ok((StatusCode::OK, Json(views::replay(&r))))
 }

@@ -12,6 +12,7 @@ use utoipa::ToSchema;
 
 use super::auth::{Caller, Scope};
 use super::error::{parse_json, ErrorEnvelope};
+use super::tenancy::Tenancy;
 use super::{validate, views, Answer, ApiError, ApiState};
 
 const TAG: &str = "events";
@@ -42,9 +43,21 @@ pub(super) struct PublishBody {
     /// Up to 16 versions by number: each subscriber gets the highest at or below its pin.
     #[schema(value_type = Option<BTreeMap<String, Value>>)]
     payloads: Option<Value>,
+    /// The tenant whose subscribers it goes to (theirs only); absent: subscribers without a
+    /// tenant. A tenant's token publishes for its own tenant (naming another is 403); an
+    /// unknown tenant is 422.
+    #[schema(example = "merchant-acme")]
+    tenant_id: Option<String>,
 }
 
-const FIELDS: [&str; 5] = ["id", "type", "payload", "payload_version", "payloads"];
+const FIELDS: [&str; 6] = [
+    "id",
+    "type",
+    "payload",
+    "payload_version",
+    "payloads",
+    "tenant_id",
+];
 
 /// The most payload versions one event may carry.
 pub const MAX_PAYLOAD_VERSIONS: usize = 16;
@@ -147,10 +160,18 @@ pub(super) fn new_event(
     if let Some(unknown) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(ApiError::invalid(format!(
             "unknown field `{unknown}`, expected one of `id`, `type`, `payload`, \
-             `payload_version`, `payloads`"
+             `payload_version`, `payloads`, `tenant_id`"
         )));
     }
     let id = event_id(fields.remove("id"), key, now)?;
+    let tenant_id = match fields.remove("tenant_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) => {
+            validate::tenant_id(&t)?;
+            Some(t)
+        }
+        Some(_) => return Err(ApiError::invalid("tenant_id must be a string")),
+    };
     let event_type = match fields.remove("type") {
         Some(Value::String(t)) => {
             validate::event_type(&t)?;
@@ -191,7 +212,7 @@ pub(super) fn new_event(
     }
     let (payload_version, payload) = versions.pop().expect("at least one version");
     Ok(NewEvent {
-        tenant_id: None,
+        tenant_id,
         id,
         event_type,
         payload,
@@ -214,19 +235,23 @@ pub(super) fn new_event(
     responses(
         (status = 202, description = "Accepted: the event and its deliveries are committed", body = views::Receipt),
         (status = 200, description = "Accepted before, with the same body: the original receipt", body = views::Receipt),
-        (status = 409, description = "Accepted before with another type, payload or version, or published by another token (whatever the body)", body = ErrorEnvelope),
+        (status = 409, description = "Accepted before with another type, payload or version, or published by another token or for another tenant (whatever the body)", body = ErrorEnvelope),
+        (status = 429, description = "`rate_limited`: the tenant's `max_events_per_second` refuses it now; nothing was stored",
+            body = ErrorEnvelope, headers(("retry-after" = u64, description = "Seconds to wait"))),
         (status = 503, description = "`over_capacity`: admission cannot take the fan-out now, or `storage_full`: the database's disk is full; nothing was stored",
             body = ErrorEnvelope, headers(("retry-after" = u64, description = "Seconds to wait"))),
     ))]
 pub async fn publish(
     State(ctx): ApiState,
     caller: Option<Extension<Caller>>,
+    tenancy: Tenancy,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Receipt> {
     let now = ctx.clock.now_ms();
     let key = idempotency_key(&headers)?;
     let mut event = new_event(&body?, key, ctx.max_payload_bytes, now)?;
+    event.tenant_id = tenancy.owner(event.tenant_id.take())?;
     event.published_by = caller.map(|Extension(c)| c.name);
     let id = event.id.clone();
     let turn = ctx.capacity.admission_turn().await;
@@ -261,7 +286,7 @@ pub async fn publish(
         }
         PublishOutcome::Conflict => Err(ApiError::conflict(format!(
             "event {id:?} was already accepted with a different type, payload or \
-             payload_version, or published by another token"
+             payload_version, or published by another token or for another tenant"
         ))),
     }
 }
@@ -275,9 +300,10 @@ pub async fn publish(
 pub async fn get(
     State(ctx): ApiState,
     caller: Option<Extension<Caller>>,
+    tenancy: Tenancy,
     Path(id): Path<String>,
 ) -> Answer<views::Event> {
-    let event = ctx.store.get_event(&id).await?;
+    let event = tenancy.shown(ctx.store.get_event(&id).await?, "event", &id)?;
     if let Some(Extension(c)) = caller {
         // A publisher sees its own events only; others' are as good as absent.
         if c.scope == Scope::Publish && event.published_by.as_deref() != Some(c.name.as_str()) {

@@ -17,7 +17,9 @@ mod policies;
 mod rollouts;
 
 mod subscribers;
-mod validate;
+mod tenancy;
+mod tenants;
+pub(crate) mod validate;
 mod views;
 
 use std::sync::Arc;
@@ -115,6 +117,8 @@ pub fn routes() -> OpenApiRouter<Arc<ApiContext>> {
         .routes(routes!(console::file))
         .routes(routes!(overview::whoami))
         .routes(routes!(overview::overview))
+        .routes(routes!(tenants::create, tenants::list))
+        .routes(routes!(tenants::get, tenants::update, tenants::delete))
         .routes(routes!(subscribers::create, subscribers::list))
         .routes(routes!(
             subscribers::get,
@@ -186,10 +190,12 @@ fn catch_panics() -> tower_http::catch_panic::CatchPanicLayer<
 pub const IGNORES_QUERIES: [&str; 3] = ["/healthz", "/metrics", "/console"];
 
 /// The routes that read query parameters (and refuse unknown ones themselves).
-const QUERIED: [&str; 6] = [
+const QUERIED: [&str; 8] = [
+    "/v1/tenants",
     "/v1/subscribers",
     "/v1/deliveries",
     "/v1/dead-letters",
+    "/v1/dead-letters/groups",
     "/v1/replays",
     "/v1/policies",
     "/v1/rollouts",

@@ -12,7 +12,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::auth::{Caller, Scope};
-use super::{views, ApiError, ApiState};
+use super::tenancy::Tenancy;
+use super::{views, ApiContext, ApiError, ApiState};
 use crate::capacity::CapacityView;
 
 const TAG: &str = "operations";
@@ -27,7 +28,10 @@ pub struct ReasonCount {
     pub count: u64,
 }
 
-/// The queue, the dead-letter inflow, breakers, admission and the rollout, at a glance.
+/// The queue, the dead-letter inflow, breakers, admission and the rollout, at a glance. A
+/// tenant's token sees its own: its deliveries by state (counted now), its subscribers' open
+/// breakers and its dead-letter inflow; the ages, what open breakers hold, capacity and the
+/// rollout are the platform's, `null` for it.
 #[derive(Serialize, ToSchema)]
 pub struct Overview {
     /// When the queue figures were read (they are refreshed every `metrics.refresh_interval`).
@@ -45,11 +49,14 @@ pub struct Overview {
     pub oldest_retrying_age_s: Option<f64>,
     /// Subscribers whose breaker is open or half-open.
     pub open_breakers: Vec<String>,
-    /// What waits behind those breakers.
-    pub held_by_open_breakers: HeldByOpenBreakers,
+    /// What waits behind those breakers (`null` for a tenant).
+    #[schema(required = true)]
+    pub held_by_open_breakers: Option<HeldByOpenBreakers>,
     /// Dead letters that died in the last hour (and were not replayed since), by reason.
     pub dead_letters_last_hour: Vec<ReasonCount>,
-    pub capacity: CapacityView,
+    /// `null` for a tenant.
+    #[schema(required = true)]
+    pub capacity: Option<CapacityView>,
     /// The running rollout, if one is.
     #[schema(required = true)]
     pub rollout: Option<views::Rollout>,
@@ -72,7 +79,10 @@ fn age_s(now: UnixMs, since: Option<UnixMs>) -> Option<f64> {
 
 #[utoipa::path(get, path = "/v1/overview", operation_id = "get_overview", tag = TAG,
     responses((status = 200, description = "The overview", body = Overview)))]
-pub async fn overview(State(ctx): ApiState) -> Result<Json<Overview>, ApiError> {
+pub async fn overview(State(ctx): ApiState, tenancy: Tenancy) -> Result<Json<Overview>, ApiError> {
+    if let Tenancy::Tenant(tenant) = &tenancy {
+        return tenant_overview(&ctx, tenant).await.map(Json);
+    }
     let (measured_at, stats) = match ctx.queue.latest() {
         Some(latest) => latest,
         // Before the gauges' first refresh.
@@ -105,18 +115,12 @@ pub async fn overview(State(ctx): ApiState) -> Result<Json<Overview>, ApiError> 
         oldest_waiting_age_s: waiting,
         oldest_retrying_age_s: age_s(measured_at, stats.oldest_retrying_first_seen),
         open_breakers: stats.open_breakers,
-        held_by_open_breakers: HeldByOpenBreakers {
+        held_by_open_breakers: Some(HeldByOpenBreakers {
             deliveries: stats.behind_open_breakers,
             oldest_first_seen_age_s: age_s(measured_at, stats.behind_open_breakers_first_seen),
-        },
-        dead_letters_last_hour: inflow
-            .into_iter()
-            .map(|(reason, count)| ReasonCount {
-                reason: reason.as_str(),
-                count,
-            })
-            .collect(),
-        capacity: ctx.capacity.view(),
+        }),
+        dead_letters_last_hour: reason_counts(inflow),
+        capacity: Some(ctx.capacity.view()),
         rollout: ctx
             .policies
             .current()
@@ -124,6 +128,58 @@ pub async fn overview(State(ctx): ApiState) -> Result<Json<Overview>, ApiError> 
             .as_ref()
             .map(|c| views::rollout(&c.rollout)),
     }))
+}
+
+fn reason_counts(inflow: Vec<(hookline_policy::DeadReason, u64)>) -> Vec<ReasonCount> {
+    inflow
+        .into_iter()
+        .map(|(reason, count)| ReasonCount {
+            reason: reason.as_str(),
+            count,
+        })
+        .collect()
+}
+
+/// What a tenant's token sees of the overview (see [`Overview`]).
+async fn tenant_overview(ctx: &ApiContext, tenant: &str) -> Result<Overview, ApiError> {
+    let now = ctx.clock.now_ms();
+    let deliveries = ctx.store.tenant_counts(tenant).await?;
+    let inflow = ctx
+        .store
+        .dead_letters_by_reason(now.saturating_sub(HOUR_MS), Some(tenant.to_owned()))
+        .await?;
+    // The platform's list (refreshed with the gauges), kept to this tenant's subscribers.
+    let open = ctx
+        .queue
+        .latest()
+        .map(|(_, stats)| stats.open_breakers)
+        .unwrap_or_default();
+    let mut open_breakers = Vec::new();
+    for id in open {
+        let mine = match ctx.store.get_subscriber(&id).await {
+            Ok(s) => s.tenant_id.as_deref() == Some(tenant),
+            Err(hookline_store::StoreError::NotFound(_)) => false,
+            Err(e) => return Err(e.into()),
+        };
+        if mine {
+            open_breakers.push(id);
+        }
+    }
+    Ok(Overview {
+        measured_at: rfc3339(now),
+        deliveries,
+        oldest_ready_age_s: None,
+        oldest_waiting_age_s: WaitingOn::ALL
+            .iter()
+            .map(|cause| (cause.as_str(), None))
+            .collect(),
+        oldest_retrying_age_s: None,
+        open_breakers,
+        held_by_open_breakers: None,
+        dead_letters_last_hour: reason_counts(inflow),
+        capacity: None,
+        rollout: None,
+    })
 }
 
 /// Who the API takes the caller for.
@@ -136,6 +192,9 @@ pub struct WhoAmI {
     pub name: Option<String>,
     #[schema(required = true)]
     pub scope: Option<Scope>,
+    /// The tenant it acts for; `null`: the platform's.
+    #[schema(required = true)]
+    pub tenant_id: Option<String>,
 }
 
 /// What a token may do, so a client (the console) shows only the controls that will work.
@@ -147,11 +206,13 @@ pub async fn whoami(caller: Option<Extension<Caller>>) -> Json<WhoAmI> {
             open: false,
             name: Some(c.name),
             scope: Some(c.scope),
+            tenant_id: c.tenant,
         },
         None => WhoAmI {
             open: true,
             name: None,
             scope: None,
+            tenant_id: None,
         },
     })
 }

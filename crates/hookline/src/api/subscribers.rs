@@ -20,6 +20,7 @@ use super::auth::Caller;
 use super::deliveries::MAX_GROUPS;
 use super::error::{parse_json, parse_optional_json, ErrorEnvelope};
 use super::overview::HOUR_MS;
+use super::tenancy::{Listing, Tenancy};
 use super::views::QueryValues;
 use super::{page_limit, validate, views, Answer, ApiContext, ApiError, ApiState};
 use crate::config::parse_duration;
@@ -33,6 +34,10 @@ pub(super) struct CreateBody {
     /// 1 to 128 characters of `A-Za-z0-9._-`; generated when absent.
     #[schema(example = "sub_acme", pattern = "^(?!\\.\\.?$)[A-Za-z0-9._-]{1,128}$")]
     id: Option<String>,
+    /// The tenant it belongs to, fixed for good: it receives that tenant's events only. A
+    /// tenant's token may leave it out (its own) or name its own; unknown: 422.
+    #[schema(example = "merchant-acme")]
+    tenant_id: Option<String>,
     /// http(s), without credentials; private and loopback destinations are refused unless
     /// allowed.
     #[schema(example = "https://hooks.acme.example/hookline")]
@@ -79,7 +84,7 @@ pub(super) struct PatchBody {
 }
 
 /// Tells a field set to `null` (clear it) from one left out (keep it).
-fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+pub(super) fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: Deserialize<'de>,
@@ -149,9 +154,14 @@ async fn url(ctx: &super::ApiContext, raw: &str) -> Result<String, ApiError> {
     ))]
 pub async fn create(
     State(ctx): ApiState,
+    tenancy: Tenancy,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::CreatedSubscriber> {
     let body: CreateBody = parse_json(&body?)?;
+    if let Some(tenant) = &body.tenant_id {
+        validate::tenant_id(tenant)?;
+    }
+    let tenant_id = tenancy.owner(body.tenant_id)?;
     let now = ctx.clock.now_ms();
     let id = match body.id {
         Some(id) => {
@@ -168,7 +178,7 @@ pub async fn create(
         None => new_secret(),
     };
     let new = NewSubscriber {
-        tenant_id: None,
+        tenant_id,
         url: url(&ctx, &body.url).await?,
         event_types: event_types(body.event_types.unwrap_or_default())?,
         max_in_flight: max_in_flight(body.max_in_flight)?,
@@ -185,6 +195,16 @@ pub async fn create(
     ))
 }
 
+/// Subscriber `id`, if the caller may see it (else the 404 of an id that does not exist). Its
+/// tenant never changes, so what a caller may do to it is decided by this read.
+pub(super) async fn visible(
+    ctx: &ApiContext,
+    tenancy: &Tenancy,
+    id: &str,
+) -> Result<hookline_store::Subscriber, ApiError> {
+    tenancy.shown(ctx.store.get_subscriber(id).await?, "subscriber", id)
+}
+
 /// The longest text a subscriber search takes.
 const MAX_SEARCH: usize = 256;
 
@@ -192,6 +212,8 @@ const MAX_SEARCH: usize = 256;
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct SubscriberQuery {
+    /// Only this tenant's subscribers.
+    tenant_id: Option<String>,
     /// Only subscribers whose id or URL contains this, in any case (1 to 256 characters, no
     /// NUL). A URL's query string is searched for admin tokens only (its values may be
     /// credentials): other callers' searches stop at its `?`.
@@ -211,10 +233,15 @@ pub struct SubscriberQuery {
 pub async fn list(
     State(ctx): ApiState,
     caller: Option<Extension<Caller>>,
+    tenancy: Tenancy,
     query: Result<Query<SubscriberQuery>, QueryRejection>,
 ) -> Answer<views::Page<views::Subscriber>> {
     let query_values = QueryValues::for_caller(caller.as_ref().map(|Extension(c)| c));
     let Query(q) = query?;
+    let limit = page_limit(q.limit)?;
+    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id) else {
+        return Ok((StatusCode::OK, Json(views::Page::empty())));
+    };
     if let Some(text) = &q.contains {
         if text.is_empty() || text.chars().count() > MAX_SEARCH {
             return Err(ApiError::invalid(format!(
@@ -223,16 +250,13 @@ pub async fn list(
         }
     }
     let filter = SubscriberFilter {
-        tenant_id: None,
+        tenant_id,
         contains: q.contains,
         search_query_values: query_values == QueryValues::Shown,
     };
-    let page = ctx
-        .store
-        .list_subscribers(filter, page_limit(q.limit)?, q.cursor)
-        .await?;
+    let page = ctx.store.list_subscribers(filter, limit, q.cursor).await?;
     let now = ctx.clock.now_ms();
-    let dead = dead_letters_last_hour(&ctx, now).await?;
+    let dead = dead_letters_last_hour(&ctx, now, tenancy.tenant()).await?;
     let mut answer = views::page(&page, |s| views::subscriber(s, now, query_values));
     for s in &mut answer.items {
         s.activity = Some(activity(&ctx, &s.id, &dead).await?);
@@ -250,10 +274,12 @@ const RECENT_DELIVERIES: u32 = 20;
 async fn dead_letters_last_hour(
     ctx: &ApiContext,
     now: UnixMs,
+    tenant_id: Option<&str>,
 ) -> Result<Option<HashMap<String, u64>>, ApiError> {
+    let since = now.saturating_sub(HOUR_MS);
     let groups = ctx
         .store
-        .dead_letter_groups(now.saturating_sub(HOUR_MS), None, MAX_GROUPS + 1)
+        .dead_letter_groups(since, tenant_id.map(str::to_owned), MAX_GROUPS + 1)
         .await?;
     let mut by_subscriber = HashMap::new();
     for g in &groups {
@@ -302,13 +328,14 @@ async fn activity(
 pub async fn get(
     State(ctx): ApiState,
     caller: Option<Extension<Caller>>,
+    tenancy: Tenancy,
     Path(id): Path<String>,
 ) -> Answer<views::Subscriber> {
     let query_values = QueryValues::for_caller(caller.as_ref().map(|Extension(c)| c));
-    let s = ctx.store.get_subscriber(&id).await?;
+    let s = visible(&ctx, &tenancy, &id).await?;
     let now = ctx.clock.now_ms();
     let mut answer = views::subscriber(&s, now, query_values);
-    let dead = dead_letters_last_hour(&ctx, now).await?;
+    let dead = dead_letters_last_hour(&ctx, now, tenancy.tenant()).await?;
     answer.activity = Some(activity(&ctx, &s.id, &dead).await?);
     Ok((StatusCode::OK, Json(answer)))
 }
@@ -319,8 +346,12 @@ pub async fn get(
         (status = 200, description = "Its signing secret", body = views::Secret),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
     ))]
-pub async fn secret(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::Secret> {
-    let s = ctx.store.get_subscriber(&id).await?;
+pub async fn secret(
+    State(ctx): ApiState,
+    tenancy: Tenancy,
+    Path(id): Path<String>,
+) -> Answer<views::Secret> {
+    let s = visible(&ctx, &tenancy, &id).await?;
     Ok((StatusCode::OK, Json(views::Secret { secret: s.secret })))
 }
 
@@ -330,8 +361,12 @@ pub async fn secret(State(ctx): ApiState, Path(id): Path<String>) -> Answer<view
         (status = 200, description = "Its static headers, values included", body = views::Headers),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
     ))]
-pub async fn headers(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::Headers> {
-    let s = ctx.store.get_subscriber(&id).await?;
+pub async fn headers(
+    State(ctx): ApiState,
+    tenancy: Tenancy,
+    Path(id): Path<String>,
+) -> Answer<views::Headers> {
+    let s = visible(&ctx, &tenancy, &id).await?;
     let SubscriberHeaders(headers) = s.headers;
     Ok((StatusCode::OK, Json(views::Headers { headers })))
 }
@@ -361,9 +396,11 @@ pub const MAX_ROTATION_GRACE: Duration = Duration::from_secs(30 * 24 * 3600);
     ))]
 pub async fn rotate_secret(
     State(ctx): ApiState,
+    tenancy: Tenancy,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::RotatedSecret> {
+    visible(&ctx, &tenancy, &id).await?;
     let body = parse_optional_json(&body?)?.unwrap_or(RotateBody {
         grace_period: None,
         secret: None,
@@ -411,9 +448,11 @@ pub async fn rotate_secret(
     ))]
 pub async fn update(
     State(ctx): ApiState,
+    tenancy: Tenancy,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Subscriber> {
+    visible(&ctx, &tenancy, &id).await?;
     let body: PatchBody = parse_json(&body?)?;
     let status = match body.status.as_deref() {
         None => None,
@@ -465,7 +504,12 @@ pub async fn update(
         (status = 200, description = "Revoked", body = views::Subscriber),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
     ))]
-pub async fn revoke(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::Subscriber> {
+pub async fn revoke(
+    State(ctx): ApiState,
+    tenancy: Tenancy,
+    Path(id): Path<String>,
+) -> Answer<views::Subscriber> {
+    visible(&ctx, &tenancy, &id).await?;
     let s = ctx.store.revoke_subscriber(&id, ctx.clock.now_ms()).await?;
     Ok((
         StatusCode::OK,

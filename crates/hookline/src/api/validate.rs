@@ -29,6 +29,11 @@ pub fn subscriber_id(id: &str) -> Result<(), ApiError> {
     plain_id("subscriber id", id, |c| c != ':' && id_char(c))
 }
 
+/// A tenant's id follows the subscriber id's rules.
+pub fn tenant_id(id: &str) -> Result<(), ApiError> {
+    plain_id("tenant id", id, |c| c != ':' && id_char(c))
+}
+
 fn plain_id(what: &str, id: &str, allowed: impl Fn(char) -> bool) -> Result<(), ApiError> {
     // Clients that normalise paths cannot address these.
     if id == "." || id == ".." {

@@ -29,6 +29,9 @@ pub struct Breaker {
 pub struct Subscriber {
     #[schema(example = "sub_acme")]
     pub id: String,
+    /// The tenant it belongs to; `null`: none.
+    #[schema(required = true)]
+    pub tenant_id: Option<String>,
     /// Its query values (`?api_key=...`, maybe credentials) shown to admin tokens only; other
     /// callers see each as `***`.
     #[schema(example = "https://hooks.acme.example/hookline")]
@@ -149,6 +152,7 @@ pub fn subscriber(
 ) -> Subscriber {
     Subscriber {
         id: s.id.clone(),
+        tenant_id: s.tenant_id.clone(),
         url: query_values.url(&s.url),
         event_types: s.event_types.clone(),
         status: s.status.as_str(),
@@ -218,6 +222,9 @@ pub fn raw_json(text: &str) -> Box<RawValue> {
 #[derive(Serialize, ToSchema)]
 pub struct Event {
     pub id: String,
+    /// The tenant it belongs to; `null`: none.
+    #[schema(required = true)]
+    pub tenant_id: Option<String>,
     #[serde(rename = "type")]
     pub event_type: String,
     #[schema(value_type = Value)]
@@ -245,6 +252,7 @@ pub fn event(e: &store::Event) -> Event {
     });
     Event {
         id: e.id.clone(),
+        tenant_id: e.tenant_id.clone(),
         event_type: e.event_type.clone(),
         payload: raw_json(&e.payload),
         payload_version: e.payload_version,
@@ -260,6 +268,9 @@ pub fn event(e: &store::Event) -> Event {
 pub struct Receipt {
     #[schema(example = "evt_SHP-20418-out-for-delivery")]
     pub id: String,
+    /// The tenant it belongs to; `null`: none.
+    #[schema(required = true)]
+    pub tenant_id: Option<String>,
     #[serde(rename = "type")]
     #[schema(example = "shipment.out_for_delivery")]
     pub event_type: String,
@@ -271,6 +282,7 @@ pub struct Receipt {
 pub fn receipt(r: &store::EventReceipt) -> Receipt {
     Receipt {
         id: r.id.clone(),
+        tenant_id: r.tenant_id.clone(),
         event_type: r.event_type.clone(),
         deliveries: r.deliveries,
         unversioned: r.unversioned,
@@ -326,6 +338,9 @@ fn history(h: &[store::AttemptRecord]) -> Vec<Attempt> {
 #[derive(Serialize, ToSchema)]
 pub struct Delivery {
     pub id: String,
+    /// The tenant it belongs to; `null`: none.
+    #[schema(required = true)]
+    pub tenant_id: Option<String>,
     pub event_id: String,
     pub subscriber_id: String,
     #[schema(schema_with = schema::delivery_state)]
@@ -360,6 +375,7 @@ pub struct Delivery {
 pub fn delivery(d: &store::Delivery) -> Delivery {
     Delivery {
         id: d.id.clone(),
+        tenant_id: d.tenant_id.clone(),
         event_id: d.event_id.clone(),
         subscriber_id: d.subscriber_id.clone(),
         state: d.state.as_str(),
@@ -380,6 +396,9 @@ pub fn delivery(d: &store::Delivery) -> Delivery {
 #[derive(Serialize, ToSchema)]
 pub struct DeadLetter {
     pub delivery_id: String,
+    /// The tenant it belongs to; `null`: none.
+    #[schema(required = true)]
+    pub tenant_id: Option<String>,
     pub event_id: String,
     pub event_type: String,
     pub subscriber_id: String,
@@ -402,6 +421,7 @@ pub struct DeadLetter {
 pub fn dead_letter(d: &store::DeadLetter) -> DeadLetter {
     DeadLetter {
         delivery_id: d.delivery_id.clone(),
+        tenant_id: d.tenant_id.clone(),
         event_id: d.event_id.clone(),
         event_type: d.event_type.clone(),
         subscriber_id: d.subscriber_id.clone(),
@@ -454,6 +474,9 @@ pub struct ReplayFilter {
 #[derive(Serialize, ToSchema)]
 pub struct Replay {
     pub id: String,
+    /// The tenant whose dead letters it replayed; `null`: every tenant's (the platform's).
+    #[schema(required = true)]
+    pub tenant_id: Option<String>,
     #[schema(format = DateTime)]
     pub created_at: String,
     pub filter: ReplayFilter,
@@ -474,6 +497,7 @@ pub struct Replay {
 pub fn replay(r: &store::Replay) -> Replay {
     Replay {
         id: r.id.clone(),
+        tenant_id: r.tenant_id.clone(),
         created_at: rfc3339(r.created_at),
         filter: ReplayFilter {
             reason: r.reason.as_str(),
@@ -486,6 +510,35 @@ pub fn replay(r: &store::Replay) -> Replay {
         delivery_ids: r.delivery_ids.clone(),
         delivered: r.delivered,
         dead: r.dead,
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Tenant {
+    #[schema(example = "merchant-acme")]
+    pub id: String,
+    #[schema(required = true, example = "Acme Parcels")]
+    pub name: Option<String>,
+    /// Subscribers (not revoked) it may have; `null`: no limit.
+    #[schema(required = true)]
+    pub max_subscribers: Option<u32>,
+    /// Publishes per second (a second's worth may come at once); `null`: no limit.
+    #[schema(required = true)]
+    pub max_events_per_second: Option<f64>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+pub fn tenant(t: &store::Tenant) -> Tenant {
+    Tenant {
+        id: t.id.clone(),
+        name: t.name.clone(),
+        max_subscribers: t.max_subscribers,
+        max_events_per_second: t.max_events_per_second,
+        created_at: rfc3339(t.created_at),
+        updated_at: rfc3339(t.updated_at),
     }
 }
 
@@ -508,6 +561,17 @@ pub struct Page<T: ToSchema> {
     pub items: Vec<T>,
     #[schema(required = true)]
     pub next_cursor: Option<String>,
+}
+
+impl<T: ToSchema> Page<T> {
+    /// What a list answers a tenant that asked for another tenant's: nothing, as if that
+    /// tenant had none.
+    pub fn empty() -> Self {
+        Page {
+            items: Vec::new(),
+            next_cursor: None,
+        }
+    }
 }
 
 pub fn page<T, V: ToSchema>(p: &store::Page<T>, view: impl Fn(&T) -> V) -> Page<V> {

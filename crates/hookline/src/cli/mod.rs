@@ -328,6 +328,11 @@ enum TokenCommand {
         /// events) or read (every GET but subscriber secrets).
         #[arg(long, value_enum)]
         scope: crate::tokens::Scope,
+        /// A tenant's token: it sees and acts on that tenant's objects only, and never the
+        /// platform's (tenants, policies, rollouts, capacity, metrics). The tenant need not
+        /// exist yet.
+        #[arg(long)]
+        tenant: Option<String>,
     },
 }
 
@@ -378,10 +383,13 @@ enum DlqCommand {
     },
 }
 
-fn token_new(name: &str, scope: crate::tokens::Scope) -> anyhow::Result<()> {
+fn token_new(name: &str, scope: crate::tokens::Scope, tenant: Option<&str>) -> anyhow::Result<()> {
     use clap::ValueEnum;
     if name.is_empty() {
         return Err(anyhow!("--name must not be empty"));
+    }
+    if let Some(tenant) = tenant {
+        crate::api::validate::tenant_id(tenant).map_err(|e| anyhow!("--tenant: {}", e.message))?;
     }
     let token = crate::tokens::new_token();
     let hash: String = crate::tokens::sha256(&token)
@@ -395,6 +403,9 @@ fn token_new(name: &str, scope: crate::tokens::Scope) -> anyhow::Result<()> {
         "[[api_tokens]]\nname = {name:?}\nsha256 = \"{hash}\"\nscope = \"{}\"",
         scope.get_name()
     );
+    if let Some(tenant) = tenant {
+        println!("tenant = {tenant:?}");
+    }
     Ok(())
 }
 
@@ -455,7 +466,11 @@ pub async fn run(cli: Cli) -> ExitCode {
             };
             dlq::replay(&api, reason, subscriber, limit, per_second, mode).await
         }
-        Command::Token(TokenCommand::New { name, scope }) => token_new(&name, scope),
+        Command::Token(TokenCommand::New {
+            name,
+            scope,
+            tenant,
+        }) => token_new(&name, scope, tenant.as_deref()),
         Command::Openapi => {
             println!("{}", crate::api::openapi::document());
             Ok(())

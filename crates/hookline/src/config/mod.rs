@@ -143,6 +143,9 @@ struct TokenFile {
     name: String,
     sha256: String,
     scope: Scope,
+    /// The tenant it acts for (tokens are config, tenants are data: it may name one that does
+    /// not exist yet, and sees nothing until then).
+    tenant: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -454,10 +457,19 @@ fn tokens(file: Vec<TokenFile>) -> Result<Vec<ApiToken>, ConfigError> {
                 ),
             )
         })?;
+        if let Some(tenant) = &t.tenant {
+            crate::api::validate::tenant_id(tenant).map_err(|e| {
+                invalid(
+                    "api_tokens.tenant",
+                    format!("token {:?}: {}", t.name, e.message),
+                )
+            })?;
+        }
         tokens.push(ApiToken {
             name: t.name,
             sha256,
             scope: t.scope,
+            tenant: t.tenant,
         });
     }
     Ok(tokens)

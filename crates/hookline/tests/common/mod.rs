@@ -333,6 +333,17 @@ impl TestApp {
     }
 
     pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        self.call_as(None, method, path, body).await
+    }
+
+    /// `call` with a bearer token.
+    pub async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let url = format!("{}{path}", self.base());
         let req = match method {
             "GET" => self.http.get(url),
@@ -340,6 +351,10 @@ impl TestApp {
             "PATCH" => self.http.patch(url),
             "DELETE" => self.http.delete(url),
             _ => unreachable!(),
+        };
+        let req = match token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
         };
         let req = match body {
             Some(b) => req.json(&b),
@@ -444,6 +459,16 @@ macro_rules! on_both_backends {
             app.stop().await;
         }
     };
+}
+
+/// The config lines of an API token (`tenant`: a tenant's token).
+pub fn api_token(name: &str, token: &str, scope: &str, tenant: Option<&str>) -> String {
+    let hex: String = hookline::tokens::sha256(token)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let tenant = tenant.map_or(String::new(), |t| format!("tenant = \"{t}\"\n"));
+    format!("[[api_tokens]]\nname = \"{name}\"\nsha256 = \"{hex}\"\nscope = \"{scope}\"\n{tenant}")
 }
 
 pub fn state(d: &Value) -> &str {

@@ -18,37 +18,8 @@ fn tokens() -> String {
         ("dash", READ, "read"),
     ]
     .iter()
-    .map(|(name, token, scope)| {
-        let hex: String = sha256(token).iter().map(|b| format!("{b:02x}")).collect();
-        format!("[[api_tokens]]\nname = \"{name}\"\nsha256 = \"{hex}\"\nscope = \"{scope}\"\n")
-    })
+    .map(|(name, token, scope)| api_token(name, token, scope, None))
     .collect()
-}
-
-async fn call(
-    app: &TestApp,
-    token: Option<&str>,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let url = format!("{}{path}", app.base());
-    let mut req = match method {
-        "GET" => app.http.get(url),
-        "POST" => app.http.post(url),
-        "PATCH" => app.http.patch(url),
-        "DELETE" => app.http.delete(url),
-        _ => unreachable!(),
-    };
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
 }
 
 #[tokio::test]
@@ -59,18 +30,20 @@ async fn tokens_and_scopes() {
 
     // Without a token, or with a wrong one: 401, and nothing happens.
     for token in [None, Some("hl_nope")] {
-        let (code, body) = call(&app, token, "POST", "/v1/subscribers", Some(sub.clone())).await;
+        let (code, body) = app
+            .call_as(token, "POST", "/v1/subscribers", Some(sub.clone()))
+            .await;
         assert_eq!(
             (code, body["error"]["code"].as_str()),
             (401, Some("unauthorized"))
         );
         assert_eq!(
-            call(&app, token, "GET", "/v1/subscribers", None).await.0,
+            app.call_as(token, "GET", "/v1/subscribers", None).await.0,
             401
         );
     }
     // Health and metrics stay open for load balancers and Prometheus.
-    assert_eq!(call(&app, None, "GET", "/healthz", None).await.0, 200);
+    assert_eq!(app.call_as(None, "GET", "/healthz", None).await.0, 200);
     let metrics = app
         .http
         .get(format!("{}/metrics", app.base()))
@@ -91,7 +64,9 @@ async fn tokens_and_scopes() {
         (READ, "GET", "/v1/subscribers/s1/secret"),
         (READ, "GET", "/v1/subscribers/s1/headers"),
     ] {
-        let (code, body) = call(&app, Some(token), method, path, Some(json!({}))).await;
+        let (code, body) = app
+            .call_as(Some(token), method, path, Some(json!({})))
+            .await;
         assert_eq!(
             (code, body["error"]["code"].as_str()),
             (403, Some("forbidden")),
@@ -99,7 +74,7 @@ async fn tokens_and_scopes() {
         );
     }
     assert_eq!(
-        call(&app, Some(READ), "GET", "/v1/subscribers", None)
+        app.call_as(Some(READ), "GET", "/v1/subscribers", None)
             .await
             .1["items"],
         json!([])
@@ -107,66 +82,70 @@ async fn tokens_and_scopes() {
 
     // Inside it.
     assert_eq!(
-        call(&app, Some(ADMIN), "POST", "/v1/subscribers", Some(sub))
+        app.call_as(Some(ADMIN), "POST", "/v1/subscribers", Some(sub))
             .await
             .0,
         201
     );
     let event = json!({"id": "e1", "type": "t", "payload": {}});
     assert_eq!(
-        call(&app, Some(PUBLISH), "POST", "/v1/events", Some(event))
+        app.call_as(Some(PUBLISH), "POST", "/v1/events", Some(event))
             .await
             .0,
         202
     );
     let other = json!({"id": "e2", "type": "t", "payload": {}});
     assert_eq!(
-        call(&app, Some(OTHER_PUBLISH), "POST", "/v1/events", Some(other))
+        app.call_as(Some(OTHER_PUBLISH), "POST", "/v1/events", Some(other))
             .await
             .0,
         202
     );
     // A publisher reads its own events, not another publisher's.
     assert_eq!(
-        call(&app, Some(PUBLISH), "GET", "/v1/events/e1", None)
+        app.call_as(Some(PUBLISH), "GET", "/v1/events/e1", None)
             .await
             .0,
         200
     );
     assert_eq!(
-        call(&app, Some(PUBLISH), "GET", "/v1/events/e2", None)
+        app.call_as(Some(PUBLISH), "GET", "/v1/events/e2", None)
             .await
             .0,
         404
     );
     assert_eq!(
-        call(&app, Some(READ), "GET", "/v1/events/e2", None).await.0,
+        app.call_as(Some(READ), "GET", "/v1/events/e2", None)
+            .await
+            .0,
         200
     );
 
     // The replay audit names the token that asked.
     eventually("the permanent failure", async || {
-        let (_, d) = call(&app, Some(READ), "GET", "/v1/deliveries/e1:s1", None).await;
+        let (_, d) = app
+            .call_as(Some(READ), "GET", "/v1/deliveries/e1:s1", None)
+            .await;
         (d["state"] == "dead").then_some(())
     })
     .await;
-    let (code, replay) = call(
-        &app,
-        Some(ADMIN),
-        "POST",
-        "/v1/dead-letters/replay",
-        Some(json!({"reason": "permanent_failure", "limit": 1})),
-    )
-    .await;
+    let (code, replay) = app
+        .call_as(
+            Some(ADMIN),
+            "POST",
+            "/v1/dead-letters/replay",
+            Some(json!({"reason": "permanent_failure", "limit": 1})),
+        )
+        .await;
     assert_eq!(code, 202);
-    let (_, audit) = call(
-        &app,
-        Some(READ),
-        "GET",
-        &format!("/v1/replays/{}", replay["replay_id"].as_str().unwrap()),
-        None,
-    )
-    .await;
+    let (_, audit) = app
+        .call_as(
+            Some(READ),
+            "GET",
+            &format!("/v1/replays/{}", replay["replay_id"].as_str().unwrap()),
+            None,
+        )
+        .await;
     assert_eq!(audit["requested_by"], "ops");
 
     // The command line passes its token.
@@ -257,7 +236,8 @@ async fn a_republish_answers_only_its_publisher(app: &TestApp) {
     let event = json!({"id": "INV-7:paid", "type": "invoice.paid", "payload": {"amount": 12}});
     let guess = json!({"id": "INV-7:paid", "type": "invoice.paid", "payload": {"amount": 13}});
     let publish = async |token, body: &Value| {
-        call(app, Some(token), "POST", "/v1/events", Some(body.clone())).await
+        app.call_as(Some(token), "POST", "/v1/events", Some(body.clone()))
+            .await
     };
     assert_eq!(publish(OTHER_PUBLISH, &event).await.0, 202);
     let (code, receipt) = publish(OTHER_PUBLISH, &event).await;
@@ -283,18 +263,24 @@ on_both_backends!(
 async fn query_values_are_admin_only(app: &TestApp) {
     let url = "http://127.0.0.1:9/hooks?api_key=sk_live_Q7x9&region=eu";
     let sub = json!({"id": "keyed", "url": url});
-    let (code, created) = call(app, Some(ADMIN), "POST", "/v1/subscribers", Some(sub)).await;
+    let (code, created) = app
+        .call_as(Some(ADMIN), "POST", "/v1/subscribers", Some(sub))
+        .await;
     assert_eq!((code, created["url"].as_str()), (201, Some(url)));
     let masked = "http://127.0.0.1:9/hooks?api_key=***&region=***";
     for (token, shown) in [(READ, masked), (ADMIN, url)] {
-        let (_, one) = call(app, Some(token), "GET", "/v1/subscribers/keyed", None).await;
+        let (_, one) = app
+            .call_as(Some(token), "GET", "/v1/subscribers/keyed", None)
+            .await;
         assert_eq!(one["url"], shown);
-        let (_, page) = call(app, Some(token), "GET", "/v1/subscribers", None).await;
+        let (_, page) = app
+            .call_as(Some(token), "GET", "/v1/subscribers", None)
+            .await;
         assert_eq!(page["items"][0]["url"], shown);
     }
     let found = async |token, text: &str| {
         let path = format!("/v1/subscribers?contains={text}");
-        let (code, page) = call(app, Some(token), "GET", &path, None).await;
+        let (code, page) = app.call_as(Some(token), "GET", &path, None).await;
         assert_eq!(code, 200, "{page}");
         page["items"].as_array().unwrap().len()
     };
@@ -303,14 +289,14 @@ async fn query_values_are_admin_only(app: &TestApp) {
     assert_eq!(found(READ, "/hooks").await, 1);
     assert_eq!(found(ADMIN, "sk_live").await, 1);
     // The console shows what the API answers: nothing more to check there.
-    let (_, patched) = call(
-        app,
-        Some(ADMIN),
-        "PATCH",
-        "/v1/subscribers/keyed",
-        Some(json!({"status": "paused"})),
-    )
-    .await;
+    let (_, patched) = app
+        .call_as(
+            Some(ADMIN),
+            "PATCH",
+            "/v1/subscribers/keyed",
+            Some(json!({"status": "paused"})),
+        )
+        .await;
     assert_eq!(patched["url"], url);
 }
 

@@ -27,3 +27,4 @@ mod openapi;
 mod rollouts;
 mod routes_fuzz;
 mod sink;
+mod tenants;

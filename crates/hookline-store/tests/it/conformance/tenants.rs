@@ -188,6 +188,9 @@ pub(crate) async fn a_tenant_s_events_reach_its_subscribers_only(h: &impl Harnes
         ids.sort();
         ids
     };
+    let counts = store.tenant_counts("acme").await.unwrap();
+    assert_eq!((counts.scheduled, counts.dead), (2, 0));
+    assert_eq!(store.tenant_counts("nobody").await.unwrap().scheduled, 0);
     let everything = store
         .list_deliveries(DeliveryFilter::default(), 100, None)
         .await
