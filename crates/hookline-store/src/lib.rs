@@ -115,6 +115,30 @@ pub trait Tenants: Send + Sync + 'static {
     /// The deliveries of tenant `id`'s subscribers, by state (zero for one that does not
     /// exist). It counts rows: for a tenant's overview, read on request.
     async fn tenant_counts(&self, id: &str) -> Result<StateCounts>;
+
+    /// A portal session for an existing tenant (else `NotFound`).
+    async fn create_portal_session(
+        &self,
+        new: NewPortalSession,
+        now: UnixMs,
+    ) -> Result<PortalSession>;
+
+    /// The session whose token hashes to `token_sha256` (lower-case hex), if it may be used at
+    /// `now`: not revoked, not expired, and its tenant not deleted.
+    async fn active_portal_session(
+        &self,
+        token_sha256: &str,
+        now: UnixMs,
+    ) -> Result<Option<PortalSession>>;
+
+    /// Revokes tenant `tenant_id`'s session `id` at once (`NotFound` if it has no such session;
+    /// one already revoked is answered as it is).
+    async fn revoke_portal_session(
+        &self,
+        tenant_id: &str,
+        id: &str,
+        now: UnixMs,
+    ) -> Result<PortalSession>;
 }
 
 /// Subscribers: their settings, secrets and revocation.

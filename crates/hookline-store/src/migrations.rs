@@ -250,7 +250,7 @@ pub(crate) const LATER: &[Migration] = &[
         23,
         "0023_tenants",
         BASELINE,
-        "tenants: subscribers, events and replays that belong to one, and quotas",
+        "tenants: subscribers, events and replays that belong to one, quotas, portal sessions",
         index "subscribers_tenant"
     ),
 ];

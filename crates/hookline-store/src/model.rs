@@ -213,6 +213,32 @@ pub struct NewTenant {
     pub max_events_per_second: Option<f64>,
 }
 
+/// A short-lived token for a tenant's portal, as stored: its token only as a hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortalSession {
+    pub id: String,
+    pub tenant_id: String,
+    /// What its token may do, in the API's words (the store does not read it).
+    pub scope: String,
+    pub created_at: UnixMs,
+    /// Refused from then on.
+    pub expires_at: UnixMs,
+    pub revoked_at: Option<UnixMs>,
+    /// Who made it (an API token's name).
+    pub created_by: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewPortalSession {
+    pub id: String,
+    pub tenant_id: String,
+    /// The SHA-256 of its token, in lower-case hex: the token itself is never stored.
+    pub token_sha256: String,
+    pub scope: String,
+    pub expires_at: UnixMs,
+    pub created_by: Option<String>,
+}
+
 /// A partial update; `Some(None)` clears a field.
 #[derive(Debug, Clone, Default)]
 pub struct TenantPatch {

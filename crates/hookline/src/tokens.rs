@@ -41,6 +41,21 @@ pub fn sha256(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// [`sha256`] in lower-case hex, as the store keeps a portal session's token.
+pub fn sha256_hex(token: &str) -> String {
+    sha256(token).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A fresh portal session token: [`crate::api::auth::PORTAL_TOKEN_PREFIX`] + 32 random bytes.
+pub fn new_portal_token() -> String {
+    let bytes: [u8; 32] = rand::random();
+    format!(
+        "{}{}",
+        crate::api::auth::PORTAL_TOKEN_PREFIX,
+        URL_SAFE_NO_PAD.encode(bytes)
+    )
+}
+
 /// A fresh token: `hl_` + 32 random bytes, base64url.
 pub fn new_token() -> String {
     let bytes: [u8; 32] = rand::random();

@@ -15,3 +15,15 @@ CREATE TABLE tenants (
 ALTER TABLE subscribers ADD COLUMN tenant_id TEXT;
 ALTER TABLE events ADD COLUMN tenant_id TEXT;
 ALTER TABLE replays ADD COLUMN tenant_id TEXT;
+-- Short-lived tokens for a tenant's portal: only each token's SHA-256 is kept.
+CREATE TABLE portal_sessions (
+    seq           BIGSERIAL PRIMARY KEY,
+    id            TEXT NOT NULL UNIQUE,
+    tenant_id     TEXT NOT NULL,
+    token_sha256  TEXT NOT NULL UNIQUE,
+    scope         TEXT NOT NULL,
+    created_at    BIGINT NOT NULL,
+    expires_at    BIGINT NOT NULL,
+    revoked_at    BIGINT,
+    created_by    TEXT
+);

@@ -16,3 +16,15 @@ ALTER TABLE subscribers ADD COLUMN tenant_id TEXT;
 ALTER TABLE events ADD COLUMN tenant_id TEXT;
 ALTER TABLE replays ADD COLUMN tenant_id TEXT;
 CREATE INDEX subscribers_tenant ON subscribers (tenant_id) WHERE tenant_id IS NOT NULL;
+-- Short-lived tokens for a tenant's portal: only each token's SHA-256 is kept.
+CREATE TABLE portal_sessions (
+    seq           INTEGER PRIMARY KEY,
+    id            TEXT NOT NULL UNIQUE,
+    tenant_id     TEXT NOT NULL,
+    token_sha256  TEXT NOT NULL UNIQUE,
+    scope         TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    expires_at    INTEGER NOT NULL,
+    revoked_at    INTEGER,
+    created_by    TEXT
+);

@@ -50,3 +50,25 @@ SELECT d.state, count(*)
 FROM subscribers s JOIN deliveries d ON d.subscriber_id = s.id
 WHERE s.tenant_id = $1
 GROUP BY d.state;
+
+-- name: CREATE_PORTAL_SESSION
+-- A portal session of tenant $2, made only while the tenant exists (no row: it does not).
+INSERT INTO portal_sessions (id, tenant_id, token_sha256, scope, created_at, expires_at,
+                             created_by)
+SELECT $1, $2, $3, $4, $5, $6, $7
+WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL);
+
+-- name: PORTAL_SESSION
+SELECT id, tenant_id, scope, created_at, expires_at, revoked_at, created_by
+FROM portal_sessions WHERE id = $1 AND tenant_id = $2;
+
+-- name: ACTIVE_PORTAL_SESSION
+-- The session whose token hashes to $1, if it is neither revoked nor expired at $2 and its
+-- tenant still exists.
+SELECT s.id, s.tenant_id, s.scope, s.created_at, s.expires_at, s.revoked_at, s.created_by
+FROM portal_sessions s JOIN tenants t ON t.id = s.tenant_id AND t.deleted_at IS NULL
+WHERE s.token_sha256 = $1 AND s.revoked_at IS NULL AND s.expires_at > $2;
+
+-- name: REVOKE_PORTAL_SESSION
+UPDATE portal_sessions SET revoked_at = $3
+WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL;

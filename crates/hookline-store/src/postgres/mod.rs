@@ -344,6 +344,31 @@ impl Tenants for PostgresStore {
     async fn tenant_counts(&self, id: &str) -> Result<StateCounts> {
         tenants::counts(&self.client().await?, id).await
     }
+
+    async fn create_portal_session(
+        &self,
+        new: NewPortalSession,
+        now: UnixMs,
+    ) -> Result<PortalSession> {
+        tenants::create_portal_session(&self.client().await?, &new, now).await
+    }
+
+    async fn active_portal_session(
+        &self,
+        token_sha256: &str,
+        now: UnixMs,
+    ) -> Result<Option<PortalSession>> {
+        tenants::active_portal_session(&self.client().await?, token_sha256, now).await
+    }
+
+    async fn revoke_portal_session(
+        &self,
+        tenant_id: &str,
+        id: &str,
+        now: UnixMs,
+    ) -> Result<PortalSession> {
+        tenants::revoke_portal_session(&self.client().await?, tenant_id, id, now).await
+    }
 }
 
 #[async_trait]

@@ -172,3 +172,74 @@ pub(super) async fn counts(c: &impl GenericClient, id: &str) -> Result<StateCoun
     }
     Ok(counts)
 }
+
+/// A portal session's row as `PORTAL_SESSION` and `ACTIVE_PORTAL_SESSION` read it.
+fn portal_session_row(r: &Row) -> PortalSession {
+    PortalSession {
+        id: r.get(0),
+        tenant_id: r.get(1),
+        scope: r.get(2),
+        created_at: r.get(3),
+        expires_at: r.get(4),
+        revoked_at: r.get(5),
+        created_by: r.get(6),
+    }
+}
+
+async fn portal_session(
+    c: &impl GenericClient,
+    tenant_id: &str,
+    id: &str,
+) -> Result<PortalSession> {
+    query_opt(c, queries::PORTAL_SESSION, &[&id, &tenant_id])
+        .await?
+        .map(|r| portal_session_row(&r))
+        .ok_or_else(|| not_found("portal session", id))
+}
+
+pub(super) async fn create_portal_session(
+    c: &impl GenericClient,
+    new: &NewPortalSession,
+    now: UnixMs,
+) -> Result<PortalSession> {
+    let made = execute(
+        c,
+        queries::CREATE_PORTAL_SESSION,
+        &[
+            &new.id,
+            &new.tenant_id,
+            &new.token_sha256,
+            &new.scope,
+            &now,
+            &new.expires_at,
+            &new.created_by,
+        ],
+    )
+    .await?;
+    if made == 0 {
+        return Err(not_found("tenant", &new.tenant_id));
+    }
+    portal_session(c, &new.tenant_id, &new.id).await
+}
+
+pub(super) async fn active_portal_session(
+    c: &impl GenericClient,
+    token_sha256: &str,
+    now: UnixMs,
+) -> Result<Option<PortalSession>> {
+    Ok(
+        query_opt(c, queries::ACTIVE_PORTAL_SESSION, &[&token_sha256, &now])
+            .await?
+            .map(|r| portal_session_row(&r)),
+    )
+}
+
+pub(super) async fn revoke_portal_session(
+    c: &impl GenericClient,
+    tenant_id: &str,
+    id: &str,
+    now: UnixMs,
+) -> Result<PortalSession> {
+    execute(c, queries::REVOKE_PORTAL_SESSION, &[&id, &tenant_id, &now]).await?;
+    portal_session(c, tenant_id, id).await
+}

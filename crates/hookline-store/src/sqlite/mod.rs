@@ -274,6 +274,38 @@ impl Tenants for SqliteStore {
         let id = id.to_owned();
         self.read(move |c| tenants::counts(c, &id)).await
     }
+
+    async fn create_portal_session(
+        &self,
+        new: NewPortalSession,
+        now: UnixMs,
+    ) -> Result<PortalSession> {
+        self.writer
+            .write(move |w| tenants::create_portal_session(&w.conn, &new, now))
+            .await
+    }
+
+    async fn active_portal_session(
+        &self,
+        token_sha256: &str,
+        now: UnixMs,
+    ) -> Result<Option<PortalSession>> {
+        let hash = token_sha256.to_owned();
+        self.read(move |c| tenants::active_portal_session(c, &hash, now))
+            .await
+    }
+
+    async fn revoke_portal_session(
+        &self,
+        tenant_id: &str,
+        id: &str,
+        now: UnixMs,
+    ) -> Result<PortalSession> {
+        let (tenant_id, id) = (tenant_id.to_owned(), id.to_owned());
+        self.writer
+            .write(move |w| tenants::revoke_portal_session(&w.conn, &tenant_id, &id, now))
+            .await
+    }
 }
 
 #[async_trait]

@@ -142,6 +142,10 @@ crate::sql::statements! {
         TENANT_SUBSCRIBERS,
         TENANT_SUBSCRIBER_COUNT,
         TENANT_STATE_COUNTS,
+        CREATE_PORTAL_SESSION,
+        PORTAL_SESSION,
+        ACTIVE_PORTAL_SESSION,
+        REVOKE_PORTAL_SESSION,
         PUBLISH_LIMIT,
         SET_PUBLISH_TAT,
     }

@@ -133,3 +133,66 @@ pub(super) fn counts(c: &Connection, id: &str) -> Result<StateCounts> {
     }
     Ok(counts)
 }
+
+/// A portal session's row as `PORTAL_SESSION` and `ACTIVE_PORTAL_SESSION` read it.
+fn portal_session_row(r: &Row<'_>) -> rusqlite::Result<PortalSession> {
+    Ok(PortalSession {
+        id: r.get(0)?,
+        tenant_id: r.get(1)?,
+        scope: r.get(2)?,
+        created_at: r.get(3)?,
+        expires_at: r.get(4)?,
+        revoked_at: r.get(5)?,
+        created_by: r.get(6)?,
+    })
+}
+
+fn portal_session(c: &Connection, tenant_id: &str, id: &str) -> Result<PortalSession> {
+    c.prepare_cached(queries::PORTAL_SESSION)?
+        .query_row([id, tenant_id], portal_session_row)
+        .optional()?
+        .ok_or_else(|| reads::not_found("portal session", id))
+}
+
+pub(super) fn create_portal_session(
+    c: &Connection,
+    new: &NewPortalSession,
+    now: UnixMs,
+) -> Result<PortalSession> {
+    let made = c
+        .prepare_cached(queries::CREATE_PORTAL_SESSION)?
+        .execute(params![
+            new.id,
+            new.tenant_id,
+            new.token_sha256,
+            new.scope,
+            now,
+            new.expires_at,
+            new.created_by
+        ])?;
+    if made == 0 {
+        return Err(reads::not_found("tenant", &new.tenant_id));
+    }
+    portal_session(c, &new.tenant_id, &new.id)
+}
+
+pub(super) fn active_portal_session(
+    c: &Connection,
+    token_sha256: &str,
+    now: UnixMs,
+) -> Result<Option<PortalSession>> {
+    Ok(c.prepare_cached(queries::ACTIVE_PORTAL_SESSION)?
+        .query_row(params![token_sha256, now], portal_session_row)
+        .optional()?)
+}
+
+pub(super) fn revoke_portal_session(
+    c: &Connection,
+    tenant_id: &str,
+    id: &str,
+    now: UnixMs,
+) -> Result<PortalSession> {
+    c.prepare_cached(queries::REVOKE_PORTAL_SESSION)?
+        .execute(params![id, tenant_id, now])?;
+    portal_session(c, tenant_id, id)
+}

@@ -27,15 +27,20 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The caller a bearer token names, comparing against every token so timing tells nothing.
-pub fn authenticate(tokens: &[ApiToken], header: Option<&str>) -> Result<Caller, ApiError> {
-    // The scheme is case-insensitive (RFC 9110): `bearer` and `BEARER` are `Bearer`.
-    let presented = header
+/// The token of an `Authorization: Bearer` header. The scheme is case-insensitive (RFC 9110):
+/// `bearer` and `BEARER` are `Bearer`.
+fn bearer(header: Option<&str>) -> Option<&str> {
+    header
         .and_then(|h| h.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token)
-        .ok_or_else(|| unauthorized("send Authorization: Bearer <token>"))?;
-    let hash = sha256(presented.trim());
+        .map(|(_, token)| token.trim())
+}
+
+/// The caller a bearer token names, comparing against every token so timing tells nothing.
+pub fn authenticate(tokens: &[ApiToken], header: Option<&str>) -> Result<Caller, ApiError> {
+    let presented =
+        bearer(header).ok_or_else(|| unauthorized("send Authorization: Bearer <token>"))?;
+    let hash = sha256(presented);
     let mut found = None;
     for token in tokens {
         if constant_time_eq(&hash, &token.sha256) {
@@ -105,7 +110,38 @@ fn credentials(path: &str) -> bool {
     )
 }
 
-/// The middleware: open routes pass, the rest need a token whose scope allows them.
+/// The caller a portal session's token names, if it is one that may be used now. Its store
+/// read is by the token's hash (a random token's: its timing tells nothing).
+async fn portal_caller(ctx: &ApiContext, token: &str) -> Result<Option<Caller>, ApiError> {
+    if !token.starts_with(PORTAL_TOKEN_PREFIX) {
+        return Ok(None);
+    }
+    let hash = crate::tokens::sha256_hex(token);
+    let session = ctx
+        .store
+        .active_portal_session(&hash, ctx.clock.now_ms())
+        .await?;
+    Ok(session.and_then(|s| {
+        let scope = match s.scope.as_str() {
+            "admin" => Scope::Admin,
+            "read" => Scope::Read,
+            _ => return None,
+        };
+        Some(Caller {
+            name: format!("portal session {}", s.id),
+            scope,
+            tenant: Some(s.tenant_id),
+        })
+    }))
+}
+
+/// What a portal session's token starts with, so a config token is never looked up in the
+/// store, nor a portal one compared with the config's.
+pub const PORTAL_TOKEN_PREFIX: &str = "hlp_";
+
+/// The middleware: open routes pass, the rest need a token whose scope allows them: a
+/// configured token, or a portal session's (which also scopes a caller in open mode, so a
+/// tenant's portal works there too).
 pub async fn require_token(
     State(ctx): State<Arc<ApiContext>>,
     mut request: Request,
@@ -115,16 +151,30 @@ pub async fn require_token(
     let open_route = OPEN_ROUTES.contains(&path)
         || super::console::is_asset_path(path)
         || (path == "/metrics" && ctx.metrics_open);
-    if ctx.api_tokens.is_empty() || open_route {
-        return next.run(request).await;
-    }
     let header = request
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let caller = match authenticate(&ctx.api_tokens, header) {
+    let portal = match bearer(header) {
+        Some(token) if !open_route => match portal_caller(&ctx, token).await {
+            Ok(found) => found.ok_or(token.starts_with(PORTAL_TOKEN_PREFIX)),
+            Err(e) => return e.into_response(),
+        },
+        _ => Err(false),
+    };
+    let caller = match portal {
         Ok(caller) => caller,
-        Err(e) => return e.into_response(),
+        Err(true) => {
+            return unauthorized("the portal session has expired, was revoked, or never was")
+                .into_response()
+        }
+        Err(false) if ctx.api_tokens.is_empty() || open_route => {
+            return next.run(request).await;
+        }
+        Err(false) => match authenticate(&ctx.api_tokens, header) {
+            Ok(caller) => caller,
+            Err(e) => return e.into_response(),
+        },
     };
     if !allowed(request.method(), request.uri().path(), &caller) {
         return ApiError::forbidden(format!(

@@ -119,6 +119,8 @@ pub fn routes() -> OpenApiRouter<Arc<ApiContext>> {
         .routes(routes!(overview::overview))
         .routes(routes!(tenants::create, tenants::list))
         .routes(routes!(tenants::get, tenants::update, tenants::delete))
+        .routes(routes!(tenants::create_portal_session))
+        .routes(routes!(tenants::revoke_portal_session))
         .routes(routes!(subscribers::create, subscribers::list))
         .routes(routes!(
             subscribers::get,

@@ -5,15 +5,18 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::Json;
-use hookline_store::{NewTenant, TenantPatch};
+use axum::{Extension, Json};
+use hookline_policy::duration_ms;
+use hookline_store::{NewPortalSession, NewTenant, TenantPatch};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
-use super::error::{parse_json, ErrorEnvelope};
+use super::auth::Caller;
+use super::error::{parse_json, parse_optional_json, ErrorEnvelope};
 use super::subscribers::present;
 use super::tenancy::{Listing, Tenancy};
 use super::{page_limit, validate, views, Answer, ApiError, ApiState};
+use crate::config::parse_duration;
 
 const TAG: &str = "tenants";
 
@@ -203,4 +206,93 @@ pub async fn update(
 pub async fn delete(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::Tenant> {
     let t = ctx.store.delete_tenant(&id, ctx.clock.now_ms()).await?;
     Ok((StatusCode::OK, Json(views::tenant(&t))))
+}
+
+/// How long a portal session lasts when the request does not say.
+pub const DEFAULT_PORTAL_TTL: &str = "1h";
+/// A portal session lasts at most this long: it is for one sitting, not a standing credential.
+pub const MAX_PORTAL_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NewPortalSession)]
+pub(super) struct PortalSessionBody {
+    /// How long its token works, from 1 minute to 24 hours (default 1h).
+    #[schema(example = "1h")]
+    ttl: Option<String>,
+    /// `admin` (the default: the tenant manages its endpoints and replays) or `read`.
+    #[schema(example = "admin")]
+    scope: Option<String>,
+}
+
+/// Made for the platform's customer: a short-lived token of the tenant (shown once; only its
+/// hash is kept) and the portal's address with it, to open or embed.
+#[utoipa::path(post, path = "/v1/tenants/{id}/portal-sessions", operation_id = "create_portal_session", tag = TAG,
+    params(("id" = String, Path)),
+    request_body(content = Option<PortalSessionBody>, example = json!({"ttl": "1h", "scope": "admin"})),
+    responses(
+        (status = 201, description = "Made; the one answer that shows its token", body = views::CreatedPortalSession),
+        (status = 404, description = "No such tenant (or deleted)", body = ErrorEnvelope),
+    ))]
+pub async fn create_portal_session(
+    State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<views::CreatedPortalSession> {
+    let body = parse_optional_json(&body?)?.unwrap_or(PortalSessionBody {
+        ttl: None,
+        scope: None,
+    });
+    let ttl = parse_duration(body.ttl.as_deref().unwrap_or(DEFAULT_PORTAL_TTL))
+        .map_err(|m| ApiError::invalid(format!("ttl: {m}")))?;
+    if ttl < std::time::Duration::from_secs(60) || ttl > MAX_PORTAL_TTL {
+        return Err(ApiError::invalid("ttl must be from 1m to 24h"));
+    }
+    let scope = match body.scope.as_deref() {
+        None | Some("admin") => "admin",
+        Some("read") => "read",
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "scope must be \"admin\" or \"read\", not {other:?}"
+            )))
+        }
+    };
+    let now = ctx.clock.now_ms();
+    let token = crate::tokens::new_portal_token();
+    let new = NewPortalSession {
+        id: validate::generate("ps", now),
+        tenant_id: id,
+        token_sha256: crate::tokens::sha256_hex(&token),
+        scope: scope.to_owned(),
+        expires_at: now.saturating_add(duration_ms(ttl)),
+        created_by: caller.map(|Extension(c)| c.name),
+    };
+    let session = ctx.store.create_portal_session(new, now).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(views::CreatedPortalSession {
+            url: format!("/portal#token={token}"),
+            token,
+            session: views::portal_session(&session),
+        }),
+    ))
+}
+
+/// Ends it at once: its token is refused from the next request on.
+#[utoipa::path(delete, path = "/v1/tenants/{id}/portal-sessions/{session_id}", operation_id = "revoke_portal_session", tag = TAG,
+    params(("id" = String, Path), ("session_id" = String, Path)),
+    responses(
+        (status = 200, description = "Revoked", body = views::PortalSession),
+        (status = 404, description = "No such session of this tenant", body = ErrorEnvelope),
+    ))]
+pub async fn revoke_portal_session(
+    State(ctx): ApiState,
+    Path((id, session_id)): Path<(String, String)>,
+) -> Answer<views::PortalSession> {
+    let session = ctx
+        .store
+        .revoke_portal_session(&id, &session_id, ctx.clock.now_ms())
+        .await?;
+    Ok((StatusCode::OK, Json(views::portal_session(&session))))
 }

@@ -542,6 +542,51 @@ pub fn tenant(t: &store::Tenant) -> Tenant {
     }
 }
 
+/// A portal session: never its token, but after its creation.
+#[derive(Serialize, ToSchema)]
+pub struct PortalSession {
+    #[schema(example = "ps_18c2f0a1b2c3")]
+    pub id: String,
+    pub tenant_id: String,
+    /// `admin` or `read`.
+    pub scope: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// Its token is refused from then on.
+    #[schema(format = DateTime)]
+    pub expires_at: String,
+    #[schema(format = DateTime, required = true)]
+    pub revoked_at: Option<String>,
+    /// The token that made it.
+    #[schema(required = true)]
+    pub created_by: Option<String>,
+}
+
+pub fn portal_session(s: &store::PortalSession) -> PortalSession {
+    PortalSession {
+        id: s.id.clone(),
+        tenant_id: s.tenant_id.clone(),
+        scope: s.scope.clone(),
+        created_at: rfc3339(s.created_at),
+        expires_at: rfc3339(s.expires_at),
+        revoked_at: s.revoked_at.map(rfc3339),
+        created_by: s.created_by.clone(),
+    }
+}
+
+/// A portal session just made: the one answer that shows its token.
+#[derive(Serialize, ToSchema)]
+pub struct CreatedPortalSession {
+    #[serde(flatten)]
+    pub session: PortalSession,
+    /// A tenant's bearer token (`hlp_...`), valid until `expires_at`.
+    pub token: String,
+    /// The portal with the token in its fragment (never sent to a server): open it, or embed
+    /// it from an origin in `[portal] frame_ancestors`.
+    #[schema(example = "/portal#token=hlp_...")]
+    pub url: String,
+}
+
 /// `"dry_run": true`: what a replay would release now.
 #[derive(Serialize, ToSchema)]
 pub struct ReplayPreview {

@@ -392,10 +392,7 @@ fn token_new(name: &str, scope: crate::tokens::Scope, tenant: Option<&str>) -> a
         crate::api::validate::tenant_id(tenant).map_err(|e| anyhow!("--tenant: {}", e.message))?;
     }
     let token = crate::tokens::new_token();
-    let hash: String = crate::tokens::sha256(&token)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hash = crate::tokens::sha256_hex(&token);
     let scope = scope.to_possible_value().expect("every scope has a name");
     println!("token (shown once; give it to the client, keep it secret):\n  {token}\n");
     println!("add to the config file:\n");

@@ -463,10 +463,7 @@ macro_rules! on_both_backends {
 
 /// The config lines of an API token (`tenant`: a tenant's token).
 pub fn api_token(name: &str, token: &str, scope: &str, tenant: Option<&str>) -> String {
-    let hex: String = hookline::tokens::sha256(token)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = hookline::tokens::sha256_hex(token);
     let tenant = tenant.map_or(String::new(), |t| format!("tenant = \"{t}\"\n"));
     format!("[[api_tokens]]\nname = \"{name}\"\nsha256 = \"{hex}\"\nscope = \"{scope}\"\n{tenant}")
 }

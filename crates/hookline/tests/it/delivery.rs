@@ -41,8 +41,8 @@ async fn a_clean_first_attempt() {
     let receipt = app.publish("SHP-20418", "shipment.out_for_delivery").await;
     assert_eq!(
         receipt,
-        json!({"id": "SHP-20418", "type": "shipment.out_for_delivery", "deliveries": 1,
-               "unversioned": 0})
+        json!({"id": "SHP-20418", "tenant_id": null, "type": "shipment.out_for_delivery",
+               "deliveries": 1, "unversioned": 0})
     );
 
     let id = "SHP-20418:subscriber-731";

@@ -544,3 +544,102 @@ async fn globex_as_seen_by_its_own_token(app: &TestApp) -> Vec<Value> {
     }
     seen
 }
+
+/// A portal session is a short-lived token of its tenant: it acts as that tenant's token until
+/// it expires or is revoked, and it is refused from then on.
+#[tokio::test]
+async fn portal_sessions_act_for_their_tenant_until_they_end() {
+    let rx = Receiver::start(|path, _| if path == "/dead" { 400 } else { 200 }).await;
+    let app = TestApp::start(&tokens()).await;
+    two_tenants(&app, &rx).await;
+    let sessions = "/v1/tenants/acme/portal-sessions";
+    for (body, says) in [
+        (json!({"ttl": "10s"}), "ttl"),
+        (json!({"ttl": "25h"}), "ttl"),
+        (json!({"scope": "owner"}), "scope"),
+        (json!({"lifetime": "1h"}), "lifetime"),
+    ] {
+        let (code, err) = app.call_as(Some(OPS), "POST", sessions, Some(body)).await;
+        assert_eq!(code, 422, "{err}");
+        assert!(
+            err["error"]["message"].as_str().unwrap().contains(says),
+            "{err}"
+        );
+    }
+    let (code, _) = app
+        .call_as(
+            Some(OPS),
+            "POST",
+            "/v1/tenants/nobody/portal-sessions",
+            None,
+        )
+        .await;
+    assert_eq!(code, 404);
+    // A tenant cannot make its own sessions (nor anyone else's).
+    assert_eq!(app.call_as(Some(ACME), "POST", sessions, None).await.0, 403);
+
+    let (code, made) = app
+        .call_as(Some(OPS), "POST", sessions, Some(json!({"ttl": "1h"})))
+        .await;
+    assert_eq!(code, 201, "{made}");
+    let token = made["token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("hlp_"), "{made}");
+    assert_eq!(made["url"], format!("/portal#token={token}"));
+    assert_eq!(
+        (made["tenant_id"].as_str(), made["scope"].as_str()),
+        (Some("acme"), Some("admin"))
+    );
+    let portal = async |method: &str, path: &str, body: Option<Value>| {
+        app.call_as(Some(&token), method, path, body).await
+    };
+    let (code, page) = portal("GET", "/v1/subscribers", None).await;
+    assert_eq!(code, 200);
+    let mut mine = ids(&page);
+    mine.sort();
+    assert_eq!(mine, ["acme-dead", "acme-ok"]);
+    assert_eq!(
+        portal("GET", "/v1/subscribers/globex-ok", None).await.0,
+        404
+    );
+    assert_eq!(
+        portal("POST", "/v1/tenants", Some(json!({"id": "x"})))
+            .await
+            .0,
+        403
+    );
+    let (_, me) = portal("GET", "/v1/whoami", None).await;
+    assert_eq!(me["tenant_id"], "acme");
+    let created = json!({"id": "acme-portal", "url": rx.url("/ok")});
+    let (code, s) = portal("POST", "/v1/subscribers", Some(created)).await;
+    assert_eq!((code, s["tenant_id"].as_str()), (201, Some("acme")), "{s}");
+
+    // A read session reads, and changes nothing.
+    let (_, read) = app
+        .call_as(Some(OPS), "POST", sessions, Some(json!({"scope": "read"})))
+        .await;
+    let read_token = read["token"].as_str().unwrap();
+    let (code, _) = app
+        .call_as(Some(read_token), "DELETE", "/v1/subscribers/acme-ok", None)
+        .await;
+    assert_eq!(code, 403);
+
+    // Revoked: refused at once. Expired: refused from `expires_at` on.
+    let revoke = format!("{sessions}/{}", read["id"].as_str().unwrap());
+    let (code, revoked) = app.call_as(Some(OPS), "DELETE", &revoke, None).await;
+    assert_eq!(code, 200, "{revoked}");
+    assert!(revoked["revoked_at"].is_string());
+    let (code, _) = app
+        .call_as(Some(read_token), "GET", "/v1/subscribers", None)
+        .await;
+    assert_eq!(code, 401);
+    let other = format!(
+        "/v1/tenants/globex/portal-sessions/{}",
+        made["id"].as_str().unwrap()
+    );
+    assert_eq!(app.call_as(Some(OPS), "DELETE", &other, None).await.0, 404);
+    assert_eq!(portal("GET", "/v1/subscribers", None).await.0, 200);
+    app.clock.advance(std::time::Duration::from_secs(3600));
+    let (code, err) = portal("GET", "/v1/subscribers", None).await;
+    assert_eq!(code, 401, "{err}");
+    app.stop().await;
+}

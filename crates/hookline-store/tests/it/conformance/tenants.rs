@@ -429,3 +429,62 @@ pub(crate) async fn tenant_quotas_refuse_and_store_nothing(h: &impl Harness) {
     // Half a second later one more fits.
     accepted(&*store, event_of(Some("acme"), "e2", "t"), T0 + 500).await;
 }
+
+pub(crate) async fn portal_sessions_expire_are_revoked_and_end_with_their_tenant(h: &impl Harness) {
+    let store = h.open().await;
+    for t in ["acme", "globex"] {
+        store.create_tenant(tenant(t), T0).await.unwrap();
+    }
+    let session = |id: &str, tenant: &str, hash: &str| NewPortalSession {
+        id: id.into(),
+        tenant_id: tenant.into(),
+        token_sha256: hash.into(),
+        scope: "admin".into(),
+        expires_at: T0 + 3_600_000,
+        created_by: Some("ops".into()),
+    };
+    let made = store
+        .create_portal_session(session("ps1", "acme", "aa11"), T0)
+        .await
+        .unwrap();
+    assert_eq!((made.tenant_id.as_str(), made.created_at), ("acme", T0));
+    assert!(matches!(
+        store
+            .create_portal_session(session("ps2", "nobody", "bb22"), T0)
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+    let active = |hash: &'static str, at: i64| {
+        let store = store.clone();
+        async move { store.active_portal_session(hash, at).await.unwrap() }
+    };
+    assert_eq!(
+        active("aa11", T0 + 1).await.map(|s| s.id),
+        Some("ps1".into())
+    );
+    assert_eq!(
+        active("aa11", T0 + 3_600_000).await,
+        None,
+        "refused at expires_at"
+    );
+    assert_eq!(active("ffff", T0).await, None);
+    // Another tenant cannot revoke it; its own revocation holds at once.
+    assert!(matches!(
+        store.revoke_portal_session("globex", "ps1", T0 + 2).await,
+        Err(StoreError::NotFound(_))
+    ));
+    let revoked = store
+        .revoke_portal_session("acme", "ps1", T0 + 2)
+        .await
+        .unwrap();
+    assert_eq!(revoked.revoked_at, Some(T0 + 2));
+    assert_eq!(active("aa11", T0 + 3).await, None);
+    // A deleted tenant's sessions end with it.
+    store
+        .create_portal_session(session("ps3", "globex", "cc33"), T0)
+        .await
+        .unwrap();
+    assert!(active("cc33", T0 + 1).await.is_some());
+    store.delete_tenant("globex", T0 + 4).await.unwrap();
+    assert_eq!(active("cc33", T0 + 5).await, None);
+}
