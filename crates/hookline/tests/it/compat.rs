@@ -455,12 +455,41 @@ async fn rollback_and_upgrade_again(db: Db) {
     let secrets: HashMap<&str, Vec<&str>> =
         HashMap::from([("s-rotated", vec![SECRET, ROTATED_TO])]);
 
-    // This release: an attempt in flight when it is killed.
+    // This release: an attempt in flight when it is killed, and a tenant's subscriber with a
+    // delivery in flight too (rows of a migration the previous release does not know).
     let current = Api::start(this_release(), dir.path(), &db).await;
     current.subscriber("s-inflight", &rx).await;
+    current
+        .call(
+            reqwest::Method::POST,
+            "/v1/tenants",
+            Some(json!({"id": "acme"})),
+        )
+        .await;
+    current
+        .call(
+            reqwest::Method::POST,
+            "/v1/subscribers",
+            Some(
+                json!({"id": "s-tenant", "url": rx.url("/s-tenant"), "tenant_id": "acme",
+                        "event_types": ["t.s-tenant"], "secret": SECRET}),
+            ),
+        )
+        .await;
     let gate = rx.hold().await;
     current.publish("inflight", "s-inflight").await;
+    current
+        .call(
+            reqwest::Method::POST,
+            "/v1/events",
+            Some(
+                json!({"id": "tenant-event", "type": "t.s-tenant", "tenant_id": "acme",
+                        "payload": {"shipment": "tenant-event"}}),
+            ),
+        )
+        .await;
     in_flight(&rx, "inflight:s-inflight").await;
+    in_flight(&rx, "tenant-event:s-tenant").await;
     current.kill_9().await;
     drop(gate);
     every_state(&url, &rx).await;
@@ -480,6 +509,7 @@ async fn rollback_and_upgrade_again(db: Db) {
             "b3:s-breaker",
             "versions:s-pinned",
             "inflight:s-inflight",
+            "tenant-event:s-tenant",
         ],
         &secrets,
     )
@@ -546,6 +576,19 @@ async fn rollback_and_upgrade_again(db: Db) {
         .await;
     let sent = rx.received_for("unversioned:s-old");
     assert_eq!(sent.last().unwrap().json()["payload_version"], 1);
+    // The tenant and its rows came through the rollback as they were.
+    let tenant = again
+        .call(
+            reqwest::Method::GET,
+            "/v1/deliveries/tenant-event:s-tenant",
+            None,
+        )
+        .await;
+    assert_eq!(tenant["tenant_id"], "acme");
+    let listed = again
+        .call(reqwest::Method::GET, "/v1/subscribers?tenant_id=acme", None)
+        .await;
+    assert_eq!(listed["items"][0]["id"], "s-tenant");
     let status = std::process::Command::new(this_release())
         .args(["migrate", "--status", "--database", &url])
         .output()
