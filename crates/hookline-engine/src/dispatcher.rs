@@ -70,7 +70,7 @@ struct Shared {
     sender: Sender,
     wake: Arc<Notify>,
     slots: Arc<Slots>,
-    latency_labels: telemetry::LatencyLabels,
+    labels: telemetry::Labels,
     slowness: Arc<std::sync::Mutex<Slowness>>,
     hosts: Arc<HostLoad>,
     meter: Arc<Meter>,
@@ -147,7 +147,7 @@ pub struct DispatcherParts {
     pub delivery: DeliveryConfig,
     /// Which destinations attempts may connect to.
     pub guard: Arc<Guard>,
-    pub latency_labels: telemetry::LatencyLabels,
+    pub labels: telemetry::Labels,
     /// Where completed attempts and busy slots are counted, for the capacity model.
     pub meter: Arc<Meter>,
     /// Where a claim or completions the store failed to commit are recorded for `/healthz`.
@@ -162,7 +162,7 @@ impl Dispatcher {
             policies,
             delivery,
             guard,
-            latency_labels,
+            labels,
             meter,
             failed_commits,
         } = parts;
@@ -186,7 +186,7 @@ impl Dispatcher {
                 sender: Sender::new(delivery.attempt_timeout, guard),
                 wake: wake.clone(),
                 slots: slots.clone(),
-                latency_labels,
+                labels,
                 slowness: slowness.clone(),
                 hosts: HostLoad::new(delivery.max_in_flight_per_host),
                 meter,
@@ -536,8 +536,9 @@ async fn attempt(
                 && d.lost_attempt_started_at.is_none()
                 && d.window_start == d.first_seen,
             policy: &policy.name,
+            tenant: d.destination.tenant_id.as_deref(),
         },
-        s.latency_labels,
+        s.labels,
     );
     let completion = Completion {
         key: d.key,

@@ -548,6 +548,7 @@ mod tests {
             lost_attempt_started_at: None,
             destination: Arc::new(Destination {
                 subscriber_id: "s".into(),
+                tenant_id: None,
                 origin: hookline_store::Origin::of_url(&url),
                 url,
                 secrets: vec![crate::signer::new_secret()],

@@ -111,6 +111,8 @@ pub struct AttemptSeen<'a> {
     pub first_ever: bool,
     /// The policy that decided what followed.
     pub policy: &'a str,
+    /// Its subscriber's tenant.
+    pub tenant: Option<&'a str>,
 }
 
 /// Whether delivery latency is labelled by subscriber (`metrics.per_subscriber_labels`): one
@@ -121,19 +123,50 @@ pub enum LatencyLabels {
     Unlabelled,
 }
 
-pub fn attempt(a: &AttemptSeen<'_>, labels: LatencyLabels) {
-    counter!(
-        names::ATTEMPTS_TOTAL,
-        "ordinal" => a.ordinal.to_string(),
-        "outcome" => a.outcome.as_str(),
-        "policy" => a.policy.to_owned(),
-    )
-    .increment(1);
+/// Whether attempts, first-attempt latency and publishes carry a `tenant` label
+/// (`metrics.per_tenant_labels`): a series per tenant, `""` for what has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TenantLabels {
+    PerTenant,
+    Unlabelled,
+}
+
+impl TenantLabels {
+    /// The `tenant` label of `tenant`'s series, if labelled.
+    pub fn label(self, tenant: Option<&str>) -> Vec<metrics::Label> {
+        match self {
+            TenantLabels::PerTenant => {
+                vec![metrics::Label::new(
+                    "tenant",
+                    tenant.unwrap_or("").to_owned(),
+                )]
+            }
+            TenantLabels::Unlabelled => Vec::new(),
+        }
+    }
+}
+
+/// How the dispatcher's metrics are labelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Labels {
+    pub latency: LatencyLabels,
+    pub tenant: TenantLabels,
+}
+
+pub fn attempt(a: &AttemptSeen<'_>, labels: Labels) {
+    let tenant = labels.tenant.label(a.tenant);
+    let mut attempt_labels = vec![
+        metrics::Label::new("ordinal", a.ordinal.to_string()),
+        metrics::Label::new("outcome", a.outcome.as_str()),
+        metrics::Label::new("policy", a.policy.to_owned()),
+    ];
+    attempt_labels.extend(tenant.iter().cloned());
+    counter!(names::ATTEMPTS_TOTAL, attempt_labels).increment(1);
     let series = subscriber_series();
-    let subscriber = (labels == LatencyLabels::PerSubscriber).then_some(a.subscriber_id);
+    let subscriber = (labels.latency == LatencyLabels::PerSubscriber).then_some(a.subscriber_id);
     series.attempt_duration(subscriber, a.outcome, a.duration.as_secs_f64());
     if a.first_ever {
-        histogram!(names::FIRST_ATTEMPT_LATENCY_SECONDS)
+        histogram!(names::FIRST_ATTEMPT_LATENCY_SECONDS, tenant)
             .record(seconds(a.started_at - a.accepted_at));
     }
     if a.outcome == Outcome::Success {

@@ -145,6 +145,7 @@ impl Subscriber {
     pub fn destination(&self, now: UnixMs) -> Destination {
         Destination {
             subscriber_id: self.id.clone(),
+            tenant_id: self.tenant_id.clone(),
             url: self.url.clone(),
             origin: self.origin.clone(),
             secrets: self.signing_secrets(now),
@@ -724,6 +725,8 @@ pub struct ClaimRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Destination {
     pub subscriber_id: String,
+    /// Its subscriber's tenant, for the metrics labelled by tenant.
+    pub tenant_id: Option<String>,
     pub url: String,
     /// The origin of `url`, which the cap per host counts by.
     pub origin: Origin,

@@ -119,7 +119,10 @@ pub async fn start(
             policies: policies.in_force(),
             delivery: config.delivery.clone(),
             guard: config.guard.clone(),
-            latency_labels: config.metrics.latency_labels,
+            labels: hookline_engine::telemetry::Labels {
+                latency: config.metrics.latency_labels,
+                tenant: config.metrics.tenant_labels,
+            },
             meter: capacity.meter.clone(),
             failed_commits: failed_commits.clone(),
         })
@@ -166,6 +169,7 @@ pub async fn start(
             .map_or_else(Default::default, |d| d.waker()),
         api_tokens: config.api_tokens.clone(),
         metrics_open: config.metrics.open,
+        tenant_labels: config.metrics.tenant_labels,
         listen: config.listen,
         health,
         policies,

@@ -132,9 +132,14 @@ pub fn http_connection_closed(reason: &'static str) {
     counter!(names::HTTP_CONNECTIONS_CLOSED_TOTAL, "reason" => reason).increment(1);
 }
 
-pub fn event_accepted(deliveries: u64) {
-    counter!(names::EVENTS_ACCEPTED_TOTAL).increment(1);
-    counter!(names::FANOUT_DELIVERIES_TOTAL).increment(deliveries);
+pub fn event_accepted(
+    deliveries: u64,
+    tenant: Option<&str>,
+    labels: hookline_engine::telemetry::TenantLabels,
+) {
+    let tenant = labels.label(tenant);
+    counter!(names::EVENTS_ACCEPTED_TOTAL, tenant.clone()).increment(1);
+    counter!(names::FANOUT_DELIVERIES_TOTAL, tenant).increment(deliveries);
 }
 
 pub fn replayed(selected: u64) {

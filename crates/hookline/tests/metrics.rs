@@ -221,6 +221,38 @@ async fn metrics_move_as_deliveries_happen() {
         (Some(1.0), Some(3.0))
     );
     assert_eq!(sample(&text, "hookline_attempts_shed_total", &[]), None);
+
+    // A tenant's publishes, attempts and first-attempt latency are counted under its name.
+    app.call("POST", "/v1/tenants", Some(json!({"id": "acme"})))
+        .await;
+    let (code, _) = app
+        .call(
+            "POST",
+            "/v1/subscribers",
+            Some(json!({"id": "acme-ok", "url": rx.url("/ok"), "tenant_id": "acme"})),
+        )
+        .await;
+    assert_eq!(code, 201);
+    let event = json!({"id": "e4", "type": "t", "payload": {}, "tenant_id": "acme"});
+    assert_eq!(app.call("POST", "/v1/events", Some(event)).await.0, 202);
+    app.delivery_when("e4:acme-ok", "delivered", |d| state(d) == "delivered")
+        .await;
+    let text = scrape(&app).await;
+    let acme = [("tenant", "acme")];
+    assert_eq!(
+        sample(&text, "hookline_events_accepted_total", &acme),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "hookline_fanout_deliveries_total", &acme),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "hookline_first_attempt_latency_seconds_count", &acme),
+        Some(1.0)
+    );
+    let labels = [("ordinal", "1"), ("outcome", "success"), ("tenant", "acme")];
+    assert_eq!(sample(&text, "hookline_attempts_total", &labels), Some(1.0));
     promtool_accepts(&text);
     app.stop().await;
 }

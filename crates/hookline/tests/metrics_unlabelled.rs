@@ -1,5 +1,6 @@
-//! `metrics.per_subscriber_labels = false`: latency without a subscriber label, for fleets too
-//! large for one series per subscriber. Its own test binary: the recorder is process-wide.
+//! `metrics.per_subscriber_labels = false` and `per_tenant_labels = false`: latency without a
+//! subscriber label and nothing by tenant, for fleets too large for one series per subscriber
+//! or tenant. Its own test binary: the recorder is process-wide.
 
 mod common;
 
@@ -8,7 +9,8 @@ use common::*;
 #[tokio::test]
 async fn latency_without_subscriber_labels() {
     let rx = Receiver::start(|_, _| 200).await;
-    let app = TestApp::start("[metrics]\nper_subscriber_labels = false").await;
+    let app =
+        TestApp::start("[metrics]\nper_subscriber_labels = false\nper_tenant_labels = false").await;
     app.subscriber("s1", &rx.url("/ok")).await;
     app.publish("e1", "t").await;
     app.delivery_when("e1:s1", "delivered", |d| state(d) == "delivered")
@@ -24,5 +26,6 @@ async fn latency_without_subscriber_labels() {
         "{text}"
     );
     assert!(!text.contains("subscriber=\""), "{text}");
+    assert!(!text.contains("tenant=\""), "{text}");
     app.stop().await;
 }

@@ -277,7 +277,11 @@ pub async fn publish(
             ctx.capacity
                 .accepted(receipt.deliveries - receipt.unversioned);
             drop(turn);
-            crate::telemetry::event_accepted(receipt.deliveries);
+            crate::telemetry::event_accepted(
+                receipt.deliveries,
+                receipt.tenant_id.as_deref(),
+                ctx.tenant_labels,
+            );
             ctx.wake.notify_one();
             Ok((StatusCode::ACCEPTED, Json(views::receipt(&receipt))))
         }

@@ -54,6 +54,8 @@ pub struct ApiContext {
     pub api_tokens: Vec<auth::ApiToken>,
     /// `/metrics` needs no token.
     pub metrics_open: bool,
+    /// Whether publishes are counted by tenant.
+    pub tenant_labels: hookline_engine::telemetry::TenantLabels,
     /// Where this process listens: in open mode, requests must be addressed to it (or to a
     /// loopback name).
     pub listen: std::net::SocketAddr,

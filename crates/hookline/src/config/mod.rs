@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use hookline_engine::config::DeliveryConfig;
 use hookline_engine::destination::Guard;
-use hookline_engine::telemetry::LatencyLabels;
+use hookline_engine::telemetry::{LatencyLabels, TenantLabels};
 use hookline_policy::{BreakerConfig, Jitter, RetryPolicy};
 use serde::Deserialize;
 
@@ -124,6 +124,7 @@ struct BreakerFile {
 struct MetricsFile {
     refresh_interval: Option<String>,
     per_subscriber_labels: Option<bool>,
+    per_tenant_labels: Option<bool>,
     open: Option<bool>,
 }
 
@@ -133,6 +134,8 @@ pub struct MetricsConfig {
     pub refresh_interval: Duration,
     /// Label delivery latency by subscriber (switch off for very large fleets).
     pub latency_labels: LatencyLabels,
+    /// Label attempts, first-attempt latency and publishes by tenant.
+    pub tenant_labels: TenantLabels,
     /// Serve `/metrics` without a token.
     pub open: bool,
 }
@@ -374,6 +377,11 @@ impl Config {
                 LatencyLabels::PerSubscriber
             } else {
                 LatencyLabels::Unlabelled
+            },
+            tenant_labels: if given("metrics.per_tenant_labels", m.per_tenant_labels)? {
+                TenantLabels::PerTenant
+            } else {
+                TenantLabels::Unlabelled
             },
             open: given("metrics.open", m.open)?,
         };
