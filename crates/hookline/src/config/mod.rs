@@ -740,6 +740,14 @@ mod tests {
         let ok = Config::from_toml(&token("ci", &good, "publish")).unwrap();
         assert_eq!(ok.api_tokens[0].sha256, [0xab; 32]);
         assert_eq!(ok.api_tokens[0].scope, Scope::Publish);
+        assert_eq!(ok.api_tokens[0].tenant, None);
+        // A tenant's token names a tenant by the tenant id rules (it need not exist yet).
+        let of = |tenant: &str| token("acme", &good, "admin") + &format!("tenant = \"{tenant}\"\n");
+        let acme = Config::from_toml(&of("merchant-acme")).unwrap();
+        assert_eq!(acme.api_tokens[0].tenant.as_deref(), Some("merchant-acme"));
+        for bad in ["", "a:b", "..", &"x".repeat(129)] {
+            assert!(refused(&of(bad)).contains("api_tokens.tenant"), "{bad:?}");
+        }
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! where the audit needs it.
 
 use crate::common::*;
-use hookline::tokens::sha256;
 use serde_json::{json, Value};
 
 const ADMIN: &str = "hl_admin-token-for-tests";
@@ -207,7 +206,7 @@ fn token_new_prints_a_token_and_its_hash() {
         .split_whitespace()
         .find(|w| w.starts_with("hl_"))
         .expect("a token");
-    let hex: String = sha256(token).iter().map(|b| format!("{b:02x}")).collect();
+    let hex = hookline::tokens::sha256_hex(token);
     assert!(text.contains(&format!("sha256 = \"{hex}\"")), "{text}");
     assert!(
         text.contains("scope = \"publish\"") && text.contains("name = \"ci\""),
@@ -217,6 +216,27 @@ fn token_new_prints_a_token_and_its_hash() {
     let config = &text[text.find("[[api_tokens]]").unwrap()..];
     let parsed = hookline::config::Config::from_toml(config).unwrap();
     assert_eq!(parsed.api_tokens[0].name, "ci");
+
+    // A tenant's token: the same, with its tenant; a tenant id that breaks the rules is refused.
+    let tenant = |id: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+            .args([
+                "token", "new", "--name", "acme", "--scope", "admin", "--tenant", id,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = tenant("merchant-acme");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let config = &text[text.find("[[api_tokens]]").unwrap()..];
+    let parsed = hookline::config::Config::from_toml(config).unwrap();
+    assert_eq!(
+        parsed.api_tokens[0].tenant.as_deref(),
+        Some("merchant-acme")
+    );
+    let refused = tenant("a:b");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--tenant"));
 }
 
 #[tokio::test]

@@ -102,10 +102,7 @@ async fn every_route_the_router_serves_is_in_the_document() {
 /// answers without a token, every other one answers 401.
 #[tokio::test]
 async fn the_document_says_which_routes_need_a_token() {
-    let hex: String = hookline::tokens::sha256("hl_openapi_test")
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = hookline::tokens::sha256_hex("hl_openapi_test");
     let app = TestApp::start(&format!(
         "[[api_tokens]]\nname = \"ops\"\nsha256 = \"{hex}\"\nscope = \"admin\"\n"
     ))
