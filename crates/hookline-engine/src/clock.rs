@@ -96,9 +96,30 @@ pub fn rfc3339(ms: UnixMs) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
+/// A time written as [`rfc3339`] writes it (UTC, `Z`; the fraction optional), as milliseconds.
+pub fn parse_rfc3339(text: &str) -> Option<UnixMs> {
+    let t = humantime::parse_rfc3339(text).ok()?;
+    let ms = t.duration_since(UNIX_EPOCH).ok()?.as_millis();
+    UnixMs::try_from(ms).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_read_back_as_written() {
+        for ms in [0, 1_786_784_400_123, 253_402_300_799_999] {
+            assert_eq!(parse_rfc3339(&rfc3339(ms)), Some(ms));
+        }
+        assert_eq!(
+            parse_rfc3339("2026-08-15T09:00:00Z"),
+            Some(1_786_784_400_000)
+        );
+        for bad in ["", "yesterday", "2026-08-15", "2026-08-15T09:00:00+02:00"] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn times_outside_four_digit_years_are_written_at_the_edge() {

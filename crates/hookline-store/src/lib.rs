@@ -198,6 +198,14 @@ pub trait DeliveryQueue: Send + Sync + 'static {
 
     async fn get_event(&self, id: &str) -> Result<Event>;
 
+    /// Events newest first (by acceptance, then id), each with its delivery counts.
+    async fn list_events(
+        &self,
+        filter: EventFilter,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Event>>;
+
     /// Leases up to `limit` due deliveries, oldest due first, counting each as an attempt.
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ClaimedDelivery>>;
 

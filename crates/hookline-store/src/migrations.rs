@@ -253,6 +253,13 @@ pub(crate) const LATER: &[Migration] = &[
         "tenants: subscribers, events and replays that belong to one, quotas, portal sessions",
         index "subscribers_tenant"
     ),
+    migration!(
+        24,
+        "0024_events_accepted",
+        BASELINE,
+        "events newest first, for the event search",
+        index "events_accepted"
+    ),
 ];
 
 /// A migration as the database records it.

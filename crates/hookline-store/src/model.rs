@@ -655,6 +655,19 @@ impl SubscriberFilter {
     }
 }
 
+/// What an event search keeps; each filter `None` keeps everything.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub event_type: Option<String>,
+    /// Types starting with this (case-sensitive, as types are compared).
+    pub type_prefix: Option<String>,
+    pub tenant_id: Option<String>,
+    /// Accepted at or after.
+    pub since: Option<UnixMs>,
+    /// Accepted before.
+    pub until: Option<UnixMs>,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct DeliveryFilter {
     /// Only this tenant's.

@@ -42,6 +42,33 @@ impl DeathPosition {
     }
 }
 
+/// An event's place in a search (newest first: accepted later, then the greater id), and its
+/// cursor (`accepted_at:id`; an id may hold `:`, the time never does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EventPosition(pub i64, pub String);
+
+impl std::fmt::Display for EventPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.0, self.1)
+    }
+}
+
+impl EventPosition {
+    /// Parses a search cursor as [`page`] wrote it; none starts at the newest.
+    pub fn parse(cursor: Option<String>) -> Result<Self> {
+        let Some(c) = cursor else {
+            // Past every time a row can hold, and past every id at that time.
+            return Ok(EventPosition(i64::MAX, String::new()));
+        };
+        let parsed = c
+            .split_once(':')
+            .and_then(|(at, id)| Some(EventPosition(at.parse().ok()?, id.to_owned())));
+        parsed.filter(|p| !p.1.is_empty()).ok_or_else(|| {
+            StoreError::Invalid(format!("cursor {c:?} is not a cursor this API returned"))
+        })
+    }
+}
+
 /// Parses a list cursor; every backend pages by its row key.
 pub(crate) fn parse_cursor(cursor: Option<String>) -> Result<i64> {
     parse_cursor_in(cursor, ListOrder::OldestFirst)

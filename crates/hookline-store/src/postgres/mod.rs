@@ -460,6 +460,16 @@ impl DeliveryQueue for PostgresStore {
         reads::event(&self.client().await?, id).await
     }
 
+    async fn list_events(
+        &self,
+        filter: EventFilter,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Event>> {
+        let after = EventPosition::parse(cursor)?;
+        reads::events(&self.client().await?, &filter, limit, after).await
+    }
+
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
         if request.limit == 0 {
             return Ok(Vec::new());

@@ -67,6 +67,7 @@ crate::sql::statements! {
         EVENT_BODIES,
         NOTIFY,
         NOTIFY_WITH,
+        EVENT_PAGE,
     }
     "maintenance.sql" => {
         HEARTBEAT,

@@ -113,6 +113,38 @@ pub(super) async fn subscribers(
     Ok(page(rows, limit))
 }
 
+/// A page of events newest first, after `after` (see `EVENT_PAGE`).
+pub(super) async fn events(
+    c: &impl GenericClient,
+    filter: &EventFilter,
+    limit: u32,
+    after: EventPosition,
+) -> Result<Page<Event>> {
+    let EventPosition(at, id) = after;
+    let keys = query(
+        c,
+        queries::EVENT_PAGE,
+        &[
+            &at,
+            &id,
+            &filter.event_type,
+            &filter.type_prefix,
+            &filter.tenant_id,
+            &filter.since.unwrap_or(i64::MIN),
+            &filter.until.unwrap_or(i64::MAX),
+            &(i64::from(limit) + 1),
+        ],
+    )
+    .await?;
+    let mut rows = Vec::with_capacity(keys.len());
+    for key in &keys {
+        let (at, id): (i64, String) = (key.get(0), key.get(1));
+        let e = event(c, &id).await?;
+        rows.push((EventPosition(at, id), e));
+    }
+    Ok(page(rows, limit))
+}
+
 pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
     let r = query_opt(c, queries::EVENT, &[&id])
         .await?

@@ -392,6 +392,17 @@ impl DeliveryQueue for SqliteStore {
         self.read(move |c| reads::event(c, &id)).await
     }
 
+    async fn list_events(
+        &self,
+        filter: EventFilter,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Event>> {
+        let after = EventPosition::parse(cursor)?;
+        self.read(move |c| reads::events(c, &filter, limit, after))
+            .await
+    }
+
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
         self.writer
             .write(move |w| writes::claim_due(w, &request))

@@ -63,6 +63,7 @@ crate::sql::statements! {
         INSERT_EVENT,
         INSERT_EARLIER_PAYLOAD,
         EVENT_BODY,
+        EVENT_PAGE,
     }
     "maintenance.sql" => {
         HEARTBEAT,

@@ -128,6 +128,37 @@ pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
     Ok(event)
 }
 
+/// A page of events newest first, after `after` (see `EVENT_PAGE`).
+pub(super) fn events(
+    c: &Connection,
+    filter: &EventFilter,
+    limit: u32,
+    after: EventPosition,
+) -> Result<Page<Event>> {
+    let EventPosition(at, id) = after;
+    let keys = c
+        .prepare_cached(queries::EVENT_PAGE)?
+        .query_map(
+            params![
+                at,
+                id,
+                filter.event_type,
+                filter.type_prefix,
+                filter.tenant_id,
+                filter.since.unwrap_or(i64::MIN),
+                filter.until.unwrap_or(i64::MAX),
+                i64::from(limit) + 1
+            ],
+            |r| Ok(EventPosition(r.get(0)?, r.get(1)?)),
+        )?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let rows = keys
+        .into_iter()
+        .map(|key| Ok((key.clone(), event(c, &key.1)?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(page(rows, limit))
+}
+
 /// The versions of an event below its latest, ascending.
 pub(super) fn earlier_payloads(c: &Connection, event_id: &str) -> Result<Vec<(i64, String)>> {
     Ok(c.prepare_cached(queries::EARLIER_PAYLOADS)?

@@ -1,19 +1,20 @@
 //! `/v1/events`: publish once, fan out to every matching subscriber.
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Extension;
 use axum::Json;
-use hookline_store::{NewEvent, PublishOutcome, StoreError};
+use hookline_store::{EventFilter, NewEvent, PublishOutcome, StoreError};
+use serde::Deserialize;
 use serde_json::{Map, Value};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Caller, Scope};
 use super::error::{parse_json, ErrorEnvelope};
-use super::tenancy::Tenancy;
-use super::{validate, views, Answer, ApiError, ApiState};
+use super::tenancy::{Listing, Tenancy};
+use super::{page_limit, validate, views, Answer, ApiError, ApiState};
 
 const TAG: &str = "events";
 
@@ -293,6 +294,79 @@ pub async fn publish(
              payload_version, or published by another token or for another tenant"
         ))),
     }
+}
+
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventQuery {
+    /// Only events of this type.
+    #[serde(rename = "type")]
+    #[param(rename = "type", min_length = 1, max_length = 256)]
+    event_type: Option<String>,
+    /// Only events whose type starts with this (case-sensitive), e.g. `shipment.`.
+    #[param(min_length = 1, max_length = 256)]
+    type_prefix: Option<String>,
+    /// Only this tenant's.
+    #[param(min_length = 1)]
+    tenant_id: Option<String>,
+    /// Accepted at or after (RFC 3339, UTC, e.g. `2026-12-05T09:00:00Z`).
+    #[param(format = DateTime)]
+    since: Option<String>,
+    /// Accepted before (RFC 3339, UTC).
+    #[param(format = DateTime)]
+    until: Option<String>,
+    /// 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+    /// `next_cursor` of the page before.
+    #[param(min_length = 1)]
+    cursor: Option<String>,
+}
+
+fn instant(name: &str, text: Option<&str>) -> Result<Option<i64>, ApiError> {
+    text.map(|t| {
+        hookline_engine::clock::parse_rfc3339(t).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "{name} must be an RFC 3339 time in UTC, like 2026-12-05T09:00:00Z"
+            ))
+        })
+    })
+    .transpose()
+}
+
+/// Newest first (by acceptance), each with its delivery counts by state. The type filters
+/// compare types exactly as published (case-sensitive).
+#[utoipa::path(get, path = "/v1/events", operation_id = "list_events", tag = TAG, params(EventQuery),
+    responses((status = 200, description = "A page of events", body = views::Page<views::Event>)))]
+pub async fn list(
+    State(ctx): ApiState,
+    tenancy: Tenancy,
+    query: Result<Query<EventQuery>, QueryRejection>,
+) -> Answer<views::Page<views::Event>> {
+    let Query(q) = query?;
+    let limit = page_limit(q.limit)?;
+    if let Some(t) = &q.event_type {
+        validate::event_type(t)?;
+    }
+    if let Some(prefix) = &q.type_prefix {
+        validate::event_type(prefix)
+            .map_err(|_| ApiError::invalid("type_prefix must be 1 to 256 printable characters"))?;
+    }
+    let since = instant("since", q.since.as_deref())?;
+    let until = instant("until", q.until.as_deref())?;
+    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id) else {
+        return Ok((StatusCode::OK, Json(views::Page::empty())));
+    };
+    let filter = EventFilter {
+        event_type: q.event_type,
+        type_prefix: q.type_prefix,
+        tenant_id,
+        since,
+        until,
+    };
+    let page = ctx.store.list_events(filter, limit, q.cursor).await?;
+    Ok((StatusCode::OK, Json(views::page(&page, views::event))))
 }
 
 /// A publish-scope token sees its own events only.

@@ -132,7 +132,7 @@ pub fn routes() -> OpenApiRouter<Arc<ApiContext>> {
         .routes(routes!(subscribers::secret))
         .routes(routes!(subscribers::headers))
         .routes(routes!(subscribers::rotate_secret))
-        .routes(routes!(events::publish))
+        .routes(routes!(events::publish, events::list))
         .routes(routes!(events::get))
         .routes(routes!(deliveries::list))
         .routes(routes!(deliveries::get))
@@ -194,8 +194,9 @@ fn catch_panics() -> tower_http::catch_panic::CatchPanicLayer<
 pub const IGNORES_QUERIES: [&str; 3] = ["/healthz", "/metrics", "/console"];
 
 /// The routes that read query parameters (and refuse unknown ones themselves).
-const QUERIED: [&str; 8] = [
+const QUERIED: [&str; 9] = [
     "/v1/tenants",
+    "/v1/events",
     "/v1/subscribers",
     "/v1/deliveries",
     "/v1/dead-letters",

@@ -1294,3 +1294,64 @@ async fn a_full_disk_answers_503_and_degrades_health_at_once() {
     assert_eq!(app.call("POST", "/v1/events", Some(event)).await.0, 202);
     app.stop().await;
 }
+
+/// `GET /v1/events`: newest first, by type, type prefix and time, paged; bad filters are
+/// refused by name.
+#[tokio::test]
+async fn events_are_found_by_type_prefix_and_time() {
+    let app = TestApp::start("").await;
+    for (id, ty) in [
+        ("e1", "shipment.delivered"),
+        ("e2", "invoice.paid"),
+        ("e3", "shipment.eta.changed"),
+    ] {
+        app.publish(id, ty).await;
+        app.clock.advance(std::time::Duration::from_secs(1));
+    }
+    let ids = |page: &Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (code, all) = app.call("GET", "/v1/events", None).await;
+    assert_eq!(code, 200, "{all}");
+    assert_eq!(ids(&all), ["e3", "e2", "e1"]);
+    assert!(all["items"][0]["counts"].is_object());
+    let (_, shipments) = app
+        .call("GET", "/v1/events?type_prefix=shipment.", None)
+        .await;
+    assert_eq!(ids(&shipments), ["e3", "e1"]);
+    let (_, paid) = app.call("GET", "/v1/events?type=invoice.paid", None).await;
+    assert_eq!(ids(&paid), ["e2"]);
+    let (_, first) = app.call("GET", "/v1/events?limit=2", None).await;
+    assert_eq!(ids(&first), ["e3", "e2"]);
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let (_, rest) = app
+        .call("GET", &format!("/v1/events?limit=2&cursor={cursor}"), None)
+        .await;
+    assert_eq!(ids(&rest), ["e1"]);
+    use hookline_engine::clock::Clock;
+    let since = hookline_engine::clock::rfc3339(app.clock.now_ms() - 2_000);
+    let (_, recent) = app
+        .call("GET", &format!("/v1/events?since={since}"), None)
+        .await;
+    assert_eq!(ids(&recent), ["e3", "e2"]);
+    for (query, says) in [
+        ("since=yesterday", "since"),
+        ("until=2026-12-05", "until"),
+        ("limit=0", "limit"),
+        ("cursor=nonsense", "cursor"),
+        ("kind=x", "kind"),
+    ] {
+        let (code, err) = app.call("GET", &format!("/v1/events?{query}"), None).await;
+        assert_eq!(code, 422, "{query}: {err}");
+        assert!(
+            err["error"]["message"].as_str().unwrap().contains(says),
+            "{err}"
+        );
+    }
+    app.stop().await;
+}

@@ -132,6 +132,7 @@ macro_rules! all_cases {
             tenants::a_tenant_s_dead_letters_and_replays_are_its_own,
             tenants::tenant_quotas_refuse_and_store_nothing,
             tenants::portal_sessions_expire_are_revoked_and_end_with_their_tenant,
+            events::events_are_searched_newest_first_and_paged,
         );
     };
 }
@@ -235,6 +236,7 @@ async fn kill_all(store: &dyn Store, now: i64, reason: DeadReason) -> usize {
 }
 mod capacity;
 mod dead_letters;
+mod events;
 mod limits;
 mod policies;
 mod queue;

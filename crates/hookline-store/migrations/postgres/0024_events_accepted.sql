@@ -1,0 +1,2 @@
+-- Only an index on an existing table, built concurrently after the transaction
+-- (0024_events_accepted.index.sql): events newest first, for GET /v1/events.
