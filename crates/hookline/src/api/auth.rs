@@ -110,28 +110,40 @@ fn credentials(path: &str) -> bool {
     )
 }
 
-/// The caller a portal session's token names, if it is one that may be used now. Its store
-/// read is by the token's hash (a random token's: its timing tells nothing).
-async fn portal_caller(ctx: &ApiContext, token: &str) -> Result<Option<Caller>, ApiError> {
-    if !token.starts_with(PORTAL_TOKEN_PREFIX) {
-        return Ok(None);
-    }
+/// What a presented bearer token is, before the configured tokens are consulted.
+enum Presented {
+    /// A portal session's token that may be used now.
+    Portal(Caller),
+    /// A portal session's token that may not (expired, revoked, its tenant deleted, or never
+    /// made): refused whatever the configured tokens say.
+    EndedPortal,
+    /// Not a portal session's token (or none): the configured tokens decide.
+    Other,
+}
+
+/// What `token` is. A portal session is read by the token's hash (a random token's: its
+/// timing tells nothing).
+async fn presented(ctx: &ApiContext, token: Option<&str>) -> Result<Presented, ApiError> {
+    let Some(token) = token.filter(|t| t.starts_with(PORTAL_TOKEN_PREFIX)) else {
+        return Ok(Presented::Other);
+    };
     let hash = crate::tokens::sha256_hex(token);
     let session = ctx
         .store
         .active_portal_session(&hash, ctx.clock.now_ms())
         .await?;
-    Ok(session.and_then(|s| {
-        let scope = match s.scope.as_str() {
-            "admin" => Scope::Admin,
-            "read" => Scope::Read,
-            _ => return None,
-        };
-        Some(Caller {
-            name: format!("portal session {}", s.id),
-            scope,
-            tenant: Some(s.tenant_id),
-        })
+    let Some(s) = session else {
+        return Ok(Presented::EndedPortal);
+    };
+    let scope = match s.scope.as_str() {
+        "admin" => Scope::Admin,
+        "read" => Scope::Read,
+        _ => return Ok(Presented::EndedPortal),
+    };
+    Ok(Presented::Portal(Caller {
+        name: format!("portal session {}", s.id),
+        scope,
+        tenant: Some(s.tenant_id),
     }))
 }
 
@@ -155,23 +167,18 @@ pub async fn require_token(
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let portal = match bearer(header) {
-        Some(token) if !open_route => match portal_caller(&ctx, token).await {
-            Ok(found) => found.ok_or(token.starts_with(PORTAL_TOKEN_PREFIX)),
-            Err(e) => return e.into_response(),
-        },
-        _ => Err(false),
-    };
-    let caller = match portal {
-        Ok(caller) => caller,
-        Err(true) => {
+    let token = bearer(header).filter(|_| !open_route);
+    let caller = match presented(&ctx, token).await {
+        Err(e) => return e.into_response(),
+        Ok(Presented::Portal(caller)) => caller,
+        Ok(Presented::EndedPortal) => {
             return unauthorized("the portal session has expired, was revoked, or never was")
                 .into_response()
         }
-        Err(false) if ctx.api_tokens.is_empty() || open_route => {
+        Ok(Presented::Other) if ctx.api_tokens.is_empty() || open_route => {
             return next.run(request).await;
         }
-        Err(false) => match authenticate(&ctx.api_tokens, header) {
+        Ok(Presented::Other) => match authenticate(&ctx.api_tokens, header) {
             Ok(caller) => caller,
             Err(e) => return e.into_response(),
         },
