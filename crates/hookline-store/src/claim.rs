@@ -100,8 +100,9 @@ struct SubscriberBudget {
 /// What a claim needs to know of a subscriber, beyond its status.
 pub(crate) struct Limits<'a> {
     pub id: &'a str,
-    /// What the cap per host counts by.
-    pub origin: Cow<'a, Origin>,
+    /// Its origin's text ([`Origin::stored_text`]): what the cap per host counts by. Text, so
+    /// a due row's is borrowed from the row.
+    pub origin: Cow<'a, str>,
     pub breaker: hookline_policy::Breaker,
     pub max_in_flight: Option<u32>,
     pub rate_limit_per_second: Option<f64>,
@@ -113,7 +114,7 @@ impl<'a> Limits<'a> {
     /// [`ClaimBudget::unclaimable`] needs.
     pub(crate) fn in_flight_bound(
         id: &'a str,
-        origin: Cow<'a, Origin>,
+        origin: Cow<'a, str>,
         max_in_flight: Option<u32>,
         breaker: hookline_policy::Breaker,
     ) -> Self {
@@ -175,7 +176,7 @@ impl Subscriber {
     pub(crate) fn limits(&self) -> Limits<'_> {
         Limits {
             id: &self.id,
-            origin: Cow::Borrowed(&self.origin),
+            origin: Cow::Borrowed(self.origin.as_str()),
             breaker: self.breaker,
             max_in_flight: self.max_in_flight,
             rate_limit_per_second: self.rate_limit_per_second,
@@ -251,9 +252,12 @@ impl ClaimBudget {
             if !open && in_flight >= limits.cap(self.now, self.default_cap) {
                 full.push(limits.id.to_owned());
             }
-            let n = host_in_flight
-                .entry(limits.origin.into_owned())
-                .or_default();
+            let n = match host_in_flight.get_mut(limits.origin.as_ref()) {
+                Some(n) => n,
+                None => host_in_flight
+                    .entry(Origin::from_text(limits.origin))
+                    .or_default(),
+            };
             *n = n.saturating_add(in_flight);
         }
         if let Some(cap) = self.host_cap {
@@ -300,7 +304,7 @@ impl ClaimBudget {
             .or_insert_with(|| SubscriberBudget {
                 slots: s.cap(now, default_cap).saturating_sub(in_flight),
                 next_at: s.rate_next_at,
-                origin: s.origin.clone().into_owned(),
+                origin: Origin::from_text(s.origin.clone()),
             });
         if let BreakerState::Open { until } = s.breaker.state(now) {
             return Admission::Defer(until);
@@ -312,7 +316,11 @@ impl ClaimBudget {
             return Admission::Skip;
         }
         let host_slots = match self.host_cap {
-            Some(cap) => Some(self.hosts.entry(budget.origin.clone()).or_insert(cap)),
+            // Looked up before it is cloned: most rows' origins are in the map already.
+            Some(cap) => Some(match self.hosts.get_mut(budget.origin.as_str()) {
+                Some(left) => left,
+                None => self.hosts.entry(budget.origin.clone()).or_insert(cap),
+            }),
             None => None,
         };
         if host_slots.as_ref().is_some_and(|left| **left == 0) {
@@ -540,8 +548,8 @@ fn extend_sorted<'a, T: Ord + Clone + 'a>(
 mod tests {
     use super::*;
 
-    fn origin() -> Cow<'static, Origin> {
-        Cow::Owned(Origin::of_url("https://gateway.example"))
+    fn origin() -> Cow<'static, str> {
+        Cow::Borrowed("https://gateway.example")
     }
 
     fn request(limit: usize) -> ClaimRequest {

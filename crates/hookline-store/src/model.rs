@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use hookline_policy::{Breaker, DeadReason, Outcome, UnixMs};
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -61,6 +63,17 @@ impl Origin {
     /// by an older binary since this one started; the next start fills it in).
     pub(crate) fn stored(stored: Option<String>, url: &str) -> Self {
         stored.map_or_else(|| Self::of_url(url), Origin)
+    }
+
+    /// [`Origin::stored`] as text borrowed from the row: what a claim reads for every due row,
+    /// where an allocation per row cost PostgreSQL's claims measurably.
+    pub(crate) fn stored_text<'a>(stored: Option<&'a str>, url: &str) -> Cow<'a, str> {
+        stored.map_or_else(|| Cow::Owned(Self::of_url(url).0), Cow::Borrowed)
+    }
+
+    /// The origin whose text [`Origin::stored_text`] read.
+    pub(crate) fn from_text(text: Cow<'_, str>) -> Self {
+        Origin(text.into_owned())
     }
 
     pub fn as_str(&self) -> &str {

@@ -1,6 +1,5 @@
 //! Every PostgreSQL write. Each runs inside the caller's transaction.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -377,7 +376,7 @@ pub(super) async fn claim_due(
     let busy = busy_rows
         .iter()
         .map(|r| {
-            let origin = Cow::Owned(Origin::stored(r.get(4), r.get(5)));
+            let origin = Origin::stored_text(r.get(4), r.get(5));
             let limits =
                 Limits::in_flight_bound(r.get(0), origin, r.int_opt(2)?, breaker(r, 3, 6)?);
             Ok((limits, r.bigint(1)?))
@@ -413,7 +412,7 @@ pub(super) async fn claim_due(
                 status: SubscriberStatus::parse(status).ok_or_else(|| corrupt("status", status))?,
                 limits: Limits {
                     id: subscriber,
-                    origin: Cow::Owned(Origin::stored(r.get(8), r.get(9))),
+                    origin: Origin::stored_text(r.get(8), r.get(9)),
                     breaker: breaker(r, 3, 10)?,
                     max_in_flight: r.int_opt(4)?,
                     rate_limit_per_second: r.get(5),

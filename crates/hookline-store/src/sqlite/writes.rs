@@ -413,7 +413,7 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
         .collect::<rusqlite::Result<Vec<String>>>()?;
     let mut excluded = budget.unclaimable(
         busy.iter().map(|(s, n)| {
-            let origin = Cow::Borrowed(&s.origin);
+            let origin = Cow::Borrowed(s.origin.as_str());
             let limits = Limits::in_flight_bound(&s.id, origin, s.max_in_flight, s.breaker);
             (limits, *n)
         }),
