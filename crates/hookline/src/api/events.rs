@@ -220,6 +220,7 @@ pub(super) fn new_event(
         earlier_payloads: versions,
         published_by: None,
         admit_at_most: None,
+        only_subscriber: None,
     })
 }
 
