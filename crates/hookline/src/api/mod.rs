@@ -130,6 +130,7 @@ pub fn routes() -> OpenApiRouter<Arc<ApiContext>> {
         .routes(routes!(subscribers::secret))
         .routes(routes!(subscribers::headers))
         .routes(routes!(subscribers::rotate_secret))
+        .routes(routes!(subscribers::send_test_event))
         .routes(routes!(events::publish))
         .routes(routes!(events::get))
         .routes(routes!(deliveries::list))
