@@ -297,6 +297,9 @@ pub struct NewEvent {
     /// Admission: at most this many deliveries may be created, else nothing is stored
     /// (`StoreError::OverCapacity`). A re-publish of an accepted event is answered regardless.
     pub admit_at_most: Option<u64>,
+    /// Fans out to this subscriber only, whatever its event types (a test event): it must be
+    /// of the event's tenant and not revoked, else nothing is stored (`Conflict`).
+    pub only_subscriber: Option<String>,
 }
 
 impl NewEvent {
@@ -311,6 +314,7 @@ impl NewEvent {
             earlier_payloads: Vec::new(),
             published_by: None,
             admit_at_most: None,
+            only_subscriber: None,
         }
     }
 

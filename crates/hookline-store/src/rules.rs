@@ -345,6 +345,19 @@ pub(crate) fn admitted(event: &NewEvent, deliveries: u64) -> Result<()> {
     }
 }
 
+/// A fan-out to one subscriber (`NewEvent::only_subscriber`) that reached nobody: refused (and
+/// the transaction rolled back by the caller's error), as a test event that goes nowhere would
+/// be a receipt of nothing. Reached by a revocation that won the race with the caller's read.
+pub(crate) fn reached_its_subscriber(event: &NewEvent, deliveries: u64) -> Result<()> {
+    match &event.only_subscriber {
+        Some(id) if deliveries == 0 => Err(StoreError::Conflict(format!(
+            "subscriber {id:?} is revoked, or not of the event's tenant: the event would reach \
+             nobody, so nothing was stored"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The answer to starting a rollout while `running` runs.
 pub(crate) fn rollout_running(running: &str) -> StoreError {
     StoreError::Conflict(format!(

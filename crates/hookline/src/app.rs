@@ -178,6 +178,7 @@ pub async fn start(
         queue,
         caps: config.delivery.in_flight_caps(),
         drill_reports: config.drill_reports.clone(),
+        portal_frame_ancestors: config.portal_frame_ancestors.clone(),
     });
     let router = match role {
         Role::Worker => api::health_router(ctx),

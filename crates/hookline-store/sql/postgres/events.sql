@@ -24,16 +24,18 @@ SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0), pub
 FROM events WHERE id = $1;
 
 -- name: SHARE_LOCK_PAUSED
--- The paused subscribers an event of type $1 for tenant $2 (NULL: none) fans out to,
--- share-locked: a resume in progress
--- either committed (and the publish sees the subscriber active) or waits for the publish, then
--- releases what it held.
+-- The paused subscribers an event of type $1 for tenant $2 (NULL: none) fans out to (with $3, a
+-- test event's: subscriber $3 alone, whatever its event types), share-locked: a resume in
+-- progress either committed (and the publish sees the subscriber active) or waits for the
+-- publish, then releases what it held.
 SELECT 1 FROM subscribers
 WHERE status = 'paused' AND tenant_id IS NOT DISTINCT FROM $2
-  AND (cardinality(event_types) = 0 OR $1 = ANY (event_types))
+  AND (id = $3
+       OR ($3 IS NULL AND (cardinality(event_types) = 0 OR $1 = ANY (event_types))))
 ORDER BY id FOR SHARE;
 
 -- name: FAN_OUT
+-- (With $10, a test event, to subscriber $10 alone, whatever its event types.)
 -- A delivery of event $1 of type $2, published at $3, to every matching subscriber that is not
 -- revoked and of tenant $9 (NULL: none) ($4 the latest version, $5 every version, $6 the
 -- oldest, $7 the dead reason and $8 the error of an unversioned delivery), and how many it made and how many are dead at once.
@@ -61,7 +63,8 @@ WITH fanned AS (
     FROM subscribers s
     WHERE s.status <> 'revoked'
       AND s.tenant_id IS NOT DISTINCT FROM $9
-      AND (cardinality(s.event_types) = 0 OR $2 = ANY (s.event_types))
+      AND (s.id = $10
+           OR ($10 IS NULL AND (cardinality(s.event_types) = 0 OR $2 = ANY (s.event_types))))
     ORDER BY s.seq
     RETURNING state)
 SELECT count(*), count(*) FILTER (WHERE state = 'dead') FROM fanned;

@@ -19,14 +19,17 @@ FROM events WHERE id = ?1;
 
 -- name: FANNED_OUT_TO
 -- The subscribers an event of type ?2 for tenant ?3 (NULL: none) fans out to, and whether each
--- is pinned below every version it has (?1, the oldest): its delivery is dead at once. The same
--- subscribers as FAN_OUT's.
+-- is pinned below every version it has (?1, the oldest): its delivery is dead at once. With ?4
+-- (a test event), subscriber ?4 alone, whatever its event types. The same subscribers as
+-- FAN_OUT's.
 SELECT s.id, coalesce(s.payload_version < ?1, FALSE)
 FROM subscribers s
 WHERE s.status != 'revoked'
   AND s.tenant_id IS ?3
-  AND (s.event_types = '[]'
-       OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2));
+  AND (s.id = ?4
+       OR (?4 IS NULL
+           AND (s.event_types = '[]'
+                OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))));
 
 -- name: FAN_OUT
 -- A delivery of event ?1 of type ?2, published at ?3, to each subscriber FANNED_OUT_TO reads
@@ -46,6 +49,7 @@ WHERE s.status != 'revoked'
 -- error; the caller spoils the batch on any error (`Writer::failed_after_writing`), which then
 -- runs again with a savepoint per job and undoes them. A test keeps the statement free of
 -- what would bring the journal back.
+-- With ?10 (a test event): subscriber ?10 alone, whatever its event types.
 INSERT OR FAIL INTO deliveries
     (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at,
      payload_version, dead_reason, dead_at, dead_error)
@@ -65,8 +69,10 @@ SELECT ?1 || ':' || s.id, ?1, s.id,
 FROM subscribers s
 WHERE s.status != 'revoked'
   AND s.tenant_id IS ?9
-  AND (s.event_types = '[]'
-       OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))
+  AND (s.id = ?10
+       OR (?10 IS NULL
+           AND (s.event_types = '[]'
+                OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))))
 ORDER BY s.seq;
 
 -- name: INSERT_EVENT

@@ -183,7 +183,7 @@ pub(super) async fn publish(
     execute(
         c,
         queries::SHARE_LOCK_PAUSED,
-        &[&event.event_type, &event.tenant_id],
+        &[&event.event_type, &event.tenant_id, &event.only_subscriber],
     )
     .await?;
     // One statement fans the event out to every matching subscriber that is not revoked, each
@@ -202,10 +202,12 @@ pub(super) async fn publish(
             &DeadReason::PermanentFailure.as_str(),
             &UNVERSIONED_ERROR,
             &event.tenant_id,
+            &event.only_subscriber,
         ],
     )
     .await?;
     let (deliveries, unversioned) = (non_negative(counts.get(0)), non_negative(counts.get(1)));
+    reached_its_subscriber(&event, deliveries)?;
     admitted(&event, deliveries - unversioned)?;
     count_dead(DeadReason::PermanentFailure, None, unversioned);
     execute(

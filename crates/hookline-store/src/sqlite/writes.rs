@@ -165,6 +165,7 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     // Refused before anything is written: a refusal after writing would make the writer run
     // its whole batch again (`writer.rs`), and refusals come in numbers when the writer is
     // busiest. Those dead at once take no room.
+    reached_its_subscriber(event, deliveries)?;
     admitted(event, deliveries - unversioned)?;
     if let Some(tenant) = &event.tenant_id {
         tenants::admit(c, tenant, now)?;
@@ -218,7 +219,12 @@ fn count_fan_out(
 ) -> Result<(u64, u64)> {
     let (mut deliveries, mut unversioned) = (0u64, 0u64);
     let mut fanned_out = c.prepare_cached(queries::FANNED_OUT_TO)?;
-    let mut rows = fanned_out.query(params![oldest, event.event_type, event.tenant_id])?;
+    let mut rows = fanned_out.query(params![
+        oldest,
+        event.event_type,
+        event.tenant_id,
+        event.only_subscriber
+    ])?;
     while let Some(r) = rows.next()? {
         deliveries += 1;
         if r.get::<_, bool>(1)? {
@@ -252,7 +258,8 @@ fn fan_out_rows(
         versions[0],
         DeadReason::PermanentFailure.as_str(),
         UNVERSIONED_ERROR,
-        event.tenant_id
+        event.tenant_id,
+        event.only_subscriber
     ])?;
     if inserted as u64 != counted {
         return Err(StoreError::backend(format!(

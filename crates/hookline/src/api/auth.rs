@@ -59,8 +59,8 @@ fn unauthorized(message: &str) -> ApiError {
 }
 
 /// Routes that need no token: a probe, and what holds no data (the OpenAPI document, the
-/// console's page; its files are `console::is_asset_path`).
-const OPEN_ROUTES: [&str; 3] = ["/healthz", "/openapi.json", "/console"];
+/// console's and the portal's pages; their files are `console::is_asset_path`).
+const OPEN_ROUTES: [&str; 4] = ["/healthz", "/openapi.json", "/console", "/portal"];
 
 /// Which callers may call a route: by scope, and a tenant's never the platform's own routes.
 /// `HEAD` is a `GET` without the body.

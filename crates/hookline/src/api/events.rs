@@ -6,6 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Extension;
 use axum::Json;
+use hookline_policy::UnixMs;
 use hookline_store::{EventFilter, NewEvent, PublishOutcome, StoreError};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -14,7 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::{Caller, Scope};
 use super::error::{parse_json, ErrorEnvelope};
 use super::tenancy::{Listing, Tenancy};
-use super::{page_limit, validate, views, Answer, ApiError, ApiState};
+use super::{page_limit, validate, views, Answer, ApiContext, ApiError, ApiState};
 
 const TAG: &str = "events";
 
@@ -221,6 +222,7 @@ pub(super) fn new_event(
         earlier_payloads: versions,
         published_by: None,
         admit_at_most: None,
+        only_subscriber: None,
     })
 }
 
@@ -254,6 +256,16 @@ pub async fn publish(
     let mut event = new_event(&body?, key, ctx.max_payload_bytes, now)?;
     event.tenant_id = tenancy.owner(event.tenant_id.take())?;
     event.published_by = caller.map(|Extension(c)| c.name);
+    publish_admitted(&ctx, event, now).await
+}
+
+/// Publishes `event` (checked, its tenant and publisher set) under admission: what
+/// `POST /v1/events` and a test event (`subscribers::send_test_event`) both answer.
+pub(super) async fn publish_admitted(
+    ctx: &ApiContext,
+    mut event: NewEvent,
+    now: UnixMs,
+) -> Answer<views::Receipt> {
     let id = event.id.clone();
     let turn = ctx.capacity.admission_turn().await;
     let (room, limit) = ctx.capacity.room();

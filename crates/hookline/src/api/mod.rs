@@ -73,6 +73,8 @@ pub struct ApiContext {
     pub caps: hookline_store::InFlightCaps,
     /// Where `/v1/drill/latest` looks.
     pub drill_reports: std::path::PathBuf,
+    /// Origins whose pages may frame `/portal` (checked origins; none when empty).
+    pub portal_frame_ancestors: Vec<String>,
 }
 
 pub type ApiState = State<Arc<ApiContext>>;
@@ -117,6 +119,7 @@ pub fn routes() -> OpenApiRouter<Arc<ApiContext>> {
         .routes(routes!(openapi::document_json))
         .routes(routes!(console::page))
         .routes(routes!(console::file))
+        .routes(routes!(console::portal))
         .routes(routes!(overview::whoami))
         .routes(routes!(overview::overview))
         .routes(routes!(tenants::create, tenants::list))
@@ -132,6 +135,7 @@ pub fn routes() -> OpenApiRouter<Arc<ApiContext>> {
         .routes(routes!(subscribers::secret))
         .routes(routes!(subscribers::headers))
         .routes(routes!(subscribers::rotate_secret))
+        .routes(routes!(subscribers::send_test_event))
         .routes(routes!(events::publish, events::list))
         .routes(routes!(events::get))
         .routes(routes!(deliveries::list))
@@ -190,8 +194,8 @@ fn catch_panics() -> tower_http::catch_panic::CatchPanicLayer<
 }
 
 /// Routes that ignore query parameters rather than refuse them: probes and scrapers add their
-/// own, and a link to the console may carry a tracking parameter.
-pub const IGNORES_QUERIES: [&str; 3] = ["/healthz", "/metrics", "/console"];
+/// own, and a link to the console or the portal may carry a tracking parameter.
+pub const IGNORES_QUERIES: [&str; 4] = ["/healthz", "/metrics", "/console", "/portal"];
 
 /// The routes that read query parameters (and refuse unknown ones themselves).
 const QUERIED: [&str; 9] = [

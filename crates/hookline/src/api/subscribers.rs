@@ -8,8 +8,8 @@ use axum::{Extension, Json};
 use hookline_engine::signer::{new_secret, SigningKey};
 use hookline_policy::{duration_ms, UnixMs};
 use hookline_store::{
-    DeliveryFilter, ListOrder, NewSubscriber, SubscriberFilter, SubscriberHeaders, SubscriberPatch,
-    SubscriberStatus,
+    DeliveryFilter, ListOrder, NewEvent, NewSubscriber, SubscriberFilter, SubscriberHeaders,
+    SubscriberPatch, SubscriberStatus,
 };
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
@@ -436,6 +436,54 @@ pub async fn rotate_secret(
                 .map(hookline_engine::clock::rfc3339),
         }),
     ))
+}
+
+/// A test event's type: none of a publisher's, so a receiver can tell it from real traffic.
+pub const TEST_EVENT_TYPE: &str = "hookline.test";
+
+/// A test event's payload: always this, naming the subscriber it was sent to.
+fn test_payload(subscriber_id: &str) -> String {
+    serde_json::json!({"test": true, "subscriber_id": subscriber_id}).to_string()
+}
+
+/// A test event of type `hookline.test` to this subscriber only, whatever its event types:
+/// `{"test": true, "subscriber_id": id}`, in the payload version it is pinned to (1 when
+/// unpinned), of its tenant, under admission and its tenant's publish rate like any event. A
+/// paused subscriber's waits until it is resumed. The receipt's delivery is
+/// `<receipt id>:<subscriber id>`.
+#[utoipa::path(post, path = "/v1/subscribers/{id}/test-event", operation_id = "send_test_event", tag = TAG, params(("id" = String, Path)),
+    responses(
+        (status = 202, description = "Accepted: the event and its one delivery are committed", body = views::Receipt),
+        (status = 404, description = "No such subscriber", body = ErrorEnvelope),
+        (status = 409, description = "The subscriber is revoked", body = ErrorEnvelope),
+        (status = 429, description = "`rate_limited`: the tenant's `max_events_per_second` refuses it now; nothing was stored",
+            body = ErrorEnvelope, headers(("retry-after" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "`over_capacity` or `storage_full`: nothing was stored",
+            body = ErrorEnvelope, headers(("retry-after" = u64, description = "Seconds to wait"))),
+    ))]
+pub async fn send_test_event(
+    State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
+    tenancy: Tenancy,
+    Path(id): Path<String>,
+) -> Answer<views::Receipt> {
+    let s = visible(&ctx, &tenancy, &id).await?;
+    if s.status == SubscriberStatus::Revoked {
+        return Err(ApiError::conflict(format!(
+            "subscriber {id:?} is revoked: it receives nothing, test events included"
+        )));
+    }
+    let now = ctx.clock.now_ms();
+    let mut event = NewEvent::single(
+        &validate::generate("test", now),
+        TEST_EVENT_TYPE,
+        &test_payload(&s.id),
+        s.payload_version.unwrap_or(1),
+    );
+    event.tenant_id = s.tenant_id;
+    event.only_subscriber = Some(s.id);
+    event.published_by = caller.map(|Extension(c)| c.name);
+    super::events::publish_admitted(&ctx, event, now).await
 }
 
 /// Fields left out keep their value.

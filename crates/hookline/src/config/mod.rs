@@ -67,12 +67,20 @@ struct FileConfig {
     admission: AdmissionFile,
     #[serde(default)]
     console: ConsoleFile,
+    #[serde(default)]
+    portal: PortalFile,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConsoleFile {
     drill_reports: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PortalFile {
+    frame_ancestors: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -194,6 +202,9 @@ pub struct Config {
     pub admission: AdmissionConfig,
     /// Where the console looks for the latest `hookline drill --json` report.
     pub drill_reports: std::path::PathBuf,
+    /// Origins whose pages may show the portal in a frame (its CSP's `frame-ancestors`); none
+    /// when empty. Each is an origin as a browser writes it (`https://platform.example`).
+    pub portal_frame_ancestors: Vec<String>,
 }
 
 /// Values given on the command line or in the environment; they win over the file.
@@ -422,8 +433,13 @@ impl Config {
                 "must name a directory (\".\" for the working directory)",
             ));
         }
+        let portal_frame_ancestors = given("portal.frame_ancestors", file.portal.frame_ancestors)?
+            .iter()
+            .map(|text| frame_ancestor(text))
+            .collect::<Result<_, _>>()?;
         Ok(Config {
             drill_reports: drill_reports.into(),
+            portal_frame_ancestors,
             admission,
             http,
             breaker,
@@ -495,6 +511,41 @@ fn networks(cidrs: Vec<String>) -> Result<Vec<IpNet>, ConfigError> {
             })
         })
         .collect()
+}
+
+/// An origin that may frame the portal, exactly as a browser serializes it (scheme, host, and
+/// a port other than the scheme's), since it goes into the portal's CSP as written: anything
+/// else a CSP source could say (a path, a wildcard, `'self'`, `*`, a scheme alone) would let
+/// more pages frame it than the one named.
+fn frame_ancestor(text: &str) -> Result<String, ConfigError> {
+    const KEY: &str = "portal.frame_ancestors";
+    const LIKE: &str = "an origin like \"https://platform.example\"";
+    let url =
+        url::Url::parse(text).map_err(|e| invalid(KEY, format!("{text:?} is not {LIKE} ({e})")))?;
+    let plain_host = match url.host() {
+        Some(url::Host::Domain(domain)) => domain
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.'),
+        Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)) => true,
+        None => false,
+    };
+    if !matches!(url.scheme(), "https" | "http") || !plain_host {
+        return Err(invalid(
+            KEY,
+            format!("{text:?} is not {LIKE}: http or https, and a host without wildcards"),
+        ));
+    }
+    let origin = url.origin().ascii_serialization();
+    if origin != text {
+        return Err(invalid(
+            KEY,
+            format!(
+                "{text:?} is not an origin: write {origin:?} (scheme, host and port only, no \
+                 path, no user, no default port)"
+            ),
+        ));
+    }
+    Ok(origin)
 }
 
 fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
@@ -747,6 +798,56 @@ mod tests {
         assert_eq!(acme.api_tokens[0].tenant.as_deref(), Some("merchant-acme"));
         for bad in ["", "a:b", "..", &"x".repeat(129)] {
             assert!(refused(&of(bad)).contains("api_tokens.tenant"), "{bad:?}");
+        }
+    }
+
+    /// The portal's framers go into its CSP as written: only origins, each as a browser writes
+    /// it, are taken; anything a CSP source could say beyond one origin is refused.
+    #[test]
+    fn the_portal_s_frame_ancestors_are_origins() {
+        assert!(Config::from_toml("")
+            .unwrap()
+            .portal_frame_ancestors
+            .is_empty());
+        let framers = "[portal]\nframe_ancestors = [\"https://platform.example\", \
+                       \"http://127.0.0.1:3000\", \"https://xn--bcher-kva.example\"]";
+        assert_eq!(
+            Config::from_toml(framers).unwrap().portal_frame_ancestors,
+            [
+                "https://platform.example",
+                "http://127.0.0.1:3000",
+                "https://xn--bcher-kva.example"
+            ]
+        );
+        for (bad, says) in [
+            (
+                "https://platform.example/",
+                "write \"https://platform.example\"",
+            ),
+            ("https://platform.example/portal", "no path"),
+            ("https://ops@platform.example", "no user"),
+            ("https://platform.example:443", "no default port"),
+            (
+                "HTTPS://Platform.example",
+                "write \"https://platform.example\"",
+            ),
+            (
+                "https://bücher.example",
+                "write \"https://xn--bcher-kva.example\"",
+            ),
+            ("https://*.platform.example", "without wildcards"),
+            ("*", "not an origin like"),
+            ("'self'", "not an origin like"),
+            ("https:", "not an origin like"),
+            ("data:text/html,x", "http or https"),
+            ("https://a.example; script-src *", "not an origin like"),
+            ("https://a.example https://b.example", "not an origin like"),
+        ] {
+            let e = refused(&format!("[portal]\nframe_ancestors = [{bad:?}]"));
+            assert!(
+                e.contains("portal.frame_ancestors") && e.contains(says),
+                "{bad}: {e}"
+            );
         }
     }
 

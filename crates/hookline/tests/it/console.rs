@@ -5,226 +5,19 @@
 //! control. Each page's screenshot goes to `HOOKLINE_CONSOLE_SCREENSHOTS` when set (how
 //! `docs/console/` is made), else to a temporary directory.
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
+use crate::browser::{screenshots, Browser};
 use crate::common::{external_tool, Receiver, TestApp};
-use base64::Engine;
 use hookline::tokens::sha256;
 use serde_json::{json, Value};
 
 const ADMIN: &str = "hl_console_admin_token";
 const READER: &str = "hl_console_read_token";
-/// How long the browser may take to show something before the test fails.
-const PATIENCE: Duration = Duration::from_secs(30);
 
 fn token_config(name: &str, token: &str, scope: &str) -> String {
     let hex: String = sha256(token).iter().map(|b| format!("{b:02x}")).collect();
     format!("[[api_tokens]]\nname = \"{name}\"\nsha256 = \"{hex}\"\nscope = \"{scope}\"\n")
-}
-
-/// A ChromeDriver process and one browser session in it, spoken to over HTTP on loopback.
-struct Browser {
-    driver: tokio::process::Child,
-    http: reqwest::Client,
-    session: String,
-}
-
-const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
-
-impl Browser {
-    async fn start(chromedriver: &Path) -> Self {
-        use tokio::io::AsyncBufReadExt;
-        // Port 0: ChromeDriver takes a free port and says which. Its own process group, so
-        // that the browser it starts goes with it (`Drop`).
-        let mut driver = tokio::process::Command::new(chromedriver)
-            .arg("--port=0")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = tokio::io::BufReader::new(driver.stdout.take().unwrap()).lines();
-        let said = tokio::time::timeout(PATIENCE, async {
-            while let Some(line) = lines.next_line().await.unwrap() {
-                if let Some(port) =
-                    line.strip_prefix("ChromeDriver was started successfully on port ")
-                {
-                    return port.trim_end_matches('.').parse::<u16>().ok();
-                }
-            }
-            None
-        });
-        let port = said
-            .await
-            .ok()
-            .flatten()
-            .expect("chromedriver said on which port it listens");
-        let http = reqwest::Client::new();
-        let base = format!("http://127.0.0.1:{port}");
-        let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-            .into_iter()
-            .find(|p| Path::new(p).exists());
-        let mut options = json!({"args": [
-            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--window-size=1280,900",
-        ]});
-        if let Some(binary) = chromium {
-            options["binary"] = json!(binary);
-        }
-        let created: Value = http
-            .post(format!("{base}/session"))
-            .json(&json!({"capabilities": {"alwaysMatch": {
-                "browserName": "chrome", "goog:chromeOptions": options}}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let session = created["value"]["sessionId"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no browser session: {created}"))
-            .to_owned();
-        Browser {
-            driver,
-            http,
-            session: format!("{base}/session/{session}"),
-        }
-    }
-
-    async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let request = self.http.request(method, format!("{}{path}", self.session));
-        let request = match body {
-            Some(body) => request.json(&body),
-            None => request,
-        };
-        let answer: Value = request.send().await.unwrap().json().await.unwrap();
-        answer["value"].clone()
-    }
-
-    async fn post(&self, path: &str, body: Value) -> Value {
-        self.command(reqwest::Method::POST, path, Some(body)).await
-    }
-
-    async fn open(&self, url: &str) {
-        self.post("/url", json!({"url": url})).await;
-    }
-
-    /// Runs `script` in the page and answers what it returns.
-    async fn eval(&self, script: &str) -> Value {
-        self.post("/execute/sync", json!({"script": script, "args": []}))
-            .await
-    }
-
-    /// Waits until `script` (an expression) is truthy in the page, and answers its value.
-    async fn until(&self, what: &str, expression: &str) -> Value {
-        let started = Instant::now();
-        loop {
-            let value = self.eval(&format!("return ({expression});")).await;
-            if !(value.is_null() || value == json!(false) || value == json!("")) {
-                return value;
-            }
-            if started.elapsed() > PATIENCE {
-                let seen = self
-                    .eval(
-                        "return {ready: document.body.dataset.ready, \
-                         url: location.href, \
-                         flash: document.getElementById('flash').textContent, \
-                         page: document.body.innerText.slice(0, 600)}",
-                    )
-                    .await;
-                panic!("the console did not show {what} ({expression}); it shows {seen:#}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    async fn ready(&self, page: &str) {
-        self.until(
-            &format!("the {page} page"),
-            &format!("document.body.dataset.ready === '{page}'"),
-        )
-        .await;
-    }
-
-    async fn element(&self, selector: &str) -> String {
-        self.until(
-            selector,
-            &format!("document.querySelector({selector:?}) !== null"),
-        )
-        .await;
-        let found = self
-            .post(
-                "/element",
-                json!({"using": "css selector", "value": selector}),
-            )
-            .await;
-        found[ELEMENT]
-            .as_str()
-            .unwrap_or_else(|| panic!("finding {selector}: {found}"))
-            .to_owned()
-    }
-
-    /// A real click, as a user's: the element must be visible and enabled.
-    async fn click(&self, selector: &str) {
-        let id = self.element(selector).await;
-        let done = self.post(&format!("/element/{id}/click"), json!({})).await;
-        assert!(done.is_null(), "clicking {selector}: {done}");
-    }
-
-    async fn type_into(&self, selector: &str, text: &str) {
-        let id = self.element(selector).await;
-        for (command, body) in [("clear", json!({})), ("value", json!({"text": text}))] {
-            let done = self.post(&format!("/element/{id}/{command}"), body).await;
-            assert!(done.is_null(), "typing into {selector}: {done}");
-        }
-    }
-
-    /// The token form, shown when the API wants a token.
-    async fn token_form(&self) {
-        self.until(
-            "the token form",
-            "!document.querySelector('#token-form').hidden",
-        )
-        .await;
-    }
-
-    async fn text(&self, selector: &str) -> String {
-        let id = self.element(selector).await;
-        self.command(reqwest::Method::GET, &format!("/element/{id}/text"), None)
-            .await
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    }
-
-    async fn screenshot(&self, dir: &Path, name: &str) {
-        let png = self
-            .command(reqwest::Method::GET, "/screenshot", None)
-            .await;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(png.as_str().unwrap())
-            .unwrap();
-        std::fs::write(dir.join(format!("{name}.png")), bytes).unwrap();
-    }
-
-    async fn quit(self) {
-        self.command(reqwest::Method::DELETE, "", None).await;
-    }
-}
-
-/// ChromeDriver and the browser it started go, whether the test passed or not.
-impl Drop for Browser {
-    fn drop(&mut self) {
-        if let Some(pid) = self.driver.id() {
-            let _ = std::process::Command::new("kill")
-                .args(["-KILL", "--", &format!("-{pid}")])
-                .status();
-        }
-    }
 }
 
 /// A drill report in the shape `hookline drill --json` writes, and a chart beside it that
@@ -316,10 +109,7 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
     let dead = "SHP-20410:billing-broken";
     delivery_reaches(&app, dead, "dead").await;
 
-    let shots: PathBuf = std::env::var_os("HOOKLINE_CONSOLE_SCREENSHOTS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| app.dir.path().to_owned());
-    std::fs::create_dir_all(&shots).unwrap();
+    let shots = screenshots(&app);
     let browser = Browser::start(&chromedriver).await;
     let console = format!("{}/console", app.base());
 
@@ -491,16 +281,6 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
     app.stop().await;
 }
 
-/// Whether the page scrolls sideways at the browser's current width.
-async fn scrolls_sideways(browser: &Browser) -> Value {
-    browser
-        .eval(
-            "return document.documentElement.scrollWidth > window.innerWidth \
-             ? [document.documentElement.scrollWidth, window.innerWidth] : false",
-        )
-        .await
-}
-
 /// What a breaker does not say: a subscriber whose every delivery dies 404 (its breaker
 /// closed) shows its last outcome and its dead letters of the last hour; the overview counts
 /// what waits behind an open breaker (deferred, so no due delivery waits on it); a revoked
@@ -629,7 +409,7 @@ async fn the_console_shows_what_a_closed_breaker_hides_and_fits_a_phone() {
     ] {
         browser.open(&format!("{console}{hash}")).await;
         browser.ready(page).await;
-        assert_eq!(scrolls_sideways(&browser).await, json!(false), "{page}");
+        assert_eq!(browser.scrolls_sideways().await, json!(false), "{page}");
     }
     browser.quit().await;
     app.stop().await;

@@ -122,7 +122,13 @@ async fn the_document_says_which_routes_need_a_token() {
     open.sort();
     assert_eq!(
         open,
-        ["/console", "/console/{asset}", "/healthz", "/openapi.json"]
+        [
+            "/console",
+            "/console/{asset}",
+            "/healthz",
+            "/openapi.json",
+            "/portal"
+        ]
     );
     app.stop().await;
 }

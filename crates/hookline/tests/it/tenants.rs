@@ -643,3 +643,132 @@ async fn portal_sessions_act_for_their_tenant_until_they_end() {
     assert_eq!(code, 401, "{err}");
     app.stop().await;
 }
+
+/// A test event goes to the one subscriber asked for, whatever its event types, as an event of
+/// its tenant in the version it is pinned to; another tenant's subscriber is 404, a revoked
+/// one 409, and a read session may not send one.
+#[tokio::test]
+async fn a_test_event_reaches_the_one_subscriber_asked_for() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start(&tokens()).await;
+    for (tenant, id, types) in [
+        ("acme", "acme-invoices", json!(["invoice.paid"])),
+        ("acme", "acme-all", json!([])),
+        ("globex", "globex-all", json!([])),
+    ] {
+        if app
+            .call_as(Some(OPS), "GET", &format!("/v1/tenants/{tenant}"), None)
+            .await
+            .0
+            == 404
+        {
+            let body = json!({"id": tenant});
+            assert_eq!(
+                app.call_as(Some(OPS), "POST", "/v1/tenants", Some(body))
+                    .await
+                    .0,
+                201
+            );
+        }
+        let body = json!({"id": id, "tenant_id": tenant, "url": rx.url(&format!("/{id}")), "event_types": types});
+        let (code, created) = app
+            .call_as(Some(OPS), "POST", "/v1/subscribers", Some(body))
+            .await;
+        assert_eq!(code, 201, "{created}");
+    }
+    let send = async |token: &str, id: &str| {
+        app.call_as(
+            Some(token),
+            "POST",
+            &format!("/v1/subscribers/{id}/test-event"),
+            None,
+        )
+        .await
+    };
+    let (code, receipt) = send(ACME, "acme-invoices").await;
+    assert_eq!(code, 202, "{receipt}");
+    assert_eq!(
+        (
+            receipt["tenant_id"].as_str(),
+            receipt["type"].as_str(),
+            receipt["deliveries"].as_u64()
+        ),
+        (Some("acme"), Some("hookline.test"), Some(1)),
+        "{receipt}"
+    );
+    let delivery = format!(
+        "/v1/deliveries/{}:acme-invoices",
+        receipt["id"].as_str().unwrap()
+    );
+    eventually("the test event delivered", async || {
+        let (_, d) = app.call_as(Some(ACME), "GET", &delivery, None).await;
+        (state(&d) == "delivered").then_some(())
+    })
+    .await;
+    let received = rx.received();
+    assert_eq!(
+        received.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(),
+        ["/acme-invoices"],
+        "to that subscriber alone"
+    );
+    let body = received[0].json();
+    assert_eq!(body["type"], "hookline.test");
+    assert_eq!(body["payload_version"], 1);
+    assert_eq!(
+        body["data"],
+        json!({"test": true, "subscriber_id": "acme-invoices"})
+    );
+
+    // Pinned to a version: sent in that one.
+    let pin = json!({"payload_version": 3});
+    let (code, _) = app
+        .call_as(
+            Some(ACME),
+            "PATCH",
+            "/v1/subscribers/acme-invoices",
+            Some(pin),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(send(ACME, "acme-invoices").await.0, 202);
+    let pinned = eventually("the pinned test event", async || {
+        rx.received().into_iter().nth(1)
+    })
+    .await;
+    assert_eq!(pinned.json()["payload_version"], 3);
+
+    // Another tenant's, or none: 404 as an id that does not exist. Revoked: 409.
+    for (token, id) in [(ACME, "globex-all"), (GLOBEX, "acme-all"), (ACME, "nobody")] {
+        let (code, err) = send(token, id).await;
+        assert_eq!(code, 404, "{id}: {err}");
+    }
+    let (code, _) = app
+        .call_as(Some(ACME), "DELETE", "/v1/subscribers/acme-all", None)
+        .await;
+    assert_eq!(code, 200);
+    let (code, err) = send(ACME, "acme-all").await;
+    assert_eq!(code, 409, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("revoked"),
+        "{err}"
+    );
+    let (_, read) = app
+        .call_as(
+            Some(OPS),
+            "POST",
+            "/v1/tenants/acme/portal-sessions",
+            Some(json!({"scope": "read"})),
+        )
+        .await;
+    assert_eq!(
+        send(read["token"].as_str().unwrap(), "acme-invoices")
+            .await
+            .0,
+        403
+    );
+    assert_eq!(rx.received().len(), 2, "nothing else was sent");
+    app.stop().await;
+}

@@ -129,6 +129,7 @@ macro_rules! all_cases {
             capacity::attempt_history_reads_the_recent_attempts,
             tenants::tenants_are_created_listed_changed_and_deleted,
             tenants::a_tenant_s_events_reach_its_subscribers_only,
+            tenants::a_test_event_reaches_its_one_subscriber_only,
             tenants::a_tenant_s_dead_letters_and_replays_are_its_own,
             tenants::tenant_quotas_refuse_and_store_nothing,
             tenants::portal_sessions_expire_are_revoked_and_end_with_their_tenant,

@@ -289,6 +289,109 @@ pub(crate) async fn a_tenant_s_events_reach_its_subscribers_only(h: &impl Harnes
     ));
 }
 
+/// A test event (`only_subscriber`) reaches that one subscriber whatever its event types, held
+/// while it is paused; one that would reach nobody (revoked, another tenant's, unknown) stores
+/// nothing.
+pub(crate) async fn a_test_event_reaches_its_one_subscriber_only(h: &impl Harness) {
+    let store = h.open().await;
+    for t in ["acme", "globex"] {
+        store.create_tenant(tenant(t), T0).await.unwrap();
+    }
+    for (t, id, types) in [
+        ("acme", "a-invoices", &["invoice.paid"][..]),
+        ("acme", "a-all", &[][..]),
+        ("acme", "a-paused", &["invoice.paid"][..]),
+        ("acme", "a-gone", &[][..]),
+        ("globex", "g-all", &[][..]),
+    ] {
+        store
+            .create_subscriber(sub_of(t, id, types), T0)
+            .await
+            .unwrap();
+    }
+    let pause = SubscriberPatch {
+        status: Some(SubscriberStatus::Paused),
+        ..Default::default()
+    };
+    store
+        .update_subscriber("a-paused", pause, T0)
+        .await
+        .unwrap();
+    store.revoke_subscriber("a-gone", T0).await.unwrap();
+    let test_event = |id: &str, to: &str| NewEvent {
+        only_subscriber: Some(to.into()),
+        ..event_of(Some("acme"), id, "hookline.test")
+    };
+
+    // Not among its event types, and another subscriber takes every type: it alone.
+    assert_eq!(
+        accepted(&*store, test_event("test-1", "a-invoices"), T0).await,
+        1
+    );
+    assert_eq!(
+        accepted(&*store, test_event("test-2", "a-paused"), T0).await,
+        1
+    );
+    let of_event = |id: &str| DeliveryFilter {
+        event_id: Some(id.into()),
+        ..Default::default()
+    };
+    let listed = store
+        .list_deliveries(of_event("test-1"), 100, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        listed
+            .items
+            .iter()
+            .map(|d| d.id.as_str())
+            .collect::<Vec<_>>(),
+        ["test-1:a-invoices"]
+    );
+    assert_eq!(listed.items[0].tenant_id.as_deref(), Some("acme"));
+    let event = store.get_event("test-1").await.unwrap();
+    assert_eq!(
+        (
+            event.deliveries,
+            event.tenant_id.as_deref(),
+            event.event_type.as_str()
+        ),
+        (1, Some("acme"), "hookline.test")
+    );
+    // The paused subscriber's is held: only the active one's is claimed.
+    let claimed = store.claim_due(claim(T0, 10, 10)).await.unwrap();
+    assert_eq!(
+        claimed.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        ["test-1:a-invoices"]
+    );
+    assert_eq!(
+        store.get_delivery("test-2:a-paused").await.unwrap().state,
+        DeliveryState::Scheduled
+    );
+
+    // Reaching nobody, it is refused and nothing is stored.
+    for (id, to) in [
+        ("test-3", "a-gone"),
+        ("test-4", "g-all"),
+        ("test-5", "nobody"),
+    ] {
+        let refused = store.publish(test_event(id, to), T0).await;
+        assert!(
+            matches!(&refused, Err(StoreError::Conflict(m)) if m.contains(to)),
+            "{to}: {refused:?}"
+        );
+        assert!(matches!(
+            store.get_event(id).await,
+            Err(StoreError::NotFound(_))
+        ));
+    }
+    // A plain event still fans out by type.
+    assert_eq!(
+        accepted(&*store, event_of(Some("acme"), "e1", "invoice.paid"), T0).await,
+        3
+    );
+}
+
 pub(crate) async fn a_tenant_s_dead_letters_and_replays_are_its_own(h: &impl Harness) {
     let store = h.open().await;
     for t in ["acme", "globex"] {

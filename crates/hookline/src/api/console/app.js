@@ -1,4 +1,10 @@
-// hookline console: a small hash-routed page over the JSON API.
+// hookline console: a small hash-routed page over the JSON API. The same file is the portal
+// (/portal, whose page says <html data-mode="portal">): the console in tenant mode, for a
+// platform's customer, opened with a portal session's link. One set of pages serves both, so a
+// fix or a feature reaches both at once; the portal leaves out the platform's pages (overview,
+// drill) and the token form, calls subscribers endpoints, and ends at "this link has expired"
+// when its session does. What a tenant may see and do is the API's to enforce, not this file's:
+// the portal only leaves out controls that could not work.
 //
 // Rules this file keeps (the CSP and the data demand them):
 // - Everything that came from the API (subscriber URLs, third-party response bodies, error
@@ -11,7 +17,19 @@
 (() => {
   // ---------------------------------------------------------------- constants and state
 
-  const TOKEN_KEY = 'hookline-token';
+  const PORTAL = document.documentElement.dataset.mode === 'portal';
+  // Apart, so that a portal link opened in the console's tab leaves the operator's token be.
+  const TOKEN_KEY = PORTAL ? 'hookline-portal-token' : 'hookline-token';
+  // The first page, and what a subscriber is called: the portal's users know theirs as their
+  // endpoints, and the name of the service they use is their platform's, not hookline.
+  const HOME = PORTAL ? 'subscribers' : 'overview';
+  const NOUN = PORTAL
+    ? { one: 'endpoint', One: 'Endpoint', many: 'endpoints', Many: 'Endpoints' }
+    : { one: 'subscriber', One: 'Subscriber', many: 'subscribers', Many: 'Subscribers' };
+  const TITLE = PORTAL ? 'webhooks' : 'hookline';
+  // A test event's delivery is followed once a second for at most a minute.
+  const FOLLOW_MS = 1000;
+  const FOLLOW_POLLS = 60;
   // The reasons a replay can select; reasons seen in the groups are added to these.
   const REPLAY_REASONS = ['attempts_exhausted', 'permanent_failure', 'window_expired', 'next_delay_exceeds_window', 'subscription_revoked'];
   const DELIVERY_STATES = ['scheduled', 'in_flight', 'delivered', 'dead'];
@@ -152,7 +170,36 @@
     }
   }
 
-  const getToken = () => sessionStorage.getItem(TOKEN_KEY) || '';
+  // The token of this tab: in sessionStorage, or in memory only where a page in a frame may not
+  // use storage (a browser blocking third-party storage).
+  let heldToken = '';
+
+  function getToken() {
+    try {
+      return sessionStorage.getItem(TOKEN_KEY) || heldToken;
+    } catch (_) {
+      return heldToken;
+    }
+  }
+
+  function setToken(token) {
+    heldToken = token;
+    try {
+      if (token) sessionStorage.setItem(TOKEN_KEY, token);
+      else sessionStorage.removeItem(TOKEN_KEY);
+    } catch (_) { /* kept in memory only */ }
+  }
+
+  // A portal link carries its session's token in the fragment (which no request and no Referer
+  // carries): it is kept for this tab and taken out of the address bar, so that the history, a
+  // bookmark or a screenshot does not keep it. Answers whether the address held one.
+  function takeTokenFromLink() {
+    const found = /^#token=([^&]+)/.exec(location.hash);
+    if (!found) return false;
+    setToken(decode(found[1]));
+    history.replaceState(null, '', `${location.pathname}${location.search}#/${HOME}`);
+    return true;
+  }
 
   // One request; resolves to the parsed JSON (or a Blob), rejects with an ApiError that carries
   // the API's {"error": {"code", "message"}} when there is one.
@@ -216,12 +263,39 @@
     el.replaceChildren();
   }
 
-  // Shows an error in the flash; a 401 also brings up the token form.
+  // Shows an error in the flash; a 401 also brings up the token form (in the portal, it ends
+  // the portal: the link no longer works).
   function report(err, source) {
     const e = asApiError(err);
+    if (ended(e)) return e;
     flash('error', e.message, e.code, source);
     if (e.status === 401) showTokenForm(`${e.code}: ${e.message}`);
     return e;
+  }
+
+  // In the portal a 401 means the session's link no longer works (expired, revoked, or never
+  // valid): says so, and nothing else. Answers whether it did.
+  function ended(err) {
+    if (!PORTAL || !(err instanceof ApiError) || err.status !== 401) return false;
+    showExpired();
+    return true;
+  }
+
+  function showExpired() {
+    leavePage();
+    app.seq++; // answers still coming for the page that was loading are dropped
+    app.who = null;
+    app.canWrite = false;
+    setToken('');
+    clearFlash();
+    $('.nav').hidden = true;
+    $('#whoami').textContent = '';
+    view.classList.remove('busy');
+    view.replaceChildren(h('section', { class: 'card', id: 'expired' },
+      h('h1', null, 'This link has expired'),
+      h('p', null, 'Ask for a new one.')));
+    document.title = 'Link expired';
+    document.body.dataset.ready = 'expired';
   }
 
   function errorPanel(err) {
@@ -251,8 +325,10 @@
     el.classList.toggle('open', Boolean(who && who.open));
     if (!who) el.textContent = 'not signed in';
     else if (who.open) el.textContent = 'open mode (loopback)';
-    else el.textContent = `${who.name} (${who.scope})`;
-    $('#token-forget').hidden = !getToken();
+    else if (PORTAL) el.textContent = `${who.tenant_id} · ${who.scope === 'admin' ? 'admin' : 'read only'}`;
+    else el.textContent = `${who.name}${who.tenant_id ? ` of tenant ${who.tenant_id}` : ''} (${who.scope})`;
+    const forget = $('#token-forget');
+    if (forget) forget.hidden = !getToken();
   }
 
   // Asks who we are (which decides the write controls), then shows the page in the hash.
@@ -261,6 +337,7 @@
     try {
       app.who = await get('/v1/whoami');
     } catch (err) {
+      if (ended(err)) return;
       app.who = null;
       app.canWrite = false;
       renderWho();
@@ -269,9 +346,16 @@
       document.body.dataset.ready = 'error';
       return;
     }
+    // The portal acts for a tenant or not at all (a platform's token, or none in open mode,
+    // would show the platform's objects under the tenant's page).
+    if (PORTAL && !app.who.tenant_id) {
+      showExpired();
+      return;
+    }
     app.canWrite = Boolean(app.who.open || app.who.scope === 'admin');
+    $('.nav').hidden = false;
     renderWho();
-    hideTokenForm();
+    if (!PORTAL) hideTokenForm(); // the portal has none: its token comes with its link
     route();
   }
 
@@ -283,14 +367,14 @@
         $('#token-message').textContent = 'paste a token first';
         return;
       }
-      sessionStorage.setItem(TOKEN_KEY, token);
+      setToken(token);
       $('#token-input').value = '';
       clearFlash();
       start();
     });
     $('#token-forget').addEventListener('click', (ev) => {
       ev.preventDefault();
-      sessionStorage.removeItem(TOKEN_KEY);
+      setToken('');
       clearFlash();
       start().then(() => { if (app.who) ok('token forgotten'); });
     });
@@ -315,6 +399,20 @@
     return { parts: path.split('/').filter(Boolean).map(decode), params: new URLSearchParams(search) };
   }
 
+  // Shows a page built with what only this moment has (a secret shown once) at its address,
+  // without the hashchange that would build it again without that.
+  function show(hash, name, build) {
+    leavePage();
+    history.pushState(null, '', hash);
+    highlight(parseHash().parts[0]);
+    return render(name, build);
+  }
+
+  function highlight(section) {
+    const page = section === 'deliveries' ? 'subscribers' : section;
+    for (const a of document.querySelectorAll('a[data-nav]')) a.classList.toggle('active', a.dataset.nav === page);
+  }
+
   // Navigates; re-renders when the hash is already there (no hashchange would fire).
   function go(hash) {
     if (location.hash === hash) route();
@@ -329,20 +427,19 @@
   function route() {
     leavePage();
     const { parts, params } = parseHash();
-    const [section = 'overview', id, ...rest] = parts;
-    for (const a of document.querySelectorAll('a[data-nav]')) {
-      a.classList.toggle('active', a.dataset.nav === (section === 'deliveries' ? 'subscribers' : section));
-    }
+    const [section = HOME, id, ...rest] = parts;
+    highlight(section);
     const known = {
-      overview: () => !id && render('overview', pageOverview),
+      overview: () => !PORTAL && !id && render('overview', pageOverview),
       subscribers: () => (id ? render('subscriber', () => pageSubscriber(id)) : render('subscribers', pageSubscribers)),
       deliveries: () => id && render('delivery', () => pageDelivery(id)),
       'dead-letters': () => !id && render('dead-letters', () => pageDeadLetters(params)),
       replays: () => (id ? render('replay', () => pageReplay(id)) : render('replays', pageReplays)),
-      drill: () => !id && render('drill', pageDrill),
+      drill: () => !PORTAL && !id && render('drill', pageDrill),
     };
     if (rest.length || !known[section] || !known[section]()) {
-      render('not-found', async () => card('No such page', h('p', null, 'Nothing lives at ', h('code', null, location.hash), '. ', link('#/overview', 'Back to the overview'))));
+      render('not-found', async () => card('No such page', h('p', null, 'Nothing lives at ', h('code', null, location.hash), '. ',
+        link(`#/${HOME}`, `Back to ${PORTAL ? 'your endpoints' : 'the overview'}`))));
     }
     return true;
   }
@@ -352,7 +449,7 @@
   async function render(name, build, keep = false) {
     const seq = ++app.seq;
     document.body.dataset.ready = '';
-    document.title = `hookline · ${name}`;
+    document.title = `${TITLE} · ${name}`;
     if (keep) view.classList.add('busy');
     else view.replaceChildren(h('p', { class: 'loading' }, 'loading…'));
     try {
@@ -361,7 +458,7 @@
       view.replaceChildren(node);
       document.body.dataset.ready = name;
     } catch (err) {
-      if (seq !== app.seq) return;
+      if (seq !== app.seq || ended(err)) return;
       view.replaceChildren(errorPanel(err));
       report(err);
       document.body.dataset.ready = 'error';
@@ -499,7 +596,7 @@
     const tbody = h('tbody');
     const count = h('span', { id: 'subscribers-count', class: 'muted' });
     const more = h('button', { id: 'subscribers-more', type: 'button' }, 'load more');
-    const input = h('input', { id: 'subscriber-search', type: 'search', placeholder: 'subscriber id, or part of an id or URL', size: 40, spellcheck: 'false', autocomplete: 'off' });
+    const input = h('input', { id: 'subscriber-search', type: 'search', placeholder: `${NOUN.one} id, or part of an id or URL`, size: 40, spellcheck: 'false', autocomplete: 'off' });
     const form = h('form', { class: 'row', role: 'search' }, input, h('button', { id: 'subscriber-search-go', type: 'submit' }, 'Search'));
 
     // The server searches (id or URL, any case); pages follow the same search.
@@ -512,11 +609,11 @@
 
     function draw() {
       tbody.replaceChildren(...list.items.map(subscriberRow));
-      if (!list.items.length) tbody.append(h('tr', { class: 'empty' }, h('td', { colspan: SUBSCRIBER_COLUMNS.length }, list.filter ? 'no subscriber matches' : 'no subscribers')));
+      if (!list.items.length) tbody.append(h('tr', { class: 'empty' }, h('td', { colspan: SUBSCRIBER_COLUMNS.length }, list.filter ? `no ${NOUN.one} matches` : `no ${NOUN.many}`)));
       const loaded = `${list.items.length}${list.next ? '+' : ''}`;
       count.textContent = list.filter
-        ? `${loaded} subscribers whose id or URL contains "${list.filter}"`
-        : `${loaded} subscribers`;
+        ? `${loaded} ${NOUN.many} whose id or URL contains "${list.filter}"`
+        : `${loaded} ${NOUN.many}`;
       more.hidden = !list.next;
     }
 
@@ -547,12 +644,51 @@
 
     await loadPage();
     return h('div', { id: 'subscribers' },
-      h('div', { class: 'page-head' }, h('h1', null, 'Subscribers'), count),
+      h('div', { class: 'page-head' }, h('h1', null, NOUN.Many), count),
       h('div', { class: 'actions' }, form),
       h('div', { class: 'table-wrap' }, h('table', { class: 'grid', id: 'subscribers-table' },
         h('thead', null, h('tr', null, SUBSCRIBER_COLUMNS.map((t) => h('th', { class: /^(failures|dead, 1 h)$/.test(t) ? 'num' : null }, t)))),
         tbody)),
-      h('div', { class: 'actions' }, more));
+      h('div', { class: 'actions' }, more),
+      app.canWrite ? newSubscriberForm(seq) : null);
+  }
+
+  // Event types as typed: separated by commas; none is every type.
+  const eventTypes = (text) => text.split(',').map((t) => t.trim()).filter(Boolean);
+
+  function typesText(types) {
+    return (types || []).join(', ');
+  }
+
+  // Adds a subscriber (admin; a tenant's token adds one of its own). Its signing secret is
+  // shown once, on the page of the new subscriber.
+  function newSubscriberForm(seq) {
+    const input = (id, type, placeholder) => h('input', { id, type, placeholder, spellcheck: 'false', autocomplete: 'off' });
+    const url = input('subscriber-new-url', 'url', 'https://…');
+    const types = input('subscriber-new-types', 'text', 'every event type');
+    const id = input('subscriber-new-id', 'text', 'made up when empty');
+    // The platform's operators say whose it is; a tenant's token makes its own.
+    const tenant = app.who.tenant_id ? null : input('subscriber-new-tenant', 'text', 'none');
+    const form = h('form', { id: 'subscriber-new', class: 'card', autocomplete: 'off', novalidate: true },
+      h('h2', null, `Add ${PORTAL ? 'an' : 'a'} ${NOUN.one}`),
+      h('div', { class: 'form-grid' },
+        h('label', { for: 'subscriber-new-url' }, 'URL'), url,
+        h('label', { for: 'subscriber-new-types' }, 'event types (comma-separated)'), types,
+        h('label', { for: 'subscriber-new-id' }, 'id'), id,
+        tenant ? [h('label', { for: 'subscriber-new-tenant' }, 'tenant'), tenant] : null),
+      h('div', { class: 'actions' }, h('button', { id: 'subscriber-create', type: 'submit', class: 'primary' }, 'Add')));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      busy('subscribers', seq, async () => {
+        const body = { url: url.value.trim(), event_types: eventTypes(types.value) };
+        if (id.value.trim()) body.id = id.value.trim();
+        if (tenant && tenant.value.trim()) body.tenant_id = tenant.value.trim();
+        const created = await send('POST', '/v1/subscribers', body);
+        ok(`${NOUN.one} ${created.id} added`);
+        show(to.subscriber(created.id), 'subscriber', () => pageSubscriber(created.id, { created }));
+      });
+    });
+    return form;
   }
 
   // A breaker counts retryable failures only: the last outcome and the recent dead letters
@@ -565,7 +701,7 @@
     return h('tr', { dataset: { subscriberId: s.id } },
       h('td', { class: 'id' }, subscriberLink(s.id)),
       h('td', { class: 'url' }, s.url),
-      h('td', null, (s.event_types || []).length ? s.event_types.join(', ') : h('span', { class: 'muted' }, 'all')),
+      h('td', null, (s.event_types || []).length ? typesText(s.event_types) : h('span', { class: 'muted' }, 'all')),
       h('td', null, badge(s.status)),
       h('td', null, badge(b.state || 'closed')),
       h('td', { class: 'num' }, num(b.consecutive_failures || 0)),
@@ -582,22 +718,25 @@
 
   // ---------------------------------------------------------------- subscriber
 
-  // `rotated` is the answer of a secret rotation just made: shown once, in the fresh render.
-  async function pageSubscriber(id, rotated, seq = app.seq) {
+  // `secret` is the answer that just made a signing secret (`created`: the subscriber's, or
+  // `rotated`: a rotation's): shown once, in this render only.
+  async function pageSubscriber(id, secret, seq = app.seq) {
     const s = await get(`/v1/subscribers/${enc(id)}`);
     const b = s.breaker || {};
     const deliveries = subscriberDeliveries(s, seq);
     await deliveries.load();
+    const writable = app.canWrite && s.status !== 'revoked';
     return h('div', { id: 'subscriber', dataset: { subscriberId: s.id } },
-      h('div', { class: 'crumbs' }, link('#/subscribers', 'Subscribers'), ' /'),
-      h('div', { class: 'page-head' }, h('h1', null, 'Subscriber ', h('code', null, s.id)), badge(s.status), badge(b.state || 'closed')),
-      rotated ? rotatedSecret(rotated) : null,
-      app.canWrite ? subscriberActions(s, seq) : null,
-      card('Subscriber', fields([
+      h('div', { class: 'crumbs' }, link('#/subscribers', NOUN.Many), ' /'),
+      h('div', { class: 'page-head' }, h('h1', null, `${NOUN.One} `, h('code', null, s.id)), badge(s.status), badge(b.state || 'closed')),
+      secret ? secretShownOnce(secret) : null,
+      app.canWrite ? subscriberActions(s, seq, deliveries.load) : null,
+      card(NOUN.One, fields([
         ['id', h('code', null, s.id)],
         ['url', h('code', null, s.url)],
         ['status', h('span', { id: 'subscriber-status' }, s.status)],
-        ['event types', (s.event_types || []).length ? s.event_types.join(', ') : 'all event types'],
+        PORTAL ? null : ['tenant', val(s.tenant_id)],
+        ['event types', (s.event_types || []).length ? typesText(s.event_types) : 'all event types'],
         ['created', when(s.created_at)],
         ['updated', when(s.updated_at)],
         ['previous secret valid until', when(s.previous_secret_valid_until)],
@@ -611,19 +750,51 @@
         ['last outcome', lastOutcome((s.activity || {}).last_attempt)],
         ['dead letters, last hour', num((s.activity || {}).dead_letters_last_hour)],
       ])),
-      deliveries.node);
+      deliveries.node,
+      writable ? subscriberEdit(s, seq) : null);
   }
 
-  function rotatedSecret(r) {
-    return h('section', { class: 'card secret-box', id: 'rotated-secret' },
-      h('p', { class: 'warning' }, 'New signing secret: it is shown only now. Copy it to the subscriber before leaving this page.'),
-      h('p', null, h('code', { id: 'rotated-secret-value' }, r.secret)),
-      h('p', { class: 'hint' }, 'The previous secret stays valid until ', when(r.previous_secret_valid_until), '.'));
+  function secretShownOnce({ created, rotated }) {
+    const answer = created || rotated;
+    return h('section', { class: 'card secret-box', id: 'shown-secret' },
+      h('p', { class: 'warning' }, `${created ? 'Its signing secret' : 'New signing secret'}: it is shown only now. Copy it to the receiver before leaving this page.`),
+      h('p', null, h('code', { id: 'shown-secret-value' }, answer.secret)),
+      rotated ? h('p', { class: 'hint' }, 'The previous secret stays valid until ', when(rotated.previous_secret_valid_until), '.') : null);
   }
 
-  // Pause/resume and secret rotation; only rendered for admin tokens and open mode.
-  function subscriberActions(s, seq) {
-    const rerender = (rotated) => render('subscriber', () => pageSubscriber(s.id, rotated, app.seq), true);
+  const rerenderSubscriber = (id, secret) => render('subscriber', () => pageSubscriber(id, secret, app.seq), true);
+
+  // Where its deliveries go and which event types it takes (admin, not revoked).
+  function subscriberEdit(s, seq) {
+    const url = h('input', { id: 'subscriber-edit-url', type: 'url', value: s.url, spellcheck: 'false', autocomplete: 'off' });
+    const types = h('input', { id: 'subscriber-edit-types', type: 'text', value: typesText(s.event_types), placeholder: 'every event type', spellcheck: 'false', autocomplete: 'off' });
+    const save = h('button', { id: 'subscriber-save', type: 'submit', class: 'primary' }, 'Save');
+    const form = h('form', { id: 'subscriber-edit', class: 'card', autocomplete: 'off', novalidate: true },
+      h('h2', null, 'Change'),
+      h('div', { class: 'form-grid' },
+        h('label', { for: 'subscriber-edit-url' }, 'URL'), url,
+        h('label', { for: 'subscriber-edit-types' }, 'event types (comma-separated)'), types),
+      h('div', { class: 'actions' }, save));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      busy('subscriber', seq, async () => {
+        save.disabled = true;
+        try {
+          await send('PATCH', `/v1/subscribers/${enc(s.id)}`, { url: url.value.trim(), event_types: eventTypes(types.value) });
+        } finally {
+          save.disabled = false;
+        }
+        ok(`${s.id} changed`);
+        await rerenderSubscriber(s.id);
+      });
+    });
+    return form;
+  }
+
+  // Pause/resume, secret rotation and a test event; only rendered for admin tokens and open
+  // mode. `reload` reloads the subscriber's deliveries.
+  function subscriberActions(s, seq, reload) {
+    const rerender = (rotated) => rerenderSubscriber(s.id, rotated && { rotated });
     const bar = h('div', { class: 'actions', id: 'subscriber-actions' });
     if (s.status === 'revoked') {
       bar.append(h('span', { class: 'muted' }, 'revoked: nothing can be changed'));
@@ -661,8 +832,45 @@
       ok(`secret of ${s.id} rotated`);
       await rerender(answer);
     }));
-    bar.append(toggle, rotate, form);
-    return bar;
+    const test = h('button', { id: 'send-test-event', type: 'button' }, 'Send test event');
+    const followed = h('div', { id: 'test-event', class: 'test-event', hidden: true });
+    test.addEventListener('click', () => busy('subscriber', seq, async () => {
+      test.disabled = true;
+      let receipt;
+      try {
+        receipt = await send('POST', `/v1/subscribers/${enc(s.id)}/test-event`);
+      } finally {
+        test.disabled = false;
+      }
+      ok(`test event ${receipt.id} sent to ${s.id}`);
+      follow(followed, `${receipt.id}:${s.id}`, seq, reload);
+    }));
+    bar.append(toggle, rotate, form, test);
+    return h('div', null, bar, followed);
+  }
+
+  // Shows a test event's delivery and follows its state until it ends (delivered or dead),
+  // then reloads the delivery log; leaving the page stops it (`leavePage`).
+  function follow(box, deliveryId, seq, reload) {
+    const state = h('span', { id: 'test-event-state' }, badge('scheduled'));
+    box.replaceChildren(h('p', null, 'Test event: delivery ', deliveryLink(deliveryId), ' ', state));
+    box.hidden = false;
+    clearTimeout(app.timer);
+    let polls = 0;
+    const poll = async () => {
+      let d;
+      try {
+        d = await get(`/v1/deliveries/${enc(deliveryId)}`);
+      } catch (err) {
+        if (current(seq)) report(err);
+        return;
+      }
+      if (!current(seq)) return;
+      state.replaceChildren(badge(d.state));
+      if (d.state === 'delivered' || d.state === 'dead') await reload();
+      else if (++polls < FOLLOW_POLLS) app.timer = setTimeout(poll, FOLLOW_MS);
+    };
+    poll();
   }
 
   // The subscriber's recent deliveries, filtered by state with select#delivery-state-filter.
@@ -696,22 +904,31 @@
       h('div', { class: 'filter-bar' }, h('h2', null, 'Recent deliveries (newest first)'),
         h('label', { for: 'delivery-state-filter' }, 'state'), select,
         h('span', { class: 'spacer' }),
-        link(to.deadLetters({ subscriber_id: s.id }), 'dead letters of this subscriber →', 'dead-letters-link')),
+        link(to.deadLetters({ subscriber_id: s.id }), `dead letters of this ${NOUN.one} →`, 'dead-letters-link')),
       box, h('div', { class: 'actions' }, more));
     return { node, load: () => load() };
   }
 
   function deliveriesTable(items) {
-    return table({ id: 'deliveries' }, ['delivery', 'state', 'attempts', 'dead reason', 'waiting on', 'first seen', 'next attempt'],
+    return table({ id: 'deliveries' }, ['delivery', 'state', 'attempts', 'last attempt', 'dead reason', 'waiting on', 'first seen', 'next attempt'],
       items.map((d) => h('tr', { dataset: { deliveryId: d.id, state: d.state } },
         h('td', { class: 'id' }, deliveryLink(d.id)),
         h('td', null, badge(d.state)),
         h('td', { class: 'num' }, num(d.attempts)),
+        h('td', { class: 'last-attempt' }, attemptSummary((d.attempt_history || []).at(-1))),
         h('td', null, val(d.dead_reason)),
         h('td', null, val(d.waiting_on)),
         h('td', null, when(d.first_seen)),
         h('td', null, when(d.next_attempt_at)))),
       'no deliveries');
+  }
+
+  // "retryable 503 · 120 ms", or the transport error; each attempt's whole story is on the
+  // delivery's page.
+  function attemptSummary(a) {
+    if (!a) return none();
+    const status = a.status == null ? (a.error || '') : String(a.status);
+    return h('span', null, badge(a.outcome), ` ${status}`, a.duration_ms == null ? '' : ` · ${a.duration_ms} ms`);
   }
 
   // ---------------------------------------------------------------- delivery
@@ -721,7 +938,7 @@
     const refresh = h('button', { id: 'delivery-refresh', type: 'button' }, 'Refresh');
     refresh.addEventListener('click', () => render('delivery', () => pageDelivery(id), true));
     return h('div', { id: 'delivery', dataset: { deliveryId: d.id } },
-      h('div', { class: 'crumbs' }, link('#/subscribers', 'Subscribers'), ' / ', subscriberLink(d.subscriber_id), ' /'),
+      h('div', { class: 'crumbs' }, link('#/subscribers', NOUN.Many), ' / ', subscriberLink(d.subscriber_id), ' /'),
       h('div', { class: 'page-head' }, h('h1', null, 'Delivery ', h('code', null, d.id)),
         h('span', { id: 'delivery-state', class: `badge b-${d.state}` }, d.state), refresh),
       d.state === 'dead' && d.dead_reason
@@ -730,7 +947,7 @@
       card('Delivery', fields([
         ['id', h('code', null, d.id)],
         ['event', h('code', null, d.event_id)],
-        ['subscriber', subscriberLink(d.subscriber_id)],
+        [NOUN.one, subscriberLink(d.subscriber_id)],
         ['state', badge(d.state)],
         ['attempts', num(d.attempts)],
         ['first seen', when(d.first_seen)],
@@ -796,20 +1013,20 @@
       });
     }
 
-    const described = [filter.reason && `reason ${filter.reason}`, filter.subscriber_id && `subscriber ${filter.subscriber_id}`].filter(Boolean);
+    const described = [filter.reason && `reason ${filter.reason}`, filter.subscriber_id && `${NOUN.one} ${filter.subscriber_id}`].filter(Boolean);
     return h('div', { id: 'dead-letters-page' },
       h('div', { class: 'page-head' }, h('h1', null, 'Dead letters')),
       card('Groups (largest first)', groupsBox),
       card(null,
         h('div', { class: 'filter-bar' }, h('h2', null, 'Dead letters (oldest first)'),
-          h('span', { id: 'dead-letters-filter', class: 'muted' }, described.length ? `filtered by ${described.join(', ')}` : 'all reasons, all subscribers'),
+          h('span', { id: 'dead-letters-filter', class: 'muted' }, described.length ? `filtered by ${described.join(', ')}` : `all reasons, all ${NOUN.many}`),
           described.length ? link('#/dead-letters', 'clear filter') : null),
         listBox, h('div', { class: 'actions' }, more)),
       form ? form.node : null);
   }
 
   function groupsTable(groups, onReplay) {
-    const headers = ['reason', 'subscriber', 'count', 'oldest', 'newest'].concat(app.canWrite ? [''] : []);
+    const headers = ['reason', NOUN.one, 'count', 'oldest', 'newest'].concat(app.canWrite ? [''] : []);
     return table({ id: 'dead-groups' }, headers,
       groups.map((g) => h('tr', { class: 'dead-group', dataset: { reason: g.reason, subscriberId: g.subscriber_id } },
         h('td', null, link(to.deadLetters({ reason: g.reason, subscriber_id: g.subscriber_id }), g.reason, 'group-filter')),
@@ -825,7 +1042,7 @@
   }
 
   function deadLettersTable(items) {
-    return table({ id: 'dead-letters' }, ['delivery', 'event type', 'subscriber', 'reason', 'error', 'dead at', 'last status', 'attempts'],
+    return table({ id: 'dead-letters' }, ['delivery', 'event type', NOUN.one, 'reason', 'error', 'dead at', 'last status', 'attempts'],
       items.map((l) => {
         const history = l.attempt_history || [];
         const last = history[history.length - 1];
@@ -846,7 +1063,7 @@
   // enabled only while the form is unchanged since that preview.
   function replayForm(reasons, preset, seq, afterRelease) {
     const reason = h('select', { id: 'replay-reason' });
-    const subscriber = h('input', { id: 'replay-subscriber', type: 'text', placeholder: 'any subscriber', spellcheck: 'false', autocomplete: 'off', value: preset.subscriber_id || null });
+    const subscriber = h('input', { id: 'replay-subscriber', type: 'text', placeholder: `any ${NOUN.one}`, spellcheck: 'false', autocomplete: 'off', value: preset.subscriber_id || null });
     const limit = h('input', { id: 'replay-limit', type: 'number', min: 1, max: 1000, step: 1, value: 100 });
     const pace = h('input', { id: 'replay-per-second', type: 'number', min: 0, step: 'any', placeholder: 'unpaced' });
     const preview = h('button', { id: 'replay-preview', type: 'submit', class: 'primary' }, 'Preview');
@@ -890,7 +1107,7 @@
       h('p', { class: 'hint' }, 'Preview shows what a replay would release now; confirm releases those dead letters to be delivered again. Replays are audited.'),
       h('div', { class: 'form-grid' },
         h('label', { for: 'replay-reason' }, 'reason'), reason,
-        h('label', { for: 'replay-subscriber' }, 'subscriber'), subscriber,
+        h('label', { for: 'replay-subscriber' }, NOUN.one), subscriber,
         h('label', { for: 'replay-limit' }, 'limit (1–1000)'), limit,
         h('label', { for: 'replay-per-second' }, 'pace per second'), pace),
       h('div', { class: 'actions' }, preview, confirm),
@@ -1000,7 +1217,7 @@
 
   function filterText(f) {
     f = f || {};
-    return h('span', null, f.reason || '', f.subscriber_id ? [' · ', subscriberLink(f.subscriber_id)] : h('span', { class: 'muted' }, ' · any subscriber'));
+    return h('span', null, f.reason || '', f.subscriber_id ? [' · ', subscriberLink(f.subscriber_id)] : h('span', { class: 'muted' }, ` · any ${NOUN.one}`));
   }
 
   async function pageReplay(id) {
@@ -1013,7 +1230,7 @@
         ['id', h('code', null, r.id)],
         ['created', when(r.created_at)],
         ['reason', val((r.filter || {}).reason)],
-        ['subscriber', subscriberLink((r.filter || {}).subscriber_id)],
+        [NOUN.one, subscriberLink((r.filter || {}).subscriber_id)],
         ['limit', num(r.limit)],
         ['pace', pace(r.per_second)],
         ['requested by', val(r.requested_by)],
@@ -1132,13 +1349,15 @@
 
   function main() {
     view = $('#view');
-    setupToken();
+    if (PORTAL) takeTokenFromLink();
+    else setupToken();
     window.addEventListener('hashchange', () => {
       clearFlash(); // a message belongs to the page it was shown on
       window.scrollTo(0, 0);
-      // Without a whoami answer (a 401 or an unreachable server) ask again first.
-      if (app.who) route();
-      else start();
+      // A new portal link opened in this tab, or no whoami answer yet (a 401 or an unreachable
+      // server): ask again first.
+      if ((PORTAL && takeTokenFromLink()) || !app.who) start();
+      else route();
     });
     start();
   }
