@@ -204,7 +204,7 @@ pub trait DeliveryQueue: Send + Sync + 'static {
         filter: EventFilter,
         limit: u32,
         cursor: Option<String>,
-    ) -> Result<Page<Event>>;
+    ) -> Result<Page<EventSummary>>;
 
     /// Leases up to `limit` due deliveries, oldest due first, counting each as an attempt.
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ClaimedDelivery>>;

@@ -672,6 +672,19 @@ impl SubscriberFilter {
     }
 }
 
+/// An event as a search lists it: without its payloads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSummary {
+    pub id: String,
+    pub tenant_id: Option<String>,
+    pub event_type: String,
+    /// Its latest payload version.
+    pub payload_version: i64,
+    pub accepted_at: UnixMs,
+    pub deliveries: u64,
+    pub counts: StateCounts,
+}
+
 /// What an event search keeps; each filter `None` keeps everything.
 #[derive(Debug, Clone, Default)]
 pub struct EventFilter {

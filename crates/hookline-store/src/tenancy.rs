@@ -5,20 +5,21 @@ use hookline_policy::UnixMs;
 
 use crate::*;
 
-/// A tenant's publish limiter lets a second's worth of publishes come at once.
-const BURST_US: i64 = 1_000_000;
-
 /// Whether a tenant limited to `per_second` publishes may publish at `now` (milliseconds), given
 /// its limiter's theoretical arrival time `tat_us` (microseconds; `None` before its first
-/// publish). The generic cell rate algorithm: each publish moves the time a second's worth
-/// further by one interval; a publish that would move it more than a second past now waits.
+/// publish). The generic cell rate algorithm: each publish moves the time one interval
+/// further; a second's worth (the whole publishes in `per_second`, at least one) may come at
+/// once, and a publish past that waits.
 /// Answers the new time to store, or how many milliseconds until a publish would be admitted.
 pub(crate) fn admit_publish(tat_us: Option<i64>, now: UnixMs, per_second: f64) -> Result<i64, i64> {
     let now_us = now.saturating_mul(1000);
     let interval_us = paced_us(1_000_000.0 / per_second);
     let tat_us = tat_us.unwrap_or(now_us).max(now_us);
     let ahead_us = tat_us.saturating_sub(now_us);
-    let tolerance_us = BURST_US.saturating_sub(interval_us).max(0);
+    let burst = per_second.floor().max(1.0);
+    // Whole publishes, far below i64::MAX (rates are at most 100,000 a second).
+    #[allow(clippy::cast_possible_truncation)]
+    let tolerance_us = interval_us.saturating_mul(burst as i64 - 1);
     if ahead_us > tolerance_us {
         let wait_us = ahead_us - tolerance_us;
         // Rounded up: a client waiting that long is admitted.
@@ -64,7 +65,7 @@ pub(crate) fn unknown_tenant(tenant: &str) -> StoreError {
     StoreError::Invalid(format!("tenant_id: no tenant {tenant:?}"))
 }
 
-pub(crate) fn tenant_exists(tenant: &str) -> StoreError {
+pub(crate) fn tenant_id_taken(tenant: &str) -> StoreError {
     StoreError::Conflict(format!(
         "tenant {tenant:?} exists or existed: tenant ids are not reused"
     ))
@@ -121,6 +122,18 @@ mod tests {
         let tat = (0..10).fold(None, |tat, _| admit_publish(tat, 0, 10.0).ok());
         assert_eq!(admit_publish(tat, 0, 10.0), Err(100));
         assert!(admit_publish(tat, 100, 10.0).is_ok());
+    }
+
+    #[test]
+    fn a_second_s_worth_is_every_whole_publish_of_the_rate() {
+        for (per_second, burst) in [(3.0, 3), (7.0, 7), (2.5, 2), (0.5, 1), (1.0, 1)] {
+            let admitted = run(per_second, &[0; 20]);
+            assert_eq!(
+                admitted.iter().filter(|a| **a).count(),
+                burst,
+                "{per_second}/s"
+            );
+        }
     }
 
     #[test]

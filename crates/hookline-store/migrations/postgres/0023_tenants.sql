@@ -6,7 +6,7 @@ CREATE TABLE tenants (
     name                   TEXT,
     max_subscribers        BIGINT,
     max_events_per_second  DOUBLE PRECISION,
-    -- The publish limiter's theoretical arrival time, in microseconds (`rules::admit_publish`).
+    -- The publish limiter's theoretical arrival time, in microseconds (`tenancy::admit_publish`).
     publish_tat_us         BIGINT,
     created_at             BIGINT NOT NULL,
     updated_at             BIGINT NOT NULL,

@@ -6,7 +6,7 @@ CREATE TABLE tenants (
     name                   TEXT,
     max_subscribers        INTEGER,
     max_events_per_second  REAL,
-    -- The publish limiter's theoretical arrival time, in microseconds (`rules::admit_publish`).
+    -- The publish limiter's theoretical arrival time, in microseconds (`tenancy::admit_publish`).
     publish_tat_us         INTEGER,
     created_at             INTEGER NOT NULL,
     updated_at             INTEGER NOT NULL,

@@ -1,5 +1,6 @@
 -- Tenants. A tenant's columns are read in the order `tenant_row` reads them; a deleted tenant
--- is kept (its id is never reused) and read by nothing but CREATE_TENANT's conflict.
+-- is kept (its id is never reused) and read by nothing but CREATE_TENANT's conflict and the
+-- join that ends its portal sessions (ACTIVE_PORTAL_SESSION).
 
 -- name: TENANT
 SELECT seq, id, name, max_subscribers, max_events_per_second, created_at, updated_at
@@ -72,3 +73,7 @@ WHERE s.token_sha256 = $1 AND s.revoked_at IS NULL AND s.expires_at > $2;
 -- name: REVOKE_PORTAL_SESSION
 UPDATE portal_sessions SET revoked_at = $3
 WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL;
+
+-- name: REFUND_PUBLISH_TAT
+-- Puts tenant $1's limiter back to $2 if it is still where a refused publish moved it ($3).
+UPDATE tenants SET publish_tat_us = $2 WHERE id = $1 AND publish_tat_us = $3;

@@ -93,13 +93,21 @@ LEFT JOIN event_payloads p ON p.event_id = e.id AND p.version = ?2
 WHERE e.id = ?1;
 
 -- name: EVENT_PAGE
--- Event ids newest first, before (accepted_at, id) (?1, ?2), at most ?8: of type ?3, types
+-- Events newest first, before (accepted_at, id) (?1, ?2), at most ?8: of type ?3, types
 -- starting with ?4, tenant ?5, accepted at or after ?6 and before ?7, each filter dropped by its
 -- NULL. Through `events_accepted`, walked backwards; the filters apply to the rows it walks.
-SELECT accepted_at, id FROM events INDEXED BY events_accepted
+-- No payloads: a page of them could be hundreds of megabytes.
+SELECT accepted_at, id, type, payload_version, deliveries, tenant_id
+FROM events INDEXED BY events_accepted
 WHERE (accepted_at, id) < (?1, ?2)
   AND (CAST(?3 AS TEXT) IS NULL OR type = ?3)
   AND (CAST(?4 AS TEXT) IS NULL OR substr(type, 1, length(?4)) = ?4)
   AND (CAST(?5 AS TEXT) IS NULL OR tenant_id = ?5)
   AND accepted_at >= ?6 AND accepted_at < ?7
 ORDER BY accepted_at DESC, id DESC LIMIT ?8;
+
+-- name: EVENTS_STATE_COUNTS
+-- The deliveries of the events in the JSON array ?1, by event and state (`deliveries_event`).
+SELECT event_id, state, count(*) FROM deliveries
+WHERE event_id IN (SELECT value FROM json_each(?1))
+GROUP BY event_id, state;

@@ -1,5 +1,6 @@
 -- Tenants. A tenant's columns are read in the order `tenant_row` reads them; a deleted tenant
--- is kept (its id is never reused) and read by nothing but CREATE_TENANT's conflict.
+-- is kept (its id is never reused) and read by nothing but CREATE_TENANT's conflict and the
+-- join that ends its portal sessions (ACTIVE_PORTAL_SESSION).
 
 -- name: TENANT
 SELECT seq, id, name, max_subscribers, max_events_per_second, created_at, updated_at

@@ -444,16 +444,29 @@ impl DeliveryQueue for PostgresStore {
 
     async fn publish(&self, event: NewEvent, now: UnixMs) -> Result<PublishOutcome> {
         let mut client = self.client().await?;
+        let mut charged = None;
         if let Some(tenant) = &event.tenant_id {
             // A publish of an id already published is answered, not counted against the rate.
             if !tenants::published(&client, &event.id).await? {
-                tenants::admit(&mut client, tenant, now).await?;
+                charged = tenants::admit(&mut client, tenant, now).await?;
             }
         }
-        let tx = client.transaction().await?;
-        let outcome = writes::publish(&tx, event, now, &self.channel).await?;
-        tx.commit().await?;
-        Ok(outcome)
+        let tenant = event.tenant_id.clone();
+        let outcome = async {
+            let tx = client.transaction().await?;
+            let outcome = writes::publish(&tx, event, now, &self.channel).await?;
+            tx.commit().await?;
+            Ok(outcome)
+        }
+        .await;
+        // What stored no event takes nothing from the rate: as on SQLite, where the limiter
+        // moves in the publish's own transaction.
+        if let (Some(charge), Some(tenant)) = (charged, tenant) {
+            if !matches!(outcome, Ok(PublishOutcome::Accepted(_))) {
+                tenants::refund(&client, &tenant, charge).await?;
+            }
+        }
+        outcome
     }
 
     async fn get_event(&self, id: &str) -> Result<Event> {
@@ -465,7 +478,7 @@ impl DeliveryQueue for PostgresStore {
         filter: EventFilter,
         limit: u32,
         cursor: Option<String>,
-    ) -> Result<Page<Event>> {
+    ) -> Result<Page<EventSummary>> {
         let after = EventPosition::parse(cursor)?;
         reads::events(&self.client().await?, &filter, limit, after).await
     }

@@ -68,6 +68,7 @@ crate::sql::statements! {
         NOTIFY,
         NOTIFY_WITH,
         EVENT_PAGE,
+        EVENTS_STATE_COUNTS,
     }
     "maintenance.sql" => {
         HEARTBEAT,
@@ -159,6 +160,7 @@ crate::sql::statements! {
         SET_PUBLISH_TAT,
         TENANT_FOR_UPDATE,
         PUBLISH_LIMIT_FOR_UPDATE,
+        REFUND_PUBLISH_TAT,
     }
 }
 

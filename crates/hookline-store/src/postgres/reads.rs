@@ -113,15 +113,15 @@ pub(super) async fn subscribers(
     Ok(page(rows, limit))
 }
 
-/// A page of events newest first, after `after` (see `EVENT_PAGE`).
+/// A page of events newest first, after `after` (see `EVENT_PAGE`), with their counts.
 pub(super) async fn events(
     c: &impl GenericClient,
     filter: &EventFilter,
     limit: u32,
     after: EventPosition,
-) -> Result<Page<Event>> {
+) -> Result<Page<EventSummary>> {
     let EventPosition(at, id) = after;
-    let keys = query(
+    let found = query(
         c,
         queries::EVENT_PAGE,
         &[
@@ -136,11 +136,36 @@ pub(super) async fn events(
         ],
     )
     .await?;
-    let mut rows = Vec::with_capacity(keys.len());
-    for key in &keys {
-        let (at, id): (i64, String) = (key.get(0), key.get(1));
-        let e = event(c, &id).await?;
-        rows.push((EventPosition(at, id), e));
+    let mut rows = found
+        .iter()
+        .map(|r| {
+            Ok((
+                EventPosition(r.get(0), r.get(1)),
+                EventSummary {
+                    id: r.get(1),
+                    event_type: r.get(2),
+                    payload_version: r.get(3),
+                    accepted_at: r.get(0),
+                    deliveries: r.bigint(4)?,
+                    tenant_id: r.get(5),
+                    counts: StateCounts::default(),
+                },
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ids: Vec<&str> = rows.iter().map(|(_, e)| e.id.as_str()).collect();
+    let at_row: std::collections::HashMap<String, usize> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| ((*id).to_owned(), i))
+        .collect();
+    for r in query(c, queries::EVENTS_STATE_COUNTS, &[&ids]).await? {
+        let (event, state): (&str, String) = (r.get(0), r.get(1));
+        let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
+        if let Some(&i) = at_row.get(event.as_ref() as &str) {
+            let e = &mut rows[i].1;
+            e.counts.add(state, non_negative(r.get(2)));
+        }
     }
     Ok(page(rows, limit))
 }

@@ -72,7 +72,7 @@ pub(super) async fn create(c: &impl GenericClient, new: &NewTenant, now: UnixMs)
     .await;
     match inserted {
         Err(e) if e.sqlstate() == Some(SqlState::UNIQUE_VIOLATION.code()) => {
-            Err(tenant_exists(&new.id))
+            Err(tenant_id_taken(&new.id))
         }
         other => {
             other?;
@@ -123,9 +123,10 @@ pub(super) async fn delete(c: &impl GenericClient, id: &str, now: UnixMs) -> Res
 pub(super) async fn room_for_a_subscriber(c: &impl GenericClient, id: &str) -> Result<()> {
     let Tenant {
         max_subscribers, ..
-    } = tenant_for_update(c, id)
-        .await
-        .map_err(|_| unknown_tenant(id))?;
+    } = tenant_for_update(c, id).await.map_err(|e| match e {
+        StoreError::NotFound(_) => unknown_tenant(id),
+        other => other,
+    })?;
     if let Some(max) = max_subscribers {
         let live: u64 = query_one(c, queries::TENANT_SUBSCRIBER_COUNT, &[&id])
             .await?
@@ -137,24 +138,47 @@ pub(super) async fn room_for_a_subscriber(c: &impl GenericClient, id: &str) -> R
     Ok(())
 }
 
+/// What [`admit`] moved the limiter from and to, so a publish that then stores nothing can
+/// give it back ([`refund`]).
+pub(super) struct Charge {
+    from_us: Option<i64>,
+    to_us: i64,
+}
+
 /// Refuses a publish for a tenant that does not exist, or one its publish rate does not admit
 /// now; else counts it against the rate. Its own transaction, committed before the publish's.
 pub(super) async fn admit(
     client: &mut deadpool_postgres::Object,
     id: &str,
     now: UnixMs,
-) -> Result<()> {
+) -> Result<Option<Charge>> {
     let tx = client.transaction().await?;
     let Some(limit) = query_opt(&tx, queries::PUBLISH_LIMIT_FOR_UPDATE, &[&id]).await? else {
         return Err(unknown_tenant(id));
     };
     let (per_second, tat_us): (Option<f64>, Option<i64>) = (limit.get(0), limit.get(1));
-    if let Some(per_second) = per_second {
-        let next = admit_publish(tat_us, now, per_second)
-            .map_err(|wait_ms| rate_limited(id, per_second, wait_ms))?;
-        execute(&tx, queries::SET_PUBLISH_TAT, &[&id, &next]).await?;
-    }
+    let Some(per_second) = per_second else {
+        return Ok(None);
+    };
+    let next = admit_publish(tat_us, now, per_second)
+        .map_err(|wait_ms| rate_limited(id, per_second, wait_ms))?;
+    execute(&tx, queries::SET_PUBLISH_TAT, &[&id, &next]).await?;
     tx.commit().await?;
+    Ok(Some(Charge {
+        from_us: tat_us,
+        to_us: next,
+    }))
+}
+
+/// Gives back what [`admit`] took, unless another publish has moved the limiter since (then
+/// this one's place is already behind it, and the rate is kept either way).
+pub(super) async fn refund(c: &impl GenericClient, id: &str, charge: Charge) -> Result<()> {
+    execute(
+        c,
+        queries::REFUND_PUBLISH_TAT,
+        &[&id, &charge.from_us, &charge.to_us],
+    )
+    .await?;
     Ok(())
 }
 

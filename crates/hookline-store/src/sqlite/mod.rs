@@ -397,7 +397,7 @@ impl DeliveryQueue for SqliteStore {
         filter: EventFilter,
         limit: u32,
         cursor: Option<String>,
-    ) -> Result<Page<Event>> {
+    ) -> Result<Page<EventSummary>> {
         let after = EventPosition::parse(cursor)?;
         self.read(move |c| reads::events(c, &filter, limit, after))
             .await

@@ -64,6 +64,7 @@ crate::sql::statements! {
         INSERT_EARLIER_PAYLOAD,
         EVENT_BODY,
         EVENT_PAGE,
+        EVENTS_STATE_COUNTS,
     }
     "maintenance.sql" => {
         HEARTBEAT,

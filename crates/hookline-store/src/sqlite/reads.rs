@@ -128,15 +128,15 @@ pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
     Ok(event)
 }
 
-/// A page of events newest first, after `after` (see `EVENT_PAGE`).
+/// A page of events newest first, after `after` (see `EVENT_PAGE`), with their counts.
 pub(super) fn events(
     c: &Connection,
     filter: &EventFilter,
     limit: u32,
     after: EventPosition,
-) -> Result<Page<Event>> {
+) -> Result<Page<EventSummary>> {
     let EventPosition(at, id) = after;
-    let keys = c
+    let mut rows = c
         .prepare_cached(queries::EVENT_PAGE)?
         .query_map(
             params![
@@ -149,13 +149,39 @@ pub(super) fn events(
                 filter.until.unwrap_or(i64::MAX),
                 i64::from(limit) + 1
             ],
-            |r| Ok(EventPosition(r.get(0)?, r.get(1)?)),
+            |r| {
+                Ok((
+                    EventPosition(r.get(0)?, r.get(1)?),
+                    EventSummary {
+                        id: r.get(1)?,
+                        event_type: r.get(2)?,
+                        payload_version: r.get(3)?,
+                        accepted_at: r.get(0)?,
+                        deliveries: r.get(4)?,
+                        tenant_id: r.get(5)?,
+                        counts: StateCounts::default(),
+                    },
+                ))
+            },
         )?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let rows = keys
-        .into_iter()
-        .map(|key| Ok((key.clone(), event(c, &key.1)?)))
-        .collect::<Result<Vec<_>>>()?;
+    let ids: Vec<&str> = rows.iter().map(|(_, e)| e.id.as_str()).collect();
+    let at_row: std::collections::HashMap<String, usize> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| ((*id).to_owned(), i))
+        .collect();
+    let ids = serde_json::to_string(&ids).map_err(StoreError::failed)?;
+    let mut counts = c.prepare_cached(queries::EVENTS_STATE_COUNTS)?;
+    let mut counted = counts.query([ids])?;
+    while let Some(r) = counted.next()? {
+        let (event, state): (String, String) = (r.get(0)?, r.get(1)?);
+        let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
+        if let Some(&i) = at_row.get(event.as_ref() as &str) {
+            let e = &mut rows[i].1;
+            e.counts.add(state, r.get(2)?);
+        }
+    }
     Ok(page(rows, limit))
 }
 

@@ -50,7 +50,7 @@ pub(super) fn create(c: &Connection, new: &NewTenant, now: UnixMs) -> Result<Ten
     ]);
     match inserted {
         Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
-            Err(tenant_exists(&new.id))
+            Err(tenant_id_taken(&new.id))
         }
         other => {
             other?;
@@ -90,7 +90,10 @@ pub(super) fn delete(w: &mut Writer, id: &str, now: UnixMs) -> Result<Tenant> {
 pub(super) fn room_for_a_subscriber(c: &Connection, id: &str) -> Result<()> {
     let Tenant {
         max_subscribers, ..
-    } = tenant(c, id).map_err(|_| unknown_tenant(id))?;
+    } = tenant(c, id).map_err(|e| match e {
+        StoreError::NotFound(_) => unknown_tenant(id),
+        other => other,
+    })?;
     if let Some(max) = max_subscribers {
         let live: u32 = c
             .prepare_cached(queries::TENANT_SUBSCRIBER_COUNT)?

@@ -107,7 +107,7 @@ pub async fn list(
         })
         .transpose()?;
     let order = list_order(q.order.as_deref())?;
-    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id) else {
+    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id)? else {
         return Ok((StatusCode::OK, Json(views::Page::empty())));
     };
     let filter = DeliveryFilter {
@@ -153,7 +153,7 @@ pub async fn list_dead_letters(
         page_limit(q.limit)?,
         q.reason.as_deref().map(reason).transpose()?,
     );
-    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id) else {
+    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id)? else {
         return Ok((StatusCode::OK, Json(views::Page::empty())));
     };
     let filter = DeadLetterFilter {
@@ -183,7 +183,7 @@ pub async fn dead_letter_groups(
     query: Result<Query<GroupQuery>, QueryRejection>,
 ) -> Answer<DeadLetterGroups> {
     let Query(q) = query?;
-    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id) else {
+    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id)? else {
         let none = DeadLetterGroups {
             items: Vec::new(),
             truncated: false,
@@ -258,7 +258,7 @@ pub async fn replay(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body: ReplayBody = parse_json(&body?)?;
-    let tenant_id = tenancy.owner(body.tenant_id)?;
+    let mut tenant_id = tenancy.owner(body.tenant_id)?;
     let reason = reason(&body.reason)?;
     hookline_store::check_replay(body.limit, body.per_second)?;
     if body.dry_run && body.expected_delivery_ids.is_some() {
@@ -276,6 +276,9 @@ pub async fn replay(
                  be replayed"
             )));
         }
+        // A replay of one subscriber's dead letters is its tenant's too: the tenant sees it
+        // in its audit, whoever asked.
+        tenant_id = tenant_id.or(subscriber.tenant_id);
     }
     let request = ReplayRequest {
         tenant_id,
@@ -335,7 +338,7 @@ pub async fn list_replays(
 ) -> Answer<views::Page<views::Replay>> {
     let Query(q) = query?;
     let (order, limit) = (list_order(q.order.as_deref())?, page_limit(q.limit)?);
-    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id) else {
+    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id)? else {
         return Ok((StatusCode::OK, Json(views::Page::empty())));
     };
     let page = ctx

@@ -347,15 +347,15 @@ fn instant(name: &str, text: Option<&str>) -> Result<Option<i64>, ApiError> {
     .transpose()
 }
 
-/// Newest first (by acceptance), each with its delivery counts by state. The type filters
-/// compare types exactly as published (case-sensitive).
+/// Newest first (by acceptance), each with its delivery counts by state and without its
+/// payloads. The type filters compare types exactly as published (case-sensitive).
 #[utoipa::path(get, path = "/v1/events", operation_id = "list_events", tag = TAG, params(EventQuery),
-    responses((status = 200, description = "A page of events", body = views::Page<views::Event>)))]
+    responses((status = 200, description = "A page of events", body = views::Page<views::EventSummary>)))]
 pub async fn list(
     State(ctx): ApiState,
     tenancy: Tenancy,
     query: Result<Query<EventQuery>, QueryRejection>,
-) -> Answer<views::Page<views::Event>> {
+) -> Answer<views::Page<views::EventSummary>> {
     let Query(q) = query?;
     let limit = page_limit(q.limit)?;
     if let Some(t) = &q.event_type {
@@ -367,7 +367,7 @@ pub async fn list(
     }
     let since = instant("since", q.since.as_deref())?;
     let until = instant("until", q.until.as_deref())?;
-    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id) else {
+    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id)? else {
         return Ok((StatusCode::OK, Json(views::Page::empty())));
     };
     let filter = EventFilter {
@@ -378,7 +378,10 @@ pub async fn list(
         until,
     };
     let page = ctx.store.list_events(filter, limit, q.cursor).await?;
-    Ok((StatusCode::OK, Json(views::page(&page, views::event))))
+    Ok((
+        StatusCode::OK,
+        Json(views::page(&page, views::event_summary)),
+    ))
 }
 
 /// A publish-scope token sees its own events only.

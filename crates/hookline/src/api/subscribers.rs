@@ -158,9 +158,6 @@ pub async fn create(
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::CreatedSubscriber> {
     let body: CreateBody = parse_json(&body?)?;
-    if let Some(tenant) = &body.tenant_id {
-        validate::tenant_id(tenant)?;
-    }
     let tenant_id = tenancy.owner(body.tenant_id)?;
     let now = ctx.clock.now_ms();
     let id = match body.id {
@@ -239,7 +236,7 @@ pub async fn list(
     let query_values = QueryValues::for_caller(caller.as_ref().map(|Extension(c)| c));
     let Query(q) = query?;
     let limit = page_limit(q.limit)?;
-    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id) else {
+    let Listing::Of(tenant_id) = tenancy.listing(q.tenant_id)? else {
         return Ok((StatusCode::OK, Json(views::Page::empty())));
     };
     if let Some(text) = &q.contains {

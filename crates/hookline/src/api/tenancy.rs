@@ -72,8 +72,9 @@ impl Tenancy {
     }
 
     /// The tenant a new object belongs to: the caller's own (naming another is 403), or for
-    /// the platform the one asked for.
+    /// the platform the one asked for. A `tenant_id` that breaks the id rules is 422.
     pub fn owner(&self, asked: Option<String>) -> Result<Option<String>, ApiError> {
+        checked(asked.as_deref())?;
         match (self, asked) {
             (Tenancy::Platform, asked) => Ok(asked),
             (Tenancy::Tenant(mine), None) => Ok(Some(mine.clone())),
@@ -84,15 +85,21 @@ impl Tenancy {
         }
     }
 
-    /// What a list of objects reads when the caller asked for `asked`'s.
-    pub fn listing(&self, asked: Option<String>) -> Listing {
-        match (self, asked) {
+    /// What a list of objects reads when the caller asked for `asked`'s (422 for a
+    /// `tenant_id` that breaks the id rules).
+    pub fn listing(&self, asked: Option<String>) -> Result<Listing, ApiError> {
+        checked(asked.as_deref())?;
+        Ok(match (self, asked) {
             (Tenancy::Platform, asked) => Listing::Of(asked),
             (Tenancy::Tenant(mine), None) => Listing::Of(Some(mine.clone())),
             (Tenancy::Tenant(mine), Some(asked)) if asked == *mine => Listing::Of(Some(asked)),
             (Tenancy::Tenant(_), Some(_)) => Listing::Nothing,
-        }
+        })
     }
+}
+
+fn checked(tenant_id: Option<&str>) -> Result<(), ApiError> {
+    tenant_id.map_or(Ok(()), super::validate::tenant_id)
 }
 
 /// An object that belongs to a tenant (or to none).
@@ -164,10 +171,18 @@ mod tests {
         );
         assert_eq!(Tenancy::Platform.owner(None).unwrap(), None);
 
-        assert_eq!(acme.listing(None), Listing::Of(Some("acme".into())));
-        assert_eq!(acme.listing(Some("globex".into())), Listing::Nothing);
         assert_eq!(
-            Tenancy::Platform.listing(Some("globex".into())),
+            acme.listing(None).unwrap(),
+            Listing::Of(Some("acme".into()))
+        );
+        assert_eq!(
+            acme.listing(Some("globex".into())).unwrap(),
+            Listing::Nothing
+        );
+        assert!(acme.listing(Some(String::new())).is_err());
+        assert!(Tenancy::Platform.owner(Some("a:b".into())).is_err());
+        assert_eq!(
+            Tenancy::Platform.listing(Some("globex".into())).unwrap(),
             Listing::Of(Some("globex".into()))
         );
     }

@@ -7,15 +7,15 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use hookline_policy::duration_ms;
-use hookline_store::{NewPortalSession, NewTenant, TenantPatch};
+use hookline_store::{NewPortalSession, NewTenant, StoreError, TenantPatch};
 use serde::Deserialize;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 use super::auth::Caller;
 use super::error::{parse_json, parse_optional_json, ErrorEnvelope};
 use super::subscribers::present;
 use super::tenancy::{Listing, Tenancy};
-use super::{page_limit, validate, views, Answer, ApiError, ApiState};
+use super::{validate, views, Answer, ApiError, ApiState, PageQuery};
 use crate::config::parse_duration;
 
 const TAG: &str = "tenants";
@@ -115,33 +115,22 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(views::tenant(&created))))
 }
 
-#[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct TenantQuery {
-    /// 1 to 1000 (default 100).
-    #[param(minimum = 1, maximum = 1000)]
-    limit: Option<u32>,
-    /// `next_cursor` of the page before.
-    #[param(min_length = 1)]
-    cursor: Option<String>,
-}
-
 /// Oldest first. A tenant's token sees itself only.
-#[utoipa::path(get, path = "/v1/tenants", operation_id = "list_tenants", tag = TAG, params(TenantQuery),
+#[utoipa::path(get, path = "/v1/tenants", operation_id = "list_tenants", tag = TAG, params(PageQuery),
     responses((status = 200, description = "A page of tenants", body = views::Page<views::Tenant>)))]
 pub async fn list(
     State(ctx): ApiState,
     tenancy: Tenancy,
-    query: Result<Query<TenantQuery>, QueryRejection>,
+    query: Result<Query<PageQuery>, QueryRejection>,
 ) -> Answer<views::Page<views::Tenant>> {
     let Query(q) = query?;
-    let limit = page_limit(q.limit)?;
-    let page = match tenancy.listing(None) {
+    let limit = q.limit()?;
+    let page = match tenancy.listing(None)? {
         Listing::Of(Some(mine)) => views::Page {
             // Its own, once: a tenant that does not exist yet is an empty page.
             items: match (q.cursor, ctx.store.get_tenant(&mine).await) {
                 (None, Ok(t)) => vec![views::tenant(&t)],
+                (_, Err(e)) if !matches!(e, StoreError::NotFound(_)) => return Err(e.into()),
                 _ => Vec::new(),
             },
             next_cursor: None,

@@ -263,6 +263,35 @@ pub fn event(e: &store::Event) -> Event {
     }
 }
 
+/// An event as a search lists it: without its payloads (`GET /v1/events/{id}` has them).
+#[derive(Serialize, ToSchema)]
+pub struct EventSummary {
+    pub id: String,
+    /// The tenant it belongs to; `null`: none.
+    #[schema(required = true)]
+    pub tenant_id: Option<String>,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// Its latest payload version.
+    pub payload_version: i64,
+    #[schema(format = DateTime)]
+    pub accepted_at: String,
+    pub deliveries: u64,
+    pub counts: StateCounts,
+}
+
+pub fn event_summary(e: &store::EventSummary) -> EventSummary {
+    EventSummary {
+        id: e.id.clone(),
+        tenant_id: e.tenant_id.clone(),
+        event_type: e.event_type.clone(),
+        payload_version: e.payload_version,
+        accepted_at: rfc3339(e.accepted_at),
+        deliveries: e.deliveries,
+        counts: e.counts.clone(),
+    }
+}
+
 /// What a publish answers once the event and its deliveries are committed.
 #[derive(Serialize, ToSchema)]
 pub struct Receipt {

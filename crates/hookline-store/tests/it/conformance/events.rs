@@ -31,7 +31,8 @@ pub(crate) async fn events_are_searched_newest_first_and_paged(h: &impl Harness)
         };
         store.publish(e, at).await.unwrap();
     }
-    let ids = |page: &Page<Event>| page.items.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
+    let ids =
+        |page: &Page<EventSummary>| page.items.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
     let search = |filter: EventFilter, limit: u32, cursor: Option<String>| {
         let store = store.clone();
         async move { store.list_events(filter, limit, cursor).await.unwrap() }

@@ -506,6 +506,15 @@ pub(crate) async fn tenant_quotas_refuse_and_store_nothing(h: &impl Harness) {
         .await
         .unwrap();
 
+    // A publish admission refuses stores nothing and takes nothing from the rate.
+    let refused = NewEvent {
+        admit_at_most: Some(0),
+        ..event_of(Some("acme"), "too-big", "t")
+    };
+    assert!(matches!(
+        store.publish(refused, T0).await,
+        Err(StoreError::OverCapacity { .. })
+    ));
     // Two a second: a second's worth at once, then the third waits; another tenant does not.
     for i in 0..2 {
         accepted(&*store, event_of(Some("acme"), &format!("e{i}"), "t"), T0).await;
