@@ -162,7 +162,7 @@ pub(super) async fn events(
     for r in query(c, queries::EVENTS_STATE_COUNTS, &[&ids]).await? {
         let (event, state): (&str, String) = (r.get(0), r.get(1));
         let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
-        if let Some(&i) = at_row.get(event.as_ref() as &str) {
+        if let Some(&i) = at_row.get(event) {
             let e = &mut rows[i].1;
             e.counts.add(state, non_negative(r.get(2)));
         }

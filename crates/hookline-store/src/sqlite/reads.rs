@@ -177,7 +177,7 @@ pub(super) fn events(
     while let Some(r) = counted.next()? {
         let (event, state): (String, String) = (r.get(0)?, r.get(1)?);
         let state = DeliveryState::parse(&state).ok_or_else(|| corrupt("state", &state))?;
-        if let Some(&i) = at_row.get(event.as_ref() as &str) {
+        if let Some(&i) = at_row.get(event.as_str()) {
             let e = &mut rows[i].1;
             e.counts.add(state, r.get(2)?);
         }
