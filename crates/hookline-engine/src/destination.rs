@@ -55,6 +55,47 @@ pub struct Guard {
     pub https_only: bool,
 }
 
+/// The guards subscribers are held to: the platform's own (`allow_private_destinations`,
+/// `allowed_networks`), and tenants', whose endpoints a tenant's token may point anywhere, so
+/// what the platform opens for its own receivers is not theirs to reach.
+#[derive(Debug, Clone)]
+pub struct Guards {
+    pub platform: Arc<Guard>,
+    pub tenants: Arc<Guard>,
+}
+
+/// Where tenants' subscribers may point (`[tenants] destinations`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TenantDestinations {
+    /// Public addresses only, whatever the platform allows for its own (the default).
+    Public,
+    /// Wherever the platform's own may (local testing, or a platform that vets tenants' URLs).
+    AsPlatform,
+}
+
+impl Guards {
+    pub fn new(platform: Guard, tenants: TenantDestinations) -> Self {
+        let platform = Arc::new(platform);
+        let tenants = match tenants {
+            TenantDestinations::AsPlatform => platform.clone(),
+            TenantDestinations::Public => Arc::new(Guard {
+                enabled: true,
+                allowed_networks: Vec::new(),
+                https_only: platform.https_only,
+            }),
+        };
+        Guards { platform, tenants }
+    }
+
+    /// The guard a subscriber of `tenant` (or of none) is held to.
+    pub fn of(&self, tenant: Option<&str>) -> &Arc<Guard> {
+        match tenant {
+            Some(_) => &self.tenants,
+            None => &self.platform,
+        }
+    }
+}
+
 impl Guard {
     /// Whether a connection to `ip` is allowed.
     pub fn permits(&self, ip: IpAddr) -> bool {

@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 
 use crate::clock::Clock;
 use crate::config::DeliveryConfig;
-use crate::destination::Guard;
+use crate::destination::Guards;
 use crate::health::FailedCommits;
 use crate::hosts::HostLoad;
 use crate::meter::{Meter, Showing};
@@ -145,8 +145,8 @@ pub struct DispatcherParts {
     /// one that did).
     pub policies: Arc<PoliciesInForce>,
     pub delivery: DeliveryConfig,
-    /// Which destinations attempts may connect to.
-    pub guard: Arc<Guard>,
+    /// Which destinations attempts may connect to (the platform's subscribers', tenants').
+    pub guards: Guards,
     pub labels: telemetry::Labels,
     /// Where completed attempts and busy slots are counted, for the capacity model.
     pub meter: Arc<Meter>,
@@ -161,7 +161,7 @@ impl Dispatcher {
             clock,
             policies,
             delivery,
-            guard,
+            guards,
             labels,
             meter,
             failed_commits,
@@ -183,7 +183,7 @@ impl Dispatcher {
                 store,
                 policies,
                 clock,
-                sender: Sender::new(delivery.attempt_timeout, guard),
+                sender: Sender::new(delivery.attempt_timeout, guards),
                 wake: wake.clone(),
                 slots: slots.clone(),
                 labels,

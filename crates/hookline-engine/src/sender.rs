@@ -25,7 +25,7 @@ use tokio::time::{timeout_at, Instant};
 use url::Url;
 
 use crate::clock::rfc3339;
-use crate::destination::{Guard, GuardedResolver, Refused};
+use crate::destination::{Guard, GuardedResolver, Guards, Refused};
 use crate::signer::SigningKey;
 
 pub const USER_AGENT_VALUE: &str = concat!("hookline/", env!("CARGO_PKG_VERSION"));
@@ -93,11 +93,15 @@ where
 
 #[derive(Clone)]
 pub struct Sender {
+    /// The platform's subscribers' connections.
     client: Client<Connector, Full<Bytes>>,
+    /// Tenants' subscribers' connections, through their own guard (the same client when the
+    /// guard is the same).
+    tenants_client: Client<Connector, Full<Bytes>>,
     /// The whole attempt, connecting and the answer's body included.
     attempt_timeout: Duration,
     /// Destinations are vetted when connecting, not only when a subscriber is created.
-    guard: Arc<Guard>,
+    guards: Guards,
     /// Subscriber URLs as parsed: parsing one (IDNA included) on every attempt showed in the
     /// whole process's cost (`docs/perf-journal.md`); a subscriber's URL rarely changes, and a
     /// changed one is another key.
@@ -128,20 +132,28 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 const KEEPALIVE_RETRIES: u32 = 3;
 
 impl Sender {
-    pub fn new(attempt_timeout: Duration, guard: Arc<Guard>) -> Self {
-        Self::with_resolver(attempt_timeout, guard.clone(), GuardedResolver::new(guard))
+    pub fn new(attempt_timeout: Duration, guards: Guards) -> Self {
+        Self::with_resolvers(attempt_timeout, guards, GuardedResolver::new)
     }
 
-    /// A sender whose connections find their addresses through `resolver`.
-    pub fn with_resolver(
+    /// A sender whose connections find their addresses through the resolvers `resolver` makes
+    /// of each guard.
+    pub fn with_resolvers(
         attempt_timeout: Duration,
-        guard: Arc<Guard>,
-        resolver: GuardedResolver,
+        guards: Guards,
+        resolver: impl Fn(Arc<Guard>) -> GuardedResolver,
     ) -> Self {
+        let client = client(resolver(guards.platform.clone()), attempt_timeout);
+        let tenants_client = if Arc::ptr_eq(&guards.platform, &guards.tenants) {
+            client.clone()
+        } else {
+            self::client(resolver(guards.tenants.clone()), attempt_timeout)
+        };
         Self {
-            client: client(resolver, attempt_timeout),
+            client,
+            tenants_client,
             attempt_timeout,
-            guard,
+            guards,
             parsed: Default::default(),
         }
     }
@@ -158,7 +170,8 @@ impl Sender {
             Ok(target) => target,
             Err(e) => return refused(format!("subscriber URL is unusable: {e}")),
         };
-        if let Err(e) = self.guard.check_before_send(&target.url) {
+        let tenant = delivery.destination.tenant_id.as_deref();
+        if let Err(e) = self.guards.of(tenant).check_before_send(&target.url) {
             return refused(e);
         }
         // During a secret rotation's grace period both signatures go out, space-separated, as
@@ -204,7 +217,11 @@ impl Sender {
         // One deadline for the whole attempt. An answer whose body is still arriving at the
         // deadline is the answer it is: its status stands, with the part of the body read.
         let deadline = Instant::now() + self.attempt_timeout;
-        match timeout_at(deadline, self.client.request(request)).await {
+        let client = match tenant {
+            Some(_) => &self.tenants_client,
+            None => &self.client,
+        };
+        match timeout_at(deadline, client.request(request)).await {
             Ok(Ok(response)) => answered(response, now, deadline, &credentials).await,
             Ok(Err(e)) => transport_failure(&e, self.attempt_timeout),
             Err(_) => timed_out(self.attempt_timeout, None),
@@ -508,11 +525,17 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::destination::TenantDestinations;
     use hookline_store::{DeliveryKey, Destination};
+
+    /// Guards that let every destination through (tests send to loopback).
+    fn open_guards() -> Guards {
+        Guards::new(Guard::default(), TenantDestinations::AsPlatform)
+    }
 
     #[test]
     fn urls_are_parsed_once_and_the_cache_stays_bounded() {
-        let sender = Sender::new(Duration::from_secs(1), Arc::new(Guard::default()));
+        let sender = Sender::new(Duration::from_secs(1), open_guards());
         let first = sender.target("http://Example.COM:80/hook").unwrap();
         assert_eq!(first.url.as_str(), "http://example.com/hook");
         assert_eq!(first.uri, "http://example.com/hook");
@@ -585,7 +608,10 @@ mod tests {
             enabled: true,
             ..Guard::default()
         });
-        let guarded = Sender::new(Duration::from_secs(2), on);
+        let guarded = Sender::new(
+            Duration::from_secs(2),
+            Guards::new((*on).clone(), TenantDestinations::AsPlatform),
+        );
         for url in [
             format!("http://127.0.0.1:{}/hook", addr.port()),
             format!("http://localhost:{}/hook", addr.port()),
@@ -601,10 +627,39 @@ mod tests {
             "nothing reached it"
         );
 
-        let open = Sender::new(Duration::from_secs(2), Arc::new(Guard::default()));
+        let open = Sender::new(Duration::from_secs(2), open_guards());
         let d = delivery(format!("http://localhost:{}/hook", addr.port()));
         let report = open.send(&d, render_body(&d.event), 0).await;
         assert_eq!(report.result, AttemptResult::Status(200));
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// What the platform opens for its own subscribers (`allowed_networks`) is not opened for
+    /// tenants' (`[tenants] destinations = "public"`): checked again when connecting.
+    #[tokio::test]
+    async fn a_tenant_s_subscriber_is_held_to_public_addresses() {
+        let (addr, hits) = receiver().await;
+        let platform = Guard {
+            enabled: true,
+            allowed_networks: vec!["127.0.0.0/8".parse().unwrap()],
+            https_only: false,
+        };
+        let sender = Sender::new(
+            Duration::from_secs(2),
+            Guards::new(platform, TenantDestinations::Public),
+        );
+        let url = format!("http://127.0.0.1:{}/hook", addr.port());
+        let platform_s = delivery(url.clone());
+        let report = sender
+            .send(&platform_s, render_body(&platform_s.event), 0)
+            .await;
+        assert_eq!(report.result, AttemptResult::Status(200), "{report:?}");
+        let mut tenant_s = delivery(url);
+        Arc::make_mut(&mut tenant_s.destination).tenant_id = Some("acme".into());
+        let report = sender
+            .send(&tenant_s, render_body(&tenant_s.event), 0)
+            .await;
+        assert_eq!(report.result, AttemptResult::Refused, "{report:?}");
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
@@ -616,7 +671,7 @@ mod tests {
             "busy",
         ))
         .await;
-        let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
+        let sender = Sender::new(Duration::from_secs(5), open_guards());
         let d = delivery(format!("http://{addr}/hook"));
         let report = sender.send(&d, render_body(&d.event), 1_000_000).await;
         assert_eq!(report.result, AttemptResult::Status(503), "{report:?}");
@@ -697,7 +752,7 @@ mod tests {
     async fn no_answer_within_the_attempt_timeout_is_a_timeout() {
         // Takes the request and never answers.
         let (addr, silent) = raw_server(b"").await;
-        let sender = Sender::new(Duration::from_millis(200), Arc::new(Guard::default()));
+        let sender = Sender::new(Duration::from_millis(200), open_guards());
         let report = bounded(&sender, &delivery(format!("http://{addr}/hook"))).await;
         assert_eq!(report.result, AttemptResult::Timeout, "{report:?}");
         assert!(report.error.unwrap().contains("200ms"));
@@ -710,7 +765,7 @@ mod tests {
     async fn a_body_still_arriving_at_the_deadline_keeps_its_status() {
         let (addr, held) =
             raw_server(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n0123456789").await;
-        let sender = Sender::new(Duration::from_millis(300), Arc::new(Guard::default()));
+        let sender = Sender::new(Duration::from_millis(300), open_guards());
         let report = bounded(&sender, &delivery(format!("http://{addr}/hook"))).await;
         assert_eq!(report.result, AttemptResult::Status(200), "{report:?}");
         assert_eq!(report.response_body.as_deref(), Some("0123456789"));
@@ -722,7 +777,7 @@ mod tests {
     async fn a_binary_answer_is_kept_as_text_without_nul() {
         let (addr, held) =
             raw_server(b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nok\0\xff\0!").await;
-        let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
+        let sender = Sender::new(Duration::from_secs(5), open_guards());
         let report = bounded(&sender, &delivery(format!("http://{addr}/hook"))).await;
         assert_eq!(report.result, AttemptResult::Status(200), "{report:?}");
         assert_eq!(
@@ -738,7 +793,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let app = axum::Router::new().fallback(|| async { "x".repeat(10 * 1024) });
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
+        let sender = Sender::new(Duration::from_secs(5), open_guards());
         let report = bounded(&sender, &delivery(format!("http://{addr}/hook"))).await;
         assert_eq!(report.result, AttemptResult::Status(200));
         assert_eq!(report.response_body.unwrap().len(), KEPT_RESPONSE_BYTES);
@@ -769,7 +824,7 @@ mod tests {
         let answer = format!("{}{KEY} and more", "x".repeat(KEPT_RESPONSE_BYTES - 8));
         let app = axum::Router::new().fallback(move || std::future::ready(answer.clone()));
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
+        let sender = Sender::new(Duration::from_secs(5), open_guards());
         let mut d = delivery(format!("http://{addr}/hook"));
         let mut destination = (*d.destination).clone();
         destination.headers.0.insert("x-api-key".into(), KEY.into());
@@ -789,7 +844,7 @@ mod tests {
     #[tokio::test]
     async fn a_subscribers_own_headers_and_stored_credentials_are_sent() {
         let (addr, seen) = recording_server("ok").await;
-        let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
+        let sender = Sender::new(Duration::from_secs(5), open_guards());
         let url = format!("http://user:p%40ss@{addr}/hook");
         let sent = |own: &[(&str, &str)]| {
             let mut d = delivery(url.clone());
@@ -832,14 +887,16 @@ mod tests {
     #[tokio::test]
     async fn a_connect_that_does_not_finish_in_time_is_a_timeout() {
         let (addr, silent) = raw_server(b"").await;
-        let guard = Arc::new(Guard::default());
+        let guards = open_guards();
+        let client = client(
+            GuardedResolver::new(guards.platform.clone()),
+            Duration::from_millis(200),
+        );
         let sender = Sender {
-            client: client(
-                GuardedResolver::new(guard.clone()),
-                Duration::from_millis(200),
-            ),
+            tenants_client: client.clone(),
+            client,
             attempt_timeout: Duration::from_secs(20),
-            guard,
+            guards,
             parsed: Default::default(),
         };
         let report = bounded(&sender, &delivery(format!("https://{addr}/hook"))).await;
@@ -858,7 +915,7 @@ mod tests {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = socket.local_addr().unwrap();
-        let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
+        let sender = Sender::new(Duration::from_secs(5), open_guards());
         let report = bounded(&sender, &delivery(format!("http://{addr}/hook"))).await;
         assert_eq!(report.result, AttemptResult::ConnectionFailed, "{report:?}");
         drop(socket);
@@ -880,12 +937,9 @@ mod tests {
                 ))
             })
         });
-        let guard = Arc::new(Guard::default());
-        let sender = Sender::with_resolver(
-            Duration::from_secs(5),
-            guard.clone(),
-            GuardedResolver::with_lookup(guard, lookup),
-        );
+        let sender = Sender::with_resolvers(Duration::from_secs(5), open_guards(), |guard| {
+            GuardedResolver::with_lookup(guard, lookup.clone())
+        });
         let d = delivery("http://nowhere.example/hook".into());
         let report = sender.send(&d, render_body(&d.event), 0).await;
         assert_eq!(report.result, AttemptResult::DnsFailed, "{report:?}");
@@ -896,7 +950,7 @@ mod tests {
     #[tokio::test]
     async fn an_https_destination_that_does_not_speak_tls_is_a_failed_connection() {
         let (addr, hits) = receiver().await;
-        let sender = Sender::new(Duration::from_secs(5), Arc::new(Guard::default()));
+        let sender = Sender::new(Duration::from_secs(5), open_guards());
         let d = delivery(format!("https://{addr}/hook"));
         let report = sender.send(&d, render_body(&d.event), 0).await;
         assert_eq!(report.result, AttemptResult::ConnectionFailed, "{report:?}");

@@ -118,7 +118,7 @@ pub async fn start(
             clock: clock.clone(),
             policies: policies.in_force(),
             delivery: config.delivery.clone(),
-            guard: config.guard.clone(),
+            guards: config.guards.clone(),
             labels: hookline_engine::telemetry::Labels {
                 latency: config.metrics.latency_labels,
                 tenant: config.metrics.tenant_labels,
@@ -161,7 +161,7 @@ pub async fn start(
     let ctx = Arc::new(ApiContext {
         store: store.clone(),
         clock,
-        guard: config.guard.clone(),
+        guards: config.guards.clone(),
         max_payload_bytes: config.max_payload_bytes,
         // An api-only process has no dispatcher to wake; the store's NOTIFY wakes the workers.
         wake: dispatcher

@@ -147,6 +147,16 @@ async fn presented(ctx: &ApiContext, token: Option<&str>) -> Result<Presented, A
     }))
 }
 
+/// Whether `token` is a tenant's: a portal session's (any, live or not), or a configured
+/// token that names a tenant.
+fn tenant_token(ctx: &ApiContext, token: Option<&str>) -> bool {
+    token.is_some_and(|t| {
+        t.starts_with(PORTAL_TOKEN_PREFIX)
+            || authenticate(&ctx.api_tokens, Some(&format!("Bearer {t}")))
+                .is_ok_and(|c| c.tenant.is_some())
+    })
+}
+
 /// What a portal session's token starts with, so a config token is never looked up in the
 /// store, nor a portal one compared with the config's.
 pub const PORTAL_TOKEN_PREFIX: &str = "hlp_";
@@ -167,6 +177,10 @@ pub async fn require_token(
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
+    // An open `/metrics` needs no token, but a tenant's is never let in with one.
+    if path == "/metrics" && ctx.metrics_open && tenant_token(&ctx, bearer(header)) {
+        return ApiError::forbidden("a tenant's token may not read /metrics").into_response();
+    }
     let token = bearer(header).filter(|_| !open_route);
     let caller = match presented(&ctx, token).await {
         Err(e) => return e.into_response(),

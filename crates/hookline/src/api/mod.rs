@@ -45,8 +45,8 @@ pub const DEFAULT_PAGE: u32 = 100;
 pub struct ApiContext {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
-    /// Which destinations subscribers may name.
-    pub guard: Arc<hookline_engine::destination::Guard>,
+    /// Which destinations subscribers may name (the platform's, and tenants').
+    pub guards: hookline_engine::destination::Guards,
     pub max_payload_bytes: usize,
     /// Wakes the dispatcher when something may have become due.
     pub wake: Arc<Notify>,

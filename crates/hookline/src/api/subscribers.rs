@@ -137,8 +137,10 @@ fn event_types(types: Vec<String>) -> Result<Vec<String>, ApiError> {
     Ok(types)
 }
 
-async fn url(ctx: &super::ApiContext, raw: &str) -> Result<String, ApiError> {
-    ctx.guard
+/// `raw`, checked by the guard a subscriber of `tenant` is held to.
+async fn url(ctx: &super::ApiContext, tenant: Option<&str>, raw: &str) -> Result<String, ApiError> {
+    ctx.guards
+        .of(tenant)
         .check_url(raw)
         .await
         .map(|u| u.to_string())
@@ -175,8 +177,8 @@ pub async fn create(
         None => new_secret(),
     };
     let new = NewSubscriber {
+        url: url(&ctx, tenant_id.as_deref(), &body.url).await?,
         tenant_id,
-        url: url(&ctx, &body.url).await?,
         event_types: event_types(body.event_types.unwrap_or_default())?,
         max_in_flight: max_in_flight(body.max_in_flight)?,
         rate_limit_per_second: rate_limit(body.rate_limit_per_second)?,
@@ -497,7 +499,7 @@ pub async fn update(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Subscriber> {
-    visible(&ctx, &tenancy, &id).await?;
+    let current = visible(&ctx, &tenancy, &id).await?;
     let body: PatchBody = parse_json(&body?)?;
     let status = match body.status.as_deref() {
         None => None,
@@ -511,7 +513,7 @@ pub async fn update(
     };
     let patch = SubscriberPatch {
         url: match body.url {
-            Some(raw) => Some(url(&ctx, &raw).await?),
+            Some(raw) => Some(url(&ctx, current.tenant_id.as_deref(), &raw).await?),
             None => None,
         },
         event_types: body.event_types.map(event_types).transpose()?,

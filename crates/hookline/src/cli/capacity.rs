@@ -544,7 +544,10 @@ async fn measure(config: Option<&Path>, mix: &Mix) -> anyhow::Result<Measurement
     // One loopback origin stands for the subscribers' many hosts: the cap per host would
     // measure itself, not the slots.
     config.delivery.max_in_flight_per_host = 0;
-    config.guard = std::sync::Arc::new(hookline_engine::destination::Guard::default());
+    config.guards = hookline_engine::destination::Guards::new(
+        hookline_engine::destination::Guard::default(),
+        hookline_engine::destination::TenantDestinations::AsPlatform,
+    );
     // Both ends of every attempt are in this process: hookline's and the sink's.
     crate::open_files::check(
         crate::open_files::needed(&config, crate::app::Role::All)

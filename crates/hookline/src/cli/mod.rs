@@ -402,6 +402,7 @@ fn token_new(name: &str, scope: crate::tokens::Scope, tenant: Option<&str>) -> a
     );
     if let Some(tenant) = tenant {
         println!("tenant = {tenant:?}");
+        println!("# with tenants' tokens, /metrics must need a token: set [metrics] open = false");
     }
     Ok(())
 }

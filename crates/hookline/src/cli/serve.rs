@@ -51,8 +51,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             running.addr
         );
     }
-    if !config.guard.enabled {
+    if !config.guards.platform.enabled {
         tracing::warn!("allow_private_destinations = true: the SSRF guard is off");
+    }
+    if !config.guards.tenants.enabled {
+        tracing::warn!("[tenants] destinations = \"as_platform\": the SSRF guard is off for tenants' subscribers too");
     }
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: shutting down"),

@@ -11,14 +11,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use hookline_engine::config::DeliveryConfig;
-use hookline_engine::destination::Guard;
+use hookline_engine::destination::{Guard, Guards, TenantDestinations};
 use hookline_engine::telemetry::{LatencyLabels, TenantLabels};
 use hookline_policy::{BreakerConfig, Jitter, RetryPolicy};
 use serde::Deserialize;
 
 use crate::tokens::{ApiToken, Scope};
 use ipnet::IpNet;
-use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -69,6 +68,21 @@ struct FileConfig {
     console: ConsoleFile,
     #[serde(default)]
     portal: PortalFile,
+    #[serde(default)]
+    tenants: TenantsFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TenantsFile {
+    destinations: Option<TenantDestinationsFile>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum TenantDestinationsFile {
+    Public,
+    AsPlatform,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -187,8 +201,9 @@ pub struct Config {
     pub database: String,
     /// PostgreSQL connections this process keeps.
     pub database_pool_size: usize,
-    /// The SSRF guard: `allow_private_destinations`, `allowed_networks`, `https_only`.
-    pub guard: Arc<Guard>,
+    /// The SSRF guards: `allow_private_destinations`, `allowed_networks`, `https_only` for the
+    /// platform's subscribers, and `[tenants] destinations` for tenants'.
+    pub guards: Guards,
     pub max_payload_bytes: usize,
     pub delivery: DeliveryConfig,
     pub retry: RetryPolicy,
@@ -396,6 +411,14 @@ impl Config {
             },
             open: given("metrics.open", m.open)?,
         };
+        if metrics.open && api_tokens.iter().any(|t| t.tenant.is_some()) {
+            return Err(invalid(
+                "metrics.open",
+                "tenants' tokens are configured, and an open /metrics shows every tenant's \
+                 series to anyone who reaches it: set [metrics] open = false (scrape it with a \
+                 read token)",
+            ));
+        }
         let breaker = BreakerConfig {
             failures: positive("breaker.failures", file.breaker.failures)?,
             cool_down: duration("breaker.cool_down", file.breaker.cool_down)?,
@@ -448,14 +471,20 @@ impl Config {
             listen,
             database,
             database_pool_size: positive("database_pool_size", file.database_pool_size)?,
-            guard: Arc::new(Guard {
-                enabled: !given(
-                    "allow_private_destinations",
-                    file.allow_private_destinations,
-                )?,
-                allowed_networks: networks(given("allowed_networks", file.allowed_networks)?)?,
-                https_only: given("https_only", file.https_only)?,
-            }),
+            guards: Guards::new(
+                Guard {
+                    enabled: !given(
+                        "allow_private_destinations",
+                        file.allow_private_destinations,
+                    )?,
+                    allowed_networks: networks(given("allowed_networks", file.allowed_networks)?)?,
+                    https_only: given("https_only", file.https_only)?,
+                },
+                match given("tenants.destinations", file.tenants.destinations)? {
+                    TenantDestinationsFile::Public => TenantDestinations::Public,
+                    TenantDestinationsFile::AsPlatform => TenantDestinations::AsPlatform,
+                },
+            ),
             max_payload_bytes,
             delivery,
             retry,
@@ -777,8 +806,17 @@ mod tests {
         assert!(refused("allowed_networks = [\"10.0.0.0/33\"]").contains("allowed_networks"));
         let open =
             Config::from_toml("allowed_networks = [\"10.1.0.0/16\"]\nhttps_only = true").unwrap();
-        assert!(open.guard.enabled && open.guard.https_only);
-        assert!(open.guard.permits("10.1.2.3".parse().unwrap()));
+        assert!(open.guards.platform.enabled && open.guards.platform.https_only);
+        assert!(open.guards.platform.permits("10.1.2.3".parse().unwrap()));
+        // Tenants' subscribers reach public addresses only, unless told otherwise.
+        assert!(!open.guards.tenants.permits("10.1.2.3".parse().unwrap()));
+        assert!(open.guards.tenants.https_only);
+        let local = Config::from_toml(
+            "allow_private_destinations = true\n[tenants]\ndestinations = \"as_platform\"",
+        )
+        .unwrap();
+        assert!(local.guards.tenants.permits("127.0.0.1".parse().unwrap()));
+        assert!(refused("[tenants]\ndestinations = \"anywhere\"").contains("unknown variant"));
         let token = |name: &str, sha: &str, scope: &str| {
             format!("[[api_tokens]]\nname = \"{name}\"\nsha256 = \"{sha}\"\nscope = \"{scope}\"\n")
         };
@@ -793,12 +831,18 @@ mod tests {
         assert_eq!(ok.api_tokens[0].scope, Scope::Publish);
         assert_eq!(ok.api_tokens[0].tenant, None);
         // A tenant's token names a tenant by the tenant id rules (it need not exist yet).
-        let of = |tenant: &str| token("acme", &good, "admin") + &format!("tenant = \"{tenant}\"\n");
+        let of = |tenant: &str| {
+            token("acme", &good, "admin")
+                + &format!("tenant = \"{tenant}\"\n[metrics]\nopen = false\n")
+        };
         let acme = Config::from_toml(&of("merchant-acme")).unwrap();
         assert_eq!(acme.api_tokens[0].tenant.as_deref(), Some("merchant-acme"));
         for bad in ["", "a:b", "..", &"x".repeat(129)] {
             assert!(refused(&of(bad)).contains("api_tokens.tenant"), "{bad:?}");
         }
+        // An open /metrics would show every tenant's series to anyone: refused with them.
+        let open = token("acme", &good, "admin") + "tenant = \"merchant-acme\"\n";
+        assert!(refused(&open).contains("metrics.open"));
     }
 
     /// The portal's framers go into its CSP as written: only origins, each as a browser writes

@@ -286,8 +286,15 @@ impl TestApp {
 
     async fn start_at(dir: tempfile::TempDir, url: &str, extra: &str, allow_private: bool) -> Self {
         let clock = ManualClock::new(unix_ms_now());
+        // Tenants' subscribers are local receivers too, wherever the platform's may be.
+        let tenants = if allow_private {
+            "as_platform"
+        } else {
+            "public"
+        };
         let toml = format!(
-            "listen = \"127.0.0.1:0\"\ndatabase = \"{url}\"\nallow_private_destinations = {allow_private}\n{extra}"
+            "listen = \"127.0.0.1:0\"\ndatabase = \"{url}\"\nallow_private_destinations = {allow_private}\n\
+             {extra}\n[tenants]\ndestinations = \"{tenants}\"\n"
         );
         Self::launch(dir, clock, Config::from_toml(&toml).unwrap()).await
     }

@@ -228,8 +228,10 @@ fn token_new_prints_a_token_and_its_hash() {
     };
     let out = tenant("merchant-acme");
     let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("[metrics] open = false"), "{text}");
     let config = &text[text.find("[[api_tokens]]").unwrap()..];
-    let parsed = hookline::config::Config::from_toml(config).unwrap();
+    let config = format!("{config}\n[metrics]\nopen = false\n");
+    let parsed = hookline::config::Config::from_toml(&config).unwrap();
     assert_eq!(
         parsed.api_tokens[0].tenant.as_deref(),
         Some("merchant-acme")

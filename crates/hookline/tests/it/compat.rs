@@ -163,7 +163,12 @@ struct Api {
 
 impl Api {
     async fn start(binary: &Path, dir: &Path, db: &Db) -> Self {
-        let config = format!("database = {:?}\n{CONFIG}", db.url());
+        let mut config = format!("database = {:?}\n{CONFIG}", db.url());
+        if binary == this_release() {
+            // Its tenants' subscribers are local receivers too (the previous release refuses
+            // the section).
+            config.push_str("[tenants]\ndestinations = \"as_platform\"\n");
+        }
         Api {
             process: Process::spawn_binary(binary, dir, "hookline", &config, "all").await,
             http: reqwest::Client::new(),

@@ -772,3 +772,69 @@ async fn a_test_event_reaches_the_one_subscriber_asked_for() {
     assert_eq!(rx.received().len(), 2, "nothing else was sent");
     app.stop().await;
 }
+
+/// An open `/metrics` needs no token, but a tenant's token (here a portal session's, in open
+/// mode) is refused there: its series name every tenant's subscribers.
+#[tokio::test]
+async fn a_tenant_s_token_never_reads_open_metrics() {
+    let app = TestApp::start("").await;
+    assert_eq!(
+        app.call("POST", "/v1/tenants", Some(json!({"id": "acme"})))
+            .await
+            .0,
+        201
+    );
+    let (_, made) = app
+        .call("POST", "/v1/tenants/acme/portal-sessions", None)
+        .await;
+    let token = made["token"].as_str().unwrap();
+    let url = format!("{}/metrics", app.base());
+    let anonymous = app.http.get(&url).send().await.unwrap();
+    assert_eq!(anonymous.status(), 200);
+    let tenant = app.http.get(&url).bearer_auth(token).send().await.unwrap();
+    assert_eq!(tenant.status(), 403);
+    app.stop().await;
+}
+
+/// What the platform opens for its own subscribers (`allowed_networks`) is not a tenant's to
+/// reach: a tenant's subscriber is held to public addresses, at creation and on a change.
+#[tokio::test]
+async fn a_tenant_s_subscriber_may_not_point_where_the_platform_s_may() {
+    let rx = Receiver::start(|_, _| 200).await;
+    let app = TestApp::start_guarded("allowed_networks = [\"127.0.0.0/8\"]").await;
+    assert_eq!(
+        app.call("POST", "/v1/tenants", Some(json!({"id": "acme"})))
+            .await
+            .0,
+        201
+    );
+    let platform = json!({"id": "own", "url": rx.url("/own")});
+    assert_eq!(
+        app.call("POST", "/v1/subscribers", Some(platform)).await.0,
+        201
+    );
+    let tenant = json!({"id": "acme-1", "url": rx.url("/acme"), "tenant_id": "acme"});
+    let (code, err) = app.call("POST", "/v1/subscribers", Some(tenant)).await;
+    assert_eq!(code, 422, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("internal"),
+        "{err}"
+    );
+    let public = json!({"id": "acme-2", "url": "https://93.184.216.34/x", "tenant_id": "acme"});
+    assert_eq!(
+        app.call("POST", "/v1/subscribers", Some(public)).await.0,
+        201
+    );
+    let (code, _) = app
+        .call(
+            "PATCH",
+            "/v1/subscribers/acme-2",
+            Some(json!({"url": rx.url("/acme")})),
+        )
+        .await;
+    assert_eq!(code, 422);
+    app.stop().await;
+}
