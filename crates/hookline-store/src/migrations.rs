@@ -253,6 +253,13 @@ pub(crate) const LATER: &[Migration] = &[
         "tenants: subscribers, events and replays that belong to one, and quotas",
         index "subscribers_tenant"
     ),
+    migration!(
+        24,
+        "0024_deliveries_tenant",
+        BASELINE,
+        "each delivery's tenant, and its due rows by tenant, for the fair share of slots",
+        index "deliveries_tenant_due"
+    ),
 ];
 
 /// A migration as the database records it.
