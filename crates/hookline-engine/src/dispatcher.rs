@@ -265,6 +265,7 @@ impl Dispatcher {
                 let request = ClaimRequest {
                     now,
                     limit: want,
+                    slots: self.delivery.concurrency,
                     lease_ms: self.lease_ms,
                     max_in_flight_per_subscriber: self.delivery.max_in_flight_per_subscriber,
                     max_in_flight_per_host: self.delivery.max_in_flight_per_host,

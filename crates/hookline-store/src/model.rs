@@ -675,6 +675,9 @@ pub struct ClaimRequest {
     pub now: UnixMs,
     /// At most this many deliveries: the caller's free in-flight slots.
     pub limit: usize,
+    /// The caller's delivery slots, free or not: what the fair share divides among the tenants
+    /// with deliveries due (`fair_share.rs`).
+    pub slots: usize,
     /// How long the claim is valid; past it, the delivery is presumed lost and is rescued.
     pub lease_ms: i64,
     /// No subscriber ever has more than this many deliveries in flight (unless it overrides it).

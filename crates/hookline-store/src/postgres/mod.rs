@@ -151,6 +151,8 @@ pub struct PostgresStore {
     channel: String,
     /// Names this process in every lease it takes, for the operator reading a stuck row.
     owner: String,
+    /// Where this process's next claim's walk over the tenants starts.
+    tenant_cursor: std::sync::Mutex<TenantCursor>,
     wake: Arc<Notify>,
     policy_changes: Arc<Notify>,
     listener: tokio::task::JoinHandle<()>,
@@ -209,6 +211,7 @@ impl PostgresStore {
                 std::env::var("HOSTNAME").unwrap_or_else(|_| "hookline".into()),
                 std::process::id()
             ),
+            tenant_cursor: Default::default(),
             wake,
             policy_changes,
         })
@@ -441,7 +444,7 @@ impl DeliveryQueue for PostgresStore {
         }
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        let claimed = writes::claim_due(&tx, request, &self.owner).await?;
+        let claimed = writes::claim_due(&tx, request, &self.owner, &self.tenant_cursor).await?;
         tx.commit().await?;
         Ok(claimed)
     }

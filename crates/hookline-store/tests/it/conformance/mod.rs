@@ -131,6 +131,8 @@ macro_rules! all_cases {
             tenants::a_tenant_s_events_reach_its_subscribers_only,
             tenants::a_tenant_s_dead_letters_and_replays_are_its_own,
             tenants::tenant_quotas_refuse_and_store_nothing,
+            tenants::a_tenant_s_wall_of_older_due_rows_hides_no_other_tenant_s,
+            tenants::tenants_get_their_share_and_what_one_leaves_goes_to_others,
         );
     };
 }
@@ -205,6 +207,7 @@ fn claim(now: i64, limit: usize, cap: u32) -> ClaimRequest {
     ClaimRequest {
         now,
         limit,
+        slots: limit,
         lease_ms: LEASE,
         max_in_flight_per_subscriber: cap,
         max_in_flight_per_host: 0,
