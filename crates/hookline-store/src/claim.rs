@@ -490,10 +490,11 @@ impl<T> ClaimPlan<T> {
     }
 
     /// Begins the scan of one tenant's due rows for its share (`fair_share.rs`): it takes at
-    /// most `rows` more, within the claim's limit, and looks at [`share_scan_bound`] rows at
-    /// most. It is not widened: a tenant it comes up short for is done for the claim.
+    /// most `rows` more (what the sharing gave it, lent rows included: past the claim's limit
+    /// when so), and looks at [`share_scan_bound`] rows at most. It is not widened: a tenant it
+    /// comes up short for is done for the claim.
     pub fn begin_share(&mut self, rows: usize) {
-        self.begin_scan(self.limit.min(self.take.len().saturating_add(rows)));
+        self.begin_scan(self.take.len().saturating_add(rows));
         self.bound = share_scan_bound(rows);
     }
 
@@ -518,7 +519,8 @@ impl<T> ClaimPlan<T> {
         self.passed_over = 0;
     }
 
-    /// Whether the claim can take nothing more.
+    /// Whether the fill can take nothing more: the claim's limit is reached (by the shares
+    /// alone, maybe, and past it when they borrowed).
     pub fn is_full(&self) -> bool {
         self.take.len() >= self.limit
     }
@@ -603,6 +605,7 @@ mod tests {
             now: 1_000,
             limit,
             slots: limit,
+            lend: 0,
             lease_ms: 10_000,
             max_in_flight_per_subscriber: 2,
             max_in_flight_per_host: 0,

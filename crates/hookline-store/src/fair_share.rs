@@ -14,9 +14,18 @@
 //! theirs; their rows are not in the tenant index (so they pay nothing for it), and the fill in
 //! due order is what serves them. Whether they have deliveries due is not known without a walk
 //! of the due index, so they always count.
+//!
+//! Attempts are never stopped, so a tenant that comes while another's burst holds every slot
+//! would wait for one of the other's attempts to end (the test: up to the 50 ms its
+//! endpoints take, the whole of the slack it allows). So a claim may also lend: take beyond its
+//! free slots, for tenants under their share, as many as the groups past their shares hold
+//! (and at most what the caller offers, `ClaimRequest::lend`); the caller starts those without
+//! a slot, in its slow lane. What is lent is bounded by the borrowers' room under their shares,
+//! so the lane holds at most a share's worth per tenant, and the slots' owed share is paid at
+//! once instead of when the other tenant's attempts end.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 use hookline_policy::UnixMs;
 
@@ -44,6 +53,32 @@ pub(crate) struct WaitingTenant<K> {
     /// When its earliest delivery waiting came due: between tenants equally served, the one
     /// waiting longest goes first.
     pub due_since: UnixMs,
+}
+
+/// What a claim has to share: its free slots, and how many it may lend beyond them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClaimRoom {
+    pub free: usize,
+    /// What the caller can start without a slot (`ClaimRequest::lend`).
+    pub lend: usize,
+}
+
+impl crate::ClaimRequest {
+    pub(crate) fn room(&self) -> ClaimRoom {
+        ClaimRoom {
+            free: self.limit,
+            lend: self.lend,
+        }
+    }
+}
+
+/// What the groups not among the tenants with deliveries due hold in flight in this process.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct HeldElsewhere {
+    /// The subscribers without a tenant: a group with a share of its own.
+    pub untenanted: u32,
+    /// Tenants with nothing due now: all of it is past what they are owed.
+    pub idle_tenants: u32,
 }
 
 /// What one tenant's scan may take in a round.
@@ -74,19 +109,29 @@ pub(crate) struct FairShare<K> {
     slots: usize,
     /// The share before any tenant is done: the least any tenant's share is in this claim.
     first_share: u32,
-    /// What the claim may still take.
-    left: usize,
+    room: ClaimRoom,
+    held: HeldElsewhere,
+    /// What the tenants' scans took so far.
+    taken: usize,
     tenants: Vec<Standing<K>>,
     rounds: usize,
 }
 
 impl<K: Clone> FairShare<K> {
-    /// `slots`: the dispatcher's slots; `limit`: what this claim may take (its free slots).
-    pub fn new(slots: usize, limit: usize, waiting: Vec<WaitingTenant<K>>) -> Self {
+    /// `slots`: the dispatcher's slots. The tenants may take the claim's free slots, and lent
+    /// ones up to what the groups past their shares hold (`held` and the tenants' own).
+    pub fn new(
+        slots: usize,
+        room: ClaimRoom,
+        waiting: Vec<WaitingTenant<K>>,
+        held: HeldElsewhere,
+    ) -> Self {
         Self {
             slots,
             first_share: share(slots, 0, waiting.len()),
-            left: limit,
+            room,
+            held,
+            taken: 0,
             tenants: waiting
                 .into_iter()
                 .map(|w| Standing {
@@ -107,6 +152,32 @@ impl<K: Clone> FairShare<K> {
     #[cfg(test)]
     pub fn first_share(&self) -> u32 {
         self.first_share
+    }
+
+    /// The share the last round gave.
+    #[cfg(test)]
+    pub fn share(&self) -> u32 {
+        self.share_now()
+    }
+
+    /// What the claim may still take while the share is `share`: its free slots, and lent ones
+    /// up to what the groups past `share` hold past it (and what the caller offers), less
+    /// what the tenants took. As shares grow, what is held past them, and so what may be lent,
+    /// shrinks: a tenant never borrows from one that the grown share no longer puts past it.
+    fn left(&self, share: u32) -> usize {
+        let past = |n: u32| usize::try_from(n.saturating_sub(share)).unwrap_or(usize::MAX);
+        let held_past = self
+            .tenants
+            .iter()
+            .map(|t| past(t.load))
+            .chain([past(self.held.untenanted)])
+            .chain([usize::try_from(self.held.idle_tenants).unwrap_or(usize::MAX)])
+            .fold(0, usize::saturating_add);
+        let lent = self.room.lend.min(held_past);
+        self.room
+            .free
+            .saturating_add(lent)
+            .saturating_sub(self.taken)
     }
 
     /// The share in the current round: what the tenants that are done do not hold of their
@@ -152,7 +223,7 @@ impl<K: Clone> FairShare<K> {
             .filter(|(_, t)| room(t) > 0)
             .map(|(i, t)| Reverse((t.load, t.due_since, i)))
             .collect();
-        let mut left = self.left;
+        let mut left = self.left(share);
         while left > 0 {
             let Some(Reverse((load, due_since, i))) = lowest.pop() else {
                 break;
@@ -183,11 +254,47 @@ impl<K: Clone> FairShare<K> {
         t.load = t
             .load
             .saturating_add(u32::try_from(taken).unwrap_or(u32::MAX));
-        self.left = self.left.saturating_sub(taken);
+        self.taken = self.taken.saturating_add(taken);
         if taken < t.allotted {
             t.done = true;
         }
     }
+}
+
+/// Who shares a claim: the tenants of `waiting` (each with when its earliest delivery waiting
+/// comes due) with deliveries due at `now`, each with what it has in flight of `in_flight`
+/// (per subscriber: its tenant, and how many), and what everybody else has in flight.
+pub(crate) fn sharing<'a>(
+    waiting: impl IntoIterator<Item = (&'a str, UnixMs)>,
+    now: UnixMs,
+    in_flight: impl IntoIterator<Item = (Option<&'a str>, u32)>,
+) -> (Vec<WaitingTenant<String>>, HeldElsewhere) {
+    let due: Vec<(&str, UnixMs)> = waiting
+        .into_iter()
+        .filter(|(_, due_since)| *due_since <= now)
+        .collect();
+    let mut held = HeldElsewhere::default();
+    if due.is_empty() {
+        return (Vec::new(), held);
+    }
+    let mut by_tenant: HashMap<&str, u32> = HashMap::new();
+    for (tenant, n) in in_flight {
+        let count = match tenant {
+            Some(tenant) => by_tenant.entry(tenant).or_default(),
+            None => &mut held.untenanted,
+        };
+        *count = count.saturating_add(n);
+    }
+    let tenants = due
+        .into_iter()
+        .map(|(tenant, due_since)| WaitingTenant {
+            tenant: tenant.to_owned(),
+            in_flight: by_tenant.remove(tenant).unwrap_or(0),
+            due_since,
+        })
+        .collect();
+    held.idle_tenants = by_tenant.into_values().fold(0, u32::saturating_add);
+    (tenants, held)
 }
 
 /// An equal part of `slots`, less those `held`, per group: each of `tenants`, and the
@@ -238,11 +345,34 @@ mod tests {
             .collect()
     }
 
+    /// A claim of `free` slots that lends none.
+    fn free(free: usize) -> ClaimRoom {
+        ClaimRoom { free, lend: 0 }
+    }
+
     /// What a claim's fair sharing takes of each tenant, each with `due[i]` rows it can take
     /// (its scan takes what it is given up to what it has left), and what the claim has left
     /// for the fill.
     fn shared(slots: usize, limit: usize, in_flight: &[u32], due: &[usize]) -> (Vec<usize>, usize) {
-        let mut fair = FairShare::new(slots, limit, waiting(in_flight));
+        let taken = taken(slots, free(limit), in_flight, due);
+        let left = limit - taken.iter().sum::<usize>();
+        (taken, left)
+    }
+
+    /// What each tenant takes in a claim of `room`, each with `due[i]` rows it can take.
+    fn taken(slots: usize, room: ClaimRoom, in_flight: &[u32], due: &[usize]) -> Vec<usize> {
+        taken_and_share(slots, room, in_flight, due).0
+    }
+
+    /// `taken`, and the share of the claim's last round.
+    fn taken_and_share(
+        slots: usize,
+        room: ClaimRoom,
+        in_flight: &[u32],
+        due: &[usize],
+    ) -> (Vec<usize>, u32) {
+        let held = HeldElsewhere::default();
+        let mut fair = FairShare::new(slots, room, waiting(in_flight), held);
         let mut taken = vec![0; due.len()];
         loop {
             let round = fair.next_round();
@@ -255,15 +385,14 @@ mod tests {
                 fair.took(a.index, took);
             }
         }
-        let left = limit - taken.iter().sum::<usize>();
-        (taken, left)
+        (taken, fair.share())
     }
 
     #[test]
     fn a_tenant_with_nothing_in_flight_is_served_before_one_using_its_share() {
         // 512 slots, two tenants and the untenanted group: 170 each. A has 300 in flight (over
         // its share), B none; a claim of 4 free slots goes to B whole.
-        let mut fair = FairShare::new(512, 4, waiting(&[300, 0]));
+        let mut fair = FairShare::new(512, free(4), waiting(&[300, 0]), HeldElsewhere::default());
         assert_eq!(fair.first_share(), 170);
         let round = fair.next_round();
         assert_eq!(
@@ -290,12 +419,37 @@ mod tests {
     }
 
     #[test]
+    fn a_tenant_under_its_share_borrows_what_another_holds_past_its_own() {
+        // 64 slots, all held by A (share 21: A, B and the untenanted group); B comes with 10
+        // rows due and no slot free. What A holds past its share, 43, may be lent.
+        let room = ClaimRoom { free: 0, lend: 100 };
+        assert_eq!(taken(64, room, &[64, 0], &[1_000, 10]), [0, 10]);
+        // No more than B's share, nor than what A holds past its own, nor than offered.
+        assert_eq!(taken(64, room, &[64, 0], &[1_000, 100]), [0, 21]);
+        assert_eq!(taken(64, room, &[30, 0], &[1_000, 100]), [0, 9]);
+        assert_eq!(
+            taken(64, ClaimRoom { free: 0, lend: 4 }, &[64, 0], &[0, 10]),
+            [0, 4]
+        );
+        // Nobody past a share: nothing to lend.
+        assert_eq!(taken(64, room, &[21, 0], &[1_000, 100]), [0, 0]);
+        // What idle tenants and the subscribers without a tenant hold counts too.
+        let held = HeldElsewhere {
+            untenanted: 31,
+            idle_tenants: 5,
+        };
+        let mut fair = FairShare::new(64, room, waiting(&[0]), held);
+        // Shares of 32 (one tenant and the untenanted group): 0 + 5 past them.
+        assert_eq!(fair.next_round()[0].rows, 5);
+    }
+
+    #[test]
     fn equally_served_tenants_go_in_the_order_their_deliveries_came_due() {
         let mut w = waiting(&[0, 0, 0]);
         w[0].due_since = 30;
         w[1].due_since = 10;
         w[2].due_since = 20;
-        let mut fair = FairShare::new(100, 2, w);
+        let mut fair = FairShare::new(100, free(2), w, HeldElsewhere::default());
         let served: Vec<usize> = fair.next_round().iter().map(|a| a.tenant).collect();
         assert_eq!(served, [1, 2]);
     }
@@ -323,6 +477,25 @@ mod tests {
     }
 
     proptest! {
+        /// Lent rows go only to tenants under their share, never past it, and no more are
+        /// lent than offered or than the tenants past their shares hold past them.
+        #[test]
+        fn only_tenants_under_their_share_borrow_and_no_more_than_is_held_past_shares(
+            (slots, lend, in_flight, due) in tenants(),
+        ) {
+            let held = HeldElsewhere::default();
+            let room = ClaimRoom { free: 0, lend };
+            let share = FairShare::new(slots, room, waiting(&in_flight), held).first_share();
+            let (taken, last_share) = taken_and_share(slots, room, &in_flight, &due);
+            let past: usize = in_flight.iter().map(|&f| f.saturating_sub(share) as usize).sum();
+            prop_assert!(taken.iter().sum::<usize>() <= lend.min(past));
+            for i in 0..taken.len() {
+                if taken[i] > 0 {
+                    prop_assert!(in_flight[i] as usize + taken[i] <= last_share as usize);
+                }
+            }
+        }
+
         /// In one round: nothing past the claim's limit or a tenant's room; all of the limit
         /// given while any tenant has room; and water-filled: a tenant given less than its room
         /// is at most one below any tenant given something.
@@ -330,7 +503,8 @@ mod tests {
         fn a_round_gives_all_it_can_within_the_shares_least_loaded_first(
             (slots, limit, in_flight, _) in tenants(),
         ) {
-            let mut fair = FairShare::new(slots, limit, waiting(&in_flight));
+            let held = HeldElsewhere::default();
+            let mut fair = FairShare::new(slots, free(limit), waiting(&in_flight), held);
             let share = fair.first_share();
             let round = fair.next_round();
             let mut given = vec![0usize; in_flight.len()];
@@ -365,7 +539,8 @@ mod tests {
         fn a_claim_gives_each_tenant_its_share_and_leaves_nothing_a_tenant_could_use(
             (slots, limit, in_flight, due) in tenants(),
         ) {
-            let share = FairShare::new(slots, limit, waiting(&in_flight)).first_share();
+            let held = HeldElsewhere::default();
+            let share = FairShare::new(slots, free(limit), waiting(&in_flight), held).first_share();
             let (taken, left) = shared(slots, limit, &in_flight, &due);
             let room: Vec<usize> = in_flight
                 .iter()

@@ -12,7 +12,7 @@
 
 mod claim;
 mod error;
-mod fair_share;
+pub(crate) mod fair_share;
 mod migrations;
 mod model;
 mod paging;

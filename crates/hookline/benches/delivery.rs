@@ -521,6 +521,7 @@ fn unbounded_claim(now: i64, limit: usize) -> ClaimRequest {
         now,
         limit,
         slots: limit,
+        lend: 0,
         lease_ms: 60_000,
         max_in_flight_per_subscriber: u32::MAX,
         max_in_flight_per_host: 0,

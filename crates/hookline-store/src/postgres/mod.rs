@@ -439,7 +439,11 @@ impl DeliveryQueue for PostgresStore {
     }
 
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
-        if request.limit == 0 {
+        if request.limit == 0
+            && (request.lend == 0
+                || !writes::a_tenant_is_due(&self.client().await?, request.now).await?)
+        {
+            // No free slot, and nobody to lend to (`ClaimRequest::lend`).
             return Ok(Vec::new());
         }
         let mut client = self.client().await?;

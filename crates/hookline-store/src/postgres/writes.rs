@@ -383,34 +383,6 @@ fn candidate<'r>(r: &'r Row, in_flight: &HashMap<&str, u32>) -> Result<Candidate
     })
 }
 
-/// The tenants `TENANTS_WAITING` found with deliveries due at `now`, each with what it has in
-/// flight in this process (from `IN_FLIGHT_LIMITS`' rows).
-fn tenants_due(waiting: &[Row], busy: &[Row], now: UnixMs) -> Result<Vec<WaitingTenant<String>>> {
-    let due: Vec<(&str, UnixMs)> = waiting
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .filter(|(_, due_since)| *due_since <= now)
-        .collect();
-    if due.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut in_flight: HashMap<&str, u32> = HashMap::new();
-    for r in busy {
-        if let Some(tenant) = r.get::<_, Option<&str>>(7) {
-            let count = in_flight.entry(tenant).or_default();
-            *count = count.saturating_add(r.bigint(8)?);
-        }
-    }
-    Ok(due
-        .into_iter()
-        .map(|(tenant, due_since)| WaitingTenant {
-            tenant: tenant.to_owned(),
-            in_flight: in_flight.get(tenant).copied().unwrap_or(0),
-            due_since,
-        })
-        .collect())
-}
-
 /// The tenants' shares (`fair_share.rs`): rounds of scans, each one statement reading every
 /// tenant of the round through its own part of `deliveries_tenant_due` (at most
 /// `share_scan_bound` rows each), leaving out what the claim's first scan in due order leaves
@@ -418,7 +390,7 @@ fn tenants_due(waiting: &[Row], busy: &[Row], now: UnixMs) -> Result<Vec<Waiting
 async fn share_among_tenants(
     c: &impl GenericClient,
     req: &ClaimRequest,
-    tenants: Vec<WaitingTenant<String>>,
+    (tenants, held): (Vec<WaitingTenant<String>>, HeldElsewhere),
     scanning: (&mut ClaimBudget, &mut ClaimPlan<i64>),
     excluded: &Excluded,
     in_flight: &HashMap<&str, u32>,
@@ -426,7 +398,7 @@ async fn share_among_tenants(
     let (budget, plan) = scanning;
     let excluded_origins: Vec<&str> = excluded.origins.iter().map(Origin::as_str).collect();
     let mut seen_of: Vec<Vec<i64>> = vec![Vec::new(); tenants.len()];
-    let mut fair = FairShare::new(req.slots, req.limit, tenants);
+    let mut fair = FairShare::new(req.slots, req.room(), tenants, held);
     loop {
         let round = fair.next_round();
         if round.is_empty() {
@@ -470,6 +442,14 @@ async fn share_among_tenants(
     }
 }
 
+/// Whether any tenant has deliveries due at `now`: what a claim with no free slot can lend to.
+/// A read of the tenant index only, outside any transaction.
+pub(super) async fn a_tenant_is_due(c: &impl GenericClient, now: UnixMs) -> Result<bool> {
+    let walk = to_int(TENANTS_PER_CLAIM);
+    let waiting = query(c, queries::TENANTS_WAITING, &[&"", &walk]).await?;
+    Ok(waiting.iter().any(|r| r.get::<_, UnixMs>(1) <= now))
+}
+
 pub(super) async fn claim_due(
     c: &impl GenericClient,
     req: ClaimRequest,
@@ -510,10 +490,14 @@ pub(super) async fn claim_due(
     let mut excluded = budget.unclaimable(busy, rate_limited.iter().map(|r| r.get(0)));
     let scan = to_bigint(scan_bound(req.limit));
     let mut plan = ClaimPlan::fetched(req.limit, &budget);
-    let tenants = tenants_due(&waiting, &busy_rows, req.now)?;
-    if !tenants.is_empty() {
+    let mine = busy_rows
+        .iter()
+        .map(|r| Ok((r.get::<_, Option<&str>>(7), r.bigint(8)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let sharing = fair_share::sharing(waiting.iter().map(|r| (r.get(0), r.get(1))), req.now, mine);
+    if !sharing.0.is_empty() {
         let scanning = (&mut budget, &mut plan);
-        share_among_tenants(c, &req, tenants, scanning, &excluded, &in_flight).await?;
+        share_among_tenants(c, &req, sharing, scanning, &excluded, &in_flight).await?;
     }
     plan.begin_fill(&budget);
     while !plan.is_full() {

@@ -445,12 +445,12 @@ impl Scanning<'_, '_> {
     fn share_among_tenants(
         &mut self,
         req: &ClaimRequest,
-        tenants: Vec<WaitingTenant<String>>,
+        (tenants, held): (Vec<WaitingTenant<String>>, HeldElsewhere),
         excluded_ids: &[String],
     ) -> Result<()> {
         let excluded = serde_json::to_string(excluded_ids).expect("subscriber ids serialize");
         let mut seen_of: Vec<Vec<i64>> = vec![Vec::new(); tenants.len()];
-        let mut fair = FairShare::new(req.slots, req.limit, tenants);
+        let mut fair = FairShare::new(req.slots, req.room(), tenants, held);
         loop {
             let round = fair.next_round();
             if round.is_empty() {
@@ -477,14 +477,9 @@ impl Scanning<'_, '_> {
 }
 
 /// The tenants with deliveries waiting, walked from `cursor` one seek each, at most
-/// [`TENANTS_PER_CLAIM`], and those with deliveries due at `now` with what each has in flight
-/// (from `busy`). Without tenants, this is one seek of an empty index.
-fn tenants_due(
-    c: &Connection,
-    cursor: &mut TenantCursor,
-    now: UnixMs,
-    busy: &[(Arc<Subscriber>, u32)],
-) -> Result<Vec<WaitingTenant<String>>> {
+/// [`TENANTS_PER_CLAIM`], each with when its earliest comes due. Without tenants, this is one
+/// seek of an empty index.
+fn tenants_waiting(c: &Connection, cursor: &mut TenantCursor) -> Result<Vec<(String, UnixMs)>> {
     let mut next = c.prepare_cached(queries::NEXT_TENANT_WAITING)?;
     let mut waiting: Vec<(String, UnixMs)> = Vec::new();
     while waiting.len() < TENANTS_PER_CLAIM {
@@ -498,29 +493,16 @@ fn tenants_due(
         waiting.push(tenant);
     }
     cursor.advance(waiting.iter().map(|(t, _)| t.as_str()));
-    if waiting.iter().all(|(_, due_since)| *due_since > now) {
-        return Ok(Vec::new());
-    }
-    let mut in_flight: HashMap<&str, u32> = HashMap::new();
-    for (s, n) in busy {
-        if let Some(tenant) = &s.tenant_id {
-            let count = in_flight.entry(tenant).or_default();
-            *count = count.saturating_add(*n);
-        }
-    }
-    Ok(waiting
-        .into_iter()
-        .filter(|(_, due_since)| *due_since <= now)
-        .map(|(tenant, due_since)| WaitingTenant {
-            in_flight: in_flight.get(tenant.as_str()).copied().unwrap_or(0),
-            tenant,
-            due_since,
-        })
-        .collect())
+    Ok(waiting)
 }
 
 pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
-    if req.limit == 0 {
+    if req.limit == 0 && req.lend == 0 {
+        return Ok(Vec::new());
+    }
+    let waiting = tenants_waiting(&w.conn, &mut w.tenant_cursor)?;
+    if req.limit == 0 && !waiting.iter().any(|(_, due_since)| *due_since <= req.now) {
+        // No free slot, and nobody to lend to (`ClaimRequest::lend`).
         return Ok(Vec::new());
     }
     // Subscribers none of whose due rows this claim can take are left out of the scan inside
@@ -543,7 +525,13 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
         }),
         rate_limited,
     );
-    let tenants = tenants_due(c, &mut w.tenant_cursor, req.now, &busy)?;
+    let sharing = fair_share::sharing(
+        waiting
+            .iter()
+            .map(|(t, due_since)| (t.as_str(), *due_since)),
+        req.now,
+        busy.iter().map(|(s, n)| (s.tenant_id.as_deref(), *n)),
+    );
     let plan = ClaimPlan::row_by_row(req.limit, &budget);
     let mut scanning = Scanning {
         c,
@@ -552,13 +540,15 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
         budget,
         plan,
     };
-    if !tenants.is_empty() {
+    if !sharing.0.is_empty() {
         let excluded_ids = excluded.ids(subscribers_on(c, &excluded.origins)?);
-        scanning.share_among_tenants(req, tenants, &excluded_ids)?;
+        scanning.share_among_tenants(req, sharing, &excluded_ids)?;
     }
     scanning.plan.begin_fill(&scanning.budget);
     let trusted = w.state.scheduled().trusted(req.now);
-    let mut cut_short = false;
+    // Whether the fill read its scans without skipping any on the counts' word (a fill the
+    // shares left nothing to is neither).
+    let mut read_in_full = false;
     let excludes =
         |excluded: &[String], id: &str| excluded.binary_search_by(|e| e.as_str().cmp(id)).is_ok();
     while !scanning.plan.is_full() {
@@ -570,7 +560,7 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
         {
             // Every waiting row is a left-out subscriber's: the scan would walk them all to
             // find nothing.
-            cut_short = true;
+            read_in_full = false;
             break;
         }
         let mut stmt = c.prepare_cached(queries::DUE)?;
@@ -584,7 +574,7 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
         // When the row taken used up the last subscriber with waiting rows that this scan does
         // not leave out, the rest of the scan is left-out subscribers' rows: stop rather than
         // read on to the wall.
-        cut_short = scanning.read(&mut rows, |budget, id| {
+        let cut_short = scanning.read(&mut rows, |budget, id| {
             trusted
                 && budget.is_used_up(id)
                 && w.state
@@ -592,6 +582,7 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
                     .all_left_out(|id| budget.is_used_up(id) || excludes(&excluded_ids, id))
         })?;
         drop(rows);
+        read_in_full = !cut_short;
         if cut_short || !scanning.plan.widen(&scanning.budget, &mut excluded) {
             break;
         }
@@ -602,7 +593,7 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
         plan,
         ..
     } = scanning;
-    if !cut_short {
+    if read_in_full {
         w.state.claimed_in_full(req.now);
     }
     for key in plan.hold {

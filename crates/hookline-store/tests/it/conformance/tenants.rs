@@ -534,3 +534,43 @@ pub(crate) async fn tenants_get_their_share_and_what_one_leaves_goes_to_others(h
     let second = store.claim_due(claim_of(10)).await.unwrap();
     assert_eq!(per_tenant(&second), tenants(&[("globex", 10)]));
 }
+
+/// A tenant that comes while another holds every slot borrows its share at once, past the
+/// claim's free slots (the caller starts those without a slot), and never more than the other
+/// holds past its own share; with nothing offered, nothing is lent.
+pub(crate) async fn a_tenant_borrows_its_share_while_another_holds_every_slot(h: &impl Harness) {
+    let store = h.open().await;
+    tenant_with(&*store, "acme", 20, None).await;
+    tenant_with(&*store, "globex", 12, None).await;
+    for i in 0..3 {
+        accepted(
+            &*store,
+            event_of(Some("acme"), &format!("a{i}"), "t"),
+            T0 + i,
+        )
+        .await;
+    }
+    let now = T0 + 100;
+    let claim_of = |limit, lend| ClaimRequest {
+        slots: 30,
+        lend,
+        ..claim(now, limit, 100)
+    };
+    // Acme alone: its share (15, beside the subscribers without a tenant) and the rest of
+    // the slots in due order.
+    let every_slot = store.claim_due(claim_of(30, 0)).await.unwrap();
+    assert_eq!(per_tenant(&every_slot).get("acme"), Some(&30));
+    accepted(&*store, event_of(Some("globex"), "g", "t"), T0 + 50).await;
+    assert!(store.claim_due(claim_of(0, 0)).await.unwrap().is_empty());
+    // Shares of 10 now: acme holds 20 past its own, globex borrows its 10 of them.
+    let borrowed = store.claim_due(claim_of(0, 100)).await.unwrap();
+    assert_eq!(
+        per_tenant(&borrowed).get("globex"),
+        Some(&10),
+        "{:?}",
+        per_tenant(&borrowed)
+    );
+    assert_eq!(borrowed.len(), 10);
+    // At its share, it borrows no more.
+    assert!(store.claim_due(claim_of(0, 100)).await.unwrap().is_empty());
+}
