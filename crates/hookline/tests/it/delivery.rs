@@ -42,7 +42,7 @@ async fn a_clean_first_attempt() {
     assert_eq!(
         receipt,
         json!({"id": "SHP-20418", "type": "shipment.out_for_delivery", "deliveries": 1,
-               "unversioned": 0})
+               "unversioned": 0, "tenant_id": null})
     );
 
     let id = "SHP-20418:subscriber-731";
