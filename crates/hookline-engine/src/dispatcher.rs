@@ -259,12 +259,18 @@ impl Dispatcher {
             }
             // Read after the drain: the slots of what finished meanwhile are free to claim.
             let want = s.slots.free().saturating_sub(batch.len());
-            if want > 0 || !finished.is_empty() {
+            // Places in the slow lane for deliveries the claim lends to tenants under their
+            // share while others hold more (`ClaimRequest::lend`): a claim is worth making
+            // with no slot free, for them.
+            let mut lent = s.slots.reserve_lane(self.delivery.concurrency);
+            if want > 0 || !finished.is_empty() || lent.places() > 0 {
                 // Completions are stamped with this time: read after the sweep and the rescue.
                 let now = s.clock.now_ms();
                 let request = ClaimRequest {
                     now,
                     limit: want,
+                    slots: self.delivery.concurrency,
+                    lend: lent.places(),
                     lease_ms: self.lease_ms,
                     max_in_flight_per_subscriber: self.delivery.max_in_flight_per_subscriber,
                     max_in_flight_per_host: self.delivery.max_in_flight_per_host,
@@ -280,7 +286,7 @@ impl Dispatcher {
                 };
                 match claimed {
                     Ok(claimed) => {
-                        filled = want > 0 && claimed.len() == want;
+                        filled = want > 0 && claimed.len() >= want;
                         batch.extend(claimed);
                     }
                     Err(e) => {
@@ -307,9 +313,15 @@ impl Dispatcher {
                     Some(_) => Standing::Answering,
                     None => standing,
                 };
-                let slot = s.slots.take(kind(&delivery), standing, usual);
+                // Past the free slots, the claim lent: those start in the places set aside.
+                let slot = match s.slots.free() {
+                    0 => lent.take(kind(&delivery), usual),
+                    _ => None,
+                };
+                let slot = slot.unwrap_or_else(|| s.slots.take(kind(&delivery), standing, usual));
                 attempts.spawn(attempt(s.clone(), delivery, slot, body, done_tx.clone()));
             }
+            drop(lent);
             while attempts.try_join_next().is_some() {}
             telemetry::in_flight(&s.slots);
             // More finished than one batch takes: the wake-ups they sent are used up.

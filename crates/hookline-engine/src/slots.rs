@@ -19,6 +19,13 @@
 //!   never shed;
 //! - only when nothing in a full lane is past its usual time does an attempt keep its slot, so
 //!   the process never has more than `concurrency + slow_lane` attempts in flight.
+//!
+//! The lane also holds attempts that start without a slot: those a claim took for a tenant
+//! under its share of the slots while other tenants held more than theirs (lent:
+//! `ClaimRequest::lend`). Attempts are never stopped, so without them a tenant arriving while
+//! another's burst holds every slot would wait for one of the other's attempts to end. Their
+//! places are set aside before the claim ([`Slots::reserve_lane`]), so each has one when it
+//! starts and the bound above holds.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -47,6 +54,8 @@ pub struct Slots {
 struct Lane {
     next: u64,
     waiting: HashMap<u64, Waiting>,
+    /// Places set aside for attempts a claim may lend (see [`LaneReservation`]).
+    reserved: usize,
 }
 
 #[derive(Debug)]
@@ -62,7 +71,7 @@ impl Lane {
     /// Makes room for one more when full, by shedding the attempt furthest past its own
     /// subscriber's usual time; false when the lane is full of attempts still within theirs.
     fn room(&mut self, capacity: usize, now: Instant) -> bool {
-        if self.waiting.len() < capacity {
+        if self.waiting.len() + self.reserved < capacity {
             return true;
         }
         let furthest = self
@@ -191,6 +200,22 @@ impl Slots {
         slot
     }
 
+    /// Sets aside at most `at_most` free places of the slow lane for attempts a claim lends
+    /// (they start without a slot): what the claim may offer to lend. Those not used are given
+    /// back when the reservation drops.
+    pub fn reserve_lane(self: &Arc<Self>, at_most: usize) -> LaneReservation {
+        let mut lane = self.lane.lock().unwrap();
+        let free = self
+            .slow_lane
+            .saturating_sub(lane.waiting.len() + lane.reserved);
+        let places = at_most.min(free);
+        lane.reserved += places;
+        LaneReservation {
+            slots: self.clone(),
+            places,
+        }
+    }
+
     fn release_slot(&self, kind: AttemptKind, probation: bool) {
         self.busy.fetch_sub(1, Ordering::AcqRel);
         if kind == AttemptKind::Retry {
@@ -199,6 +224,44 @@ impl Slots {
         if probation {
             self.busy_probation.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+}
+
+/// Places of the slow lane set aside for attempts that start without a slot.
+#[derive(Debug)]
+pub struct LaneReservation {
+    slots: Arc<Slots>,
+    places: usize,
+}
+
+impl LaneReservation {
+    pub fn places(&self) -> usize {
+        self.places
+    }
+
+    /// A place in the lane for an attempt starting now without a slot (`usual`: its
+    /// subscriber's usual answer time, which ranks it for shedding as any other there); `None`
+    /// when every place set aside is taken.
+    pub fn take(&mut self, kind: AttemptKind, usual: Duration) -> Option<Slot> {
+        self.places = self.places.checked_sub(1)?;
+        let mut lane = self.slots.lane.lock().unwrap();
+        lane.reserved -= 1;
+        let (id, shed) = lane.enter(Instant::now(), usual);
+        Some(Slot {
+            slots: self.slots.clone(),
+            kind,
+            probation: false,
+            place: Place::Lane {
+                id,
+                shed: Some(shed),
+            },
+        })
+    }
+}
+
+impl Drop for LaneReservation {
+    fn drop(&mut self) {
+        self.slots.lane.lock().unwrap().reserved -= self.places;
     }
 }
 
@@ -311,6 +374,29 @@ mod tests {
             probation,
             slow_lane,
         })
+    }
+
+    #[test]
+    fn places_set_aside_in_the_lane_start_attempts_without_a_slot_and_count_against_it() {
+        let slots = slots(2, 2, 2, 2);
+        let now = Instant::now();
+        let _a = slots.take(AttemptKind::First, Standing::Answering, USUAL);
+        let mut b = slots.take(AttemptKind::First, Standing::Answering, USUAL);
+        let mut lent = slots.reserve_lane(5);
+        assert_eq!((lent.places(), slots.free()), (2, 0));
+        // The places set aside are not the lane's to give a slow attempt.
+        assert!(!b.move_to_slow_lane(now, USUAL));
+        let borrowed = lent.take(AttemptKind::First, USUAL).unwrap();
+        assert!(borrowed.is_slow());
+        assert_eq!((slots.free(), slots.in_slow_lane()), (0, 1));
+        // The one not used comes back when the reservation ends.
+        drop(lent);
+        assert!(b.move_to_slow_lane(now, USUAL));
+        assert_eq!((slots.free(), slots.in_slow_lane()), (1, 2));
+        let mut none_left = slots.reserve_lane(5);
+        assert!(none_left.take(AttemptKind::Retry, USUAL).is_none());
+        drop(borrowed);
+        assert_eq!(slots.in_slow_lane(), 1);
     }
 
     #[test]

@@ -395,7 +395,17 @@ pub(crate) fn scan_bound(limit: usize) -> usize {
     limit.saturating_mul(4).max(256)
 }
 
-/// Scans one claim makes at most: the first, and those after subscribers it used up.
+/// The most due rows the scan of one tenant's share looks at (`rows`: what it was given): like
+/// [`scan_bound`] in proportion, but with no floor of its own past a few rows, since one claim
+/// scans many tenants (on PostgreSQL, fetching and locking each one's rows in one statement).
+/// A tenant whose rows in it are all passed over is done for the claim; the fill in due order
+/// may still take its rows.
+pub(crate) fn share_scan_bound(rows: usize) -> usize {
+    rows.saturating_mul(4).max(16)
+}
+
+/// Scans one claim makes at most in its fill in due order: the first, and those after
+/// subscribers it used up.
 const MAX_SCANS: usize = 4;
 
 /// Due rows in a row a scan that reads row by row passes over (their subscribers used up by
@@ -437,6 +447,13 @@ pub(crate) struct ClaimPlan<T> {
     /// Every row looked at: a further scan leaves them out.
     pub seen: Vec<i64>,
     limit: usize,
+    /// How many `take` may hold when the current scan ends: the claim's limit, or for the scan
+    /// of a tenant's share what was taken before it plus that share.
+    target: usize,
+    /// What `take` held when the current scan began.
+    taken_before_scan: usize,
+    /// The most rows the current scan looks at.
+    bound: usize,
     looked_at: usize,
     /// Rows of used-up subscribers passed over since the last row this claim did something
     /// with, and how many of them end a scan.
@@ -469,6 +486,9 @@ impl<T> ClaimPlan<T> {
             deferred: HashMap::new(),
             seen: Vec::new(),
             limit,
+            target: limit,
+            taken_before_scan: 0,
+            bound: scan_bound(limit),
             looked_at: 0,
             passed_over: 0,
             wall,
@@ -477,13 +497,49 @@ impl<T> ClaimPlan<T> {
         }
     }
 
+    /// Begins the scan of one tenant's due rows for its share (`fair_share.rs`): it takes at
+    /// most `rows` more (what the sharing gave it, lent rows included: past the claim's limit
+    /// when so), and looks at [`share_scan_bound`] rows at most. It is not widened: a tenant it
+    /// comes up short for is done for the claim.
+    pub fn begin_share(&mut self, rows: usize) {
+        self.begin_scan(self.take.len().saturating_add(rows));
+        self.bound = share_scan_bound(rows);
+    }
+
+    /// How many rows the current scan took.
+    pub fn taken_in_scan(&self) -> usize {
+        self.take.len() - self.taken_before_scan
+    }
+
+    /// After the tenants' shares: the fill in due order, up to the claim's limit, widened as
+    /// [`ClaimPlan::widen`] says.
+    pub fn begin_fill(&mut self, budget: &ClaimBudget) {
+        self.begin_scan(self.limit);
+        self.bound = scan_bound(self.limit);
+        self.retries_in_scan = budget.takes_retries();
+        self.scans = 1;
+    }
+
+    fn begin_scan(&mut self, target: usize) {
+        self.target = target;
+        self.taken_before_scan = self.take.len();
+        self.looked_at = 0;
+        self.passed_over = 0;
+    }
+
+    /// Whether the fill can take nothing more: the claim's limit is reached (by the shares
+    /// alone, maybe, and past it when they borrowed).
+    pub fn is_full(&self) -> bool {
+        self.take.len() >= self.limit
+    }
+
     /// After a scan: whether to scan again. A scan that stopped at its bound, or at a wall,
     /// with room left may have run into the rows of subscribers it used up (one with a deep
     /// backlog takes its slots, then its other rows fill the scan): they join `excluded`, and
     /// the next scan looks past them, leaving out the rows already seen. Likewise when the
     /// retry budget ran out during the scan: the next one leaves retries out.
     pub fn widen(&mut self, budget: &ClaimBudget, excluded: &mut Excluded) -> bool {
-        let stopped_short = self.take.len() < self.limit && self.reached_a_bound();
+        let stopped_short = self.take.len() < self.target && self.reached_a_bound();
         if !stopped_short || self.scans >= MAX_SCANS {
             return false;
         }
@@ -494,20 +550,20 @@ impl<T> ClaimPlan<T> {
             return false;
         }
         self.scans += 1;
-        self.looked_at = 0;
-        self.passed_over = 0;
+        self.begin_scan(self.target);
         self.retries_in_scan = budget.takes_retries();
         true
     }
 
     fn reached_a_bound(&self) -> bool {
-        self.looked_at >= scan_bound(self.limit) || self.passed_over >= self.wall
+        self.looked_at >= self.bound || self.passed_over >= self.wall
     }
 
     /// Decides one due row (`row`: what the backend keeps of it to lease it). False once the
-    /// claim is full, has looked at [`scan_bound`] rows or met its wall: the backend stops
-    /// reading. Only rows of subscribers this claim used up make a wall (a further scan leaves
-    /// them out); a retry passed over for want of retry slots does not.
+    /// scan has taken what it may (the claim is full, or a tenant's scan has its share), has
+    /// looked at its bound of rows or met its wall: the backend stops reading. Only rows of
+    /// subscribers this claim used up make a wall (a further scan leaves them out); a retry
+    /// passed over for want of retry slots does not.
     pub fn consider(&mut self, budget: &mut ClaimBudget, c: Candidate<'_>, row: T) -> bool {
         self.looked_at += 1;
         let passed_over = std::mem::take(&mut self.passed_over);
@@ -528,7 +584,7 @@ impl<T> ClaimPlan<T> {
                 }
             },
         }
-        self.take.len() < self.limit && !self.reached_a_bound()
+        self.take.len() < self.target && !self.reached_a_bound()
     }
 }
 
@@ -556,6 +612,8 @@ mod tests {
         ClaimRequest {
             now: 1_000,
             limit,
+            slots: limit,
+            lend: 0,
             lease_ms: 10_000,
             max_in_flight_per_subscriber: 2,
             max_in_flight_per_host: 0,
@@ -698,6 +756,32 @@ mod tests {
         let mut excluded = Excluded::default();
         assert!(plan.widen(&budget, &mut excluded));
         assert!(!budget.takes_retries());
+    }
+
+    #[test]
+    fn a_share_s_scan_stops_at_its_share_and_the_fill_goes_on_to_the_limit() {
+        let req = request(10);
+        let mut budget = ClaimBudget::new(&req);
+        let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
+        plan.begin_share(3);
+        let ids = ["a", "b", "c", "d", "e"];
+        let read = (0..)
+            .zip(ids)
+            .take_while(|(k, id)| {
+                plan.consider(&mut budget, candidate(*k, id, SubscriberStatus::Active), *k)
+            })
+            .count();
+        assert_eq!((read + 1, plan.taken_in_scan()), (3, 3));
+        // A scan that passes over every row it may look at ends there, short of its share.
+        plan.begin_share(2);
+        let passed = read_until_stopped(&mut plan, &mut budget, "a", SubscriberStatus::Paused);
+        assert_eq!((passed, plan.taken_in_scan()), (share_scan_bound(2), 0));
+        plan.begin_fill(&budget);
+        for (k, id) in (10..).zip(ids) {
+            plan.consider(&mut budget, candidate(k, id, SubscriberStatus::Active), k);
+        }
+        assert_eq!(plan.take, [0, 1, 2, 10, 11, 12, 13, 14]);
+        assert!(!plan.is_full());
     }
 
     #[test]

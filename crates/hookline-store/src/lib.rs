@@ -12,6 +12,7 @@
 
 mod claim;
 mod error;
+pub(crate) mod fair_share;
 mod migrations;
 mod model;
 mod paging;
@@ -34,6 +35,7 @@ use hookline_policy::{Shown, UnixMs};
 
 pub(crate) use claim::*;
 pub use error::{BackendError, StoreError};
+pub(crate) use fair_share::*;
 pub use migrations::{AppliedMigration, SchemaStatus, Version};
 pub use model::*;
 pub(crate) use paging::*;

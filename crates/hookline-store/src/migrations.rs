@@ -260,6 +260,13 @@ pub(crate) const LATER: &[Migration] = &[
         "events newest first, for the event search",
         index "events_accepted"
     ),
+    migration!(
+        25,
+        "0025_deliveries_tenant",
+        BASELINE,
+        "each delivery's tenant, and its due rows by tenant, for the fair share of slots",
+        index "deliveries_tenant_due"
+    ),
 ];
 
 /// A migration as the database records it.

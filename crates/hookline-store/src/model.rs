@@ -745,6 +745,13 @@ pub struct ClaimRequest {
     pub now: UnixMs,
     /// At most this many deliveries: the caller's free in-flight slots.
     pub limit: usize,
+    /// The caller's delivery slots, free or not: what the fair share divides among the tenants
+    /// with deliveries due (`fair_share.rs`).
+    pub slots: usize,
+    /// How many more than `limit` the claim may take for tenants under their share, while
+    /// others hold more than theirs: the caller starts them without a slot (in its slow lane)
+    /// rather than make them wait for another tenant's attempts to end. 0: none.
+    pub lend: usize,
     /// How long the claim is valid; past it, the delivery is presumed lost and is rescued.
     pub lease_ms: i64,
     /// No subscriber ever has more than this many deliveries in flight (unless it overrides it).

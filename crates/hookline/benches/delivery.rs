@@ -520,6 +520,8 @@ fn unbounded_claim(now: i64, limit: usize) -> ClaimRequest {
     ClaimRequest {
         now,
         limit,
+        slots: limit,
+        lend: 0,
         lease_ms: 60_000,
         max_in_flight_per_subscriber: u32::MAX,
         max_in_flight_per_host: 0,

@@ -8,12 +8,30 @@ SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.hookline.claim'));
 
 -- name: IN_FLIGHT_LIMITS
 -- In flight per subscriber across every process (a short list: at most the slots of all
--- workers), with what limits each.
+-- workers), with what limits each, its tenant, and how many of them process $1 leased (a
+-- tenant's share is of that process's slots).
 SELECT f.subscriber_id, f.n, s.max_in_flight, s.breaker_open_until, s.origin, s.url,
-       s.breaker_allowance
-FROM (SELECT subscriber_id, count(*) AS n FROM deliveries
-      WHERE state = 'in_flight' GROUP BY 1) f
+       s.breaker_allowance, s.tenant_id, f.mine
+FROM (SELECT subscriber_id, count(*) AS n, count(*) FILTER (WHERE lease_owner = $1) AS mine
+      FROM deliveries WHERE state = 'in_flight' GROUP BY 1) f
 JOIN subscribers s ON s.id = f.subscriber_id;
+
+-- name: TENANTS_WAITING
+-- At most $2 tenants after $1 with deliveries waiting (due or not), in id order, and when the
+-- earliest of each comes due: a skip-scan of `deliveries_tenant_due`, one seek per tenant,
+-- however many rows each has.
+WITH RECURSIVE walk (tenant_id, run_at, n) AS (
+    (SELECT tenant_id, run_at, 1 FROM deliveries
+     WHERE state = 'scheduled' AND NOT held AND tenant_id > $1
+     ORDER BY tenant_id, run_at LIMIT 1)
+    UNION ALL
+    SELECT next.tenant_id, next.run_at, walk.n + 1
+    FROM walk CROSS JOIN LATERAL (
+        SELECT tenant_id, run_at FROM deliveries
+        WHERE state = 'scheduled' AND NOT held AND tenant_id > walk.tenant_id
+        ORDER BY tenant_id, run_at LIMIT 1) next
+    WHERE walk.n < $2)
+SELECT tenant_id, run_at FROM walk;
 
 -- name: IN_FLIGHT
 -- In flight per subscriber and its origin (and URL, for a row an older binary wrote without
@@ -48,6 +66,36 @@ FROM (SELECT seq, subscriber_id, attempts, run_at FROM deliveries
       FOR UPDATE SKIP LOCKED) d
 JOIN subscribers s ON s.id = d.subscriber_id
 ORDER BY d.run_at, d.seq;
+
+-- name: DUE_OF_TENANTS
+-- What DUE reads, for each tenant $7[i] apart and at most $8[i] of its rows, through its own
+-- part of `deliveries_tenant_due` (its rows are not behind anybody else's), in the order of $7
+-- and then in due order, each with its tenant's place in $7: due at $1, locked, with their
+-- subscribers, but those of the subscribers $2, retries only when $3, windows that started
+-- after $4, none of the keys $5 and none of the subscribers on the origins $6.
+--
+-- Each tenant's rows are read in due order from the head of its range and stop at its limit:
+-- with the origins left out as DUE leaves them out (`NOT EXISTS`), the generic plan read every
+-- due row of each tenant (a bitmap scan, then a sort), so a tenant with 20,000 due rows cost
+-- each claim all of them; as a `NOT IN` it is one hashed list, built once per statement (not
+-- at all when $6 is empty). Subscribers are joined once, after every tenant's rows are read.
+WITH due AS MATERIALIZED (
+    SELECT t.place, x.seq, x.subscriber_id, x.attempts, x.run_at
+    FROM UNNEST($7::text[], $8::int8[]) WITH ORDINALITY AS t(tenant_id, n, place)
+    CROSS JOIN LATERAL (
+        SELECT seq, subscriber_id, attempts, run_at FROM deliveries
+        WHERE tenant_id = t.tenant_id AND state = 'scheduled' AND NOT held AND run_at <= $1
+          AND subscriber_id <> ALL ($2) AND (attempts = 0 OR $3) AND window_start > $4
+          AND seq <> ALL ($5)
+          AND (cardinality($6::text[]) = 0
+               OR subscriber_id NOT IN (SELECT id FROM subscribers WHERE origin = ANY ($6)))
+        ORDER BY run_at LIMIT t.n
+        FOR UPDATE SKIP LOCKED) x)
+SELECT d.seq, d.subscriber_id, s.status, s.breaker_open_until, s.max_in_flight,
+       s.rate_limit_per_second, s.rate_next_at, d.attempts, s.origin, s.url,
+       s.breaker_allowance, d.place
+FROM due d JOIN subscribers s ON s.id = d.subscriber_id
+ORDER BY d.place, d.run_at, d.seq;
 
 -- name: DEFER
 -- Due rows $1 wait until their times in $2.

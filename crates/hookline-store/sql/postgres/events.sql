@@ -38,15 +38,16 @@ ORDER BY id FOR SHARE;
 -- (With $10, a test event, to subscriber $10 alone, whatever its event types.)
 -- A delivery of event $1 of type $2, published at $3, to every matching subscriber that is not
 -- revoked and of tenant $9 (NULL: none) ($4 the latest version, $5 every version, $6 the
--- oldest, $7 the dead reason and $8 the error of an unversioned delivery), and how many it made and how many are dead at once.
--- Its payload version is the highest at or below the subscriber's pin (the latest when
--- unpinned); a subscriber pinned below every version gets a delivery that is dead at once. A
--- paused subscriber's deliveries are held from the start (so that an older release, whose
--- claims read the status without a lock, finds them held and its resume releases them).
+-- oldest, $7 the dead reason and $8 the error of an unversioned delivery), and how many it made
+-- and how many are dead at once. Its payload version is the highest at or below the
+-- subscriber's pin (the latest when unpinned); a subscriber pinned below every version gets a
+-- delivery that is dead at once. A paused subscriber's deliveries are held from the start (so
+-- that an older release, whose claims read the status without a lock, finds them held and its
+-- resume releases them). Each names its tenant, for the claims' fair share.
 WITH fanned AS (
     INSERT INTO deliveries
         (event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at,
-         payload_version, dead_reason, dead_at, dead_error)
+         payload_version, dead_reason, dead_at, dead_error, tenant_id)
     SELECT $1, s.id,
         CASE WHEN s.payload_version < $6 THEN 'dead' ELSE 'scheduled' END,
         CASE WHEN s.payload_version < $6 THEN FALSE ELSE s.status = 'paused' END,
@@ -59,7 +60,8 @@ WITH fanned AS (
                    WHERE v <= s.payload_version) END,
         CASE WHEN s.payload_version < $6 THEN $7 END,
         CASE WHEN s.payload_version < $6 THEN CAST($3 AS BIGINT) END,
-        CASE WHEN s.payload_version < $6 THEN $8 || s.payload_version END
+        CASE WHEN s.payload_version < $6 THEN $8 || s.payload_version END,
+        s.tenant_id
     FROM subscribers s
     WHERE s.status <> 'revoked'
       AND s.tenant_id IS NOT DISTINCT FROM $9

@@ -13,6 +13,26 @@ WHERE state = 'scheduled' AND held = 0 AND run_at <= ?1
   AND seq NOT IN (SELECT value FROM json_each(?5))
 ORDER BY run_at;
 
+-- name: NEXT_TENANT_WAITING
+-- The first tenant after ?1 with deliveries waiting (due or not), and when its earliest comes
+-- due: one seek of `deliveries_tenant_due`. Repeated from the tenant it answers, it walks the
+-- tenants one step each, however many rows each has (a skip-scan).
+SELECT tenant_id, run_at FROM deliveries INDEXED BY deliveries_tenant_due
+WHERE state = 'scheduled' AND held = 0 AND tenant_id > ?1
+ORDER BY tenant_id, run_at LIMIT 1;
+
+-- name: DUE_OF_TENANT
+-- DUE (?1 to ?5 as there) for the rows of tenant ?6 only, through its part of
+-- `deliveries_tenant_due`: its rows are not behind anybody else's.
+SELECT seq, id, event_id, subscriber_id, attempts, first_seen, window_start, run_at,
+       payload_version, updated_at
+FROM deliveries INDEXED BY deliveries_tenant_due
+WHERE tenant_id = ?6 AND state = 'scheduled' AND held = 0 AND run_at <= ?1
+  AND subscriber_id NOT IN (SELECT value FROM json_each(?2))
+  AND (attempts = 0 OR ?3) AND window_start > ?4
+  AND seq NOT IN (SELECT value FROM json_each(?5))
+ORDER BY run_at;
+
 -- name: HOLD
 -- A due row of a paused subscriber waits, out of the due index, for its resume.
 UPDATE deliveries SET held = 1 WHERE seq = ?1;

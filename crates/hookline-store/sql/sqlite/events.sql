@@ -34,11 +34,11 @@ WHERE s.status != 'revoked'
 -- name: FAN_OUT
 -- A delivery of event ?1 of type ?2, published at ?3, to each subscriber FANNED_OUT_TO reads
 -- (?4 the latest version, ?5 every version as a JSON array, ?6 the oldest, ?7 the dead reason
--- and ?8 the error of an unversioned delivery, ?9 its tenant). Its payload version is the highest at or below
--- the subscriber's pin (the latest when unpinned); a subscriber pinned below every version gets
--- a delivery that is dead at once. A paused subscriber's deliveries are held from the start
--- (so that an older release, whose claims read the status without a lock, finds them held and
--- its resume releases them).
+-- and ?8 the error of an unversioned delivery, ?9 its tenant). Its payload version is the
+-- highest at or below the subscriber's pin (the latest when unpinned); a subscriber pinned below
+-- every version gets a delivery that is dead at once. A paused subscriber's deliveries are held
+-- from the start (so that an older release, whose claims read the status without a lock, finds
+-- them held and its resume releases them). Each names its tenant, for the claims' fair share.
 --
 -- `OR FAIL`, so that SQLite keeps no statement journal for it: a statement that writes many
 -- rows and may abort halfway (a `NOT NULL` or unique constraint under the default `ABORT`, a
@@ -52,7 +52,7 @@ WHERE s.status != 'revoked'
 -- With ?10 (a test event): subscriber ?10 alone, whatever its event types.
 INSERT OR FAIL INTO deliveries
     (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at,
-     payload_version, dead_reason, dead_at, dead_error)
+     payload_version, dead_reason, dead_at, dead_error, tenant_id)
 SELECT ?1 || ':' || s.id, ?1, s.id,
     CASE WHEN s.payload_version < ?6 THEN 'dead' ELSE 'scheduled' END,
     CASE WHEN s.payload_version < ?6 THEN FALSE ELSE s.status = 'paused' END,
@@ -65,7 +65,8 @@ SELECT ?1 || ':' || s.id, ?1, s.id,
                WHERE v <= s.payload_version) END,
     CASE WHEN s.payload_version < ?6 THEN ?7 END,
     CASE WHEN s.payload_version < ?6 THEN CAST(?3 AS BIGINT) END,
-    CASE WHEN s.payload_version < ?6 THEN ?8 || s.payload_version END
+    CASE WHEN s.payload_version < ?6 THEN ?8 || s.payload_version END,
+    s.tenant_id
 FROM subscribers s
 WHERE s.status != 'revoked'
   AND s.tenant_id IS ?9

@@ -151,6 +151,8 @@ pub struct PostgresStore {
     channel: String,
     /// Names this process in every lease it takes, for the operator reading a stuck row.
     owner: String,
+    /// Where this process's next claim's walk over the tenants starts.
+    tenant_cursor: std::sync::Mutex<TenantCursor>,
     wake: Arc<Notify>,
     policy_changes: Arc<Notify>,
     listener: tokio::task::JoinHandle<()>,
@@ -209,6 +211,7 @@ impl PostgresStore {
                 std::env::var("HOSTNAME").unwrap_or_else(|_| "hookline".into()),
                 std::process::id()
             ),
+            tenant_cursor: Default::default(),
             wake,
             policy_changes,
         })
@@ -484,12 +487,16 @@ impl DeliveryQueue for PostgresStore {
     }
 
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
-        if request.limit == 0 {
+        if request.limit == 0
+            && (request.lend == 0
+                || !writes::a_tenant_is_due(&self.client().await?, request.now).await?)
+        {
+            // No free slot, and nobody to lend to (`ClaimRequest::lend`).
             return Ok(Vec::new());
         }
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        let claimed = writes::claim_due(&tx, request, &self.owner).await?;
+        let claimed = writes::claim_due(&tx, request, &self.owner, &self.tenant_cursor).await?;
         tx.commit().await?;
         Ok(claimed)
     }

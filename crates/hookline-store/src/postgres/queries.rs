@@ -18,6 +18,8 @@ crate::sql::statements! {
         IN_FLIGHT_LIMITS,
         IN_FLIGHT,
         DUE,
+        TENANTS_WAITING,
+        DUE_OF_TENANTS,
         DEFER,
         LOCK_DUE_SUBSCRIBERS,
         HOLD_PAUSED,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use deadpool_postgres::GenericClient;
 use hookline_policy::{Breaker, DeadReason, UnixMs};
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 use super::reads::{self, corrupt};
@@ -364,17 +365,118 @@ fn breaker(r: &Row, until: usize, allowance: usize) -> Result<Breaker> {
     })
 }
 
+/// A due row as `DUE` and `DUE_OF_TENANTS` read it, as the plan considers it.
+fn candidate<'r>(r: &'r Row, in_flight: &HashMap<&str, u32>) -> Result<Candidate<'r>> {
+    let (key, subscriber, status): (i64, &str, &str) = (r.get(0), r.get(1), r.get(2));
+    Ok(Candidate {
+        key,
+        status: SubscriberStatus::parse(status).ok_or_else(|| corrupt("status", status))?,
+        limits: Limits {
+            id: subscriber,
+            origin: Origin::stored_text(r.get(8), r.get(9)),
+            breaker: breaker(r, 3, 10)?,
+            max_in_flight: r.int_opt(4)?,
+            rate_limit_per_second: r.get(5),
+            rate_next_at: r.get(6),
+        },
+        in_flight: in_flight.get(subscriber).copied().unwrap_or(0),
+        attempts: r.int(7)?,
+    })
+}
+
+/// The tenants' shares (`fair_share.rs`): rounds of scans, each one statement reading every
+/// tenant of the round through its own part of `deliveries_tenant_due` (at most
+/// `share_scan_bound` rows each), leaving out what the claim's first scan in due order leaves
+/// out and the rows the same tenants' earlier scans looked at.
+async fn share_among_tenants(
+    c: &impl GenericClient,
+    req: &ClaimRequest,
+    (tenants, held): (Vec<WaitingTenant<String>>, HeldElsewhere),
+    scanning: (&mut ClaimBudget, &mut ClaimPlan<i64>),
+    excluded: &Excluded,
+    in_flight: &HashMap<&str, u32>,
+) -> Result<()> {
+    let (budget, plan) = scanning;
+    let excluded_origins: Vec<&str> = excluded.origins.iter().map(Origin::as_str).collect();
+    let mut seen_of: Vec<Vec<i64>> = vec![Vec::new(); tenants.len()];
+    let mut fair = FairShare::new(req.slots, req.room(), tenants, held);
+    loop {
+        let round = fair.next_round();
+        if round.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<&str> = round.iter().map(|a| a.tenant.as_str()).collect();
+        let bounds: Vec<i64> = round
+            .iter()
+            .map(|a| to_bigint(share_scan_bound(a.rows)))
+            .collect();
+        let seen: Vec<i64> = round
+            .iter()
+            .flat_map(|a| seen_of[a.index].iter().copied())
+            .collect();
+        let due = query(
+            c,
+            queries::DUE_OF_TENANTS,
+            &[
+                &req.now,
+                &excluded.subscribers,
+                &budget.takes_retries(),
+                &req.window_ended_for_start,
+                &seen,
+                &excluded_origins,
+                &names,
+                &bounds,
+            ],
+        )
+        .await?;
+        let mut rows = due.iter().peekable();
+        for (place, share) in (1i64..).zip(&round) {
+            let seen_before = plan.seen.len();
+            plan.begin_share(share.rows);
+            let mut reading = true;
+            while let Some(r) = rows.next_if(|r| r.get::<_, i64>(11) == place) {
+                reading = reading && plan.consider(budget, candidate(r, in_flight)?, r.get(0));
+            }
+            seen_of[share.index].extend_from_slice(&plan.seen[seen_before..]);
+            fair.took(share.index, plan.taken_in_scan());
+        }
+    }
+}
+
+/// Whether any tenant has deliveries due at `now`: what a claim with no free slot can lend to.
+/// A read of the tenant index only, outside any transaction.
+pub(super) async fn a_tenant_is_due(c: &impl GenericClient, now: UnixMs) -> Result<bool> {
+    let walk = to_int(TENANTS_PER_CLAIM);
+    let waiting = query(c, queries::TENANTS_WAITING, &[&"", &walk]).await?;
+    Ok(waiting.iter().any(|r| r.get::<_, UnixMs>(1) <= now))
+}
+
 pub(super) async fn claim_due(
     c: &impl GenericClient,
     req: ClaimRequest,
     owner: &str,
+    tenant_cursor: &std::sync::Mutex<TenantCursor>,
 ) -> Result<Vec<ClaimedDelivery>> {
     // One claimer at a time per schema: the per-subscriber counts below are then exact across
     // every process. A claim is a few statements, so the queue this forms is short.
     lock_out_claims(c).await?;
     // In flight per subscriber across every process (a short list: at most the slots of all
-    // workers), and the subscribers whose rate limiter admits nobody yet.
-    let busy_rows = query(c, queries::IN_FLIGHT_LIMITS, &[]).await?;
+    // workers), the subscribers whose rate limiter admits nobody yet, and the tenants with
+    // deliveries waiting: three statements in one round trip.
+    let after = tenant_cursor.lock().unwrap().after().to_owned();
+    let walk = to_int(TENANTS_PER_CLAIM);
+    let (in_flight_params, rate_params): ([&(dyn ToSql + Sync); 1], [&(dyn ToSql + Sync); 1]) =
+        ([&owner], [&req.now]);
+    let walk_params: [&(dyn ToSql + Sync); 2] = [&after, &walk];
+    let (busy_rows, rate_limited, waiting) = tokio::try_join!(
+        query(c, queries::IN_FLIGHT_LIMITS, &in_flight_params),
+        query(c, queries::RATE_LIMITED, &rate_params),
+        query(c, queries::TENANTS_WAITING, &walk_params),
+    )?;
+    tenant_cursor
+        .lock()
+        .unwrap()
+        .advance(waiting.iter().map(|r| r.get::<_, &str>(0)));
     let busy = busy_rows
         .iter()
         .map(|r| {
@@ -385,12 +487,21 @@ pub(super) async fn claim_due(
         })
         .collect::<Result<Vec<(Limits, u32)>>>()?;
     let in_flight: HashMap<&str, u32> = busy.iter().map(|(l, n)| (l.id, *n)).collect();
-    let rate_limited = query(c, queries::RATE_LIMITED, &[&req.now]).await?;
     let mut budget = ClaimBudget::new(&req);
     let mut excluded = budget.unclaimable(busy, rate_limited.iter().map(|r| r.get(0)));
     let scan = to_bigint(scan_bound(req.limit));
     let mut plan = ClaimPlan::fetched(req.limit, &budget);
-    loop {
+    let mine = busy_rows
+        .iter()
+        .map(|r| Ok((r.get::<_, Option<&str>>(7), r.bigint(8)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let sharing = fair_share::sharing(waiting.iter().map(|r| (r.get(0), r.get(1))), req.now, mine);
+    if !sharing.0.is_empty() {
+        let scanning = (&mut budget, &mut plan);
+        share_among_tenants(c, &req, sharing, scanning, &excluded, &in_flight).await?;
+    }
+    plan.begin_fill(&budget);
+    while !plan.is_full() {
         let excluded_origins: Vec<&str> = excluded.origins.iter().map(Origin::as_str).collect();
         // See `DUE` in `claims.sql` for why it is written so.
         let due = query(
@@ -408,22 +519,7 @@ pub(super) async fn claim_due(
         )
         .await?;
         for r in &due {
-            let (key, subscriber, status): (i64, &str, &str) = (r.get(0), r.get(1), r.get(2));
-            let candidate = Candidate {
-                key,
-                status: SubscriberStatus::parse(status).ok_or_else(|| corrupt("status", status))?,
-                limits: Limits {
-                    id: subscriber,
-                    origin: Origin::stored_text(r.get(8), r.get(9)),
-                    breaker: breaker(r, 3, 10)?,
-                    max_in_flight: r.int_opt(4)?,
-                    rate_limit_per_second: r.get(5),
-                    rate_next_at: r.get(6),
-                },
-                in_flight: in_flight.get(subscriber).copied().unwrap_or(0),
-                attempts: r.int(7)?,
-            };
-            if !plan.consider(&mut budget, candidate, key) {
+            if !plan.consider(&mut budget, candidate(r, &in_flight)?, r.get(0)) {
                 break;
             }
         }

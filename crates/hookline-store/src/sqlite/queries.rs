@@ -15,6 +15,8 @@ crate::sql::statements! {
     }
     "claims.sql" => {
         DUE,
+        NEXT_TENANT_WAITING,
+        DUE_OF_TENANT,
         HOLD,
         KILL_DUE,
         DEFER,

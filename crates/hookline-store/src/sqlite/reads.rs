@@ -750,6 +750,22 @@ mod tests {
         ]);
     }
 
+    /// A claim's walk over the tenants is one seek per tenant, and each tenant's share is read
+    /// from its own range of the tenant index: never a walk of other tenants' rows.
+    #[test]
+    fn claims_reach_each_tenant_s_due_rows_through_its_own_index() {
+        assert_reads(&[
+            (
+                queries::NEXT_TENANT_WAITING,
+                vec!["SEARCH deliveries USING INDEX deliveries_tenant_due (tenant_id>?)"],
+            ),
+            (
+                queries::DUE_OF_TENANT,
+                vec!["SEARCH deliveries USING INDEX deliveries_tenant_due (tenant_id=? AND run_at<?)"],
+            ),
+        ]);
+    }
+
     /// A list of deliveries walks the index of the filter it is written for, from the cursor
     /// on, whichever other filters are set.
     #[test]

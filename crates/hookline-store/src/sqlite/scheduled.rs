@@ -154,6 +154,8 @@ mod tests {
         ClaimRequest {
             now,
             limit: 100,
+            slots: 100,
+            lend: 0,
             lease_ms: 10_000,
             max_in_flight_per_subscriber: 100,
             max_in_flight_per_host: 0,

@@ -402,8 +402,114 @@ pub(super) fn in_flight_per_subscriber(c: &Connection) -> Result<Vec<(String, u3
         .collect::<rusqlite::Result<_>>()?)
 }
 
+/// What a claim's scans read their rows through: the plan and its budget, the subscribers'
+/// rows, and what each subscriber has in flight.
+struct Scanning<'c, 'w> {
+    c: &'c Connection,
+    lookups: Lookups<'w>,
+    in_flight: &'c HashMap<&'c str, u32>,
+    budget: ClaimBudget,
+    plan: ClaimPlan<DueRow>,
+}
+
+impl Scanning<'_, '_> {
+    /// Puts one scan's rows through the plan until it says to stop, or until `cut_short` says
+    /// to after a row taken (given the budget and the row's subscriber): answers whether
+    /// `cut_short` ended it.
+    fn read(
+        &mut self,
+        rows: &mut rusqlite::Rows<'_>,
+        mut cut_short: impl FnMut(&ClaimBudget, &str) -> bool,
+    ) -> Result<bool> {
+        while let Some(r) = rows.next()? {
+            let row = due_row(r)?;
+            let subscriber = self.lookups.subscriber(self.c, &row.subscriber_id)?;
+            let candidate = Candidate {
+                key: row.key,
+                status: subscriber.status,
+                limits: subscriber.limits(),
+                in_flight: self
+                    .in_flight
+                    .get(row.subscriber_id.as_str())
+                    .copied()
+                    .unwrap_or(0),
+                attempts: row.attempts,
+            };
+            let taken = self.plan.take.len();
+            if !self.plan.consider(&mut self.budget, candidate, row) {
+                return Ok(false);
+            }
+            if self.plan.take.len() > taken && cut_short(&self.budget, &subscriber.id) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The tenants' shares (`fair_share.rs`): rounds of scans, each tenant's through its own
+    /// part of `deliveries_tenant_due`, leaving out what the claim's first scan in due order
+    /// leaves out (`excluded_ids`) and the rows its own earlier scans looked at.
+    fn share_among_tenants(
+        &mut self,
+        req: &ClaimRequest,
+        (tenants, held): (Vec<WaitingTenant<String>>, HeldElsewhere),
+        excluded_ids: &[String],
+    ) -> Result<()> {
+        let excluded = serde_json::to_string(excluded_ids).expect("subscriber ids serialize");
+        let mut seen_of: Vec<Vec<i64>> = vec![Vec::new(); tenants.len()];
+        let mut fair = FairShare::new(req.slots, req.room(), tenants, held);
+        loop {
+            let round = fair.next_round();
+            if round.is_empty() {
+                return Ok(());
+            }
+            for share in round {
+                let seen_before = self.plan.seen.len();
+                self.plan.begin_share(share.rows);
+                let mut stmt = self.c.prepare_cached(queries::DUE_OF_TENANT)?;
+                let mut rows = stmt.query(params![
+                    req.now,
+                    excluded,
+                    self.budget.takes_retries(),
+                    req.window_ended_for_start,
+                    serde_json::to_string(&seen_of[share.index]).expect("keys serialize"),
+                    share.tenant
+                ])?;
+                self.read(&mut rows, |_, _| false)?;
+                seen_of[share.index].extend_from_slice(&self.plan.seen[seen_before..]);
+                fair.took(share.index, self.plan.taken_in_scan());
+            }
+        }
+    }
+}
+
+/// The tenants with deliveries waiting, walked from `cursor` one seek each, at most
+/// [`TENANTS_PER_CLAIM`], each with when its earliest comes due. Without tenants, this is one
+/// seek of an empty index.
+fn tenants_waiting(c: &Connection, cursor: &mut TenantCursor) -> Result<Vec<(String, UnixMs)>> {
+    let mut next = c.prepare_cached(queries::NEXT_TENANT_WAITING)?;
+    let mut waiting: Vec<(String, UnixMs)> = Vec::new();
+    while waiting.len() < TENANTS_PER_CLAIM {
+        let after = waiting.last().map_or(cursor.after(), |(t, _)| t.as_str());
+        let found = next
+            .query_row([after], |r| Ok((r.get::<_, String>(0)?, r.get(1)?)))
+            .optional()?;
+        let Some(tenant) = found else {
+            break;
+        };
+        waiting.push(tenant);
+    }
+    cursor.advance(waiting.iter().map(|(t, _)| t.as_str()));
+    Ok(waiting)
+}
+
 pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<ClaimedDelivery>> {
-    if req.limit == 0 {
+    if req.limit == 0 && req.lend == 0 {
+        return Ok(Vec::new());
+    }
+    let waiting = tenants_waiting(&w.conn, &mut w.tenant_cursor)?;
+    if req.limit == 0 && !waiting.iter().any(|(_, due_since)| *due_since <= req.now) {
+        // No free slot, and nobody to lend to (`ClaimRequest::lend`).
         return Ok(Vec::new());
     }
     // Subscribers none of whose due rows this claim can take are left out of the scan inside
@@ -426,13 +532,33 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
         }),
         rate_limited,
     );
-    let mut lookups = Lookups::new(req.now, &mut w.subscribers);
-    let mut plan = ClaimPlan::row_by_row(req.limit, &budget);
+    let sharing = fair_share::sharing(
+        waiting
+            .iter()
+            .map(|(t, due_since)| (t.as_str(), *due_since)),
+        req.now,
+        busy.iter().map(|(s, n)| (s.tenant_id.as_deref(), *n)),
+    );
+    let plan = ClaimPlan::row_by_row(req.limit, &budget);
+    let mut scanning = Scanning {
+        c,
+        lookups: Lookups::new(req.now, &mut w.subscribers),
+        in_flight: &in_flight,
+        budget,
+        plan,
+    };
+    if !sharing.0.is_empty() {
+        let excluded_ids = excluded.ids(subscribers_on(c, &excluded.origins)?);
+        scanning.share_among_tenants(req, sharing, &excluded_ids)?;
+    }
+    scanning.plan.begin_fill(&scanning.budget);
     let trusted = w.state.scheduled().trusted(req.now);
-    let mut cut_short = false;
+    // Whether the fill read its scans without skipping any on the counts' word (a fill the
+    // shares left nothing to is neither).
+    let mut read_in_full = false;
     let excludes =
         |excluded: &[String], id: &str| excluded.binary_search_by(|e| e.as_str().cmp(id)).is_ok();
-    loop {
+    while !scanning.plan.is_full() {
         let excluded_ids = excluded.ids(subscribers_on(c, &excluded.origins)?);
         if trusted
             && w.state
@@ -441,54 +567,40 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
         {
             // Every waiting row is a left-out subscriber's: the scan would walk them all to
             // find nothing.
-            cut_short = true;
+            read_in_full = false;
             break;
         }
         let mut stmt = c.prepare_cached(queries::DUE)?;
         let mut rows = stmt.query(params![
             req.now,
             serde_json::to_string(&excluded_ids).expect("subscriber ids serialize"),
-            budget.takes_retries(),
+            scanning.budget.takes_retries(),
             req.window_ended_for_start,
-            serde_json::to_string(&plan.seen).expect("keys serialize")
+            serde_json::to_string(&scanning.plan.seen).expect("keys serialize")
         ])?;
-        while let Some(r) = rows.next()? {
-            let row = due_row(r)?;
-            let subscriber = lookups.subscriber(c, &row.subscriber_id)?;
-            let candidate = Candidate {
-                key: row.key,
-                status: subscriber.status,
-                limits: subscriber.limits(),
-                in_flight: in_flight
-                    .get(row.subscriber_id.as_str())
-                    .copied()
-                    .unwrap_or(0),
-                attempts: row.attempts,
-            };
-            let taken = plan.take.len();
-            if !plan.consider(&mut budget, candidate, row) {
-                break;
-            }
-            // When the row taken used up the last subscriber with waiting rows that this scan
-            // does not leave out, the rest of the scan is left-out subscribers' rows: stop
-            // rather than read on to the wall.
-            if trusted
-                && plan.take.len() > taken
-                && budget.is_used_up(&subscriber.id)
+        // When the row taken used up the last subscriber with waiting rows that this scan does
+        // not leave out, the rest of the scan is left-out subscribers' rows: stop rather than
+        // read on to the wall.
+        let cut_short = scanning.read(&mut rows, |budget, id| {
+            trusted
+                && budget.is_used_up(id)
                 && w.state
                     .scheduled()
                     .all_left_out(|id| budget.is_used_up(id) || excludes(&excluded_ids, id))
-            {
-                cut_short = true;
-                break;
-            }
-        }
+        })?;
         drop(rows);
-        if !plan.widen(&budget, &mut excluded) {
+        read_in_full = !cut_short;
+        if cut_short || !scanning.plan.widen(&scanning.budget, &mut excluded) {
             break;
         }
     }
-    if !cut_short {
+    let Scanning {
+        mut lookups,
+        budget,
+        plan,
+        ..
+    } = scanning;
+    if read_in_full {
         w.state.claimed_in_full(req.now);
     }
     for key in plan.hold {

@@ -52,6 +52,8 @@ fn claim(now: i64, limit: usize, cap: u32) -> ClaimRequest {
     ClaimRequest {
         now,
         limit,
+        slots: limit,
+        lend: 0,
         lease_ms: 60_000,
         max_in_flight_per_subscriber: cap,
         max_in_flight_per_host: 0,

@@ -229,6 +229,10 @@ impl Receiver {
 
 pub use hookline_testkit::now_ms as unix_ms_now;
 
+/// Held by a test that measures latency against a baseline in the same run, so that no other
+/// such test shares the machine's two cores with it.
+pub static MEASURING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Polls `check` until it returns `Some`, for at most 20 s of real time. This waits for the
 /// system to make progress (a request to cross a socket), never for a retry delay: retry delays
 /// pass only when a test advances the manual clock.

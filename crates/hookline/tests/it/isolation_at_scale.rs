@@ -175,12 +175,9 @@ async fn two_thousand_hanging_subscribers_do_not_delay_a_healthy_one(app: &TestA
     }
 }
 
-/// One backend's run at a time in this binary: the two would share the machine's two cores.
-static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_sqlite() {
-    let _alone = ALONE.lock().await;
+    let _alone = MEASURING.lock().await;
     let app = TestApp::start(ON_SQLITE).await;
     two_thousand_hanging_subscribers_do_not_delay_a_healthy_one(&app).await;
     app.stop().await;
@@ -190,7 +187,7 @@ async fn on_sqlite() {
 /// a healthy delivery's claim for up to 0.9 s: `Store::complete_and_claim`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres() {
-    let _alone = ALONE.lock().await;
+    let _alone = MEASURING.lock().await;
     let Some(app) = TestApp::start_on_postgres(ON_POSTGRES).await else {
         return;
     };

@@ -134,6 +134,9 @@ macro_rules! all_cases {
             tenants::tenant_quotas_refuse_and_store_nothing,
             tenants::portal_sessions_expire_are_revoked_and_end_with_their_tenant,
             events::events_are_searched_newest_first_and_paged,
+            tenants::a_tenant_s_wall_of_older_due_rows_hides_no_other_tenant_s,
+            tenants::tenants_get_their_share_and_what_one_leaves_goes_to_others,
+            tenants::a_tenant_borrows_its_share_while_another_holds_every_slot,
         );
     };
 }
@@ -208,6 +211,8 @@ fn claim(now: i64, limit: usize, cap: u32) -> ClaimRequest {
     ClaimRequest {
         now,
         limit,
+        slots: limit,
+        lend: 0,
         lease_ms: LEASE,
         max_in_flight_per_subscriber: cap,
         max_in_flight_per_host: 0,

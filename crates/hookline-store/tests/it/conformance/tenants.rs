@@ -600,3 +600,148 @@ pub(crate) async fn portal_sessions_expire_are_revoked_and_end_with_their_tenant
     store.delete_tenant("globex", T0 + 4).await.unwrap();
     assert_eq!(active("cc33", T0 + 5).await, None);
 }
+
+/// Creates `tenant` with `subscribers` subscribers named `<tenant>-<i>`, each with `cap`
+/// deliveries in flight at most (`None`: the claim's default).
+async fn tenant_with(store: &dyn Store, tenant_id: &str, subscribers: usize, cap: Option<u32>) {
+    store.create_tenant(tenant(tenant_id), T0).await.unwrap();
+    for i in 0..subscribers {
+        let new = NewSubscriber {
+            max_in_flight: cap,
+            ..sub_of(tenant_id, &format!("{tenant_id}-{i}"), &[])
+        };
+        store.create_subscriber(new, T0).await.unwrap();
+    }
+}
+
+/// How many of `claimed` went to each tenant (by the `<tenant>-` of its subscriber's id).
+fn per_tenant(claimed: &[ClaimedDelivery]) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for c in claimed {
+        let (tenant, _) = c.destination.subscriber_id.split_once('-').unwrap();
+        *counts.entry(tenant.to_owned()).or_default() += 1;
+    }
+    counts
+}
+
+/// One tenant's burst, older in due order and larger than any claim, does not hide another
+/// tenant's deliveries published after it: they are claimed beside the burst, at once.
+pub(crate) async fn a_tenant_s_wall_of_older_due_rows_hides_no_other_tenant_s(h: &impl Harness) {
+    let store = h.open().await;
+    tenant_with(&*store, "acme", 30, None).await;
+    tenant_with(&*store, "globex", 3, None).await;
+    for i in 0..10 {
+        accepted(
+            &*store,
+            event_of(Some("acme"), &format!("burst{i}"), "t"),
+            T0 + i,
+        )
+        .await;
+    }
+    accepted(&*store, event_of(Some("globex"), "late", "t"), T0 + 100).await;
+    let request = ClaimRequest {
+        slots: 512,
+        ..claim(T0 + 200, 8, 100)
+    };
+    let claimed = store.claim_due(request).await.unwrap();
+    let counts = per_tenant(&claimed);
+    assert_eq!(counts.get("globex"), Some(&3), "{counts:?}");
+    assert_eq!(counts.get("acme"), Some(&5), "{counts:?}");
+}
+
+/// Each tenant with deliveries due gets its share of the slots (their number over the tenants
+/// with deliveries due plus the subscribers without a tenant), within its subscribers' caps,
+/// less what it has in flight; what one tenant cannot use goes to the other tenants first, then
+/// to anyone in due order.
+pub(crate) async fn tenants_get_their_share_and_what_one_leaves_goes_to_others(h: &impl Harness) {
+    let store = h.open().await;
+    tenant_with(&*store, "acme", 20, None).await;
+    tenant_with(&*store, "globex", 20, None).await;
+    tenant_with(&*store, "initech", 1, Some(2)).await;
+    for i in 0..3 {
+        accepted(
+            &*store,
+            event_of(Some("acme"), &format!("a{i}"), "t"),
+            T0 + i,
+        )
+        .await;
+        accepted(
+            &*store,
+            event_of(Some("globex"), &format!("g{i}"), "t"),
+            T0 + 10 + i,
+        )
+        .await;
+        accepted(
+            &*store,
+            event_of(Some("initech"), &format!("i{i}"), "t"),
+            T0 + 20 + i,
+        )
+        .await;
+    }
+    let now = T0 + 100;
+    let claim_of = |limit| ClaimRequest {
+        slots: 40,
+        ..claim(now, limit, 100)
+    };
+    let tenants = |pairs: &[(&str, usize)]| -> std::collections::BTreeMap<String, usize> {
+        pairs.iter().map(|(t, n)| (t.to_string(), *n)).collect()
+    };
+    // 40 slots over three tenants and the subscribers without one: shares of 10. Initech's one
+    // subscriber takes its cap of 2, and the 8 it leaves make the others' shares 12 ((40 - 2)
+    // / 3); the 14 left go in due order (acme's rows, the oldest).
+    let first = store.claim_due(claim_of(40)).await.unwrap();
+    assert_eq!(
+        per_tenant(&first),
+        tenants(&[("acme", 26), ("globex", 12), ("initech", 2)])
+    );
+    // Globex's attempts end. Acme, with 26 in flight, is past any share; initech can take
+    // nothing more (its subscriber is at its cap): globex's share of 12 has room for all 10.
+    let globex: Vec<Completion> = first
+        .iter()
+        .filter(|c| c.destination.subscriber_id.starts_with("globex-"))
+        .map(|c| completion(c, Transition::Delivered, now))
+        .collect();
+    store.complete(globex, now).await.unwrap();
+    let second = store.claim_due(claim_of(10)).await.unwrap();
+    assert_eq!(per_tenant(&second), tenants(&[("globex", 10)]));
+}
+
+/// A tenant that comes while another holds every slot borrows its share at once, past the
+/// claim's free slots (the caller starts those without a slot), and never more than the other
+/// holds past its own share; with nothing offered, nothing is lent.
+pub(crate) async fn a_tenant_borrows_its_share_while_another_holds_every_slot(h: &impl Harness) {
+    let store = h.open().await;
+    tenant_with(&*store, "acme", 20, None).await;
+    tenant_with(&*store, "globex", 12, None).await;
+    for i in 0..3 {
+        accepted(
+            &*store,
+            event_of(Some("acme"), &format!("a{i}"), "t"),
+            T0 + i,
+        )
+        .await;
+    }
+    let now = T0 + 100;
+    let claim_of = |limit, lend| ClaimRequest {
+        slots: 30,
+        lend,
+        ..claim(now, limit, 100)
+    };
+    // Acme alone: its share (15, beside the subscribers without a tenant) and the rest of
+    // the slots in due order.
+    let every_slot = store.claim_due(claim_of(30, 0)).await.unwrap();
+    assert_eq!(per_tenant(&every_slot).get("acme"), Some(&30));
+    accepted(&*store, event_of(Some("globex"), "g", "t"), T0 + 50).await;
+    assert!(store.claim_due(claim_of(0, 0)).await.unwrap().is_empty());
+    // Shares of 10 now: acme holds 20 past its own, globex borrows its 10 of them.
+    let borrowed = store.claim_due(claim_of(0, 100)).await.unwrap();
+    assert_eq!(
+        per_tenant(&borrowed).get("globex"),
+        Some(&10),
+        "{:?}",
+        per_tenant(&borrowed)
+    );
+    assert_eq!(borrowed.len(), 10);
+    // At its share, it borrows no more.
+    assert!(store.claim_due(claim_of(0, 100)).await.unwrap().is_empty());
+}
