@@ -42,3 +42,7 @@ SELECT d.state, count(*)
 FROM subscribers s JOIN deliveries d ON d.subscriber_id = s.id
 WHERE s.tenant_id = ?1
 GROUP BY d.state;
+
+-- name: ANY_TENANT
+-- Whether a tenant was ever created here (deleted ones keep their rows).
+SELECT EXISTS (SELECT 1 FROM tenants);

@@ -144,6 +144,7 @@ crate::sql::statements! {
         TENANT_SUBSCRIBERS,
         TENANT_SUBSCRIBER_COUNT,
         TENANT_STATE_COUNTS,
+        ANY_TENANT,
         PUBLISH_LIMIT,
         SET_PUBLISH_TAT,
     }
