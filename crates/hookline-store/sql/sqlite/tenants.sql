@@ -65,3 +65,7 @@ WHERE s.token_sha256 = ?1 AND s.revoked_at IS NULL AND s.expires_at > ?2;
 -- name: REVOKE_PORTAL_SESSION
 UPDATE portal_sessions SET revoked_at = ?3
 WHERE id = ?1 AND tenant_id = ?2 AND revoked_at IS NULL;
+
+-- name: ANY_TENANT
+-- Whether a tenant was ever created here (deleted ones keep their rows).
+SELECT EXISTS (SELECT 1 FROM tenants);

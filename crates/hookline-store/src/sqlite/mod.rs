@@ -242,7 +242,11 @@ impl Liveness for SqliteStore {
 impl Tenants for SqliteStore {
     async fn create_tenant(&self, new: NewTenant, now: UnixMs) -> Result<Tenant> {
         self.writer
-            .write(move |w| tenants::create(&w.conn, &new, now))
+            .write(move |w| {
+                let created = tenants::create(&w.conn, &new, now)?;
+                w.tenants.any = true;
+                Ok(created)
+            })
             .await
     }
 

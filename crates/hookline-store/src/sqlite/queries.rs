@@ -150,6 +150,7 @@ crate::sql::statements! {
         PORTAL_SESSION,
         ACTIVE_PORTAL_SESSION,
         REVOKE_PORTAL_SESSION,
+        ANY_TENANT,
         PUBLISH_LIMIT,
         SET_PUBLISH_TAT,
     }

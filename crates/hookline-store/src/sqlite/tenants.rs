@@ -8,6 +8,26 @@ use super::writer::Writer;
 use super::{queries, reads, writes};
 use crate::*;
 
+/// What a claim's walk over the tenants keeps between claims (`writes::claim_due`).
+#[derive(Debug)]
+pub(super) struct TenantWalk {
+    pub cursor: TenantCursor,
+    /// Whether a tenant was ever created in this file. Until one is, no delivery names a
+    /// tenant and claims skip the walk: an embedded store without tenants pays nothing for them
+    /// (on PostgreSQL, where another process may create one, the walk is one more statement in
+    /// a round trip the claim makes anyway).
+    pub any: bool,
+}
+
+impl TenantWalk {
+    pub fn load(c: &Connection) -> Result<Self> {
+        Ok(Self {
+            cursor: TenantCursor::default(),
+            any: c.query_row(queries::ANY_TENANT, [], |r| r.get(0))?,
+        })
+    }
+}
+
 /// A tenant's row as `TENANT` and `TENANT_PAGE` read it.
 fn tenant_row(r: &Row<'_>) -> rusqlite::Result<(i64, Tenant)> {
     Ok((

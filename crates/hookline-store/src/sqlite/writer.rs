@@ -28,7 +28,8 @@ use tokio::sync::oneshot;
 
 use super::serve_lock::ServeLock;
 use super::subscriber_cache::SubscriberCache;
-use crate::{Result, StoreError, TenantCursor};
+use super::tenants::TenantWalk;
+use crate::{Result, StoreError};
 pub(super) use state::WriterState;
 
 /// State only the writer thread touches.
@@ -38,8 +39,8 @@ pub(super) struct Writer {
     pub subscribers: SubscriberCache,
     /// The figures kept beside the rows, changed through its transitions.
     pub state: WriterState,
-    /// Where the next claim's walk over the tenants starts.
-    pub tenant_cursor: TenantCursor,
+    /// What a claim's walk over the tenants keeps between claims.
+    pub tenants: TenantWalk,
     undo: Undo,
     /// The error that ended this batch's transaction (SQLite rolls back on some, a full disk
     /// among them): what the batch's other jobs and its commit answer, so that every caller
@@ -181,7 +182,7 @@ impl Writer {
         Ok(Writer {
             subscribers: SubscriberCache::watch(&mut conn)?,
             state: WriterState::load(&conn)?,
-            tenant_cursor: TenantCursor::default(),
+            tenants: TenantWalk::load(&conn)?,
             conn,
             undo: Undo::Savepoints,
             ended_by: None,

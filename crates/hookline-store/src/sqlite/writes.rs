@@ -507,7 +507,11 @@ pub(super) fn claim_due(w: &mut Writer, req: &ClaimRequest) -> Result<Vec<Claime
     if req.limit == 0 && req.lend == 0 {
         return Ok(Vec::new());
     }
-    let waiting = tenants_waiting(&w.conn, &mut w.tenant_cursor)?;
+    let waiting = if w.tenants.any {
+        tenants_waiting(&w.conn, &mut w.tenants.cursor)?
+    } else {
+        Vec::new()
+    };
     if req.limit == 0 && !waiting.iter().any(|(_, due_since)| *due_since <= req.now) {
         // No free slot, and nobody to lend to (`ClaimRequest::lend`).
         return Ok(Vec::new());

@@ -639,6 +639,9 @@ pub(crate) async fn a_tenant_s_wall_of_older_due_rows_hides_no_other_tenant_s(h:
         .await;
     }
     accepted(&*store, event_of(Some("globex"), "late", "t"), T0 + 100).await;
+    // As after a restart: the store learns again that it has tenants.
+    drop(store);
+    let store = h.open().await;
     let request = ClaimRequest {
         slots: 512,
         ..claim(T0 + 200, 8, 100)
