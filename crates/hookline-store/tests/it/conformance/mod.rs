@@ -137,6 +137,7 @@ macro_rules! all_cases {
             tenants::a_tenant_s_wall_of_older_due_rows_hides_no_other_tenant_s,
             tenants::tenants_get_their_share_and_what_one_leaves_goes_to_others,
             tenants::a_tenant_borrows_its_share_while_another_holds_every_slot,
+            tenants::tenants_past_the_walk_s_bound_are_reached_by_the_next_claim,
         );
     };
 }

@@ -748,3 +748,42 @@ pub(crate) async fn a_tenant_borrows_its_share_while_another_holds_every_slot(h:
     // At its share, it borrows no more.
     assert!(store.claim_due(claim_of(0, 100)).await.unwrap().is_empty());
 }
+
+/// Past the walk's bound (`TENANTS_PER_CLAIM`, 256 tenants a claim): the tenants it did not
+/// reach are reached by the next claim, which resumes after the last it reached, even while
+/// those it reached first still have deliveries waiting and a wall of older rows fills what
+/// the shares leave.
+pub(crate) async fn tenants_past_the_walk_s_bound_are_reached_by_the_next_claim(h: &impl Harness) {
+    let store = h.open().await;
+    tenant_with(&*store, "wall", 1, Some(1000)).await;
+    for i in 0..50 {
+        let e = event_of(Some("wall"), &format!("w{i}"), "t");
+        accepted(&*store, e, T0 + i).await;
+    }
+    let many: Vec<String> = (0..300).map(|i| format!("t{i:03}")).collect();
+    for (i, t) in many.iter().enumerate() {
+        tenant_with(&*store, t, 1, None).await;
+        for n in 0..2 {
+            let e = event_of(Some(t), &format!("{t}e{n}"), "t");
+            accepted(&*store, e, T0 + 1_000 + i64::try_from(i).unwrap()).await;
+        }
+    }
+    let claim_of = |limit| ClaimRequest {
+        slots: 512,
+        ..claim(T0 + 5_000, limit, 100)
+    };
+    let first = per_tenant(&store.claim_due(claim_of(260)).await.unwrap());
+    for t in &many[..256] {
+        assert_eq!(first.get(t), Some(&1), "{t} in the first claim: {first:?}");
+    }
+    for t in &many[256..] {
+        assert_eq!(first.get(t), None, "{t} is past the first walk's bound");
+    }
+    let second = per_tenant(&store.claim_due(claim_of(60)).await.unwrap());
+    for t in &many[256..] {
+        assert!(
+            second.contains_key(t),
+            "{t} in the second claim: {second:?}"
+        );
+    }
+}
