@@ -331,7 +331,7 @@ impl ClaimBudget {
             if at > now {
                 return Admission::Skip;
             }
-            budget.next_at = Some(at.saturating_add(paced_ms((1000.0 / rate).ceil())));
+            budget.next_at = Some(at.saturating_add(paced((1000.0 / rate).ceil())));
         }
         budget.slots -= 1;
         if let Some(left) = host_slots {

@@ -212,16 +212,17 @@ pub fn check_replay(limit: u32, per_second: Option<f64>) -> Result<()> {
 /// When the `i`-th delivery of a replay is released: all at once, or paced `per_second`.
 pub(crate) fn release_at(now: UnixMs, i: usize, per_second: Option<f64>) -> UnixMs {
     match per_second {
-        Some(rate) => now.saturating_add(paced_ms(i as f64 * 1000.0 / rate)),
+        Some(rate) => now.saturating_add(paced(i as f64 * 1000.0 / rate)),
         None => now,
     }
 }
 
-/// Milliseconds worked out from a rate (`check_rate` bounds every one stored) as a span of
-/// [`UnixMs`], rounded toward zero: `as` saturates, so not even an unbounded rate could wrap it.
+/// A span worked out from a rate (`check_rate` bounds every one stored), in the unit it was
+/// worked out in (milliseconds of [`UnixMs`], a limiter's microseconds), rounded toward zero:
+/// `as` saturates, so not even an unbounded rate could wrap it.
 #[allow(clippy::cast_possible_truncation)]
-pub(crate) fn paced_ms(ms: f64) -> i64 {
-    ms as i64
+pub(crate) fn paced(span: f64) -> i64 {
+    span as i64
 }
 
 /// A count, a length or a duration of the model as the 64-bit integer that stores or bounds

@@ -13,7 +13,8 @@ use crate::*;
 /// Answers the new time to store, or how many milliseconds until a publish would be admitted.
 pub(crate) fn admit_publish(tat_us: Option<i64>, now: UnixMs, per_second: f64) -> Result<i64, i64> {
     let now_us = now.saturating_mul(1000);
-    let interval_us = paced_us(1_000_000.0 / per_second);
+    // At least a microsecond; an infinite one (a rate of 0, never stored) saturates.
+    let interval_us = paced((1_000_000.0 / per_second).ceil()).max(1);
     let tat_us = tat_us.unwrap_or(now_us).max(now_us);
     let ahead_us = tat_us.saturating_sub(now_us);
     let burst = per_second.floor().max(1.0);
@@ -26,20 +27,6 @@ pub(crate) fn admit_publish(tat_us: Option<i64>, now: UnixMs, per_second: f64) -
         Err(wait_us.saturating_add(999) / 1000)
     } else {
         Ok(tat_us.saturating_add(interval_us))
-    }
-}
-
-/// Microseconds from a float, rounded up and held to at least one, never past what an i64 holds.
-fn paced_us(us: f64) -> i64 {
-    if us.is_finite() && us >= 1.0 {
-        // Saturating by `as`: an f64 past i64::MAX becomes i64::MAX.
-        #[allow(clippy::cast_possible_truncation)]
-        let rounded = us.ceil() as i64;
-        rounded
-    } else if us.is_finite() {
-        1
-    } else {
-        i64::MAX
     }
 }
 

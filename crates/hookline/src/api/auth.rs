@@ -40,6 +40,11 @@ fn bearer(header: Option<&str>) -> Option<&str> {
 pub fn authenticate(tokens: &[ApiToken], header: Option<&str>) -> Result<Caller, ApiError> {
     let presented =
         bearer(header).ok_or_else(|| unauthorized("send Authorization: Bearer <token>"))?;
+    configured(tokens, presented).ok_or_else(|| unauthorized("the token is not valid"))
+}
+
+/// The configured token `presented` is, if any.
+fn configured(tokens: &[ApiToken], presented: &str) -> Option<Caller> {
     let hash = sha256(presented);
     let mut found = None;
     for token in tokens {
@@ -51,7 +56,7 @@ pub fn authenticate(tokens: &[ApiToken], header: Option<&str>) -> Result<Caller,
             });
         }
     }
-    found.ok_or_else(|| unauthorized("the token is not valid"))
+    found
 }
 
 fn unauthorized(message: &str) -> ApiError {
@@ -152,8 +157,7 @@ async fn presented(ctx: &ApiContext, token: Option<&str>) -> Result<Presented, A
 fn tenant_token(ctx: &ApiContext, token: Option<&str>) -> bool {
     token.is_some_and(|t| {
         t.starts_with(PORTAL_TOKEN_PREFIX)
-            || authenticate(&ctx.api_tokens, Some(&format!("Bearer {t}")))
-                .is_ok_and(|c| c.tenant.is_some())
+            || configured(&ctx.api_tokens, t).is_some_and(|c| c.tenant.is_some())
     })
 }
 

@@ -8,17 +8,11 @@
 use std::path::Path;
 
 use crate::browser::{screenshots, Browser};
-use crate::common::{external_tool, Receiver, TestApp};
-use hookline::tokens::sha256;
+use crate::common::{api_token, external_tool, Receiver, TestApp};
 use serde_json::{json, Value};
 
 const ADMIN: &str = "hl_console_admin_token";
 const READER: &str = "hl_console_read_token";
-
-fn token_config(name: &str, token: &str, scope: &str) -> String {
-    let hex: String = sha256(token).iter().map(|b| format!("{b:02x}")).collect();
-    format!("[[api_tokens]]\nname = \"{name}\"\nsha256 = \"{hex}\"\nscope = \"{scope}\"\n")
-}
 
 /// A drill report in the shape `hookline drill --json` writes, and a chart beside it that
 /// carries what a hostile file could (a script, an event handler, a link): the console must
@@ -88,8 +82,8 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
     write_drill_report(drills.path());
     let config = format!(
         "{}{}[console]\ndrill_reports = {:?}\n[metrics]\nrefresh_interval = \"1s\"\n",
-        token_config("ops", ADMIN, "admin"),
-        token_config("dashboards", READER, "read"),
+        api_token("ops", ADMIN, "admin", None),
+        api_token("dashboards", READER, "read", None),
         drills.path().display().to_string(),
     );
     let app = TestApp::start(&config).await;
