@@ -23,6 +23,7 @@ mod sql;
 mod sqlite;
 mod stats;
 mod tenancy;
+pub mod type_patterns;
 #[cfg(feature = "testing")]
 pub mod testing;
 #[cfg(feature = "testing")]

@@ -267,6 +267,13 @@ pub(crate) const LATER: &[Migration] = &[
         "each delivery's tenant, and its due rows by tenant, for the fair share of slots",
         index "deliveries_tenant_due"
     ),
+    migration!(
+        26,
+        "0026_ordering_keys",
+        BASELINE,
+        "ordering keys: each event's and delivery's, and the deliveries of a key on their way",
+        index "deliveries_ordering"
+    ),
 ];
 
 /// A migration as the database records it.

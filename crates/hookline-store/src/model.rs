@@ -300,6 +300,9 @@ pub struct NewEvent {
     /// Fans out to this subscriber only, whatever its event types (a test event): it must be
     /// of the event's tenant and not revoked, else nothing is stored (`Conflict`).
     pub only_subscriber: Option<String>,
+    /// Its deliveries to each subscriber wait for that subscriber's earlier deliveries of the
+    /// same key to end (delivered or dead): attempted in publish order.
+    pub ordering_key: Option<String>,
 }
 
 impl NewEvent {
@@ -315,6 +318,7 @@ impl NewEvent {
             published_by: None,
             admit_at_most: None,
             only_subscriber: None,
+            ordering_key: None,
         }
     }
 
@@ -332,6 +336,7 @@ pub struct EventReceipt {
     pub id: String,
     pub tenant_id: Option<String>,
     pub event_type: String,
+    pub ordering_key: Option<String>,
     pub deliveries: u64,
     /// Deliveries to subscribers pinned below every version the event carries: dead at once.
     pub unversioned: u64,
@@ -374,6 +379,10 @@ impl DeliveryState {
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|st| st.as_str() == s)
     }
+    /// Delivered or dead: not attempted again (but by a replay).
+    pub fn ended(self) -> bool {
+        matches!(self, DeliveryState::Delivered | DeliveryState::Dead)
+    }
 }
 
 /// Delivery counts by state.
@@ -410,6 +419,7 @@ pub struct Event {
     pub deliveries: u64,
     pub counts: StateCounts,
     pub published_by: Option<String>,
+    pub ordering_key: Option<String>,
 }
 
 /// What the queue looks like now, for the gauges operators watch.
@@ -450,9 +460,12 @@ pub struct AttemptRecord {
     pub policy: Option<String>,
 }
 
-/// What a delivery was waiting on when its delivery window ended without an attempt.
+/// What a delivery was waiting on when its delivery window ended without an attempt (and,
+/// for [`WaitingOn::Ordering`], what a scheduled one waits on now).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WaitingOn {
+    /// An earlier delivery of its ordering key to the same subscriber, still on its way.
+    Ordering,
     /// Its subscriber's circuit breaker was open or half-open.
     Breaker,
     /// Its subscriber was paused.
@@ -472,7 +485,8 @@ pub enum WaitingOn {
 }
 
 impl WaitingOn {
-    pub const ALL: [WaitingOn; 6] = [
+    pub const ALL: [WaitingOn; 7] = [
+        WaitingOn::Ordering,
         WaitingOn::Breaker,
         WaitingOn::Paused,
         WaitingOn::RateLimit,
@@ -482,6 +496,7 @@ impl WaitingOn {
     ];
     pub fn as_str(self) -> &'static str {
         match self {
+            WaitingOn::Ordering => "ordering",
             WaitingOn::Breaker => "breaker",
             WaitingOn::Paused => "paused",
             WaitingOn::RateLimit => "rate_limit",
@@ -495,10 +510,31 @@ impl WaitingOn {
     }
 }
 
+/// What a delivery shows of its stored `waiting_on` (`Err`: a value no release writes). A
+/// delivery that died of its window shows what it was waiting on then; a delivery not ended
+/// shows `ordering` while it waits behind an earlier one of its key. Otherwise the column is
+/// left behind (by an older release's replay, or a later death) and shows nothing.
+pub fn shown_waiting_on(
+    stored: Option<&str>,
+    reason: Option<DeadReason>,
+) -> std::result::Result<Option<WaitingOn>, &str> {
+    match stored {
+        Some(v) if reason == Some(DeadReason::WindowExpired) => {
+            WaitingOn::parse(v).map(Some).ok_or(v)
+        }
+        Some(v) if reason.is_none() && v == WaitingOn::Ordering.as_str() => {
+            Ok(Some(WaitingOn::Ordering))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// What a scheduled delivery's subscriber looks like to the window sweep, to tell what the
 /// delivery was waiting on.
 #[derive(Debug, Clone, Copy)]
 pub struct WaitState {
+    /// Behind an earlier delivery of its ordering key (held until that one ends).
+    pub ordered: bool,
     pub held: bool,
     pub run_at: Option<UnixMs>,
     pub breaker_open_until: Option<UnixMs>,
@@ -517,7 +553,8 @@ pub struct WaitState {
 }
 
 impl WaitState {
-    /// Paused first (nothing else matters while it is), then the breaker, then, for a delivery
+    /// Behind an earlier delivery of its key first (it is held for that, paused or not), then
+    /// paused (nothing else matters while it is), then the breaker, then, for a delivery
     /// already due, the dispatcher holding its subscriber back, the rate limit, the
     /// subscriber's in-flight cap and its host's (the subscriber's own first: a claim checks it
     /// first, and room at the host would not help). A delivery whose next attempt was still
@@ -526,7 +563,9 @@ impl WaitState {
     /// its turn at that rate: the limiter's next turn may be now, but the delivery ahead takes
     /// it (a window that ends there ends on the rate limit).
     pub fn waiting_on(&self, now: UnixMs) -> Option<WaitingOn> {
-        if self.held {
+        if self.ordered {
+            Some(WaitingOn::Ordering)
+        } else if self.held {
             Some(WaitingOn::Paused)
         } else if self.breaker_open_until.is_some() {
             Some(WaitingOn::Breaker)

@@ -104,6 +104,7 @@ pub(crate) fn republished(
     let same = !another_publisher
         && existing.tenant_id == event.tenant_id
         && existing.event_type == event.event_type
+        && existing.ordering_key == event.ordering_key
         && payload == event.payload
         && payload_version == event.payload_version
         && earlier_payloads == event.earlier_payloads.as_slice();

@@ -22,6 +22,7 @@ pub(crate) struct DueGroup {
 pub(crate) fn ready_and_waiting(
     groups: impl IntoIterator<Item = DueGroup>,
     oldest_paused: Option<UnixMs>,
+    oldest_ordered: Option<UnixMs>,
     now: UnixMs,
 ) -> (Option<UnixMs>, Vec<(WaitingOn, UnixMs)>) {
     let mut ready = None;
@@ -37,6 +38,9 @@ pub(crate) fn ready_and_waiting(
     }
     if let Some(at) = oldest_paused {
         waiting.insert(WaitingOn::Paused, at);
+    }
+    if let Some(at) = oldest_ordered {
+        waiting.insert(WaitingOn::Ordering, at);
     }
     let mut waiting: Vec<(WaitingOn, UnixMs)> = waiting.into_iter().collect();
     waiting.sort_by_key(|(cause, _)| cause.as_str());

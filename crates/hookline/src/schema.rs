@@ -154,6 +154,7 @@ mod tests {
         }
         let waits = WaitingOn::ALL.map(WaitingOn::as_str);
         for v in [
+            WaitingOn::Ordering,
             WaitingOn::Breaker,
             WaitingOn::Paused,
             WaitingOn::RateLimit,
@@ -162,7 +163,8 @@ mod tests {
             WaitingOn::Slow,
         ] {
             match v {
-                WaitingOn::Breaker
+                WaitingOn::Ordering
+                | WaitingOn::Breaker
                 | WaitingOn::Paused
                 | WaitingOn::RateLimit
                 | WaitingOn::Cap

@@ -176,7 +176,32 @@ UPDATE deliveries d SET
     lease_token = NULL, lease_owner = NULL, lease_expires = NULL, updated_at = $9
 FROM t
 WHERE d.seq = t.seq AND d.state = 'in_flight' AND d.lease_token = t.lease
-RETURNING d.seq, d.subscriber_id, d.dead_reason, t.breaker_dirty;
+RETURNING d.seq, d.subscriber_id, d.dead_reason, t.breaker_dirty, d.state, d.ordering_key;
+
+-- name: RELEASE_NEXT_IN_ORDER
+-- After deliveries of the subscribers $1 with the ordering keys $2 (pairwise) ended: for each
+-- pair, the first of that key waiting behind them goes due (held still if its subscriber is
+-- paused, for the resume), unless another of that key is on its way (a replayed one). Under
+-- the keys' locks (LOCK_ORDERING_KEYS). A waiting row locked by another transaction is being
+-- killed (a window's end, a revocation): skipped, and the next one released, as that
+-- transaction's own release would.
+WITH next AS (
+    SELECT w.seq
+    FROM (SELECT DISTINCT * FROM UNNEST($1::text[], $2::text[]) AS p(subscriber_id, key)) p
+    CROSS JOIN LATERAL (
+        SELECT seq FROM deliveries
+        WHERE subscriber_id = p.subscriber_id AND ordering_key = p.key
+          AND state IN ('scheduled', 'in_flight') AND waiting_on = 'ordering'
+        ORDER BY seq LIMIT 1
+        FOR UPDATE SKIP LOCKED) w
+    WHERE NOT EXISTS (
+        SELECT 1 FROM deliveries a
+        WHERE a.subscriber_id = p.subscriber_id AND a.ordering_key = p.key
+          AND a.state IN ('scheduled', 'in_flight')
+          AND a.waiting_on IS DISTINCT FROM 'ordering'))
+UPDATE deliveries d SET waiting_on = NULL, held = (s.status = 'paused')
+FROM next, subscribers s
+WHERE d.seq = next.seq AND s.id = d.subscriber_id;
 
 -- name: INSERT_ATTEMPTS
 -- Attempt records, one array per column.
@@ -196,8 +221,9 @@ SELECT d.seq, d.held, d.run_at, s.breaker_open_until, s.rate_next_at, s.max_in_f
            SELECT 1 FROM deliveries o
            WHERE o.subscriber_id = d.subscriber_id AND o.state = 'scheduled'
              AND o.run_at <= $3
-             AND (o.run_at < d.run_at OR (o.run_at = d.run_at AND o.seq < d.seq)))
-FROM (SELECT seq, subscriber_id, held, run_at FROM deliveries
+             AND (o.run_at < d.run_at OR (o.run_at = d.run_at AND o.seq < d.seq))),
+       d.waiting_on IS NOT DISTINCT FROM 'ordering', d.ordering_key
+FROM (SELECT seq, subscriber_id, held, run_at, waiting_on, ordering_key FROM deliveries
       WHERE state = 'scheduled' AND window_start <= $1
       ORDER BY window_start LIMIT $2
       FOR UPDATE SKIP LOCKED) d

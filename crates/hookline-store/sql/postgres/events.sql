@@ -1,7 +1,8 @@
 -- Events: reads, and a publish with its fan-out.
 
 -- name: EVENT
-SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by, tenant_id
+SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by, tenant_id,
+       ordering_key
 FROM events WHERE id = $1;
 
 -- name: EVENT_STATE_COUNTS
@@ -14,43 +15,58 @@ SELECT version, payload FROM event_payloads WHERE event_id = $1 ORDER BY version
 -- name: INSERT_EVENT
 -- A concurrent publish of the same id waits here for the other transaction to finish.
 INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries, published_by,
-                    tenant_id)
-VALUES ($1, $2, $3, $4, $5, 0, $6, $7) ON CONFLICT (id) DO NOTHING;
+                    tenant_id, ordering_key)
+VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8) ON CONFLICT (id) DO NOTHING;
 
 -- name: PUBLISHED
 -- An event published before under the same id, as a publish answers it again.
 SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0), published_by,
-       tenant_id
+       tenant_id, ordering_key
 FROM events WHERE id = $1;
 
+-- name: LOCK_ORDERING_KEYS
+-- The ordering keys $1 locked for the rest of the transaction, in one order (no two
+-- transactions wait for each other's): a publish of a key and the endings of its deliveries
+-- take them in turn, so that a publish that sees an earlier delivery on its way has its new
+-- one released when that ends. Each transaction takes them after every row lock it needs and
+-- then waits for nothing else: a cycle through them cannot form.
+SELECT pg_advisory_xact_lock(k.lock)
+FROM (SELECT DISTINCT hashtext(current_schema() || '.hookline.order.' || key) AS lock
+      FROM UNNEST($1::text[]) AS key ORDER BY 1) k;
+
 -- name: SHARE_LOCK_PAUSED
--- The paused subscribers an event of type $1 for tenant $2 (NULL: none) fans out to (with $3, a
--- test event's: subscriber $3 alone, whatever its event types), share-locked: a resume in
+-- The paused subscribers an event for tenant $2 (NULL: none) fans out to (with $3, a
+-- test event's: subscriber $3 alone, whatever its event types; else those listing any of the
+-- patterns $1, `type_patterns::patterns_matching` of its type), share-locked: a resume in
 -- progress either committed (and the publish sees the subscriber active) or waits for the
 -- publish, then releases what it held.
 SELECT 1 FROM subscribers
 WHERE status = 'paused' AND tenant_id IS NOT DISTINCT FROM $2
   AND (id = $3
-       OR ($3 IS NULL AND (cardinality(event_types) = 0 OR $1 = ANY (event_types))))
+       OR ($3 IS NULL AND (cardinality(event_types) = 0 OR event_types && $1::text[])))
 ORDER BY id FOR SHARE;
 
 -- name: FAN_OUT
 -- (With $10, a test event, to subscriber $10 alone, whatever its event types.)
--- A delivery of event $1 of type $2, published at $3, to every matching subscriber that is not
--- revoked and of tenant $9 (NULL: none) ($4 the latest version, $5 every version, $6 the
--- oldest, $7 the dead reason and $8 the error of an unversioned delivery), and how many it made
--- and how many are dead at once. Its payload version is the highest at or below the
--- subscriber's pin (the latest when unpinned); a subscriber pinned below every version gets a
--- delivery that is dead at once. A paused subscriber's deliveries are held from the start (so
--- that an older release, whose claims read the status without a lock, finds them held and its
--- resume releases them). Each names its tenant, for the claims' fair share.
+-- A delivery of event $1, published at $3, to every subscriber listing any of the patterns $2
+-- (`type_patterns::patterns_matching` of its type) that is not revoked and of tenant $9 (NULL:
+-- none) ($4 the latest version, $5 every version, $6 the oldest, $7 the dead reason and $8
+-- the error of an unversioned delivery), and how many it made and how many are dead at once.
+-- Its payload version is the highest at or below the subscriber's pin (the latest when
+-- unpinned); a subscriber pinned below every version gets a delivery that is dead at once. A
+-- paused subscriber's deliveries are held from the start (so that an older release, whose
+-- claims read the status without a lock, finds them held and its resume releases them). Each
+-- names its tenant, for the claims' fair share. With an ordering key $11 (locked first,
+-- LOCK_ORDERING_KEYS), a subscriber's delivery behind an earlier one of that key still on its
+-- way waits, held, on `ordering`.
 WITH fanned AS (
     INSERT INTO deliveries
         (event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at,
-         payload_version, dead_reason, dead_at, dead_error, tenant_id)
+         payload_version, dead_reason, dead_at, dead_error, tenant_id, ordering_key, waiting_on)
     SELECT $1, s.id,
         CASE WHEN s.payload_version < $6 THEN 'dead' ELSE 'scheduled' END,
-        CASE WHEN s.payload_version < $6 THEN FALSE ELSE s.status = 'paused' END,
+        CASE WHEN s.payload_version < $6 THEN FALSE
+             ELSE s.status = 'paused' OR k.behind END,
         $3, $3,
         CASE WHEN s.payload_version < $6 THEN NULL ELSE CAST($3 AS BIGINT) END,
         $3,
@@ -61,12 +77,19 @@ WITH fanned AS (
         CASE WHEN s.payload_version < $6 THEN $7 END,
         CASE WHEN s.payload_version < $6 THEN CAST($3 AS BIGINT) END,
         CASE WHEN s.payload_version < $6 THEN $8 || s.payload_version END,
-        s.tenant_id
+        s.tenant_id, $11,
+        CASE WHEN s.payload_version < $6 THEN NULL WHEN k.behind THEN 'ordering' END
     FROM subscribers s
+    CROSS JOIN LATERAL (
+        SELECT $11::text IS NOT NULL AND EXISTS (
+            SELECT 1 FROM deliveries o
+            WHERE o.subscriber_id = s.id AND o.ordering_key = $11
+              AND o.state IN ('scheduled', 'in_flight')) AS behind) k
     WHERE s.status <> 'revoked'
       AND s.tenant_id IS NOT DISTINCT FROM $9
       AND (s.id = $10
-           OR ($10 IS NULL AND (cardinality(s.event_types) = 0 OR $2 = ANY (s.event_types))))
+           OR ($10 IS NULL
+               AND (cardinality(s.event_types) = 0 OR s.event_types && $2::text[])))
     ORDER BY s.seq
     RETURNING state)
 SELECT count(*), count(*) FILTER (WHERE state = 'dead') FROM fanned;

@@ -14,10 +14,15 @@ WHERE d.state = 'scheduled' AND NOT d.held AND d.run_at <= $1
 GROUP BY d.subscriber_id;
 
 -- name: OLDEST_WAITING
--- The oldest delivery held by a paused subscriber, and the oldest first seen of a retry.
+-- The oldest delivery held by a paused subscriber, the oldest first seen of a retry, and the
+-- oldest delivery waiting behind an earlier one of its ordering key (`deliveries_ordering`:
+-- the keyed rows on their way, nothing else).
 SELECT (SELECT min(d.run_at) FROM subscribers s JOIN deliveries d ON d.subscriber_id = s.id
         WHERE s.status = 'paused' AND d.state = 'scheduled' AND d.held),
-       (SELECT min(first_seen) FROM deliveries WHERE state = 'scheduled' AND attempts > 0);
+       (SELECT min(first_seen) FROM deliveries WHERE state = 'scheduled' AND attempts > 0),
+       (SELECT min(run_at) FROM deliveries
+        WHERE ordering_key IS NOT NULL AND state IN ('scheduled', 'in_flight')
+          AND waiting_on = 'ordering');
 
 -- name: OPEN_BREAKERS
 SELECT id FROM subscribers WHERE breaker_open_until IS NOT NULL ORDER BY id;

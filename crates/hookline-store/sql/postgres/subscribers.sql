@@ -60,8 +60,10 @@ WHERE id = $1;
 
 -- name: RELEASE_HELD
 -- A resumed subscriber's held deliveries go back in the due index, at the run_at they kept.
+-- Those behind an earlier delivery of their ordering key stay held for it.
 UPDATE deliveries SET held = FALSE
-WHERE subscriber_id = $1 AND state = 'scheduled' AND held;
+WHERE subscriber_id = $1 AND state = 'scheduled' AND held
+  AND waiting_on IS DISTINCT FROM 'ordering';
 
 -- name: ROTATE_SECRET
 UPDATE subscribers SET secret = $2, previous_secret = $3, previous_secret_until = $4,

@@ -65,8 +65,26 @@ ORDER BY lease_expires LIMIT ?2;
 UPDATE deliveries SET lease_token = ?2, lease_expires = ?3 WHERE seq = ?1;
 
 -- name: LEASE_HOLDER
--- The lease fence: the subscriber of delivery ?1 while it is in flight under lease ?2.
-SELECT subscriber_id FROM deliveries WHERE seq = ?1 AND state = 'in_flight' AND lease_token = ?2;
+-- The lease fence: the subscriber of delivery ?1 while it is in flight under lease ?2, and its
+-- ordering key.
+SELECT subscriber_id, ordering_key FROM deliveries
+WHERE seq = ?1 AND state = 'in_flight' AND lease_token = ?2;
+
+-- name: RELEASE_NEXT_IN_ORDER
+-- After a delivery of subscriber ?1's ordering key ?2 ended: the first of that key waiting
+-- behind it goes due (held still if its subscriber is paused, for the resume), unless another
+-- of that key is on its way (a replayed one). Through `deliveries_ordering`: a key's rows on
+-- their way, a few.
+UPDATE deliveries SET waiting_on = NULL,
+    held = coalesce((SELECT status = 'paused' FROM subscribers WHERE id = ?1), 0)
+WHERE seq = (SELECT seq FROM deliveries INDEXED BY deliveries_ordering
+             WHERE subscriber_id = ?1 AND ordering_key = ?2
+               AND state IN ('scheduled', 'in_flight') AND waiting_on = 'ordering'
+             ORDER BY seq LIMIT 1)
+  AND NOT EXISTS (SELECT 1 FROM deliveries INDEXED BY deliveries_ordering
+                  WHERE subscriber_id = ?1 AND ordering_key = ?2
+                    AND state IN ('scheduled', 'in_flight')
+                    AND waiting_on IS NOT 'ordering');
 
 -- name: END_ATTEMPT
 -- A delivery after its attempt: scheduled again, delivered or dead (reason ?4).
@@ -102,7 +120,8 @@ SELECT d.seq, d.subscriber_id, d.held, d.run_at, s.breaker_open_until, s.rate_ne
            SELECT 1 FROM deliveries o
            WHERE o.subscriber_id = d.subscriber_id AND o.state = 'scheduled'
              AND o.run_at <= ?3
-             AND (o.run_at < d.run_at OR (o.run_at = d.run_at AND o.seq < d.seq)))
+             AND (o.run_at < d.run_at OR (o.run_at = d.run_at AND o.seq < d.seq))),
+       d.waiting_on IS 'ordering', d.ordering_key
 FROM deliveries d JOIN subscribers s ON s.id = d.subscriber_id
 WHERE d.state = 'scheduled' AND d.window_start <= ?1
 ORDER BY d.window_start LIMIT ?2;

@@ -1,7 +1,8 @@
 -- Events: reads, and a publish with its fan-out.
 
 -- name: EVENT
-SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by, tenant_id
+SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by, tenant_id,
+       ordering_key
 FROM events WHERE id = ?1;
 
 -- name: EVENT_STATE_COUNTS
@@ -14,27 +15,37 @@ SELECT version, payload FROM event_payloads WHERE event_id = ?1 ORDER BY version
 -- name: PUBLISHED
 -- An event published before under the same id, as a publish answers it again.
 SELECT type, payload, payload_version, deliveries, coalesce(unversioned, 0), published_by,
-       tenant_id
+       tenant_id, ordering_key
 FROM events WHERE id = ?1;
 
 -- name: FANNED_OUT_TO
--- The subscribers an event of type ?2 for tenant ?3 (NULL: none) fans out to, and whether each
+-- The subscribers an event for tenant ?3 (NULL: none) fans out to, those listing any of the
+-- patterns in the JSON array ?2 (`type_patterns::patterns_matching` of its type), and whether each
 -- is pinned below every version it has (?1, the oldest): its delivery is dead at once. With ?4
 -- (a test event), subscriber ?4 alone, whatever its event types. The same subscribers as
--- FAN_OUT's.
-SELECT s.id, coalesce(s.payload_version < ?1, FALSE)
+-- FAN_OUT's. With an ordering key ?5, whether each has a delivery of that key still on its way
+-- (the new one waits behind it): read here, as FAN_OUT cannot read `deliveries` without
+-- SQLite copying its whole result to a temporary table first, keyed or not.
+SELECT s.id, coalesce(s.payload_version < ?1, FALSE),
+       ?5 IS NOT NULL AND EXISTS (
+           SELECT 1 FROM deliveries o INDEXED BY deliveries_ordering
+           WHERE o.subscriber_id = s.id AND o.ordering_key = ?5
+             AND o.state IN ('scheduled', 'in_flight'))
 FROM subscribers s
 WHERE s.status != 'revoked'
   AND s.tenant_id IS ?3
   AND (s.id = ?4
        OR (?4 IS NULL
            AND (s.event_types = '[]'
-                OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))));
+                OR EXISTS (SELECT 1 FROM json_each(s.event_types)
+                           WHERE value IN (SELECT value FROM json_each(?2))))));
 
 -- name: FAN_OUT
--- A delivery of event ?1 of type ?2, published at ?3, to each subscriber FANNED_OUT_TO reads
--- (?4 the latest version, ?5 every version as a JSON array, ?6 the oldest, ?7 the dead reason
--- and ?8 the error of an unversioned delivery, ?9 its tenant). Its payload version is the
+-- A delivery of event ?1 (?2 the patterns matching its type), published at ?3, to each
+-- subscriber FANNED_OUT_TO reads (?4 the latest version, ?5 every version as a JSON array, ?6
+-- the oldest, ?7 the dead reason and ?8 the error of an unversioned delivery, ?9 its tenant,
+-- ?11 its ordering key, ?12 the JSON array of the subscribers FANNED_OUT_TO found it behind an
+-- earlier delivery of that key for, or NULL for none: those wait, held, on `ordering`). Its payload version is the
 -- highest at or below the subscriber's pin (the latest when unpinned); a subscriber pinned below
 -- every version gets a delivery that is dead at once. A paused subscriber's deliveries are held
 -- from the start (so that an older release, whose claims read the status without a lock, finds
@@ -52,10 +63,12 @@ WHERE s.status != 'revoked'
 -- With ?10 (a test event): subscriber ?10 alone, whatever its event types.
 INSERT OR FAIL INTO deliveries
     (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at,
-     payload_version, dead_reason, dead_at, dead_error, tenant_id)
+     payload_version, dead_reason, dead_at, dead_error, tenant_id, ordering_key, waiting_on)
 SELECT ?1 || ':' || s.id, ?1, s.id,
     CASE WHEN s.payload_version < ?6 THEN 'dead' ELSE 'scheduled' END,
-    CASE WHEN s.payload_version < ?6 THEN FALSE ELSE s.status = 'paused' END,
+    CASE WHEN s.payload_version < ?6 THEN FALSE
+         ELSE s.status = 'paused' OR (?12 IS NOT NULL
+                                      AND s.id IN (SELECT value FROM json_each(?12))) END,
     ?3, ?3,
     CASE WHEN s.payload_version < ?6 THEN NULL ELSE CAST(?3 AS BIGINT) END,
     ?3,
@@ -66,20 +79,23 @@ SELECT ?1 || ':' || s.id, ?1, s.id,
     CASE WHEN s.payload_version < ?6 THEN ?7 END,
     CASE WHEN s.payload_version < ?6 THEN CAST(?3 AS BIGINT) END,
     CASE WHEN s.payload_version < ?6 THEN ?8 || s.payload_version END,
-    s.tenant_id
+    s.tenant_id, ?11,
+    CASE WHEN s.payload_version < ?6 THEN NULL
+         WHEN ?12 IS NOT NULL AND s.id IN (SELECT value FROM json_each(?12)) THEN 'ordering' END
 FROM subscribers s
 WHERE s.status != 'revoked'
   AND s.tenant_id IS ?9
   AND (s.id = ?10
        OR (?10 IS NULL
            AND (s.event_types = '[]'
-                OR EXISTS (SELECT 1 FROM json_each(s.event_types) WHERE value = ?2))))
+                OR EXISTS (SELECT 1 FROM json_each(s.event_types)
+                           WHERE value IN (SELECT value FROM json_each(?2))))))
 ORDER BY s.seq;
 
 -- name: INSERT_EVENT
 INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries, published_by,
-                    unversioned, tenant_id)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9);
+                    unversioned, tenant_id, ordering_key)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10);
 
 -- name: INSERT_EARLIER_PAYLOAD
 INSERT INTO event_payloads (event_id, version, payload) VALUES (?1, ?2, ?3);

@@ -53,3 +53,10 @@ SELECT id FROM subscribers WHERE breaker_open_until IS NOT NULL ORDER BY id;
 SELECT count(*), min(d.first_seen)
 FROM subscribers s CROSS JOIN deliveries d ON d.subscriber_id = s.id
 WHERE s.breaker_open_until IS NOT NULL AND d.state = 'scheduled';
+
+-- name: OLDEST_ORDERED
+-- The oldest delivery waiting behind an earlier one of its ordering key, through
+-- `deliveries_ordering` (the keyed rows on their way, nothing else).
+SELECT min(run_at) FROM deliveries INDEXED BY deliveries_ordering
+WHERE ordering_key IS NOT NULL AND state IN ('scheduled', 'in_flight')
+  AND waiting_on = 'ordering';

@@ -45,8 +45,10 @@ WHERE id = ?1;
 
 -- name: RELEASE_HELD
 -- Claims set `held` on deliveries of a paused subscriber; resuming puts them back in the due
--- index, at the run_at they always kept.
-UPDATE deliveries SET held = 0 WHERE subscriber_id = ?1 AND state = 'scheduled' AND held = 1;
+-- index, at the run_at they always kept. Those behind an earlier delivery of their ordering
+-- key stay held for it.
+UPDATE deliveries SET held = 0
+WHERE subscriber_id = ?1 AND state = 'scheduled' AND held = 1 AND waiting_on IS NOT 'ordering';
 
 -- name: ROTATE_SECRET
 UPDATE subscribers SET secret = ?2, previous_secret = ?3, previous_secret_until = ?4,

@@ -185,6 +185,7 @@ pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
         deliveries: r.bigint(5)?,
         counts: StateCounts::default(),
         published_by: r.get(6),
+        ordering_key: r.get(8),
     };
     for r in query(c, queries::EVENT_STATE_COUNTS, &[&id]).await? {
         let state: String = r.get(0);
@@ -229,16 +230,9 @@ async fn histories(
     Ok(out)
 }
 
-/// Only a delivery that died of its window shows what it was waiting on (an older release's
-/// replay, or a later death, leaves the column behind).
+/// The column `waiting_on` at `i` as a delivery shows it.
 fn waiting_on(r: &Row, i: usize, reason: Option<DeadReason>) -> Result<Option<WaitingOn>> {
-    let value: Option<String> = r.get(i);
-    match value {
-        Some(v) if reason == Some(DeadReason::WindowExpired) => WaitingOn::parse(&v)
-            .map(Some)
-            .ok_or_else(|| corrupt("waiting_on", &v)),
-        _ => Ok(None),
-    }
+    shown_waiting_on(r.get(i), reason).map_err(|v| corrupt("waiting_on", v))
 }
 
 pub(super) async fn dead_letter_groups(
@@ -488,6 +482,8 @@ pub(super) async fn queue_stats(
                 oldest_due,
                 oldest_first_attempt: r.get(2),
                 state: WaitState {
+                    // Rows behind their key are held: not among the due rows read here.
+                    ordered: false,
                     held: false,
                     run_at: Some(oldest_due),
                     breaker_open_until: r.get(3),
@@ -509,7 +505,7 @@ pub(super) async fn queue_stats(
         .collect::<Result<Vec<_>>>()?;
     let r = query_one(c, queries::OLDEST_WAITING, &[]).await?;
     (stats.oldest_ready_since, stats.oldest_waiting_since) =
-        ready_and_waiting(groups, r.get(0), now);
+        ready_and_waiting(groups, r.get(0), r.get(2), now);
     stats.oldest_retrying_first_seen = r.get(1);
     stats.open_breakers = query(c, queries::OPEN_BREAKERS, &[])
         .await?

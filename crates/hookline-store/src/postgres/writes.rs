@@ -153,6 +153,7 @@ pub(super) async fn publish(
             &now,
             &event.published_by,
             &event.tenant_id,
+            &event.ordering_key,
         ],
     )
     .await?;
@@ -164,6 +165,7 @@ pub(super) async fn publish(
             id: event.id.clone(),
             tenant_id: row.get(6),
             event_type: row.get(0),
+            ordering_key: row.get(7),
             deliveries: row.bigint(3)?,
             unversioned: row.bigint(4)?,
         };
@@ -179,14 +181,18 @@ pub(super) async fn publish(
     }
     let versions = event.versions();
     let oldest = versions[0];
+    let patterns = type_patterns::patterns_matching(&event.event_type);
     // A resume in progress either committed (and this publish sees the subscriber active) or
     // waits for this publish, then releases what it held.
     execute(
         c,
         queries::SHARE_LOCK_PAUSED,
-        &[&event.event_type, &event.tenant_id, &event.only_subscriber],
+        &[&patterns, &event.tenant_id, &event.only_subscriber],
     )
     .await?;
+    if let Some(key) = &event.ordering_key {
+        lock_ordering_keys(c, &[key.as_str()]).await?;
+    }
     // One statement fans the event out to every matching subscriber that is not revoked, each
     // with the highest version at or below its pin (the latest when unpinned); one pinned below
     // every version gets a delivery that is dead at once, with the reason.
@@ -195,7 +201,7 @@ pub(super) async fn publish(
         queries::FAN_OUT,
         &[
             &event.id,
-            &event.event_type,
+            &patterns,
             &now,
             &event.payload_version,
             &versions,
@@ -204,6 +210,7 @@ pub(super) async fn publish(
             &UNVERSIONED_ERROR,
             &event.tenant_id,
             &event.only_subscriber,
+            &event.ordering_key,
         ],
     )
     .await?;
@@ -237,9 +244,30 @@ pub(super) async fn publish(
         id: event.id,
         tenant_id: event.tenant_id,
         event_type: event.event_type,
+        ordering_key: event.ordering_key,
         deliveries,
         unversioned,
     }))
+}
+
+/// Takes the locks of ordering `keys` for the rest of the transaction (`LOCK_ORDERING_KEYS`):
+/// after every row lock the caller needs, since nothing may be waited for while they are held.
+async fn lock_ordering_keys(c: &impl GenericClient, keys: &[&str]) -> Result<()> {
+    execute(c, queries::LOCK_ORDERING_KEYS, &[&keys]).await?;
+    Ok(())
+}
+
+/// After deliveries of these `(subscriber, ordering key)` ended, the first of each pair's key
+/// waiting behind them goes due: last in the transaction, under the keys' locks.
+async fn release_next_in_order(c: &impl GenericClient, ended: &[(String, String)]) -> Result<()> {
+    if ended.is_empty() {
+        return Ok(());
+    }
+    let keys: Vec<&str> = ended.iter().map(|(_, k)| k.as_str()).collect();
+    lock_ordering_keys(c, &keys).await?;
+    let subscribers: Vec<&str> = ended.iter().map(|(s, _)| s.as_str()).collect();
+    execute(c, queries::RELEASE_NEXT_IN_ORDER, &[&subscribers, &keys]).await?;
+    Ok(())
 }
 
 fn due_row(r: &Row) -> Result<DueRow> {
@@ -655,6 +683,13 @@ pub(super) async fn complete(
         .collect();
     dirty.sort_unstable();
     dirty.dedup();
+    // Keyed deliveries that ended: the next of each key goes, once this batch holds nothing
+    // else it must wait for.
+    let ended_in_order: Vec<(String, String)> = applied
+        .iter()
+        .filter(|r| DeliveryState::parse(r.get(4)).is_some_and(DeliveryState::ended))
+        .filter_map(|r| Some((r.get(1), r.get::<_, Option<String>>(5)?)))
+        .collect();
     let applied: HashMap<i64, String> = applied.iter().map(|r| (r.get(0), r.get(1))).collect();
 
     let mut history = AttemptColumns::default();
@@ -679,6 +714,7 @@ pub(super) async fn complete(
     for subscriber in revoke {
         revoke_subscriber(c, &subscriber, now).await?;
     }
+    release_next_in_order(c, &ended_in_order).await?;
     Ok(results)
 }
 
@@ -940,6 +976,10 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
         &[&sweep.started_before(), &to_bigint(sweep.limit), &sweep.now],
     )
     .await?;
+    let ended_in_order: Vec<(String, String)> = rows
+        .iter()
+        .filter_map(|r| Some((r.get(6), r.get::<_, Option<String>>(12)?)))
+        .collect();
     let (keys, waiting): (Vec<i64>, Vec<Option<&str>>) = rows
         .iter()
         .map(|r| {
@@ -960,6 +1000,7 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
                 queued_at_rate: r.get(10),
                 // The dispatcher's own view; a window that ends on it ends on its cause.
                 held_back: false,
+                ordered: r.get(11),
             };
             Ok((
                 r.get::<_, i64>(0),
@@ -981,6 +1022,7 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
     )
     .await?;
     count_dead(DeadReason::WindowExpired, None, expired);
+    release_next_in_order(c, &ended_in_order).await?;
     Ok(expired)
 }
 

@@ -113,6 +113,7 @@ pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
                 deliveries: r.get(5)?,
                 counts: StateCounts::default(),
                 published_by: r.get(6)?,
+                ordering_key: r.get(8)?,
             })
         })
         .optional()?
@@ -213,20 +214,14 @@ fn history(c: &Connection, key: i64) -> Result<Vec<AttemptRecord>> {
     Ok(rows)
 }
 
-/// Only a delivery that died of its window shows what it was waiting on (an older release's
-/// replay, or a later death, leaves the column behind).
+/// The column `waiting_on` at `i` as a delivery shows it.
 fn waiting_on(
     r: &Row<'_>,
     i: usize,
     reason: Option<DeadReason>,
 ) -> rusqlite::Result<Option<WaitingOn>> {
     let value: Option<String> = r.get(i)?;
-    match value {
-        Some(v) if reason == Some(DeadReason::WindowExpired) => WaitingOn::parse(&v)
-            .map(Some)
-            .ok_or_else(|| corrupt("waiting_on", &v)),
-        _ => Ok(None),
-    }
+    shown_waiting_on(value.as_deref(), reason).map_err(|v| corrupt("waiting_on", v))
 }
 
 pub(super) fn dead_letter_groups(
@@ -501,6 +496,8 @@ pub(super) fn queue_stats(
                 oldest_due,
                 oldest_first_attempt: r.get(2)?,
                 state: WaitState {
+                    // Rows behind their key are held: not among the due rows read here.
+                    ordered: false,
                     held: false,
                     run_at: Some(oldest_due),
                     breaker_open_until: r.get(3)?,
@@ -519,8 +516,11 @@ pub(super) fn queue_stats(
     let oldest_paused: Option<UnixMs> = c
         .prepare_cached(queries::OLDEST_PAUSED)?
         .query_row([], |r| r.get(0))?;
+    let oldest_ordered: Option<UnixMs> = c
+        .prepare_cached(queries::OLDEST_ORDERED)?
+        .query_row([], |r| r.get(0))?;
     (stats.oldest_ready_since, stats.oldest_waiting_since) =
-        ready_and_waiting(groups, oldest_paused, now);
+        ready_and_waiting(groups, oldest_paused, oldest_ordered, now);
     stats.oldest_retrying_first_seen = c
         .prepare_cached(queries::OLDEST_RETRYING)?
         .query_row([], |r| r.get(0))?;
@@ -709,6 +709,18 @@ mod tests {
             (
                 queries::OLDEST_PAUSED,
                 vec!["SEARCH d USING INDEX deliveries_subscriber (subscriber_id=?)"],
+            ),
+            (
+                queries::OLDEST_ORDERED,
+                vec!["USING INDEX deliveries_ordering"],
+            ),
+            (
+                queries::RELEASE_NEXT_IN_ORDER,
+                vec![
+                    "SEARCH deliveries USING INTEGER PRIMARY KEY (rowid=?)",
+                    "SEARCH deliveries USING INDEX deliveries_ordering (subscriber_id=? AND ordering_key=?)",
+                    "SEARCH deliveries USING INDEX deliveries_ordering (subscriber_id=? AND ordering_key=?)",
+                ],
             ),
             (
                 dead_letters_page(None),

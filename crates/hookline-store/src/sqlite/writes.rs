@@ -130,26 +130,21 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
         .prepare_cached(queries::PUBLISHED)?
         .query_row([&event.id], |r| {
             Ok((
-                r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
                 r.get::<_, i64>(2)?,
-                r.get::<_, u64>(3)?,
-                r.get::<_, u64>(4)?,
                 r.get::<_, Option<String>>(5)?,
-                r.get::<_, Option<String>>(6)?,
+                EventReceipt {
+                    id: event.id.clone(),
+                    tenant_id: r.get(6)?,
+                    event_type: r.get(0)?,
+                    ordering_key: r.get(7)?,
+                    deliveries: r.get(3)?,
+                    unversioned: r.get(4)?,
+                },
             ))
         })
         .optional()?;
-    if let Some((event_type, payload, version, deliveries, unversioned, published_by, tenant_id)) =
-        existing
-    {
-        let receipt = EventReceipt {
-            id: event.id.clone(),
-            tenant_id,
-            event_type,
-            deliveries,
-            unversioned,
-        };
+    if let Some((payload, version, published_by, receipt)) = existing {
         let earlier = reads::earlier_payloads(c, &event.id)?;
         return Ok(republished(
             event.clone(),
@@ -161,7 +156,13 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
         ));
     }
     let versions = event.versions();
-    let (deliveries, unversioned) = count_fan_out(c, state, event, versions[0])?;
+    let patterns = serde_json::to_string(&type_patterns::patterns_matching(&event.event_type))
+        .expect("strings serialize");
+    let FanOutCount {
+        deliveries,
+        unversioned,
+        behind,
+    } = count_fan_out(c, state, event, &patterns, versions[0])?;
     // Refused before anything is written: a refusal after writing would make the writer run
     // its whole batch again (`writer.rs`), and refusals come in numbers when the writer is
     // busiest. Those dead at once take no room.
@@ -170,7 +171,13 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     if let Some(tenant) = &event.tenant_id {
         tenants::admit(c, tenant, now)?;
     }
-    if let Err(e) = fan_out_rows(c, event, now, &versions, deliveries) {
+    let fan_out = FanOut {
+        patterns: &patterns,
+        versions: &versions,
+        behind: behind.as_deref(),
+        counted: deliveries,
+    };
+    if let Err(e) = fan_out_rows(c, event, &fan_out, now) {
         // Stopped halfway, the statement kept the rows it made, counted as changes only
         // after a conflict (`FAN_OUT`): the batch runs again all the same. With the
         // subscribers read by the count, what is left to stop it without a conflict is the
@@ -188,7 +195,8 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
         deliveries,
         event.published_by,
         unversioned,
-        event.tenant_id
+        event.tenant_id,
+        event.ordering_key
     ])?;
     for (version, payload) in &event.earlier_payloads {
         c.prepare_cached(queries::INSERT_EARLIER_PAYLOAD)?
@@ -198,32 +206,56 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
         id: event.id.clone(),
         tenant_id: event.tenant_id.clone(),
         event_type: event.event_type.clone(),
+        ordering_key: event.ordering_key.clone(),
         deliveries,
         unversioned,
     }))
 }
 
-/// Counts the deliveries an event fans out to, and those dead at once (pinned below every
-/// version it has): `(deliveries, dead at once)`, each waiting one `fanned_out` in `state`.
+/// What [`count_fan_out`] read.
+struct FanOutCount {
+    deliveries: u64,
+    /// Those dead at once: pinned below every version the event has.
+    unversioned: u64,
+    /// The subscribers with a delivery of the event's ordering key still on their way, as a
+    /// JSON array: the new delivery waits behind it. `None` for none.
+    behind: Option<String>,
+}
+
+/// What [`fan_out_rows`] writes, as [`count_fan_out`] found it.
+struct FanOut<'a> {
+    /// The JSON array of the patterns matching the event's type.
+    patterns: &'a str,
+    /// Every version the event carries, oldest first.
+    versions: &'a [i64],
+    behind: Option<&'a str>,
+    counted: u64,
+}
+
+/// Counts the deliveries an event fans out to, those dead at once (pinned below every version
+/// it has), each waiting one `fanned_out` in `state`, and those behind an earlier delivery of
+/// its ordering key.
 ///
 /// Read before the fan-out is written rather than with its `RETURNING`, which keeps every row
 /// it returns in a table of its own before the first is read: the read costs less (the bench's
-/// `fanout`). The write
-/// connection is the file's only writer, so the insert that follows in the same transaction
-/// writes exactly these; if the job fails, the counts are undone with it.
+/// `fanout`). The write connection is the file's only writer, so the insert that follows in
+/// the same transaction writes exactly these; if the job fails, the counts are undone with it.
 fn count_fan_out(
     c: &Connection,
     state: &mut WriterState,
     event: &NewEvent,
+    patterns: &str,
     oldest: i64,
-) -> Result<(u64, u64)> {
+) -> Result<FanOutCount> {
     let (mut deliveries, mut unversioned) = (0u64, 0u64);
+    let mut behind: Vec<String> = Vec::new();
     let mut fanned_out = c.prepare_cached(queries::FANNED_OUT_TO)?;
     let mut rows = fanned_out.query(params![
         oldest,
-        event.event_type,
+        patterns,
         event.tenant_id,
-        event.only_subscriber
+        event.only_subscriber,
+        event.ordering_key
     ])?;
     while let Some(r) = rows.next()? {
         deliveries += 1;
@@ -231,10 +263,19 @@ fn count_fan_out(
             unversioned += 1;
         } else {
             // Borrowed from the row: the change log already copies each id once.
-            state.fanned_out(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?);
+            let id = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+            state.fanned_out(id);
+            if r.get::<_, bool>(2)? {
+                behind.push(id.to_owned());
+            }
         }
     }
-    Ok((deliveries, unversioned))
+    Ok(FanOutCount {
+        deliveries,
+        unversioned,
+        behind: (!behind.is_empty())
+            .then(|| serde_json::to_string(&behind).expect("strings serialize")),
+    })
 }
 
 /// Inserts the event's `counted` deliveries: one statement fans the event out to every
@@ -242,16 +283,11 @@ fn count_fan_out(
 /// (the latest when unpinned, of `versions`, oldest first); one pinned below every version gets
 /// a delivery that is dead at once, with the reason. An insert that writes other than what was
 /// counted is refused: the waiting counts claims trust would be wrong.
-fn fan_out_rows(
-    c: &Connection,
-    event: &NewEvent,
-    now: UnixMs,
-    versions: &[i64],
-    counted: u64,
-) -> Result<()> {
+fn fan_out_rows(c: &Connection, event: &NewEvent, fan_out: &FanOut, now: UnixMs) -> Result<()> {
+    let versions = fan_out.versions;
     let inserted = c.prepare_cached(queries::FAN_OUT)?.execute(params![
         event.id,
-        event.event_type,
+        fan_out.patterns,
         now,
         event.payload_version,
         serde_json::to_string(versions).expect("integers serialize"),
@@ -259,8 +295,11 @@ fn fan_out_rows(
         DeadReason::PermanentFailure.as_str(),
         UNVERSIONED_ERROR,
         event.tenant_id,
-        event.only_subscriber
+        event.only_subscriber,
+        event.ordering_key,
+        fan_out.behind
     ])?;
+    let counted = fan_out.counted;
     if inserted as u64 != counted {
         return Err(StoreError::backend(format!(
             "the fan-out of event {} wrote {inserted} deliveries, counted {counted}",
@@ -683,9 +722,11 @@ pub(super) fn complete(
     let mut results = Vec::with_capacity(completions.len());
     for done in completions {
         let holding = holder
-            .query_row(params![done.key.0, done.lease], |r| r.get::<_, String>(0))
+            .query_row(params![done.key.0, done.lease], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
+            })
             .optional()?;
-        let Some(subscriber_id) = holding else {
+        let Some((subscriber_id, ordering_key)) = holding else {
             results.push(CompletionResult::LeaseLost);
             continue;
         };
@@ -726,6 +767,9 @@ pub(super) fn complete(
         ])?;
         if done.revoke_subscriber {
             revoke(c, &mut w.state, &subscriber_id, now)?;
+        }
+        if let Some(key) = ordering_key.filter(|_| end.state.ended()) {
+            release_next_in_order(c, &subscriber_id, &key)?;
         }
         let next = breaker.after(&done.breaker, &subscriber_id, a.outcome, now);
         if next != breaker {
@@ -833,12 +877,19 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
                     queued_at_rate: r.get(10)?,
                     // The dispatcher's own view; a window that ends on it ends on its cause.
                     held_back: false,
+                    ordered: r.get(11)?,
                 };
-                Ok((r.get::<_, i64>(0)?, state.waiting_on(sweep.now), subscriber))
+                let ordering_key: Option<String> = r.get(12)?;
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    state.waiting_on(sweep.now),
+                    subscriber,
+                    ordering_key,
+                ))
             },
         )?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    for (key, waiting_on, subscriber_id) in &expiring {
+    for (key, waiting_on, subscriber_id, _) in &expiring {
         c.prepare_cached(queries::EXPIRE_WINDOW)?.execute(params![
             key,
             DeadReason::WindowExpired.as_str(),
@@ -848,7 +899,21 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
         w.state
             .died_waiting(subscriber_id, DeadReason::WindowExpired, 1);
     }
+    // After every death of the pass: one behind another that died with it is not the next.
+    for (_, _, subscriber_id, ordering_key) in &expiring {
+        if let Some(key) = ordering_key {
+            release_next_in_order(c, subscriber_id, key)?;
+        }
+    }
     Ok(expiring.len() as u64)
+}
+
+/// After a delivery of `subscriber_id`'s ordering `key` ended (delivered or dead), the first of
+/// that key waiting behind it goes due: the single writer orders this after any publish.
+fn release_next_in_order(c: &Connection, subscriber_id: &str, key: &str) -> Result<()> {
+    c.prepare_cached(queries::RELEASE_NEXT_IN_ORDER)?
+        .execute(params![subscriber_id, key])?;
+    Ok(())
 }
 
 pub(super) fn prune_delivered(c: &Connection, before: UnixMs, batch: u32) -> Result<u64> {

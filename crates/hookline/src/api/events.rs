@@ -50,15 +50,22 @@ pub(super) struct PublishBody {
     /// unknown tenant is 422.
     #[schema(example = "merchant-acme")]
     tenant_id: Option<String>,
+    /// 1 to 128 printable characters (a shipment's id, say): each subscriber gets the events
+    /// of one key in publish order, the next sent only once the one before it is delivered or
+    /// dead. Waiting, a delivery shows `waiting_on: "ordering"`; its window still ends it.
+    /// Absent: sent as soon as it can be, beside anything else.
+    #[schema(example = "SHP-20418")]
+    ordering_key: Option<String>,
 }
 
-const FIELDS: [&str; 6] = [
+const FIELDS: [&str; 7] = [
     "id",
     "type",
     "payload",
     "payload_version",
     "payloads",
     "tenant_id",
+    "ordering_key",
 ];
 
 /// The most payload versions one event may carry.
@@ -162,9 +169,17 @@ pub(super) fn new_event(
     if let Some(unknown) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(ApiError::invalid(format!(
             "unknown field `{unknown}`, expected one of `id`, `type`, `payload`, \
-             `payload_version`, `payloads`, `tenant_id`"
+             `payload_version`, `payloads`, `tenant_id`, `ordering_key`"
         )));
     }
+    let ordering_key = match fields.remove("ordering_key") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(key)) => {
+            validate::ordering_key(&key)?;
+            Some(key)
+        }
+        Some(_) => return Err(ApiError::invalid("ordering_key must be a string")),
+    };
     let id = event_id(fields.remove("id"), key, now)?;
     let tenant_id = match fields.remove("tenant_id") {
         None | Some(Value::Null) => None,
@@ -223,6 +238,7 @@ pub(super) fn new_event(
         published_by: None,
         admit_at_most: None,
         only_subscriber: None,
+        ordering_key,
     })
 }
 

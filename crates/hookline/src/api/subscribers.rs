@@ -129,7 +129,7 @@ fn event_types(types: Vec<String>) -> Result<Vec<String>, ApiError> {
         )));
     }
     for t in &types {
-        validate::event_type(t)?;
+        validate::event_type_pattern(t)?;
     }
     let mut types = types;
     types.sort();

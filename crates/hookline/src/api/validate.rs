@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use hookline_store::SubscriberHeaders;
+use hookline_store::{type_patterns, SubscriberHeaders};
 
 use super::ApiError;
 
@@ -52,7 +52,38 @@ pub fn policy_name(name: &str) -> Result<(), ApiError> {
     plain_id("policy name", name, |c| c != ':' && id_char(c))
 }
 
+/// A published event's type. `*` is kept for subscribers' patterns: a type holding one could
+/// not be named by a subscription.
 pub fn event_type(t: &str) -> Result<(), ApiError> {
+    printable_type(t)?;
+    if t.contains('*') {
+        return Err(ApiError::invalid(
+            "event type must not contain `*`: it is kept for subscribers' patterns \
+             (`shipment.*`, `*`)",
+        ));
+    }
+    Ok(())
+}
+
+/// An entry of a subscriber's `event_types`: a type, `<prefix>.*` or `*`.
+pub fn event_type_pattern(t: &str) -> Result<(), ApiError> {
+    printable_type(t)?;
+    type_patterns::check_pattern(t)
+        .map_err(|e| ApiError::invalid(format!("event type pattern {t:?}: {e}")))
+}
+
+pub const MAX_ORDERING_KEY_LEN: usize = 128;
+
+pub fn ordering_key(key: &str) -> Result<(), ApiError> {
+    if key.is_empty() || key.len() > MAX_ORDERING_KEY_LEN || key.chars().any(char::is_control) {
+        return Err(ApiError::invalid(format!(
+            "ordering_key must be 1 to {MAX_ORDERING_KEY_LEN} printable characters"
+        )));
+    }
+    Ok(())
+}
+
+fn printable_type(t: &str) -> Result<(), ApiError> {
     if t.is_empty() || t.len() > MAX_EVENT_TYPE_LEN || t.chars().any(char::is_control) {
         return Err(ApiError::invalid(format!(
             "event type must be 1 to {MAX_EVENT_TYPE_LEN} printable characters"

@@ -234,6 +234,9 @@ pub struct Event {
     pub accepted_at: String,
     pub deliveries: u64,
     pub counts: StateCounts,
+    /// What its deliveries are ordered by, per subscriber; `null`: nothing.
+    #[schema(required = true)]
+    pub ordering_key: Option<String>,
     /// Every version by number, when there are several.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<BTreeMap<String, Value>>)]
@@ -259,6 +262,7 @@ pub fn event(e: &store::Event) -> Event {
         accepted_at: rfc3339(e.accepted_at),
         deliveries: e.deliveries,
         counts: e.counts.clone(),
+        ordering_key: e.ordering_key.clone(),
         payloads,
     }
 }
@@ -303,6 +307,9 @@ pub struct Receipt {
     #[serde(rename = "type")]
     #[schema(example = "shipment.out_for_delivery")]
     pub event_type: String,
+    /// What its deliveries are ordered by, per subscriber; `null`: nothing.
+    #[schema(required = true)]
+    pub ordering_key: Option<String>,
     pub deliveries: u64,
     /// Deliveries to subscribers pinned below every version the event carries: dead at once.
     pub unversioned: u64,
@@ -313,6 +320,7 @@ pub fn receipt(r: &store::EventReceipt) -> Receipt {
         id: r.id.clone(),
         tenant_id: r.tenant_id.clone(),
         event_type: r.event_type.clone(),
+        ordering_key: r.ordering_key.clone(),
         deliveries: r.deliveries,
         unversioned: r.unversioned,
     }
@@ -390,6 +398,7 @@ pub struct Delivery {
     #[schema(required = true)]
     pub error: Option<String>,
     /// For one whose window ended while it waited: what it waited on (`null`: its own retry).
+    /// For one still scheduled behind an earlier delivery of its ordering key: `ordering`.
     #[schema(schema_with = schema::waiting_on_or_null, required = true)]
     pub waiting_on: Option<&'static str>,
     /// The payload version it sends; `null` when none fits its subscriber's pin.

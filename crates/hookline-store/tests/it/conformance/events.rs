@@ -93,3 +93,79 @@ pub(crate) async fn events_are_searched_newest_first_and_paged(h: &impl Harness)
         );
     }
 }
+
+/// A subscriber's `shipment.*` receives every type under `shipment.` and nothing else; `*`
+/// and an empty list receive everything; a paused wildcard subscriber's delivery is held.
+pub(crate) async fn wildcard_subscriptions_fan_out_below_their_prefix(h: &impl Harness) {
+    let store = h.open().await;
+    for s in [
+        sub("prefix", &["shipment.*"]),
+        sub("nested", &["shipment.eta.*", "invoice.paid"]),
+        sub("any", &["*"]),
+        sub("all", &[]),
+        sub("exact", &["shipment"]),
+    ] {
+        store.create_subscriber(s, T0).await.unwrap();
+    }
+    store
+        .create_subscriber(sub("paused", &["shipment.*"]), T0)
+        .await
+        .unwrap();
+    let status = |status| SubscriberPatch {
+        status: Some(status),
+        ..Default::default()
+    };
+    store
+        .update_subscriber("paused", status(SubscriberStatus::Paused), T0)
+        .await
+        .unwrap();
+    let reached = |event_id: &'static str| {
+        let store = store.clone();
+        async move {
+            let filter = DeliveryFilter {
+                event_id: Some(event_id.into()),
+                ..DeliveryFilter::default()
+            };
+            let page = store.list_deliveries(filter, 100, None).await.unwrap();
+            let mut ids: Vec<String> =
+                page.items.iter().map(|d| d.subscriber_id.clone()).collect();
+            ids.sort();
+            ids
+        }
+    };
+    for (id, ty, expected) in [
+        ("e1", "shipment.delivered", &["all", "any", "paused", "prefix"][..]),
+        (
+            "e2",
+            "shipment.eta.changed",
+            &["all", "any", "nested", "paused", "prefix"][..],
+        ),
+        ("e3", "shipment", &["all", "any", "exact"][..]),
+        ("e4", "shipments.x", &["all", "any"][..]),
+        ("e5", "invoice.paid", &["all", "any", "nested"][..]),
+    ] {
+        let PublishOutcome::Accepted(receipt) = store.publish(event(id, ty), T0).await.unwrap()
+        else {
+            panic!("{id} not accepted");
+        };
+        assert_eq!(receipt.deliveries, expected.len() as u64, "{id} {ty}");
+        assert_eq!(reached(id).await, expected, "{id} {ty}");
+    }
+    // The paused subscriber's delivery waits; resumed, it is claimed with the others.
+    let claimed = store.claim_due(claim(T0, 100, 100)).await.unwrap();
+    assert!(claimed
+        .iter()
+        .all(|c| c.destination.subscriber_id != "paused"));
+    store
+        .update_subscriber("paused", status(SubscriberStatus::Active), T0)
+        .await
+        .unwrap();
+    let claimed = store.claim_due(claim(T0, 100, 100)).await.unwrap();
+    assert_eq!(
+        claimed
+            .iter()
+            .filter(|c| c.destination.subscriber_id == "paused")
+            .count(),
+        2
+    );
+}

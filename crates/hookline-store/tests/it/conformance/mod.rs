@@ -134,6 +134,9 @@ macro_rules! all_cases {
             tenants::tenant_quotas_refuse_and_store_nothing,
             tenants::portal_sessions_expire_are_revoked_and_end_with_their_tenant,
             events::events_are_searched_newest_first_and_paged,
+            events::wildcard_subscriptions_fan_out_below_their_prefix,
+            ordering::a_key_s_deliveries_go_one_at_a_time_in_publish_order,
+            ordering::a_key_s_line_keeps_windows_and_pauses,
             tenants::a_tenant_s_wall_of_older_due_rows_hides_no_other_tenant_s,
             tenants::tenants_get_their_share_and_what_one_leaves_goes_to_others,
             tenants::a_tenant_borrows_its_share_while_another_holds_every_slot,
@@ -245,6 +248,7 @@ mod capacity;
 mod dead_letters;
 mod events;
 mod limits;
+mod ordering;
 mod policies;
 mod queue;
 mod subscribers;

@@ -25,9 +25,19 @@ pub(crate) async fn publish_fans_out_once(h: &impl Harness) {
             tenant_id: None,
             id: "SHP-20418".into(),
             event_type: "shipment.out_for_delivery".into(),
+            ordering_key: None,
             deliveries: 2,
             unversioned: 0,
         })
+    );
+    // The same body under an ordering key is another event.
+    let keyed = NewEvent {
+        ordering_key: Some("SHP-20418".into()),
+        ..e.clone()
+    };
+    assert_eq!(
+        store.publish(keyed, T0).await.unwrap(),
+        PublishOutcome::Conflict
     );
     let mut changed = e.clone();
     changed.payload = r#"{"shipment":"SHP-1"}"#.into();
