@@ -23,9 +23,9 @@ mod sql;
 mod sqlite;
 mod stats;
 mod tenancy;
-pub mod type_patterns;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod type_patterns;
 #[cfg(feature = "testing")]
 pub use testing::open;
 

@@ -116,11 +116,7 @@ mod tests {
     }
 
     fn pattern() -> impl Strategy<Value = String> {
-        prop_oneof![
-            "[ab.]{1,6}",
-            "[ab.]{0,5}\\.\\*",
-            Just(ANY_TYPE.to_owned()),
-        ]
+        prop_oneof!["[ab.]{1,6}", "[ab.]{0,5}\\.\\*", Just(ANY_TYPE.to_owned()),]
     }
 
     proptest! {

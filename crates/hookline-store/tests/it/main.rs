@@ -4,4 +4,5 @@
 //! anything opens SQLite.
 
 mod conformance;
+mod ordering_model;
 mod postgres;

@@ -127,14 +127,17 @@ pub(crate) async fn wildcard_subscriptions_fan_out_below_their_prefix(h: &impl H
                 ..DeliveryFilter::default()
             };
             let page = store.list_deliveries(filter, 100, None).await.unwrap();
-            let mut ids: Vec<String> =
-                page.items.iter().map(|d| d.subscriber_id.clone()).collect();
+            let mut ids: Vec<String> = page.items.iter().map(|d| d.subscriber_id.clone()).collect();
             ids.sort();
             ids
         }
     };
     for (id, ty, expected) in [
-        ("e1", "shipment.delivered", &["all", "any", "paused", "prefix"][..]),
+        (
+            "e1",
+            "shipment.delivered",
+            &["all", "any", "paused", "prefix"][..],
+        ),
         (
             "e2",
             "shipment.eta.changed",
