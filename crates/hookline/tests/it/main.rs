@@ -26,6 +26,7 @@ mod isolation_at_scale;
 mod logs;
 mod open_files;
 mod openapi;
+mod ordering;
 mod portal;
 mod rollouts;
 mod routes_fuzz;
