@@ -3,8 +3,8 @@
 //!
 //!     cargo bench -p hookline --bench delivery               # every workload
 //!     cargo bench -p hookline --bench delivery -- throughput  # or raw, sustained, single, fanout,
-//!                                                             # backlog, pg-throughput, pg-sustained,
-//!                                                             # pg-backlog, isolation
+//!                                                             # accept, backlog, pg-throughput,
+//!                                                             # pg-sustained, pg-backlog, isolation
 //!
 //! - raw: the receiver's own limit, measured in the same run: 64 keep-alive connections POSTing
 //!   a delivery-sized body to it for 3 s, nothing else running; what the figures below compare to.
@@ -16,6 +16,9 @@
 //! - fanout: one event to 2,000 subscribers, 30 times; how long `POST /v1/events` takes to
 //!   answer 202 (the event and its 2,000 deliveries durably committed): each on its own, then
 //!   every 100 ms while a background publisher keeps 200 other subscribers busy.
+//! - accept: one event to 2,000 subscribers (beside 2,000 of another type) straight to the store,
+//!   60 times, for subscribers listing every type, the exact type and `shipment.*`: deliveries
+//!   written per CPU-second (SQLite) and per second (PostgreSQL).
 //! - backlog: 1,000,000 delayed deliveries in the store; the serving process's RSS, and the time
 //!   to claim due deliveries with that backlog versus an empty store.
 //! - pg-throughput: the throughput workload on PostgreSQL, one api process publishing, with 1
@@ -514,6 +517,90 @@ async fn fill(store: &Arc<dyn Store>, tag: &str, subscribers: usize, events: usi
     }
 }
 
+/// The CPU time (user and system) this process has used so far.
+fn own_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+/// One event to 2,000 subscribers, straight to the store in this process: what the fan-out
+/// costs per delivery it writes when its subscribers list every type (`[]`), the exact type,
+/// or a wildcard (`shipment.*`), beside 2,000 subscribers of another type it must pass over;
+/// each shape in a store of its own, side by side in one run. On SQLite, deliveries written
+/// per CPU-second of this process (the store runs in it); on PostgreSQL (when
+/// `HOOKLINE_TEST_POSTGRES` is set), per wall-second (its work is in the server's processes).
+/// Compare shapes within a run, and runs of two builds alternated.
+async fn accept() {
+    const SUBS: usize = 2_000;
+    const EVENTS: usize = 60;
+    let shapes: [(&str, &[&str]); 3] = [
+        ("every type", &[]),
+        ("exact type", &["shipment.out_for_delivery"]),
+        ("wildcard", &["shipment.*"]),
+    ];
+    for (shape, types) in shapes {
+        let dir = tempfile::tempdir().unwrap();
+        let mut stores = vec![(
+            "SQLite",
+            format!("sqlite://{}", dir.path().join("accept.db").display()),
+            None,
+        )];
+        if std::env::var_os("HOOKLINE_TEST_POSTGRES").is_some() {
+            let schema = PgSchema::create().await.unwrap();
+            stores.push(("PostgreSQL", schema.url(), Some(schema)));
+        }
+        for (backend, url, schema) in stores {
+            let store = hookline_store::open(&url).await.unwrap();
+            let now = now_ms();
+            for (prefix, types) in [("fo", types), ("other", &["invoice.paid"][..])] {
+                for s in 0..SUBS {
+                    let subscriber = NewSubscriber {
+                        tenant_id: None,
+                        id: format!("{prefix}-{s}"),
+                        url: "http://127.0.0.1:9/unused".into(),
+                        event_types: types.iter().map(|t| t.to_string()).collect(),
+                        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+                        max_in_flight: None,
+                        rate_limit_per_second: None,
+                        payload_version: None,
+                        headers: Default::default(),
+                    };
+                    store.create_subscriber(subscriber, now).await.unwrap();
+                }
+            }
+            let publish = |e: String| {
+                let store = store.clone();
+                async move {
+                    let event = NewEvent::single(&e, "shipment.out_for_delivery", "{}", 1);
+                    match store.publish(event, now).await.unwrap() {
+                        hookline_store::PublishOutcome::Accepted(r) => r.deliveries,
+                        other => panic!("{other:?}"),
+                    }
+                }
+            };
+            for e in 0..5 {
+                publish(format!("warm-{e}")).await;
+            }
+            let (cpu, wall) = (own_cpu_seconds(), Instant::now());
+            let mut written = 0;
+            for e in 0..EVENTS {
+                written += publish(format!("accept-{e}")).await;
+            }
+            let (cpu, wall) = (own_cpu_seconds() - cpu, wall.elapsed().as_secs_f64());
+            println!(
+                "accept ({backend}, {shape}): {written} deliveries from {EVENTS} events: {:.0} per CPU-second of this process, {:.0} per second",
+                written as f64 / cpu,
+                written as f64 / wall
+            );
+            if let Some(schema) = schema {
+                schema.drop_schema().await;
+            }
+        }
+    }
+}
+
 /// A claim of up to `limit` due deliveries that no per-subscriber cap or retry budget holds back:
 /// the benchmarks measure the store, not the isolation limits.
 fn unbounded_claim(now: i64, limit: usize) -> ClaimRequest {
@@ -946,6 +1033,9 @@ fn main() {
                 figure: format!("p50 {p50_ms:.1} ms"),
                 passed: p50_ms < 10.0,
             });
+        }
+        if run("accept") {
+            accept().await;
         }
         if run("backlog") {
             let dir = tempfile::tempdir().unwrap();
