@@ -173,6 +173,47 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
     );
     browser.screenshot(&shots, "delivery").await;
 
+    // Its event, and the event search by type prefix.
+    browser.click("a.event-link").await;
+    browser.ready("event").await;
+    assert!(browser.text("#event-payload").await.contains("SHP-20410"));
+    browser
+        .until(
+            "the event's two deliveries",
+            "document.querySelectorAll('#event tr[data-delivery-id]').length === 2",
+        )
+        .await;
+    browser.click("a[data-nav='events']").await;
+    browser.ready("events").await;
+    assert_eq!(
+        browser
+            .eval("return document.querySelectorAll('tr[data-event-id]').length")
+            .await,
+        json!(3)
+    );
+    browser
+        .type_into("#events-type", "shipment.delivered")
+        .await;
+    browser.click("#events-search button[type='submit']").await;
+    browser
+        .until(
+            "no event of that type",
+            "document.body.dataset.ready === 'events' && document.querySelectorAll('tr[data-event-id]').length === 0",
+        )
+        .await;
+    browser
+        .open(&format!("{console}#/events?type_prefix=shipment."))
+        .await;
+    browser.ready("events").await;
+    assert_eq!(
+        browser
+            .eval("return document.querySelector('tr[data-event-id]').dataset.eventId")
+            .await,
+        json!("SHP-20412"),
+        "newest first"
+    );
+    browser.screenshot(&shots, "events").await;
+
     // A replay, previewed, then confirmed, once the endpoint is fixed.
     browser.click("a[data-nav='dead-letters']").await;
     browser.ready("dead-letters").await;
@@ -399,6 +440,7 @@ async fn the_console_shows_what_a_closed_breaker_hides_and_fits_a_phone() {
         ("#/deliveries/INV-0%3Agone-404", "delivery"),
         ("#/dead-letters", "dead-letters"),
         ("#/replays", "replays"),
+        ("#/events", "events"),
         ("#/drill", "drill"),
     ] {
         browser.open(&format!("{console}{hash}")).await;

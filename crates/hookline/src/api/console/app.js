@@ -83,6 +83,8 @@
     delivery: (id) => `#/deliveries/${enc(id)}`,
     replay: (id) => `#/replays/${enc(id)}`,
     deadLetters: (filter) => `#/dead-letters${query(filter)}`,
+    event: (id) => `#/events/${enc(id)}`,
+    events: (filter) => `#/events${query(filter)}`,
   };
 
   // ?a=1&b=2 from an object, leaving out empty values (the API refuses unknown or odd ones).
@@ -433,6 +435,7 @@
       overview: () => !PORTAL && !id && render('overview', pageOverview),
       subscribers: () => (id ? render('subscriber', () => pageSubscriber(id)) : render('subscribers', pageSubscribers)),
       deliveries: () => id && render('delivery', () => pageDelivery(id)),
+      events: () => !PORTAL && (id ? render('event', () => pageEvent(id)) : render('events', () => pageEvents(params))),
       'dead-letters': () => !id && render('dead-letters', () => pageDeadLetters(params)),
       replays: () => (id ? render('replay', () => pageReplay(id)) : render('replays', pageReplays)),
       drill: () => !PORTAL && !id && render('drill', pageDrill),
@@ -931,6 +934,84 @@
     return h('span', null, badge(a.outcome), ` ${status}`, a.duration_ms == null ? '' : ` · ${a.duration_ms} ms`);
   }
 
+  // ---------------------------------------------------------------- events
+
+  // The event search: newest first, by type, type prefix and time (`since` at or after,
+  // `until` before), a page at a time. The filter lives in the address, so a search can be
+  // linked and reloaded.
+  async function pageEvents(params, seq = app.seq) {
+    const filter = {};
+    for (const key of ['type', 'type_prefix', 'since', 'until']) filter[key] = params.get(key) || '';
+    const box = h('div');
+    const more = h('button', { id: 'events-more', type: 'button', hidden: true }, 'Load older');
+    let items = [];
+    let cursor = null;
+    async function load() {
+      const page = await get(`/v1/events${query(Object.assign({ limit: 100, cursor }, filter))}`);
+      items = items.concat(page.items);
+      cursor = page.next_cursor;
+      box.replaceChildren(eventsTable(items));
+      more.hidden = !cursor;
+    }
+    more.addEventListener('click', () => busy('events', seq, load));
+    await load();
+    const inputs = {};
+    const form = h('form', { id: 'events-search', class: 'filter-bar' },
+      ['type', 'type_prefix', 'since', 'until'].map((key) => {
+        inputs[key] = h('input', { id: `events-${key}`, name: key, value: filter[key], spellcheck: 'false',
+          placeholder: { type: 'shipment.delivered', type_prefix: 'shipment.', since: '2026-12-05T09:00:00Z', until: 'RFC 3339, UTC' }[key] });
+        return [h('label', { for: `events-${key}` }, key.replace('_', ' ')), inputs[key]];
+      }),
+      h('button', { type: 'submit', class: 'primary' }, 'Search'),
+      Object.values(filter).some(Boolean) ? link('#/events', 'clear', 'events-clear') : null);
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      const next = {};
+      for (const [key, input] of Object.entries(inputs)) next[key] = input.value.trim();
+      go(to.events(next));
+    });
+    return h('div', { id: 'events-page' },
+      h('div', { class: 'page-head' }, h('h1', null, 'Events'), h('span', { class: 'muted' }, 'newest first')),
+      card(null, form, box, h('div', { class: 'actions' }, more)));
+  }
+
+  function eventsTable(items) {
+    return table({ id: 'events' }, ['event', 'type', 'accepted', 'deliveries', 'delivered', 'dead', 'pending'],
+      items.map((e) => {
+        const c = e.counts || {};
+        return h('tr', { dataset: { eventId: e.id } },
+          h('td', { class: 'id' }, link(to.event(e.id), e.id, 'event-link')),
+          h('td', null, e.type),
+          h('td', null, when(e.accepted_at)),
+          h('td', { class: 'num' }, num(e.deliveries)),
+          h('td', { class: 'num' }, num(c.delivered)),
+          h('td', { class: 'num' }, num(c.dead)),
+          h('td', { class: 'num' }, num((c.scheduled || 0) + (c.in_flight || 0))));
+      }),
+      'no events match');
+  }
+
+  async function pageEvent(id) {
+    const [e, deliveries] = await Promise.all([
+      get(`/v1/events/${enc(id)}`),
+      get(`/v1/deliveries${query({ event_id: id, limit: 100 })}`),
+    ]);
+    const c = e.counts || {};
+    return h('div', { id: 'event', dataset: { eventId: e.id } },
+      h('div', { class: 'crumbs' }, link('#/events', 'Events'), ' /'),
+      h('div', { class: 'page-head' }, h('h1', null, 'Event ', h('code', null, e.id))),
+      card('Event', fields([
+        ['type', link(to.events({ type: e.type }), e.type, 'event-type-link')],
+        ['tenant', val(e.tenant_id)],
+        ['ordering key', val(e.ordering_key)],
+        ['accepted', when(e.accepted_at)],
+        ['payload version', num(e.payload_version)],
+        ['deliveries', `${num(e.deliveries)}: ${num(c.delivered)} delivered, ${num(c.dead)} dead, ${num((c.scheduled || 0) + (c.in_flight || 0))} pending`],
+      ])),
+      card('Payload', h('pre', { id: 'event-payload', class: 'body' }, JSON.stringify(e.payload, null, 2))),
+      card(deliveries.next_cursor ? 'Deliveries (the first 100)' : 'Deliveries', deliveriesTable(deliveries.items)));
+  }
+
   // ---------------------------------------------------------------- delivery
 
   async function pageDelivery(id) {
@@ -946,7 +1027,7 @@
         : null,
       card('Delivery', fields([
         ['id', h('code', null, d.id)],
-        ['event', h('code', null, d.event_id)],
+        ['event', PORTAL ? h('code', null, d.event_id) : link(to.event(d.event_id), d.event_id, 'event-link')],
         [NOUN.one, subscriberLink(d.subscriber_id)],
         ['state', badge(d.state)],
         ['attempts', num(d.attempts)],
