@@ -267,6 +267,13 @@ pub(crate) const LATER: &[Migration] = &[
         "each delivery's tenant, and its due rows by tenant, for the fair share of slots",
         index "deliveries_tenant_due"
     ),
+    migration!(
+        27,
+        "0027_resends",
+        BASELINE,
+        "resends: new deliveries of published events to one subscriber, and their audit",
+        index "deliveries_event_subscriber"
+    ),
 ];
 
 /// A migration as the database records it.

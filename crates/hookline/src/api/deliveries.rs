@@ -27,7 +27,7 @@ const DEAD_LETTERS: &str = "dead letters";
 /// page.
 pub(super) const MAX_GROUPS: u32 = 1000;
 
-fn list_order(text: Option<&str>) -> Result<ListOrder, ApiError> {
+pub(super) fn list_order(text: Option<&str>) -> Result<ListOrder, ApiError> {
     let Some(text) = text else {
         return Ok(ListOrder::default());
     };
