@@ -27,6 +27,7 @@ mod logs;
 mod open_files;
 mod openapi;
 mod portal;
+mod resends;
 mod rollouts;
 mod routes_fuzz;
 mod sink;
