@@ -1,7 +1,7 @@
 //! hookline's durable queue. One trait per role ([`Subscribers`], [`DeliveryQueue`],
-//! [`DeadLetters`], [`PolicyRecords`], [`CapacityRecords`], [`Liveness`]; [`Store`] is all of
-//! them) that every backend implements, and one conformance suite (`tests/it/conformance/`)
-//! that every backend passes, so the dispatcher and the API never know which database they
+//! [`DeadLetters`], [`Resends`], [`PolicyRecords`], [`CapacityRecords`], [`Liveness`];
+//! [`Store`] is all of them) that every backend implements, and one conformance suite
+//! (`tests/it/conformance/`) that every backend passes, so the dispatcher and the API never know which database they
 //! run on. What differs between backends that a caller must know is [`Backend`].
 //!
 //! The traits are shaped by the invariants: `publish` commits an event with all its deliveries in

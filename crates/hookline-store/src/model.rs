@@ -580,7 +580,8 @@ impl WindowSweep {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
-    /// `<event id>:<subscriber id>`: the `webhook-id` of every attempt, forever.
+    /// `<event id>:<subscriber id>` (a resend's: `...:resend-<n>`): the `webhook-id` of every
+    /// attempt, forever.
     pub id: String,
     /// Its subscriber's (and so its event's) tenant.
     pub tenant_id: Option<String>,
