@@ -1,7 +1,7 @@
 //! hookline's durable queue. One trait per role ([`Subscribers`], [`DeliveryQueue`],
-//! [`DeadLetters`], [`PolicyRecords`], [`CapacityRecords`], [`Liveness`]; [`Store`] is all of
-//! them) that every backend implements, and one conformance suite (`tests/it/conformance/`)
-//! that every backend passes, so the dispatcher and the API never know which database they
+//! [`DeadLetters`], [`Resends`], [`PolicyRecords`], [`CapacityRecords`], [`Liveness`];
+//! [`Store`] is all of them) that every backend implements, and one conformance suite
+//! (`tests/it/conformance/`) that every backend passes, so the dispatcher and the API never know which database they
 //! run on. What differs between backends that a caller must know is [`Backend`].
 //!
 //! The traits are shaped by the invariants: `publish` commits an event with all its deliveries in
@@ -18,6 +18,7 @@ mod model;
 mod paging;
 mod postgres;
 pub mod repeats;
+mod resends;
 mod rules;
 mod sql;
 mod sqlite;
@@ -41,6 +42,8 @@ pub use migrations::{AppliedMigration, SchemaStatus, Version};
 pub use model::*;
 pub(crate) use paging::*;
 pub use postgres::PostgresStore;
+pub(crate) use resends::*;
+pub use resends::{check_resend, MAX_RESEND_SPAN_MS, MAX_RESEND_TYPES, MAX_RESEND_WALK};
 pub(crate) use rules::*;
 pub use rules::{
     check_rate, check_replay, DEAD_LETTERS_METRIC, MAX_RATE_PER_SECOND, MAX_REPLAY,
@@ -63,7 +66,14 @@ pub type Completing =
 /// trait of its own so that a part of hookline can say which it uses; a backend implements
 /// each, and this follows.
 pub trait Store:
-    Liveness + Tenants + Subscribers + DeliveryQueue + DeadLetters + PolicyRecords + CapacityRecords
+    Liveness
+    + Tenants
+    + Subscribers
+    + DeliveryQueue
+    + DeadLetters
+    + Resends
+    + PolicyRecords
+    + CapacityRecords
 {
 }
 
@@ -73,6 +83,7 @@ impl<T> Store for T where
         + Subscribers
         + DeliveryQueue
         + DeadLetters
+        + Resends
         + PolicyRecords
         + CapacityRecords
 {
@@ -325,6 +336,31 @@ pub trait DeadLetters: Send + Sync + 'static {
         limit: u32,
         cursor: Option<String>,
     ) -> Result<Page<Replay>>;
+}
+
+/// Resends: new deliveries of events already published, to one subscriber, for one that lost
+/// what it was sent; bounded, paced and audited as replays are.
+#[async_trait]
+pub trait Resends: Send + Sync + 'static {
+    /// Makes a delivery to `request.subscriber_id` of each of up to `limit` events its tenant
+    /// published in the range (oldest first) whose type the subscriber takes now and the
+    /// request names, each `<event id>:<subscriber id>:resend-<n>`, with a fresh budget and
+    /// window, released at most `per_second` (held while the subscriber is paused), and records
+    /// the audit, atomically. An unknown subscriber is `NotFound`, a revoked one `Conflict`.
+    async fn resend(&self, request: ResendRequest, now: UnixMs) -> Result<Resend>;
+
+    /// The event ids `resend` would select for this request now, in its order; changes nothing.
+    async fn preview_resend(&self, request: ResendRequest) -> Result<Vec<String>>;
+
+    async fn get_resend(&self, id: &str) -> Result<Resend>;
+
+    async fn list_resends(
+        &self,
+        filter: ResendFilter,
+        order: ListOrder,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Resend>>;
 }
 
 /// Named retry policies and the rollouts that try them on a cohort.

@@ -274,6 +274,13 @@ pub(crate) const LATER: &[Migration] = &[
         "ordering keys: each event's and delivery's, and the deliveries of a key on their way",
         index "deliveries_ordering"
     ),
+    migration!(
+        27,
+        "0027_resends",
+        BASELINE,
+        "resends: new deliveries of published events to one subscriber, and their audit",
+        index "deliveries_event_subscriber"
+    ),
 ];
 
 /// A migration as the database records it.

@@ -619,7 +619,8 @@ impl WindowSweep {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
-    /// `<event id>:<subscriber id>`: the `webhook-id` of every attempt, forever.
+    /// `<event id>:<subscriber id>` (a resend's: `...:resend-<n>`): the `webhook-id` of every
+    /// attempt, forever.
     pub id: String,
     /// Its subscriber's (and so its event's) tenant.
     pub tenant_id: Option<String>,
@@ -915,6 +916,61 @@ pub struct Replay {
     pub delivered: u64,
     /// How many of the selected have died again since.
     pub dead: u64,
+}
+
+/// New deliveries of events already published, to one subscriber (`Resends::resend`): for a
+/// subscriber that lost what it was sent (it answered 2xx and dropped it), each with a fresh
+/// delivery id, and so a fresh `webhook-id` its deduplication does not drop.
+#[derive(Debug, Clone)]
+pub struct ResendRequest {
+    pub subscriber_id: String,
+    /// Events accepted at or after this...
+    pub since: UnixMs,
+    /// ...and before this.
+    pub until: UnixMs,
+    /// Only events of these types or patterns, besides the subscriber's own types (empty: every
+    /// type it takes). Matched as the subscriber's are ([`crate::type_patterns::selects`]).
+    pub event_types: Vec<String>,
+    /// At most this many events, oldest first (1 to [`crate::MAX_REPLAY`]).
+    pub limit: u32,
+    /// Release at most this many per second; `None` releases all at once.
+    pub per_second: Option<f64>,
+    /// Who asked (an API token name), for the audit.
+    pub requested_by: Option<String>,
+    /// The event ids a preview showed (`preview_resend`): the resend makes deliveries of
+    /// exactly these, or nothing (`Conflict`) when what the request selects changed since.
+    pub expected: Option<Vec<String>>,
+}
+
+/// The audit record of one resend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resend {
+    pub id: String,
+    /// Its subscriber's tenant.
+    pub tenant_id: Option<String>,
+    pub created_at: UnixMs,
+    pub subscriber_id: String,
+    pub since: UnixMs,
+    pub until: UnixMs,
+    pub event_types: Vec<String>,
+    pub limit: u32,
+    pub per_second: Option<f64>,
+    pub requested_by: Option<String>,
+    pub selected: u64,
+    /// The deliveries it made (`<event id>:<subscriber id>:resend-<n>`), oldest event first.
+    pub delivery_ids: Vec<String>,
+    /// How many of them have been delivered since.
+    pub delivered: u64,
+    /// How many of them have died since.
+    pub dead: u64,
+}
+
+/// Which resends a list shows; each filter `None` keeps everything.
+#[derive(Debug, Clone, Default)]
+pub struct ResendFilter {
+    /// Only this tenant's (its subscribers').
+    pub tenant_id: Option<String>,
+    pub subscriber_id: Option<String>,
 }
 
 /// Dead letters of one reason and subscriber.

@@ -131,8 +131,8 @@ UPDATE deliveries SET state = 'in_flight', attempts = attempts + 1,
     lease_token = $2, lease_owner = $3, lease_expires = $4, updated_at = $5,
     dead_error = NULL, waiting_on = NULL
 WHERE seq = ANY ($1)
-RETURNING seq, id, event_id, subscriber_id, attempts - 1, first_seen, window_start, run_at,
-          payload_version, updated_at;
+RETURNING seq, id || coalesce(':resend-' || resend, ''), event_id, subscriber_id, attempts - 1,
+          first_seen, window_start, run_at, payload_version, updated_at;
 
 -- name: RESCUE_EXPIRED
 -- At most $2 deliveries whose lease expired by $1, leased again to $4 under lease $3 until $5
@@ -149,8 +149,8 @@ WITH picked AS MATERIALIZED (
 UPDATE deliveries SET lease_token = $3, lease_owner = $4, lease_expires = $5
 FROM picked
 WHERE seq = picked AND state = 'in_flight' AND lease_expires <= $1
-RETURNING seq, id, event_id, subscriber_id, attempts, first_seen, window_start, run_at,
-          payload_version, updated_at;
+RETURNING seq, id || coalesce(':resend-' || resend, ''), event_id, subscriber_id, attempts,
+          first_seen, window_start, run_at, payload_version, updated_at;
 
 -- name: COMPLETE
 -- A batch of completions in one statement, fenced row by row by the lease: deliveries $1
@@ -237,12 +237,13 @@ FROM UNNEST($1::int8[], $2::text[]) AS x(seq, waiting)
 WHERE d.seq = x.seq;
 
 -- name: PRUNE_DELIVERED
--- At most $2 deliveries delivered before $1 that no replay names, deleted. Picked once (see
--- RESCUE_EXPIRED).
+-- At most $2 deliveries delivered before $1 that no replay or resend names, deleted. Picked
+-- once (see RESCUE_EXPIRED).
 WITH picked AS MATERIALIZED (
     SELECT d.seq AS picked FROM deliveries d
     WHERE d.state = 'delivered' AND d.updated_at < $1
       AND NOT EXISTS (SELECT 1 FROM replay_items ri WHERE ri.delivery_seq = d.seq)
+      AND NOT EXISTS (SELECT 1 FROM resend_items ri WHERE ri.delivery_seq = d.seq)
     LIMIT $2 FOR UPDATE SKIP LOCKED)
 DELETE FROM deliveries USING picked WHERE seq = picked
 RETURNING seq;

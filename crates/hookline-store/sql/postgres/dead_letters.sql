@@ -9,7 +9,8 @@
 
 -- name: DEAD_LETTERS_OF_REASON_AND_SUBSCRIBER
 -- Dead letters of reason $1 and subscriber $2 past (dead_at, key) ($3, $4), at most $5.
-SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id,
+SELECT d.seq, d.id || coalesce(':resend-' || d.resend, ''), d.event_id, e.type,
+       d.subscriber_id,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
             ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
@@ -24,7 +25,8 @@ ORDER BY d.dead_at, d.seq LIMIT $5;
 
 -- name: DEAD_LETTERS_OF_REASON
 -- Dead letters of reason $1 past (dead_at, key) ($2, $3), at most $4.
-SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id,
+SELECT d.seq, d.id || coalesce(':resend-' || d.resend, ''), d.event_id, e.type,
+       d.subscriber_id,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
             ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
@@ -38,7 +40,8 @@ ORDER BY d.dead_at, d.seq LIMIT $4;
 
 -- name: DEAD_LETTERS_OF_SUBSCRIBER
 -- Dead letters of subscriber $1 past (dead_at, key) ($2, $3), at most $4.
-SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id,
+SELECT d.seq, d.id || coalesce(':resend-' || d.resend, ''), d.event_id, e.type,
+       d.subscriber_id,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
             ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
@@ -52,7 +55,8 @@ ORDER BY d.dead_at, d.seq LIMIT $4;
 
 -- name: DEAD_LETTERS
 -- Every dead letter past (dead_at, key) ($1, $2), at most $3.
-SELECT d.seq, d.id, d.event_id, e.type, d.subscriber_id,
+SELECT d.seq, d.id || coalesce(':resend-' || d.resend, ''), d.event_id, e.type,
+       d.subscriber_id,
        CASE WHEN d.payload_version IS NOT NULL THEN d.payload_version
             WHEN d.state = 'dead' AND d.dead_error IS NOT NULL THEN NULL
             ELSE (SELECT e.payload_version FROM events e WHERE e.id = d.event_id) END,
@@ -89,7 +93,7 @@ GROUP BY dead_reason ORDER BY dead_reason;
 -- The dead letters a replay of reason $1 selects, at most $3 ($2: NULL, the subscriber a
 -- replay may name; $4: the tenant it keeps to, if not NULL): `seq, id`, the subscriber's pin and the version the replay would send,
 -- chosen again by the pin at replay time (the highest at or below it; NULL: none).
-SELECT d.seq, d.id, s.payload_version,
+SELECT d.seq, d.id || coalesce(':resend-' || d.resend, ''), s.payload_version,
        (SELECT max(v) FROM (
             SELECT e.payload_version AS v FROM events e WHERE e.id = d.event_id
             UNION ALL SELECT p.version FROM event_payloads p WHERE p.event_id = d.event_id)
@@ -104,7 +108,7 @@ ORDER BY d.dead_at, d.seq LIMIT $3;
 -- name: REPLAY_SELECTION_OF_SUBSCRIBER
 -- REPLAY_SELECTION of subscriber $2's dead letters: compared only when a replay names one, as
 -- an `OR` of the two cases would keep a generic plan from seeking on the subscriber column.
-SELECT d.seq, d.id, s.payload_version,
+SELECT d.seq, d.id || coalesce(':resend-' || d.resend, ''), s.payload_version,
        (SELECT max(v) FROM (
             SELECT e.payload_version AS v FROM events e WHERE e.id = d.event_id
             UNION ALL SELECT p.version FROM event_payloads p WHERE p.event_id = d.event_id)
@@ -118,7 +122,7 @@ ORDER BY d.dead_at, d.seq LIMIT $3;
 
 -- name: REPLAY_SELECTION_FOR_UPDATE
 -- REPLAY_SELECTION, the dead letters locked for the replay that releases them.
-SELECT d.seq, d.id, s.payload_version,
+SELECT d.seq, d.id || coalesce(':resend-' || d.resend, ''), s.payload_version,
        (SELECT max(v) FROM (
             SELECT e.payload_version AS v FROM events e WHERE e.id = d.event_id
             UNION ALL SELECT p.version FROM event_payloads p WHERE p.event_id = d.event_id)
@@ -133,7 +137,7 @@ FOR UPDATE OF d;
 
 -- name: REPLAY_SELECTION_OF_SUBSCRIBER_FOR_UPDATE
 -- REPLAY_SELECTION_OF_SUBSCRIBER, the dead letters locked for the replay that releases them.
-SELECT d.seq, d.id, s.payload_version,
+SELECT d.seq, d.id || coalesce(':resend-' || d.resend, ''), s.payload_version,
        (SELECT max(v) FROM (
             SELECT e.payload_version AS v FROM events e WHERE e.id = d.event_id
             UNION ALL SELECT p.version FROM event_payloads p WHERE p.event_id = d.event_id)

@@ -46,7 +46,8 @@ FROM replays WHERE seq < $1 AND (CAST($3 AS TEXT) IS NULL OR tenant_id = $3)
 ORDER BY seq DESC LIMIT $2;
 
 -- name: REPLAYED_DELIVERIES
-SELECT d.id FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
+SELECT d.id || coalesce(':resend-' || d.resend, '')
+FROM replay_items ri JOIN deliveries d ON d.seq = ri.delivery_seq
 WHERE ri.replay_seq = $1 ORDER BY d.seq;
 
 -- name: REPLAY_OUTCOMES

@@ -132,10 +132,11 @@ UPDATE deliveries SET state = 'dead', dead_reason = ?2, dead_at = ?3, updated_at
 WHERE seq = ?1;
 
 -- name: PRUNABLE
--- Deliveries delivered before ?1 that no replay names, at most ?2.
+-- Deliveries delivered before ?1 that no replay or resend names, at most ?2.
 SELECT d.seq FROM deliveries d
 WHERE d.state = 'delivered' AND d.updated_at < ?1
   AND NOT EXISTS (SELECT 1 FROM replay_items ri WHERE ri.delivery_seq = d.seq)
+  AND NOT EXISTS (SELECT 1 FROM resend_items ri WHERE ri.delivery_seq = d.seq)
 LIMIT ?2;
 
 -- name: PRUNE_ATTEMPTS

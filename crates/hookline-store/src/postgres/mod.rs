@@ -9,6 +9,7 @@
 mod capacity;
 mod queries;
 mod reads;
+mod resends;
 mod rollouts;
 mod schema;
 mod tenants;
@@ -677,6 +678,41 @@ impl DeadLetters for PostgresStore {
             after,
         )
         .await
+    }
+}
+
+#[async_trait]
+impl Resends for PostgresStore {
+    async fn resend(&self, request: ResendRequest, now: UnixMs) -> Result<Resend> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let id = resends::resend(&tx, request, now, &self.channel).await?;
+        let resend = resends::get(&tx, &id).await?;
+        tx.commit().await?;
+        Ok(resend)
+    }
+
+    async fn preview_resend(&self, request: ResendRequest) -> Result<Vec<String>> {
+        let client = self.client().await?;
+        let subscriber = reads::subscriber(&client, &request.subscriber_id).await?;
+        resendable(&subscriber)?;
+        let selected = resends::selection(&client, &request, &subscriber).await?;
+        Ok(selected.into_iter().map(|e| e.id).collect())
+    }
+
+    async fn get_resend(&self, id: &str) -> Result<Resend> {
+        resends::get(&self.client().await?, id).await
+    }
+
+    async fn list_resends(
+        &self,
+        filter: ResendFilter,
+        order: ListOrder,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Resend>> {
+        let after = parse_cursor_in(cursor, order)?;
+        resends::list(&self.client().await?, &filter, order, limit, after).await
     }
 }
 

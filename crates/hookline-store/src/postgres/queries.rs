@@ -104,6 +104,17 @@ crate::sql::statements! {
         REPLAYED_DELIVERIES,
         REPLAY_OUTCOMES,
     }
+    "resends.sql" => {
+        RESEND_CANDIDATES,
+        RESENDS_SO_FAR,
+        INSERT_RESENT,
+        INSERT_RESEND,
+        RESEND,
+        RESENDS,
+        RESENDS_NEWEST_FIRST,
+        RESENT_DELIVERIES,
+        RESEND_OUTCOMES,
+    }
     "schema.sql" => {
         MIGRATION_LOCK,
         MIGRATION_LOCK_TIMEOUT,

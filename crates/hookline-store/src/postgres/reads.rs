@@ -330,16 +330,14 @@ async fn with_history(c: &impl GenericClient, rows: &[Row]) -> Result<Vec<(i64, 
 }
 
 pub(super) async fn delivery(c: &impl GenericClient, id: &str) -> Result<Delivery> {
-    // Subscriber ids hold no ':', so the last one separates the two halves of a webhook-id.
-    let (event_id, subscriber_id) = id
-        .rsplit_once(':')
-        .ok_or_else(|| not_found("delivery", id))?;
-    let rows = query(c, queries::DELIVERY, &[&event_id, &subscriber_id]).await?;
-    with_history(c, &rows)
-        .await?
-        .pop()
-        .map(|(_, d)| d)
-        .ok_or_else(|| not_found("delivery", id))
+    // The id itself is not stored: it is read as the parts it is made of, each way it reads.
+    for (event_id, subscriber_id, resend) in delivery_id_readings(id) {
+        let rows = query(c, queries::DELIVERY, &[&event_id, &subscriber_id, &resend]).await?;
+        if let Some((_, d)) = with_history(c, &rows).await?.pop() {
+            return Ok(d);
+        }
+    }
+    Err(not_found("delivery", id))
 }
 
 pub(super) async fn deliveries(

@@ -13,7 +13,7 @@ use super::reads::{self, corrupt};
 use super::{execute, queries, query, query_one, tenants, to_bigint, to_int, Numbers};
 use crate::*;
 
-async fn notify(c: &impl GenericClient, channel: &str) -> Result<()> {
+pub(super) async fn notify(c: &impl GenericClient, channel: &str) -> Result<()> {
     execute(c, queries::NOTIFY, &[&channel]).await?;
     Ok(())
 }

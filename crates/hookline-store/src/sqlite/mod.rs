@@ -10,6 +10,7 @@ mod fan_outs;
 pub(crate) mod page_cache;
 mod queries;
 mod reads;
+mod resends;
 mod rollouts;
 mod scheduled;
 mod schema;
@@ -564,6 +565,39 @@ impl DeadLetters for SqliteStore {
     ) -> Result<Page<Replay>> {
         let after = parse_cursor_in(cursor, order)?;
         self.read(move |c| reads::replays(c, tenant_id.as_deref(), order, limit, after))
+            .await
+    }
+}
+
+#[async_trait]
+impl Resends for SqliteStore {
+    async fn resend(&self, request: ResendRequest, now: UnixMs) -> Result<Resend> {
+        self.writer
+            .write(move |w| {
+                let id = resends::resend(w, &request, now)?;
+                resends::get(&w.conn, &id)
+            })
+            .await
+    }
+
+    async fn preview_resend(&self, request: ResendRequest) -> Result<Vec<String>> {
+        self.read(move |c| resends::preview(c, &request)).await
+    }
+
+    async fn get_resend(&self, id: &str) -> Result<Resend> {
+        let id = id.to_owned();
+        self.read(move |c| resends::get(c, &id)).await
+    }
+
+    async fn list_resends(
+        &self,
+        filter: ResendFilter,
+        order: ListOrder,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<Resend>> {
+        let after = parse_cursor_in(cursor, order)?;
+        self.read(move |c| resends::list(c, &filter, order, limit, after))
             .await
     }
 }

@@ -104,6 +104,18 @@ crate::sql::statements! {
         REPLAYED_DELIVERIES,
         REPLAY_OUTCOMES,
     }
+    "resends.sql" => {
+        RESEND_CANDIDATES,
+        RESENDS_SO_FAR,
+        INSERT_RESENT,
+        INSERT_RESEND,
+        INSERT_RESEND_ITEM,
+        RESEND,
+        RESENDS,
+        RESENDS_NEWEST_FIRST,
+        RESENT_DELIVERIES,
+        RESEND_OUTCOMES,
+    }
     "schema.sql" => {
         RECORDS_TABLE,
         LEGACY_VERSION,

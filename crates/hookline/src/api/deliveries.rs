@@ -27,7 +27,7 @@ const DEAD_LETTERS: &str = "dead letters";
 /// page.
 pub(super) const MAX_GROUPS: u32 = 1000;
 
-fn list_order(text: Option<&str>) -> Result<ListOrder, ApiError> {
+pub(super) fn list_order(text: Option<&str>) -> Result<ListOrder, ApiError> {
     let Some(text) = text else {
         return Ok(ListOrder::default());
     };
@@ -47,7 +47,7 @@ fn reason(text: &str) -> Result<DeadReason, ApiError> {
     })
 }
 
-#[utoipa::path(get, path = "/v1/deliveries/{id}", operation_id = "get_delivery", tag = DELIVERIES, params(("id" = String, Path, description = "`{event_id}:{subscriber_id}`, the `webhook-id` it is sent with")),
+#[utoipa::path(get, path = "/v1/deliveries/{id}", operation_id = "get_delivery", tag = DELIVERIES, params(("id" = String, Path, description = "`{event_id}:{subscriber_id}` (a resend's: `{event_id}:{subscriber_id}:resend-{n}`), the `webhook-id` it is sent with")),
     responses(
         (status = 200, description = "The delivery and its attempts", body = views::Delivery),
         (status = 404, description = "No such delivery", body = ErrorEnvelope),

@@ -18,8 +18,8 @@ pub struct ErrorEnvelope {
 #[derive(Serialize, ToSchema)]
 pub struct ErrorBody {
     /// What kind of failure, for programs: `invalid_request`, `malformed_json`, `not_found`,
-    /// `conflict`, `unauthorized`, `forbidden`, `payload_too_large`, `unsupported_media_type`,
-    /// `request_timeout`, `method_not_allowed`, `bad_request`, `over_capacity`, `over_quota`,
+    /// `conflict`, `subscriber_revoked`, `unauthorized`, `forbidden`, `payload_too_large`,
+    /// `unsupported_media_type`, `request_timeout`, `method_not_allowed`, `bad_request`, `over_capacity`, `over_quota`,
     /// `rate_limited`, `unavailable`, `storage_error`, `internal`.
     #[schema(example = "invalid_request")]
     pub code: &'static str,
@@ -69,6 +69,12 @@ impl ApiError {
 
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    /// A request for a subscriber that is revoked (revocation is final): nothing can be sent
+    /// to it.
+    pub fn subscriber_revoked(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "subscriber_revoked", message)
     }
 
     /// No token, or one that is not valid.

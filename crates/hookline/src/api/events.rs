@@ -352,7 +352,8 @@ pub struct EventQuery {
     cursor: Option<String>,
 }
 
-fn instant(name: &str, text: Option<&str>) -> Result<Option<i64>, ApiError> {
+/// A time an outsider sent as RFC 3339 (UTC), refused naming the field `name`.
+pub(super) fn instant(name: &str, text: Option<&str>) -> Result<Option<i64>, ApiError> {
     text.map(|t| {
         hookline_engine::clock::parse_rfc3339(t).ok_or_else(|| {
             ApiError::invalid(format!(

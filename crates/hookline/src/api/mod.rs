@@ -14,6 +14,7 @@ mod fuzz;
 pub mod openapi;
 mod overview;
 mod policies;
+mod resends;
 mod rollouts;
 
 mod subscribers;
@@ -145,6 +146,8 @@ pub fn routes() -> OpenApiRouter<Arc<ApiContext>> {
         .routes(routes!(deliveries::replay))
         .routes(routes!(deliveries::list_replays))
         .routes(routes!(deliveries::get_replay))
+        .routes(routes!(resends::create, resends::list))
+        .routes(routes!(resends::get))
         .routes(routes!(policies::create, policies::list))
         .routes(routes!(policies::get))
         .routes(routes!(capacity))
@@ -198,7 +201,7 @@ fn catch_panics() -> tower_http::catch_panic::CatchPanicLayer<
 pub const IGNORES_QUERIES: [&str; 4] = ["/healthz", "/metrics", "/console", "/portal"];
 
 /// The routes that read query parameters (and refuse unknown ones themselves).
-const QUERIED: [&str; 9] = [
+const QUERIED: [&str; 10] = [
     "/v1/tenants",
     "/v1/events",
     "/v1/subscribers",
@@ -206,6 +209,7 @@ const QUERIED: [&str; 9] = [
     "/v1/dead-letters",
     "/v1/dead-letters/groups",
     "/v1/replays",
+    "/v1/resends",
     "/v1/policies",
     "/v1/rollouts",
 ];

@@ -121,7 +121,8 @@ tenanted!(
     hookline_store::Subscriber,
     hookline_store::Event,
     hookline_store::Delivery,
-    hookline_store::Replay
+    hookline_store::Replay,
+    hookline_store::Resend
 );
 
 impl Tenanted for hookline_store::Tenant {

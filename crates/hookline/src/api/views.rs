@@ -551,6 +551,58 @@ pub fn replay(r: &store::Replay) -> Replay {
     }
 }
 
+/// A resend's audit record.
+#[derive(Serialize, ToSchema)]
+pub struct Resend {
+    pub id: String,
+    /// Its subscriber's tenant.
+    #[schema(required = true)]
+    pub tenant_id: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    pub subscriber_id: String,
+    /// Events accepted at or after this...
+    #[schema(format = DateTime)]
+    pub since: String,
+    /// ...and before this.
+    #[schema(format = DateTime)]
+    pub until: String,
+    /// The types it was limited to, besides the subscriber's own; empty: none.
+    pub event_types: Vec<String>,
+    pub limit: u32,
+    #[schema(required = true)]
+    pub per_second: Option<f64>,
+    /// The token's name; `null` in open mode.
+    #[schema(required = true)]
+    pub requested_by: Option<String>,
+    pub selected: u64,
+    /// The deliveries it made, `<event id>:<subscriber id>:resend-<n>`, oldest event first.
+    pub delivery_ids: Vec<String>,
+    /// How many of them were delivered since.
+    pub delivered: u64,
+    /// How many of them died since.
+    pub dead: u64,
+}
+
+pub fn resend(r: &store::Resend) -> Resend {
+    Resend {
+        id: r.id.clone(),
+        tenant_id: r.tenant_id.clone(),
+        created_at: rfc3339(r.created_at),
+        subscriber_id: r.subscriber_id.clone(),
+        since: rfc3339(r.since),
+        until: rfc3339(r.until),
+        event_types: r.event_types.clone(),
+        limit: r.limit,
+        per_second: r.per_second,
+        requested_by: r.requested_by.clone(),
+        selected: r.selected,
+        delivery_ids: r.delivery_ids.clone(),
+        delivered: r.delivered,
+        dead: r.dead,
+    }
+}
+
 #[derive(Serialize, ToSchema)]
 pub struct Tenant {
     #[schema(example = "merchant-acme")]
@@ -630,6 +682,13 @@ pub struct CreatedPortalSession {
 pub struct ReplayPreview {
     pub selected: u64,
     pub delivery_ids: Vec<String>,
+}
+
+/// `"dry_run": true`: what a resend would send now, oldest first.
+#[derive(Serialize, ToSchema)]
+pub struct ResendPreview {
+    pub selected: u64,
+    pub event_ids: Vec<String>,
 }
 
 #[derive(Serialize, ToSchema)]

@@ -6,6 +6,7 @@ mod config;
 mod dlq;
 mod drill;
 mod policy;
+mod resend;
 mod rollout;
 mod schedule;
 mod serve;
@@ -93,6 +94,41 @@ enum Command {
     /// Inspect and replay the dead-letter queue of a running hookline.
     #[command(subcommand)]
     Dlq(DlqCommand),
+    /// Send published events again to one subscriber that lost them (it answered 2xx and
+    /// dropped them): new deliveries with fresh webhook-ids, previewed, then confirmed,
+    /// bounded and audited.
+    #[command(mut_arg("token", |token| token.help(
+        "API token with admin scope (a resend makes deliveries; --dry-run needs it too), \
+         when the API requires one."
+    )))]
+    Resend {
+        /// The subscriber to send to (it gets its tenant's events of the types it takes now).
+        #[arg(long)]
+        subscriber: String,
+        /// Events accepted at or after this (RFC 3339, UTC, e.g. 2026-12-05T09:00:00Z).
+        #[arg(long)]
+        since: String,
+        /// Events accepted before this (RFC 3339, UTC); default: now.
+        #[arg(long)]
+        until: Option<String>,
+        /// Only events of this type (repeat for several); default: every type it takes.
+        #[arg(long = "event-type")]
+        event_types: Vec<String>,
+        /// How many events to resend at most, oldest first (1..=1000).
+        #[arg(long)]
+        limit: u32,
+        /// Release at most this many per second.
+        #[arg(long)]
+        per_second: Option<f64>,
+        /// Print the events a resend would send now, changing nothing.
+        #[arg(long, conflicts_with = "yes")]
+        dry_run: bool,
+        /// Resend what the preview shows without asking.
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        api: ApiArg,
+    },
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
@@ -464,6 +500,32 @@ pub async fn run(cli: Cli) -> ExitCode {
             };
             dlq::replay(&api, reason, subscriber, limit, per_second, mode).await
         }
+        Command::Resend {
+            subscriber,
+            since,
+            until,
+            event_types,
+            limit,
+            per_second,
+            dry_run,
+            yes,
+            api,
+        } => {
+            let confirm = match (dry_run, yes) {
+                (true, _) => resend::Confirm::DryRun,
+                (false, true) => resend::Confirm::Yes,
+                (false, false) => resend::Confirm::Ask,
+            };
+            let asked = resend::Asked {
+                subscriber,
+                since,
+                until,
+                event_types,
+                limit,
+                per_second,
+            };
+            resend::run(&api, asked, confirm).await
+        }
         Command::Token(TokenCommand::New {
             name,
             scope,
@@ -594,7 +656,7 @@ mod tests {
                 .get_help()
                 .map(ToString::to_string)
                 .unwrap_or_default();
-            if path == "hookline dlq replay" {
+            if path == "hookline dlq replay" || path == "hookline resend" {
                 assert!(help.contains("admin scope"), "{path}: {help}");
             } else {
                 assert!(

@@ -262,6 +262,49 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
     browser.ready("delivery").await;
     assert_eq!(browser.text("#delivery-state").await, "delivered");
 
+    // A subscriber that lost what it was sent gets its events again: a resend from its page,
+    // previewed, then confirmed, under new webhook-ids.
+    browser
+        .open(&format!("{console}#/subscribers/shop-eu"))
+        .await;
+    browser.ready("subscriber").await;
+    browser.element("#resend-form").await;
+    let until = hookline_engine::clock::rfc3339(
+        hookline_engine::clock::Clock::now_ms(&app.clock) + 3_600_000,
+    );
+    browser.type_into("#resend-until", &until).await;
+    browser
+        .type_into("#resend-types", "shipment.out_for_delivery")
+        .await;
+    browser.type_into("#resend-limit", "2").await;
+    browser.click("#resend-preview").await;
+    browser
+        .until(
+            "the resend's preview",
+            "document.querySelectorAll('#resend-preview-result li[data-event-id]').length === 2",
+        )
+        .await;
+    assert_eq!(browser.text("#resend-selected").await, "2");
+    let would = browser
+        .eval("return [...document.querySelectorAll('#resend-preview-result li[data-event-id]')].map(li => li.dataset.eventId)")
+        .await;
+    assert_eq!(would, json!(["SHP-20410", "SHP-20411"]), "oldest first");
+    browser.screenshot(&shots, "resend").await;
+    browser.click("#resend-confirm").await;
+    browser
+        .until(
+            "the resend's result",
+            "document.querySelector('#resend-result').textContent.includes('made 2')",
+        )
+        .await;
+    browser.element("#resends tr[data-resend-id]").await;
+    delivery_reaches(&app, "SHP-20411:shop-eu:resend-1", "delivered").await;
+    assert_eq!(
+        receiver.received_for("SHP-20410:shop-eu:resend-1").len(),
+        1,
+        "sent under its own webhook-id"
+    );
+
     // The replay's audit, and the drill report.
     browser.click("a[data-nav='replays']").await;
     browser.ready("replays").await;
@@ -305,7 +348,7 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
         .await;
     browser.ready("subscriber").await;
     let controls = "return document.querySelectorAll('#pause, #resume, #rotate-secret, \
-                    #replay-form, button.replay-group').length";
+                    #replay-form, button.replay-group, #resend-form').length";
     assert_eq!(browser.eval(controls).await, json!(0));
     browser.open(&format!("{console}#/dead-letters")).await;
     browser.ready("dead-letters").await;

@@ -28,6 +28,7 @@ mod open_files;
 mod openapi;
 mod ordering;
 mod portal;
+mod resends;
 mod rollouts;
 mod routes_fuzz;
 mod sink;

@@ -335,6 +335,7 @@ async fn a_tenant_s_token_sees_its_own_and_nothing_else() {
         ),
         ("/v1/dead-letters", vec!["acme-e1:acme-dead"]),
         ("/v1/replays", vec![]),
+        ("/v1/resends", vec![]),
         ("/v1/tenants", vec!["acme"]),
     ] {
         let (code, page) = as_acme("GET", path, None).await;
@@ -421,6 +422,16 @@ async fn a_tenant_s_token_sees_its_own_and_nothing_else() {
             .0,
         404
     );
+    // Its resends go to its subscribers only: another tenant's is the 404 of nobody's.
+    let since = hookline_engine::clock::rfc3339(
+        hookline_engine::clock::Clock::now_ms(&app.clock) - 3_600_000,
+    );
+    for (subscriber, status) in [("globex-ok", 404), ("nobody", 404), ("acme-ok", 200)] {
+        let resend = json!({"subscriber_id": subscriber, "since": since, "limit": 1,
+            "dry_run": true});
+        let (code, answer) = as_acme("POST", "/v1/resends", Some(resend)).await;
+        assert_eq!(code, status, "{subscriber}: {answer}");
+    }
 
     // The platform's routes are not a tenant's.
     for (method, path) in [
@@ -469,6 +480,15 @@ async fn every_route_keeps_another_tenant_s_objects_from_a_tenant_s_token() {
     two_tenants(&app, &rx).await;
     let (_, replays) = app.call_as(Some(OPS), "GET", "/v1/replays", None).await;
     let replay_id = ids(&replays)[0].clone();
+    let since = hookline_engine::clock::rfc3339(
+        hookline_engine::clock::Clock::now_ms(&app.clock) - 3_600_000,
+    );
+    let resend = json!({"subscriber_id": "globex-ok", "since": since, "limit": 10});
+    let (code, made) = app
+        .call_as(Some(OPS), "POST", "/v1/resends", Some(resend.clone()))
+        .await;
+    assert_eq!(code, 202, "{made}");
+    let resend_id = made["id"].as_str().unwrap().to_owned();
     let before = globex_as_seen_by_its_own_token(&app).await;
     let (_, document) = app.call("GET", "/openapi.json", None).await;
     let mut walked = 0;
@@ -483,6 +503,7 @@ async fn every_route_keeps_another_tenant_s_objects_from_a_tenant_s_token() {
                     "/v1/deliveries/globex-e1:globex-dead",
                 )
                 .replace("/v1/replays/{id}", &format!("/v1/replays/{replay_id}"))
+                .replace("/v1/resends/{id}", &format!("/v1/resends/{resend_id}"))
                 .replace("/v1/tenants/{id}", "/v1/tenants/globex")
                 .replace("{id}", "r1")
                 .replace("{name}", "default")
@@ -494,6 +515,7 @@ async fn every_route_keeps_another_tenant_s_objects_from_a_tenant_s_token() {
                 ("POST", "/v1/dead-letters/replay") => {
                     Some(json!({"reason": "permanent_failure", "limit": 1000}))
                 }
+                ("POST", "/v1/resends") => Some(resend.clone()),
                 ("POST", "/v1/subscribers") => Some(json!({"url": rx.url("/ok")})),
                 ("POST", "/v1/events") => Some(json!({"type": "t", "payload": {}})),
                 ("POST", _) | ("PATCH", _) => Some(json!({})),
@@ -502,7 +524,11 @@ async fn every_route_keeps_another_tenant_s_objects_from_a_tenant_s_token() {
             let (code, answer) = app.call_as(Some(ACME), &method, &path, body).await;
             walked += 1;
             let names_globex = answer.to_string().contains("globex");
-            if path.contains("globex") || path.contains(&replay_id) {
+            let theirs = path.contains("globex")
+                || path.contains(&replay_id)
+                || path.contains(&resend_id)
+                || template == "/v1/resends" && method == "POST";
+            if theirs {
                 assert!(
                     matches!(code, 403 | 404),
                     "{method} {path}: {code} {answer}"
@@ -533,6 +559,7 @@ async fn globex_as_seen_by_its_own_token(app: &TestApp) -> Vec<Value> {
         "/v1/deliveries/globex-e1:globex-dead",
         "/v1/dead-letters",
         "/v1/replays",
+        "/v1/resends",
     ] {
         let (code, mut body) = app.call_as(Some(GLOBEX), "GET", path, None).await;
         assert_eq!(code, 200, "{path}: {body}");

@@ -108,6 +108,11 @@ impl WriterState {
         self.change(subscriber_id, 1);
     }
 
+    /// A resend wrote a delivery to `subscriber_id` that waits.
+    pub(in crate::sqlite) fn resent(&mut self, subscriber_id: &str) {
+        self.change(subscriber_id, 1);
+    }
+
     /// A dead letter a replay selected died again at once for `reason`.
     pub(in crate::sqlite) fn died_again(&mut self, reason: DeadReason) {
         self.dead.add(reason, None, 1);

@@ -141,6 +141,10 @@ macro_rules! all_cases {
             tenants::tenants_get_their_share_and_what_one_leaves_goes_to_others,
             tenants::a_tenant_borrows_its_share_while_another_holds_every_slot,
             tenants::tenants_past_the_walk_s_bound_are_reached_by_the_next_claim,
+            resends::a_resend_selects_by_time_type_and_tenant,
+            resends::resends_are_new_deliveries_with_fresh_ids,
+            resends::resends_to_paused_are_held_and_to_revoked_refused,
+            resends::resends_are_audited_and_paged,
         );
     };
 }
@@ -251,5 +255,6 @@ mod limits;
 mod ordering;
 mod policies;
 mod queue;
+mod resends;
 mod subscribers;
 mod tenants;

@@ -754,7 +754,116 @@
         ['dead letters, last hour', num((s.activity || {}).dead_letters_last_hour)],
       ])),
       deliveries.node,
+      writable ? subscriberResend(s, seq, deliveries.load) : null,
       writable ? subscriberEdit(s, seq) : null);
+  }
+
+  // Resend: published events sent again to this subscriber under fresh webhook-ids (for one
+  // that lost what it was sent). Preview (dry run) first; confirm sends exactly what was
+  // previewed and is enabled only while the form is unchanged since. Below, its resends.
+  function subscriberResend(s, seq, reload) {
+    const dayAgo = new Date(Date.now() - 24 * 3600 * 1000).toISOString();
+    const since = h('input', { id: 'resend-since', type: 'text', value: dayAgo, size: 26, spellcheck: 'false', autocomplete: 'off' });
+    const until = h('input', { id: 'resend-until', type: 'text', placeholder: 'now', size: 26, spellcheck: 'false', autocomplete: 'off' });
+    const types = h('input', { id: 'resend-types', type: 'text', placeholder: 'every type it takes', spellcheck: 'false', autocomplete: 'off' });
+    const limit = h('input', { id: 'resend-limit', type: 'number', min: 1, max: 1000, step: 1, value: 100 });
+    const preview = h('button', { id: 'resend-preview', type: 'submit', class: 'primary' }, 'Preview');
+    const confirm = h('button', { id: 'resend-confirm', type: 'button', class: 'danger', disabled: true }, 'Resend');
+    const previewBox = h('div', { id: 'resend-preview-result', hidden: true });
+    const resultBox = h('div', { id: 'resend-result', hidden: true });
+    const listBox = h('div', { id: 'resends' });
+    let previewed = null; // the body of the preview shown, if it is still valid
+
+    function invalidate() {
+      previewed = null;
+      confirm.disabled = true;
+      confirm.textContent = 'Resend';
+      previewBox.hidden = true;
+      previewBox.replaceChildren();
+    }
+
+    // The request body from the inputs; the server checks the times and says what is wrong.
+    function body() {
+      const n = Number(limit.value);
+      if (!limit.value || !Number.isInteger(n) || n < 1 || n > 1000) throw new ApiError(0, 'invalid', 'limit must be a whole number from 1 to 1000');
+      const out = { subscriber_id: s.id, since: since.value.trim(), limit: n };
+      if (until.value.trim()) out.until = until.value.trim();
+      const t = eventTypes(types.value);
+      if (t.length) out.event_types = t;
+      return out;
+    }
+
+    async function loadResends() {
+      const page = await get(`/v1/resends${query({ subscriber_id: s.id, limit: 20 })}`);
+      listBox.replaceChildren(page.items.length
+        ? h('table', null,
+          h('thead', null, h('tr', null, ['resend', 'made', 'since', 'until', 'selected', 'delivered', 'dead'].map((c) => h('th', null, c)))),
+          h('tbody', null, page.items.map((r) => h('tr', { dataset: { resendId: r.id } },
+            h('td', null, h('code', null, r.id)), h('td', null, when(r.created_at)),
+            h('td', null, when(r.since)), h('td', null, when(r.until)),
+            h('td', null, num(r.selected)), h('td', null, num(r.delivered)), h('td', null, num(r.dead))))))
+        : h('p', { class: 'muted' }, 'no resends to it yet'));
+    }
+
+    const form = h('form', { id: 'resend-form', class: 'card', autocomplete: 'off', novalidate: true },
+      h('h2', null, 'Resend events'),
+      h('p', { class: 'hint' }, `Sends published events again to this ${NOUN.one}, each under a new webhook-id, for one that lost what it was sent. Preview shows what a resend would send now; confirm sends exactly those. Resends are audited.`),
+      h('div', { class: 'form-grid' },
+        h('label', { for: 'resend-since' }, 'accepted since (RFC 3339)'), since,
+        h('label', { for: 'resend-until' }, 'until (RFC 3339)'), until,
+        h('label', { for: 'resend-types' }, 'event types (comma-separated)'), types,
+        h('label', { for: 'resend-limit' }, 'limit (1–1000)'), limit),
+      h('div', { class: 'actions' }, preview, confirm),
+      previewBox, resultBox,
+      h('h3', null, 'Resends to it, newest first'), listBox);
+
+    form.addEventListener('input', invalidate);
+    form.addEventListener('change', invalidate);
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      busy('subscriber', seq, async () => {
+        invalidate();
+        const req = body();
+        const answer = await send('POST', '/v1/resends', Object.assign({}, req, { dry_run: true }));
+        const ids = answer.event_ids || [];
+        const shown = ids.slice(0, 20);
+        previewBox.replaceChildren();
+        append(previewBox, [
+          h('p', null, 'A resend would send ', h('strong', { id: 'resend-selected' }, String(answer.selected)), ` event${answer.selected === 1 ? '' : 's'}${ids.length > shown.length ? `, the first ${shown.length} of them:` : '.'}`),
+          shown.length ? h('ul', { class: 'id-list' }, shown.map((id) => h('li', { dataset: { eventId: id } }, h('code', null, id)))) : null]);
+        previewBox.hidden = false;
+        // Confirm sends exactly these or nothing (409: preview again).
+        previewed = Object.assign({}, req, { expected_event_ids: ids });
+        confirm.disabled = answer.selected === 0;
+        confirm.textContent = `Resend ${answer.selected}`;
+      });
+    });
+
+    confirm.addEventListener('click', () => {
+      if (!previewed) return;
+      const req = previewed;
+      busy('subscriber', seq, async () => {
+        confirm.disabled = true;
+        let answer;
+        try {
+          answer = await send('POST', '/v1/resends', req);
+        } catch (err) {
+          if (err instanceof ApiError && err.status === 409) invalidate();
+          else confirm.disabled = false;
+          throw err;
+        }
+        invalidate();
+        resultBox.replaceChildren(h('p', { id: 'resend-made', dataset: { resendId: answer.id } }, 'resend ', h('code', null, answer.id),
+          ` made ${answer.selected} deliveries`));
+        resultBox.hidden = false;
+        ok(`resend ${answer.id} made ${answer.selected} deliveries`);
+        await loadResends();
+        await reload();
+      });
+    });
+
+    busy('subscriber', seq, loadResends);
+    return form;
   }
 
   function secretShownOnce({ created, rotated }) {

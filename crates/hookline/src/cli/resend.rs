@@ -1,0 +1,120 @@
+//! `hookline resend`: new deliveries of published events to one subscriber, through the HTTP
+//! API. It always previews first (a dry run), then resends exactly what the preview showed
+//! (`expected_event_ids`), once confirmed.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use anyhow::anyhow;
+use serde_json::{json, Value};
+
+use super::client::call;
+use super::{table, ApiArg};
+
+/// What a resend asks for, as the flags give it.
+#[derive(Debug, Clone)]
+pub struct Asked {
+    pub subscriber: String,
+    pub since: String,
+    pub until: Option<String>,
+    pub event_types: Vec<String>,
+    pub limit: u32,
+    pub per_second: Option<f64>,
+}
+
+/// What follows the preview.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirm {
+    /// Ask on the terminal (and refuse without one).
+    Ask,
+    /// Resend what the preview showed without asking (`--yes`).
+    Yes,
+    /// Only show the preview (`--dry-run`).
+    DryRun,
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The ids in `list`, one row each.
+fn rows(list: &Value) -> Vec<Vec<String>> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .map(|id| vec![text(id)])
+        .collect()
+}
+
+pub async fn run(api: &ApiArg, asked: Asked, confirm: Confirm) -> anyhow::Result<()> {
+    let base = api.api.trim_end_matches('/');
+    let client = reqwest::Client::new();
+    let mut body = json!({
+        "subscriber_id": asked.subscriber,
+        "since": asked.since,
+        "until": asked.until,
+        "event_types": asked.event_types,
+        "limit": asked.limit,
+        "per_second": asked.per_second,
+        "dry_run": true,
+    });
+    let preview = call(client.post(format!("{base}/v1/resends")).json(&body), api).await?;
+    print!(
+        "{}",
+        table::render(&["WOULD RESEND"], &rows(&preview["event_ids"]))
+    );
+    let selected = text(&preview["selected"]);
+    let to = &asked.subscriber;
+    if confirm == Confirm::DryRun {
+        println!(
+            "dry run: {selected} event(s) would be resent to subscriber {to}; nothing changed"
+        );
+        return Ok(());
+    }
+    if preview["selected"].as_u64().unwrap_or(0) == 0 {
+        println!("nothing to resend: no event in the range that subscriber {to} takes");
+        return Ok(());
+    }
+    if confirm == Confirm::Ask && !confirmed(&format!("resend these {selected} event(s) to {to}?"))?
+    {
+        println!("nothing resent");
+        return Ok(());
+    }
+    body["dry_run"] = json!(false);
+    body["expected_event_ids"] = preview["event_ids"].clone();
+    let resend = call(client.post(format!("{base}/v1/resends")).json(&body), api).await?;
+    print!(
+        "{}",
+        table::render(&["RESENT DELIVERY"], &rows(&resend["delivery_ids"]))
+    );
+    let id = text(&resend["id"]);
+    println!(
+        "resend {id}: {} event(s) resent to subscriber {to}{}",
+        text(&resend["selected"]),
+        asked
+            .per_second
+            .map_or(String::new(), |r| format!(" at most {r}/s")),
+    );
+    println!("follow it: GET {base}/v1/resends/{id}");
+    Ok(())
+}
+
+/// Asks `question` on the terminal: yes only for `y` or `yes`. Without a terminal nobody can
+/// answer, so the command says how to go on instead of guessing.
+fn confirmed(question: &str) -> anyhow::Result<bool> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(anyhow!(
+            "not resending without a confirmation: pass --yes to resend what the preview \
+             shows, or --dry-run to only look"
+        ));
+    }
+    print!("{question} [y/N] ");
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    stdin.lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim().to_lowercase().as_str(), "y" | "yes"))
+}
