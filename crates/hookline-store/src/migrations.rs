@@ -267,6 +267,12 @@ pub(crate) const LATER: &[Migration] = &[
         "each delivery's tenant, and its due rows by tenant, for the fair share of slots",
         index "deliveries_tenant_due"
     ),
+    migration!(
+        26,
+        "0026_event_types",
+        BASELINE,
+        "the event type catalog: descriptions, payload schemas by version, deprecation"
+    ),
 ];
 
 /// A migration as the database records it.

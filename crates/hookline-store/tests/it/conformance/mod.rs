@@ -138,6 +138,9 @@ macro_rules! all_cases {
             tenants::tenants_get_their_share_and_what_one_leaves_goes_to_others,
             tenants::a_tenant_borrows_its_share_while_another_holds_every_slot,
             tenants::tenants_past_the_walk_s_bound_are_reached_by_the_next_claim,
+            event_types::event_types_are_registered_listed_and_changed,
+            event_types::a_refused_change_changes_nothing,
+            event_types::the_catalog_s_revision_moves_with_every_write,
         );
     };
 }
@@ -243,6 +246,7 @@ async fn kill_all(store: &dyn Store, now: i64, reason: DeadReason) -> usize {
 }
 mod capacity;
 mod dead_letters;
+mod event_types;
 mod events;
 mod limits;
 mod policies;
