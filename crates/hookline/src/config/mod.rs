@@ -816,6 +816,18 @@ mod tests {
         assert!(refused("database_pool_size = 0").contains("database_pool_size"));
         assert!(refused("[breaker]\nfailures = 0").contains("breaker.failures"));
         assert!(refused("[delivery]\nfirst_attempt_share = 1.0").contains("first_attempt_share"));
+        let registered = refused("[events]\nrequire_registered_types = \"yes\"");
+        assert!(
+            registered.contains("require_registered_types"),
+            "{registered}"
+        );
+        assert!(refused("[events]\nrequire_schemas = true").contains("unknown field"));
+        assert_eq!(
+            Config::from_toml("").unwrap().unregistered_types,
+            UnregisteredTypes::Accepted
+        );
+        let required = Config::from_toml("[events]\nrequire_registered_types = true").unwrap();
+        assert_eq!(required.unregistered_types, UnregisteredTypes::Refused);
         let c =
             Config::from_toml("[delivery]\nconcurrency = 10\nfirst_attempt_share = 0.7").unwrap();
         assert_eq!(c.delivery.retry_slots(), 3);
