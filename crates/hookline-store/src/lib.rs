@@ -12,6 +12,7 @@
 
 mod claim;
 mod error;
+mod event_types;
 pub(crate) mod fair_share;
 mod migrations;
 mod model;
@@ -37,6 +38,8 @@ use hookline_policy::{Shown, UnixMs};
 
 pub(crate) use claim::*;
 pub use error::{BackendError, StoreError};
+pub(crate) use event_types::*;
+pub use event_types::{MAX_EVENT_TYPES, MAX_SCHEMA_VERSIONS};
 pub(crate) use fair_share::*;
 pub use migrations::{AppliedMigration, SchemaStatus, Version};
 pub use model::*;
@@ -74,6 +77,7 @@ pub trait Store:
     + Resends
     + PolicyRecords
     + CapacityRecords
+    + EventTypes
 {
 }
 
@@ -86,6 +90,7 @@ impl<T> Store for T where
         + Resends
         + PolicyRecords
         + CapacityRecords
+        + EventTypes
 {
 }
 
@@ -430,6 +435,39 @@ pub trait CapacityRecords: Send + Sync + 'static {
     /// what `hookline capacity --from-history` models its load on. It reads the attempts
     /// table without an index on time, so it is for a command run by hand, not a loop.
     async fn attempt_history(&self, since: UnixMs, limit: u32) -> Result<AttemptHistory>;
+}
+
+/// The event type catalog: the platform's, shared by every tenant. A type is never deleted and
+/// its name never reused; its schema versions are added or replaced, never removed.
+#[async_trait]
+pub trait EventTypes: Send + Sync + 'static {
+    /// Fires when another process may have changed the catalog (`None` where no other process
+    /// can: this process's own API makes every change).
+    fn event_type_changes(&self) -> Option<Arc<tokio::sync::Notify>> {
+        None
+    }
+
+    /// A name any type has: `Conflict`. Past [`MAX_EVENT_TYPES`]: `OverQuota`.
+    async fn create_event_type(&self, new: NewEventType, now: UnixMs) -> Result<EventType>;
+
+    async fn get_event_type(&self, name: &str) -> Result<EventType>;
+
+    /// In the order they were registered.
+    async fn list_event_types(&self, limit: u32, cursor: Option<String>)
+        -> Result<Page<EventType>>;
+
+    /// Past [`MAX_SCHEMA_VERSIONS`] versions: `Invalid`, and nothing changes.
+    async fn update_event_type(
+        &self,
+        name: &str,
+        patch: EventTypePatch,
+        now: UnixMs,
+    ) -> Result<EventType>;
+
+    /// The sum of every type's `revision`: each write adds one to it, in whatever order
+    /// concurrent writes commit, so a copy of the catalog whose sum differs is stale. It reads
+    /// one small column of a bounded table.
+    async fn event_types_revision(&self) -> Result<i64>;
 }
 
 /// How to open a store, beyond its URL.

@@ -281,6 +281,12 @@ pub(crate) const LATER: &[Migration] = &[
         "resends: new deliveries of published events to one subscriber, and their audit",
         index "deliveries_event_subscriber"
     ),
+    migration!(
+        28,
+        "0028_event_types",
+        BASELINE,
+        "the event type catalog: descriptions, payload schemas by version, deprecation"
+    ),
 ];
 
 /// A migration as the database records it.

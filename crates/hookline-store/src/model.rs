@@ -204,6 +204,46 @@ pub struct StoredPolicy {
     pub created_by: Option<String>,
 }
 
+/// A type of event in the catalog, the platform's (shared by every tenant). Its name is never
+/// reused nor renamed; each payload version may have a JSON Schema its payloads are checked
+/// against before they are stored. The store keeps each schema as the JSON text the API
+/// accepted, without reading it: what a schema means is decided above the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventType {
+    pub name: String,
+    pub description: Option<String>,
+    /// Each payload version's JSON Schema (JSON text), by version.
+    pub schemas: BTreeMap<i64, String>,
+    /// Still published, but subscribers are told to move off it.
+    pub deprecated: bool,
+    /// How many times it was written: 1 when created, one more with every change.
+    pub revision: i64,
+    pub created_at: UnixMs,
+    pub updated_at: UnixMs,
+    /// The API token that registered it, when tokens are configured.
+    pub created_by: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewEventType {
+    pub name: String,
+    pub description: Option<String>,
+    pub schemas: BTreeMap<i64, String>,
+    pub deprecated: bool,
+    pub created_by: Option<String>,
+}
+
+/// A change to an event type: what it leaves out is kept. A schema version is added or
+/// replaced, never removed.
+#[derive(Debug, Clone, Default)]
+pub struct EventTypePatch {
+    /// `Some(None)` clears it.
+    pub description: Option<Option<String>>,
+    /// Versions added or replaced; the others keep their schema.
+    pub schemas: BTreeMap<i64, String>,
+    pub deprecated: Option<bool>,
+}
+
 /// A customer of the platform: its subscribers get only its events, and its quotas bound what
 /// it may create and publish.
 #[derive(Debug, Clone, PartialEq)]

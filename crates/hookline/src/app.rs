@@ -58,8 +58,9 @@ pub struct RunningApp {
     stop_server: tokio::sync::watch::Sender<bool>,
     gauges: JoinHandle<()>,
     policies_kept: JoinHandle<()>,
+    catalog_kept: JoinHandle<()>,
     measuring: JoinHandle<()>,
-    /// Stops the gauges and the policies' refresh.
+    /// Stops the gauges and the policies' and the catalog's refresh.
     stop_gauges: tokio::sync::watch::Sender<bool>,
 }
 
@@ -104,6 +105,7 @@ pub async fn start(
             "a promoted policy is in force; [retry] and [breaker] define the policy named default"
         );
     }
+    let catalog = crate::catalog::Catalog::load(store.clone(), config.unregistered_types).await?;
     let capacity = Capacity::start(
         store.clone(),
         clock.clone(),
@@ -148,6 +150,11 @@ pub async fn start(
         clock.clone(),
         gauges_stopped.clone(),
     ));
+    let catalog_kept = tokio::spawn(crate::catalog::keep_current(
+        catalog.clone(),
+        clock.clone(),
+        gauges_stopped.clone(),
+    ));
     let measuring = tokio::spawn(crate::capacity::keep_measuring(
         capacity.clone(),
         gauges_stopped,
@@ -179,6 +186,7 @@ pub async fn start(
         caps: config.delivery.in_flight_caps(),
         drill_reports: config.drill_reports.clone(),
         portal_frame_ancestors: config.portal_frame_ancestors.clone(),
+        catalog,
     });
     let router = match role {
         Role::Worker => api::health_router(ctx),
@@ -194,6 +202,7 @@ pub async fn start(
         stop_server,
         gauges,
         policies_kept,
+        catalog_kept,
         measuring,
         stop_gauges,
     })
@@ -207,6 +216,7 @@ impl RunningApp {
         let _ = self.stop_gauges.send(true);
         let _ = self.gauges.await;
         let _ = self.policies_kept.await;
+        let _ = self.catalog_kept.await;
         let _ = self.measuring.await;
         let dispatcher = async {
             if let Some(d) = self.dispatcher {

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod app;
 pub mod capacity;
+pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod open_files;

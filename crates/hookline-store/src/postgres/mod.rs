@@ -4,9 +4,11 @@
 //! `FOR UPDATE SKIP LOCKED` under a transaction-scoped advisory lock, so the per-subscriber
 //! in-flight cap is counted exactly across every process; every lease names its owner; a
 //! publish, resume or replay sends `NOTIFY` so idle workers in other processes wake at once; a
-//! rollout's change sends one they read as "the policies changed".
+//! rollout's change sends one they read as "the policies changed", and a change to the event
+//! type catalog one they read as "the catalog changed".
 
 mod capacity;
+mod event_types;
 mod queries;
 mod reads;
 mod resends;
@@ -156,6 +158,7 @@ pub struct PostgresStore {
     tenant_cursor: std::sync::Mutex<TenantCursor>,
     wake: Arc<Notify>,
     policy_changes: Arc<Notify>,
+    event_type_changes: Arc<Notify>,
     listener: tokio::task::JoinHandle<()>,
 }
 
@@ -197,11 +200,15 @@ impl PostgresStore {
         );
         let wake = Arc::new(Notify::new());
         let policy_changes = Arc::new(Notify::new());
+        let event_type_changes = Arc::new(Notify::new());
         let listener = tokio::spawn(listen(
             config,
             channel.clone(),
             wake.clone(),
-            policy_changes.clone(),
+            Changes {
+                policies: policy_changes.clone(),
+                event_types: event_type_changes.clone(),
+            },
         ));
         Ok(Self {
             listener,
@@ -215,6 +222,7 @@ impl PostgresStore {
             tenant_cursor: Default::default(),
             wake,
             policy_changes,
+            event_type_changes,
         })
     }
 
@@ -254,21 +262,40 @@ async fn complete_on(
 /// The `NOTIFY` payload of a rollout's start or change.
 pub(super) const POLICY_CHANGE: &str = "policies";
 
+/// What a notification other than a wake-up tells this process: something it keeps a copy of
+/// changed.
+#[derive(Clone)]
+struct Changes {
+    /// A rollout started or changed ([`POLICY_CHANGE`]).
+    policies: Arc<Notify>,
+    /// The event type catalog changed ([`event_types::EVENT_TYPE_CHANGE`]).
+    event_types: Arc<Notify>,
+}
+
+impl Changes {
+    /// Everything may have changed (notifications were missed while not listening).
+    fn all(&self) {
+        self.policies.notify_one();
+        self.event_types.notify_one();
+    }
+}
+
 /// Keeps a connection LISTENing on the channel and turns notifications into wake-ups (those
-/// whose payload is [`POLICY_CHANGE`] into `policy_changes`). When the connection drops it
-/// reconnects; meanwhile the dispatcher's poll fallback keeps things moving.
+/// whose payload is [`POLICY_CHANGE`] or [`event_types::EVENT_TYPE_CHANGE`] into `changes`).
+/// When the connection drops it reconnects; meanwhile the dispatcher's poll fallback keeps
+/// things moving.
 async fn listen(
     config: tokio_postgres::Config,
     channel: String,
     wake: Arc<Notify>,
-    policy_changes: Arc<Notify>,
+    changes: Changes,
 ) {
     loop {
         match config.connect(NoTls).await {
             Ok((client, mut connection)) => {
                 let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
                 let pump_wake = wake.clone();
-                let pump_policies = policy_changes.clone();
+                let pump_changes = changes.clone();
                 let pump = tokio::spawn(async move {
                     let _ready = ready_tx;
                     while let Some(message) =
@@ -276,7 +303,12 @@ async fn listen(
                     {
                         match message {
                             Ok(AsyncMessage::Notification(n)) if n.payload() == POLICY_CHANGE => {
-                                pump_policies.notify_one()
+                                pump_changes.policies.notify_one()
+                            }
+                            Ok(AsyncMessage::Notification(n))
+                                if n.payload() == event_types::EVENT_TYPE_CHANGE =>
+                            {
+                                pump_changes.event_types.notify_one()
                             }
                             Ok(AsyncMessage::Notification(_)) => pump_wake.notify_one(),
                             Ok(_) => {}
@@ -295,7 +327,7 @@ async fn listen(
                     // Anything published (or changed) while we were not listening is found by
                     // these wake-ups.
                     wake.notify_one();
-                    policy_changes.notify_one();
+                    changes.all();
                     let _ = ready_rx.await; // resolves when the pump stops
                 }
                 pump.abort();
@@ -812,5 +844,50 @@ impl CapacityRecords for PostgresStore {
 
     async fn attempt_history(&self, since: UnixMs, limit: u32) -> Result<AttemptHistory> {
         capacity::attempt_history(&self.client().await?, since, limit).await
+    }
+}
+
+#[async_trait]
+impl EventTypes for PostgresStore {
+    fn event_type_changes(&self) -> Option<Arc<Notify>> {
+        Some(self.event_type_changes.clone())
+    }
+
+    async fn create_event_type(&self, new: NewEventType, now: UnixMs) -> Result<EventType> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let created = event_types::create(&tx, &new, now, &self.channel).await?;
+        tx.commit().await?;
+        Ok(created)
+    }
+
+    async fn get_event_type(&self, name: &str) -> Result<EventType> {
+        event_types::event_type(&self.client().await?, name).await
+    }
+
+    async fn list_event_types(
+        &self,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<EventType>> {
+        let after = parse_cursor(cursor)?;
+        event_types::event_types(&self.client().await?, limit, after).await
+    }
+
+    async fn update_event_type(
+        &self,
+        name: &str,
+        patch: EventTypePatch,
+        now: UnixMs,
+    ) -> Result<EventType> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let changed = event_types::update(&tx, name, patch, now, &self.channel).await?;
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    async fn event_types_revision(&self) -> Result<i64> {
+        event_types::revision(&self.client().await?).await
     }
 }

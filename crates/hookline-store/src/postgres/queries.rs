@@ -57,6 +57,14 @@ crate::sql::statements! {
         DELIVERIES_NEWEST_FIRST,
         NEXT_WAKEUP,
     }
+    "event_types.sql" => {
+        EVENT_TYPE,
+        EVENT_TYPE_FOR_UPDATE,
+        EVENT_TYPES,
+        INSERT_EVENT_TYPE,
+        UPDATE_EVENT_TYPE,
+        EVENT_TYPES_REVISION,
+    }
     "events.sql" => {
         EVENT,
         EVENT_STATE_COUNTS,

@@ -6,6 +6,7 @@
 mod backup;
 mod capacity;
 mod dead_tally;
+mod event_types;
 mod fan_outs;
 pub(crate) mod page_cache;
 mod queries;
@@ -696,5 +697,45 @@ impl CapacityRecords for SqliteStore {
     async fn attempt_history(&self, since: UnixMs, limit: u32) -> Result<AttemptHistory> {
         self.read(move |c| capacity::attempt_history(c, since, limit))
             .await
+    }
+}
+
+#[async_trait]
+impl EventTypes for SqliteStore {
+    async fn create_event_type(&self, new: NewEventType, now: UnixMs) -> Result<EventType> {
+        self.writer
+            .write(move |w| event_types::create(&w.conn, &new, now))
+            .await
+    }
+
+    async fn get_event_type(&self, name: &str) -> Result<EventType> {
+        let name = name.to_owned();
+        self.read(move |c| event_types::event_type(c, &name)).await
+    }
+
+    async fn list_event_types(
+        &self,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<Page<EventType>> {
+        let after = parse_cursor(cursor)?;
+        self.read(move |c| event_types::event_types(c, limit, after))
+            .await
+    }
+
+    async fn update_event_type(
+        &self,
+        name: &str,
+        patch: EventTypePatch,
+        now: UnixMs,
+    ) -> Result<EventType> {
+        let name = name.to_owned();
+        self.writer
+            .write(move |w| event_types::update(&w.conn, &name, patch.clone(), now))
+            .await
+    }
+
+    async fn event_types_revision(&self) -> Result<i64> {
+        self.read(event_types::revision).await
     }
 }

@@ -56,6 +56,13 @@ crate::sql::statements! {
         DELIVERIES_NEWEST_FIRST,
         NEXT_WAKEUP,
     }
+    "event_types.sql" => {
+        EVENT_TYPE,
+        EVENT_TYPES,
+        INSERT_EVENT_TYPE,
+        UPDATE_EVENT_TYPE,
+        EVENT_TYPES_REVISION,
+    }
     "events.sql" => {
         EVENT,
         EVENT_STATE_COUNTS,

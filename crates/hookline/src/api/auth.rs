@@ -91,7 +91,8 @@ fn allowed(method: &Method, path: &str, caller: &Caller) -> bool {
 }
 
 /// What a tenant's token may not reach whatever its scope: metrics, policies, rollouts,
-/// capacity and drills, and every change to tenants (it may read its own).
+/// capacity and drills, and every change to tenants (it may read its own) and to the event
+/// type catalog (which it reads: the catalog is the platform's, the same for every tenant).
 fn platform_only(method: &Method, path: &str) -> bool {
     let reads = method == Method::GET || method == Method::HEAD;
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
@@ -100,6 +101,7 @@ fn platform_only(method: &Method, path: &str) -> bool {
         ["", "v1", "policies" | "rollouts" | "capacity" | "drill", ..] => true,
         ["", "v1", "tenants"] | ["", "v1", "tenants", _] => !reads,
         ["", "v1", "tenants", ..] => true,
+        ["", "v1", "event-types", ..] => !reads,
         _ => false,
     }
 }

@@ -19,12 +19,36 @@ pub struct ErrorEnvelope {
 pub struct ErrorBody {
     /// What kind of failure, for programs: `invalid_request`, `malformed_json`, `not_found`,
     /// `conflict`, `subscriber_revoked`, `unauthorized`, `forbidden`, `payload_too_large`,
-    /// `unsupported_media_type`, `request_timeout`, `method_not_allowed`, `bad_request`, `over_capacity`, `over_quota`,
-    /// `rate_limited`, `unavailable`, `storage_error`, `internal`.
+    /// `unsupported_media_type`, `request_timeout`, `method_not_allowed`, `bad_request`,
+    /// `over_capacity`, `over_quota`, `rate_limited`, `unavailable`, `storage_error`, `internal`;
+    /// a publish the event type catalog refuses: `unregistered_type`, `schema_violation`; a
+    /// schema it refuses: `invalid_schema`.
     #[schema(example = "invalid_request")]
     pub code: &'static str,
     /// What went wrong, for people.
     pub message: String,
+    /// With `schema_violation` only: where the payload broke its schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Box<SchemaViolation>>,
+}
+
+/// Where a payload broke its event type's schema (the first rule that failed).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SchemaViolation {
+    #[schema(example = "shipment.out_for_delivery")]
+    pub event_type: String,
+    /// The payload version whose schema refused it.
+    #[schema(example = 2)]
+    pub payload_version: i64,
+    /// Where in that payload, as a JSON pointer (RFC 6901); empty: the payload itself.
+    #[schema(example = "/items/3/quantity")]
+    pub pointer: String,
+    /// The JSON Schema keyword whose rule failed.
+    #[schema(example = "minimum")]
+    pub keyword: String,
+    /// Where that rule is in the schema, as a JSON pointer.
+    #[schema(example = "/properties/items/items/properties/quantity/minimum")]
+    pub schema_path: String,
 }
 
 #[derive(Debug)]
@@ -34,6 +58,8 @@ pub struct ApiError {
     pub message: String,
     /// Seconds, sent as `Retry-After` (with 503 `over_capacity`, 429 `rate_limited`).
     pub retry_after: Option<u64>,
+    /// With `schema_violation` (boxed: every handler's error carries room for it).
+    pub details: Option<Box<SchemaViolation>>,
 }
 
 impl ApiError {
@@ -43,6 +69,7 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            details: None,
         }
     }
 
@@ -117,12 +144,35 @@ impl From<hookline_engine::signer::SecretError> for ApiError {
     }
 }
 
+impl From<crate::catalog::CatalogError> for ApiError {
+    fn from(e: crate::catalog::CatalogError) -> Self {
+        use crate::catalog::CatalogError;
+        let unprocessable = |code| Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, e.to_string());
+        match &e {
+            CatalogError::Unregistered(_) => unprocessable("unregistered_type"),
+            CatalogError::InvalidSchema { .. } => unprocessable("invalid_schema"),
+            CatalogError::SchemaTooLarge { .. } => Self::too_large(e.to_string()),
+            CatalogError::Violation(v) => Self {
+                details: Some(Box::new(SchemaViolation {
+                    event_type: v.event_type.clone(),
+                    payload_version: v.payload_version,
+                    pointer: v.pointer.clone(),
+                    keyword: v.keyword.clone(),
+                    schema_path: v.schema_path.clone(),
+                })),
+                ..unprocessable("schema_violation")
+            },
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorEnvelope {
             error: ErrorBody {
                 code: self.code,
                 message: self.message,
+                details: self.details,
             },
         };
         let mut response = (self.status, Json(body)).into_response();

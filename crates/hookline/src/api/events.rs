@@ -82,6 +82,14 @@ fn version_number(v: Value, what: &str) -> Result<i64, ApiError> {
         .ok_or_else(|| ApiError::invalid(format!("{what} must be a non-negative integer")))
 }
 
+/// The payload version an object's key names: a non-negative integer as it prints (`"01"` is
+/// not one).
+pub(super) fn version_key(key: &str) -> Option<i64> {
+    key.parse::<i64>()
+        .ok()
+        .filter(|v| *v >= 0 && v.to_string() == key)
+}
+
 /// The versions of `{"payloads": {"1": ..., "2": ...}}`, ascending.
 fn versioned(payloads: Value) -> Result<Vec<(i64, String)>, ApiError> {
     let Value::Object(map) = payloads else {
@@ -96,15 +104,11 @@ fn versioned(payloads: Value) -> Result<Vec<(i64, String)>, ApiError> {
     }
     let mut versions = Vec::with_capacity(map.len());
     for (key, payload) in map {
-        let version = key
-            .parse::<i64>()
-            .ok()
-            .filter(|v| *v >= 0 && v.to_string() == key)
-            .ok_or_else(|| {
-                ApiError::invalid(format!(
-                    "payloads: {key:?} is not a payload version (a non-negative integer)"
-                ))
-            })?;
+        let version = version_key(&key).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "payloads: {key:?} is not a payload version (a non-negative integer)"
+            ))
+        })?;
         versions.push((version, canonical(&payload)));
     }
     versions.sort_unstable_by_key(|(v, _)| *v);
@@ -255,6 +259,7 @@ pub(super) fn new_event(
         (status = 202, description = "Accepted: the event and its deliveries are committed", body = views::Receipt),
         (status = 200, description = "Accepted before, with the same body: the original receipt", body = views::Receipt),
         (status = 409, description = "Accepted before with another type, payload or version, or published by another token or for another tenant (whatever the body)", body = ErrorEnvelope),
+        (status = 422, description = "Invalid, or refused by the event type catalog: `schema_violation` (a payload version does not match its type's schema; `details` names the version, the JSON pointer and the rule) or `unregistered_type` (with `[events] require_registered_types`); nothing was stored", body = ErrorEnvelope),
         (status = 429, description = "`rate_limited`: the tenant's `max_events_per_second` refuses it now; nothing was stored",
             body = ErrorEnvelope, headers(("retry-after" = u64, description = "Seconds to wait"))),
         (status = 503, description = "`over_capacity`: admission cannot take the fan-out now, or `storage_full`: the database's disk is full; nothing was stored",
@@ -270,6 +275,7 @@ pub async fn publish(
     let now = ctx.clock.now_ms();
     let key = idempotency_key(&headers)?;
     let mut event = new_event(&body?, key, ctx.max_payload_bytes, now)?;
+    ctx.catalog.check(&event)?;
     event.tenant_id = tenancy.owner(event.tenant_id.take())?;
     event.published_by = caller.map(|Extension(c)| c.name);
     publish_admitted(&ctx, event, now).await

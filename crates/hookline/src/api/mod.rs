@@ -8,6 +8,7 @@ mod console;
 mod deliveries;
 mod drill;
 mod error;
+mod event_types;
 mod events;
 #[cfg(test)]
 mod fuzz;
@@ -76,6 +77,8 @@ pub struct ApiContext {
     pub drill_reports: std::path::PathBuf,
     /// Origins whose pages may frame `/portal` (checked origins; none when empty).
     pub portal_frame_ancestors: Vec<String>,
+    /// The event type catalog, kept in memory: what a publish is checked against.
+    pub catalog: Arc<crate::catalog::Catalog>,
 }
 
 pub type ApiState = State<Arc<ApiContext>>;
@@ -137,6 +140,8 @@ pub fn routes() -> OpenApiRouter<Arc<ApiContext>> {
         .routes(routes!(subscribers::headers))
         .routes(routes!(subscribers::rotate_secret))
         .routes(routes!(subscribers::send_test_event))
+        .routes(routes!(event_types::create, event_types::list))
+        .routes(routes!(event_types::get, event_types::update))
         .routes(routes!(events::publish, events::list))
         .routes(routes!(events::get))
         .routes(routes!(deliveries::list))
@@ -201,8 +206,9 @@ fn catch_panics() -> tower_http::catch_panic::CatchPanicLayer<
 pub const IGNORES_QUERIES: [&str; 4] = ["/healthz", "/metrics", "/console", "/portal"];
 
 /// The routes that read query parameters (and refuse unknown ones themselves).
-const QUERIED: [&str; 10] = [
+const QUERIED: [&str; 11] = [
     "/v1/tenants",
+    "/v1/event-types",
     "/v1/events",
     "/v1/subscribers",
     "/v1/deliveries",

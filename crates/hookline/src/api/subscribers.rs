@@ -188,10 +188,10 @@ pub async fn create(
         secret,
     };
     let created = ctx.store.create_subscriber(new, now).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(views::created_subscriber(&created, now)),
-    ))
+    let mut answer = views::created_subscriber(&created, now);
+    answer.subscriber.warnings =
+        views::deprecated_types(ctx.catalog.deprecated_among(&created.event_types));
+    Ok((StatusCode::CREATED, Json(answer)))
 }
 
 /// Subscriber `id`, if the caller may see it (else the 404 of an id that does not exist). Its
@@ -534,15 +534,10 @@ pub async fn update(
     if resumed {
         ctx.wake.notify_one();
     }
-    Ok((
-        StatusCode::OK,
-        // Admin scope only.
-        Json(views::subscriber(
-            &s,
-            ctx.clock.now_ms(),
-            QueryValues::Shown,
-        )),
-    ))
+    // Admin scope only.
+    let mut answer = views::subscriber(&s, ctx.clock.now_ms(), QueryValues::Shown);
+    answer.warnings = views::deprecated_types(ctx.catalog.deprecated_among(&s.event_types));
+    Ok((StatusCode::OK, Json(answer)))
 }
 
 /// Final (kept for the record): its pending deliveries die `subscription_revoked`.

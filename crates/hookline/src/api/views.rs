@@ -62,6 +62,36 @@ pub struct Subscriber {
     /// so a subscriber whose every delivery dies 404 keeps it closed; this says so.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub activity: Option<Activity>,
+    /// In the answers to a create or a change, when there is something to heed (absent
+    /// otherwise): each deprecated event type among `event_types`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
+}
+
+/// Something a request did that its caller may not have meant.
+#[derive(Serialize, ToSchema)]
+pub struct Warning {
+    /// `deprecated_event_type`: the catalog marks this type deprecated.
+    #[schema(example = "deprecated_event_type")]
+    pub code: &'static str,
+    #[schema(example = "shipment.out_for_delivery")]
+    pub event_type: String,
+    pub message: String,
+}
+
+/// A warning for each of `types`, deprecated in the event type catalog.
+pub fn deprecated_types(types: Vec<String>) -> Vec<Warning> {
+    types
+        .into_iter()
+        .map(|t| Warning {
+            code: "deprecated_event_type",
+            message: format!(
+                "event type {t:?} is deprecated in the event type catalog \
+                 (GET /v1/event-types/{{name}} says what replaces it)"
+            ),
+            event_type: t,
+        })
+        .collect()
 }
 
 /// A subscriber's recent outcomes.
@@ -169,6 +199,7 @@ pub fn subscriber(
             open_until: s.breaker.open_until.map(rfc3339),
         },
         activity: None,
+        warnings: Vec::new(),
     }
 }
 
@@ -830,5 +861,46 @@ mod tests {
             assert_eq!(QueryValues::Masked.url(stored), masked);
             assert_eq!(QueryValues::Shown.url(stored), stored);
         }
+    }
+}
+
+/// A type of the event type catalog, with its schemas.
+#[derive(Serialize, ToSchema)]
+pub struct EventType {
+    #[schema(example = "shipment.out_for_delivery")]
+    pub name: String,
+    #[schema(required = true)]
+    pub description: Option<String>,
+    /// Each payload version's JSON Schema (draft 2020-12), by version, as registered; a version
+    /// without one is not checked.
+    #[schema(value_type = BTreeMap<String, Value>, example = json!({"1": {"type": "object", "required": ["shipment"]}}))]
+    pub schemas: BTreeMap<i64, Box<RawValue>>,
+    /// Still published; subscribers listing it are warned.
+    pub deprecated: bool,
+    /// 1 when registered, one more with every change.
+    pub revision: i64,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+    /// The token that registered it; `null` without tokens.
+    #[schema(required = true)]
+    pub created_by: Option<String>,
+}
+
+pub fn event_type(t: &store::EventType) -> EventType {
+    EventType {
+        name: t.name.clone(),
+        description: t.description.clone(),
+        schemas: t
+            .schemas
+            .iter()
+            .map(|(version, schema)| (*version, raw_json(schema)))
+            .collect(),
+        deprecated: t.deprecated,
+        revision: t.revision,
+        created_at: rfc3339(t.created_at),
+        updated_at: rfc3339(t.updated_at),
+        created_by: t.created_by.clone(),
     }
 }

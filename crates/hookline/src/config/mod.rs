@@ -70,6 +70,23 @@ struct FileConfig {
     portal: PortalFile,
     #[serde(default)]
     tenants: TenantsFile,
+    #[serde(default)]
+    events: EventsFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsFile {
+    require_registered_types: Option<bool>,
+}
+
+/// What a publish of a type the event type catalog does not hold gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnregisteredTypes {
+    /// Published like any other (`[events] require_registered_types = false`).
+    Accepted,
+    /// 422 `unregistered_type`, nothing stored.
+    Refused,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -220,6 +237,8 @@ pub struct Config {
     /// Origins whose pages may show the portal in a frame (its CSP's `frame-ancestors`); none
     /// when empty. Each is an origin as a browser writes it (`https://platform.example`).
     pub portal_frame_ancestors: Vec<String>,
+    /// `[events] require_registered_types`.
+    pub unregistered_types: UnregisteredTypes,
 }
 
 /// Values given on the command line or in the environment; they win over the file.
@@ -460,7 +479,16 @@ impl Config {
             .iter()
             .map(|text| frame_ancestor(text))
             .collect::<Result<_, _>>()?;
+        let unregistered_types = if given(
+            "events.require_registered_types",
+            file.events.require_registered_types,
+        )? {
+            UnregisteredTypes::Refused
+        } else {
+            UnregisteredTypes::Accepted
+        };
         Ok(Config {
+            unregistered_types,
             drill_reports: drill_reports.into(),
             portal_frame_ancestors,
             admission,
@@ -788,6 +816,18 @@ mod tests {
         assert!(refused("database_pool_size = 0").contains("database_pool_size"));
         assert!(refused("[breaker]\nfailures = 0").contains("breaker.failures"));
         assert!(refused("[delivery]\nfirst_attempt_share = 1.0").contains("first_attempt_share"));
+        let registered = refused("[events]\nrequire_registered_types = \"yes\"");
+        assert!(
+            registered.contains("require_registered_types"),
+            "{registered}"
+        );
+        assert!(refused("[events]\nrequire_schemas = true").contains("unknown field"));
+        assert_eq!(
+            Config::from_toml("").unwrap().unregistered_types,
+            UnregisteredTypes::Accepted
+        );
+        let required = Config::from_toml("[events]\nrequire_registered_types = true").unwrap();
+        assert_eq!(required.unregistered_types, UnregisteredTypes::Refused);
         let c =
             Config::from_toml("[delivery]\nconcurrency = 10\nfirst_attempt_share = 0.7").unwrap();
         assert_eq!(c.delivery.retry_slots(), 3);

@@ -102,6 +102,17 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
     }
     let dead = "SHP-20410:billing-broken";
     delivery_reaches(&app, dead, "dead").await;
+    let shipment_type = json!({"name": "shipment.out_for_delivery", "deprecated": true,
+        "description": "The parcel left the depot",
+        "schemas": {"1": {"type": "object", "required": ["shipment"]}, "2": true}});
+    let (status, _) = api(
+        &app,
+        reqwest::Method::POST,
+        "/v1/event-types",
+        shipment_type,
+    )
+    .await;
+    assert_eq!(status, 201);
 
     let shots = screenshots(&app);
     let browser = Browser::start(&chromedriver).await;
@@ -310,6 +321,22 @@ async fn an_operator_replays_a_dead_letter_from_the_console() {
     browser.ready("replays").await;
     browser.element("tr[data-replay-id]").await;
     browser.screenshot(&shots, "replays").await;
+
+    // The event type catalog, and a type's schemas.
+    browser.click("a[data-nav='event-types']").await;
+    browser.ready("event-types").await;
+    let row = "tr[data-event-type='shipment.out_for_delivery']";
+    assert_eq!(browser.text(&format!("{row} td.versions")).await, "1, 2");
+    assert!(browser.text(row).await.contains("deprecated"));
+    browser.screenshot(&shots, "event-types").await;
+    browser.click(&format!("{row} a.event-type-link")).await;
+    browser.ready("event-type").await;
+    let schema = browser.text("pre.schema[data-version='1']").await;
+    let schema: Value = serde_json::from_str(&schema).unwrap();
+    assert_eq!(schema, json!({"type": "object", "required": ["shipment"]}));
+    assert_eq!(browser.text("pre.schema[data-version='2']").await, "true");
+    browser.screenshot(&shots, "event-type").await;
+
     browser.click("a[data-nav='drill']").await;
     browser.ready("drill").await;
     assert!(browser.text("#drill-verdict").await.contains("PASS"));
@@ -399,6 +426,9 @@ async fn the_console_shows_what_a_closed_breaker_hides_and_fits_a_phone() {
     .await;
     let (status, _) = app.call("DELETE", "/v1/subscribers/leaving", None).await;
     assert_eq!(status, 200);
+    let wide = json!({"name": "invoice.paid", "description": "d".repeat(300),
+        "schemas": {"1": {"description": "w".repeat(400), "type": "object"}}});
+    assert_eq!(app.call("POST", "/v1/event-types", Some(wide)).await.0, 201);
 
     let browser = Browser::start(&chromedriver).await;
     let console = format!("{}/console", app.base());
@@ -484,6 +514,8 @@ async fn the_console_shows_what_a_closed_breaker_hides_and_fits_a_phone() {
         ("#/dead-letters", "dead-letters"),
         ("#/replays", "replays"),
         ("#/events", "events"),
+        ("#/event-types", "event-types"),
+        ("#/event-types/invoice.paid", "event-type"),
         ("#/drill", "drill"),
     ] {
         browser.open(&format!("{console}{hash}")).await;

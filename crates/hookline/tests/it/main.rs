@@ -18,6 +18,7 @@ mod console;
 mod crash;
 mod delivery;
 mod drill;
+mod event_types;
 mod fairness;
 mod host_cap;
 mod http_limits;

@@ -145,6 +145,9 @@ macro_rules! all_cases {
             resends::resends_are_new_deliveries_with_fresh_ids,
             resends::resends_to_paused_are_held_and_to_revoked_refused,
             resends::resends_are_audited_and_paged,
+            event_types::event_types_are_registered_listed_and_changed,
+            event_types::a_refused_change_changes_nothing,
+            event_types::the_catalog_s_revision_moves_with_every_write,
         );
     };
 }
@@ -250,6 +253,7 @@ async fn kill_all(store: &dyn Store, now: i64, reason: DeadReason) -> usize {
 }
 mod capacity;
 mod dead_letters;
+mod event_types;
 mod events;
 mod limits;
 mod ordering;

@@ -82,6 +82,7 @@
     subscriber: (id) => `#/subscribers/${enc(id)}`,
     delivery: (id) => `#/deliveries/${enc(id)}`,
     replay: (id) => `#/replays/${enc(id)}`,
+    eventType: (name) => `#/event-types/${enc(name)}`,
     deadLetters: (filter) => `#/dead-letters${query(filter)}`,
     event: (id) => `#/events/${enc(id)}`,
     events: (filter) => `#/events${query(filter)}`,
@@ -439,6 +440,8 @@
       'dead-letters': () => !id && render('dead-letters', () => pageDeadLetters(params)),
       replays: () => (id ? render('replay', () => pageReplay(id)) : render('replays', pageReplays)),
       drill: () => !PORTAL && !id && render('drill', pageDrill),
+      // The catalog is the platform's: the portal leaves it out.
+      'event-types': () => !PORTAL && (id ? render('event-type', () => pageEventType(id)) : render('event-types', pageEventTypes)),
     };
     if (rest.length || !known[section] || !known[section]()) {
       render('not-found', async () => card('No such page', h('p', null, 'Nothing lives at ', h('code', null, location.hash), '. ',
@@ -1433,6 +1436,63 @@
         ids.length
           ? h('ul', { class: 'id-list', id: 'replay-deliveries' }, ids.map((d) => h('li', { dataset: { deliveryId: d } }, deliveryLink(d))))
           : h('p', { class: 'muted' }, 'none')));
+  }
+
+  // ---------------------------------------------------------------- event types
+
+  // The catalog, read-only here (it is changed through the API): each type's description, the
+  // payload versions it has a schema for, and whether it is deprecated.
+  async function pageEventTypes(seq) {
+    const box = h('div');
+    const more = h('button', { id: 'event-types-more', type: 'button', hidden: true }, 'load more');
+    let items = [];
+    let cursor = null;
+    async function load() {
+      const page = await get(`/v1/event-types${query({ limit: 200, cursor })}`);
+      items = items.concat(page.items);
+      cursor = page.next_cursor;
+      box.replaceChildren(eventTypesTable(items));
+      more.hidden = !cursor;
+    }
+    more.addEventListener('click', () => busy('event-types', seq, load));
+    await load();
+    return h('div', { id: 'event-types' },
+      h('div', { class: 'page-head' }, h('h1', null, 'Event types'), h('span', { class: 'muted' }, 'in the order they were registered')),
+      box, h('div', { class: 'actions' }, more));
+  }
+
+  const schemaVersions = (t) => Object.keys(t.schemas || {}).map(Number).sort((a, b) => a - b);
+
+  function eventTypesTable(items) {
+    return table({ id: 'event-types-table' }, ['event type', 'description', 'schema versions', 'deprecated', 'updated'],
+      items.map((t) => h('tr', { dataset: { eventType: t.name } },
+        h('td', { class: 'id' }, link(to.eventType(t.name), t.name, 'event-type-link')),
+        h('td', { class: 'wrap' }, val(t.description)),
+        h('td', { class: 'versions' }, schemaVersions(t).length ? schemaVersions(t).join(', ') : none()),
+        h('td', null, t.deprecated ? badge('deprecated') : h('span', { class: 'muted' }, 'no')),
+        h('td', null, when(t.updated_at)))),
+      'no event types registered: POST /v1/event-types registers one');
+  }
+
+  async function pageEventType(name) {
+    const t = await get(`/v1/event-types/${enc(name)}`);
+    const versions = schemaVersions(t);
+    return h('div', { id: 'event-type', dataset: { eventType: t.name } },
+      h('div', { class: 'crumbs' }, link('#/event-types', 'Event types'), ' /'),
+      h('div', { class: 'page-head' }, h('h1', null, h('code', null, t.name)), t.deprecated ? badge('deprecated') : null),
+      card('Event type', fields([
+        ['name', h('code', null, t.name)],
+        ['description', val(t.description)],
+        ['deprecated', t.deprecated ? badge('deprecated') : 'no'],
+        ['revision', num(t.revision)],
+        ['registered', when(t.created_at)],
+        ['registered by', val(t.created_by)],
+        ['updated', when(t.updated_at)],
+      ])),
+      versions.length
+        ? versions.map((v) => card(`Schema of payload version ${v}`,
+          h('pre', { class: 'schema', dataset: { version: String(v) } }, JSON.stringify(t.schemas[String(v)], null, 2))))
+        : card('Schemas', h('p', { class: 'muted' }, 'No schema: its payloads are not checked.')));
   }
 
   // ---------------------------------------------------------------- drill
