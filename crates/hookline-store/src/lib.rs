@@ -46,7 +46,9 @@ pub use model::*;
 pub(crate) use paging::*;
 pub use postgres::PostgresStore;
 pub(crate) use resends::*;
-pub use resends::{check_resend, MAX_RESEND_SPAN_MS, MAX_RESEND_TYPES, MAX_RESEND_WALK};
+pub use resends::{
+    check_resend, is_resend_suffix, MAX_RESEND_SPAN_MS, MAX_RESEND_TYPES, MAX_RESEND_WALK,
+};
 pub(crate) use rules::*;
 pub use rules::{
     check_rate, check_replay, DEAD_LETTERS_METRIC, MAX_RATE_PER_SECOND, MAX_REPLAY,

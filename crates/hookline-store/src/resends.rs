@@ -126,6 +126,13 @@ pub(crate) fn resend_id_range(event_id: &str, subscriber_id: &str) -> (String, S
     (start, end)
 }
 
+/// Whether `part` is `resend-<n>`, what ends a resend's delivery id (any digits: a
+/// subscriber id of that form is refused, so that no id reads both ways).
+pub fn is_resend_suffix(part: &str) -> bool {
+    part.strip_prefix(&RESEND_MARK[1..])
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// The ways `id` reads as a delivery's name: `(event id, subscriber id, resend number)`, the
 /// original delivery being number 0. Subscriber ids hold no `:`, so the last one ends the
 /// event id of an original; a resend's id also reads as an original whose subscriber is named

@@ -141,12 +141,27 @@ struct Sink {
     http: reqwest::Client,
 }
 
+/// The subscriber a `webhook-id` names, as docs/API.md writes it: `<event id>:<subscriber id>`,
+/// or a resend's `<event id>:<subscriber id>:resend-<n>` (no subscriber id may be `resend-<n>`).
+fn subscriber_of(webhook_id: &str) -> Option<&str> {
+    let mut parts = webhook_id.rsplit(':');
+    let last = parts.next()?;
+    let resend = last
+        .strip_prefix("resend-")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    if resend {
+        parts.next()
+    } else {
+        Some(last)
+    }
+}
+
 impl Sink {
     async fn secret_for(&self, secrets: &Secrets, webhook_id: &str) -> Option<String> {
         match secrets {
             Secrets::One(secret) => Some(secret.clone()),
             Secrets::FromApi { api, token } => {
-                let subscriber = webhook_id.rsplit(':').next()?.to_owned();
+                let subscriber = subscriber_of(webhook_id)?.to_owned();
                 if let Some(s) = self.known_secrets.lock().unwrap().get(&subscriber) {
                     return Some(s.clone());
                 }
@@ -194,7 +209,7 @@ impl Sink {
         if !matches!(secrets, Secrets::FromApi { .. }) {
             return Some(false);
         }
-        let subscriber = id.rsplit(':').next()?;
+        let subscriber = subscriber_of(id)?;
         self.known_secrets.lock().unwrap().remove(subscriber);
         Some(matches(&self.secret_for(secrets, id).await?))
     }

@@ -319,15 +319,18 @@ impl Catalog {
     }
 
     /// The deprecated types a subscriber's `patterns` name: each listed by its exact name or
-    /// under one of its wildcards (`shipment.*`, `*`), in name order. An empty list (every
-    /// type, named by nobody) is warned about nothing.
+    /// under a prefix (`shipment.*`), in name order. Every type (`*`, or an empty list) names
+    /// none of them: it is warned about nothing.
     pub fn deprecated_among(&self, patterns: &[String]) -> Vec<String> {
         let copy = self.copy.read().expect("catalog poisoned");
         let mut named: Vec<String> = copy
             .types
             .iter()
             .filter(|(name, known)| {
-                known.record.deprecated && patterns.iter().any(|p| type_patterns::matches(p, name))
+                known.record.deprecated
+                    && patterns
+                        .iter()
+                        .any(|p| p != type_patterns::ANY_TYPE && type_patterns::matches(p, name))
             })
             .map(|(name, _)| name.clone())
             .collect();

@@ -211,6 +211,19 @@ INSERT INTO attempts
 SELECT * FROM UNNEST($1::int8[], $2::int4[], $3::int8[], $4::int8[], $5::text[],
                      $6::int4[], $7::text[], $8::text[], $9::bool[], $10::text[]);
 
+-- name: ORPHANED_IN_ORDER
+-- At most $1 lines (subscriber, ordering key) whose first delivery on its way waits on
+-- `ordering` with nothing ahead of it: an ending that released nothing left it so (a publish
+-- that read the line before a revocation committed and inserted behind what it killed; an older
+-- release serving the schema). The window sweep hands them to RELEASE_NEXT_IN_ORDER.
+SELECT d.subscriber_id, d.ordering_key FROM deliveries d
+WHERE d.ordering_key IS NOT NULL AND d.state IN ('scheduled', 'in_flight')
+  AND d.waiting_on = 'ordering'
+  AND NOT EXISTS (SELECT 1 FROM deliveries o
+                  WHERE o.subscriber_id = d.subscriber_id AND o.ordering_key = d.ordering_key
+                    AND o.state IN ('scheduled', 'in_flight') AND o.seq < d.seq)
+LIMIT $1;
+
 -- name: EXPIRING_WINDOWS
 -- At most $2 waiting deliveries whose window started by $1, the oldest first, locked, with what
 -- may hold each back at $3 (for what it was waiting on). Rows a claim is taking are locked by

@@ -29,10 +29,13 @@ FROM events WHERE id = $1;
 -- transactions wait for each other's): a publish of a key and the endings of its deliveries
 -- take them in turn, so that a publish that sees an earlier delivery on its way has its new
 -- one released when that ends. Each transaction takes them after every row lock it needs and
--- then waits for nothing else: a cycle through them cannot form.
-SELECT pg_advisory_xact_lock(k.lock)
-FROM (SELECT DISTINCT hashtext(current_schema() || '.hookline.order.' || key) AS lock
-      FROM UNNEST($1::text[]) AS key ORDER BY 1) k;
+-- then waits for nothing else: a cycle through them cannot form. Two 32-bit keys (the schema's
+-- class of ordering locks, the key's hash): a key space apart from the one 64-bit keys of the
+-- claims' and migrations' locks, which a key's hash could otherwise land on.
+SELECT pg_advisory_xact_lock(k.class, k.lock)
+FROM (SELECT DISTINCT hashtext(current_schema() || '.hookline.order') AS class,
+             hashtext(key) AS lock
+      FROM UNNEST($1::text[]) AS key ORDER BY 2) k;
 
 -- name: SHARE_LOCK_PAUSED
 -- The paused subscribers an event for tenant $2 (NULL: none) fans out to (with $3, a
@@ -56,17 +59,15 @@ ORDER BY id FOR SHARE;
 -- unpinned); a subscriber pinned below every version gets a delivery that is dead at once. A
 -- paused subscriber's deliveries are held from the start (so that an older release, whose
 -- claims read the status without a lock, finds them held and its resume releases them). Each
--- names its tenant, for the claims' fair share. With an ordering key $11 (locked first,
--- LOCK_ORDERING_KEYS), a subscriber's delivery behind an earlier one of that key still on its
--- way waits, held, on `ordering`.
+-- names its tenant, for the claims' fair share, and its ordering key $11 (HOLD_BEHIND_IN_ORDER
+-- then holds those behind an earlier one).
 WITH fanned AS (
     INSERT INTO deliveries
         (event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at,
-         payload_version, dead_reason, dead_at, dead_error, tenant_id, ordering_key, waiting_on)
+         payload_version, dead_reason, dead_at, dead_error, tenant_id, ordering_key)
     SELECT $1, s.id,
         CASE WHEN s.payload_version < $6 THEN 'dead' ELSE 'scheduled' END,
-        CASE WHEN s.payload_version < $6 THEN FALSE
-             ELSE s.status = 'paused' OR k.behind END,
+        CASE WHEN s.payload_version < $6 THEN FALSE ELSE s.status = 'paused' END,
         $3, $3,
         CASE WHEN s.payload_version < $6 THEN NULL ELSE CAST($3 AS BIGINT) END,
         $3,
@@ -77,14 +78,8 @@ WITH fanned AS (
         CASE WHEN s.payload_version < $6 THEN $7 END,
         CASE WHEN s.payload_version < $6 THEN CAST($3 AS BIGINT) END,
         CASE WHEN s.payload_version < $6 THEN $8 || s.payload_version END,
-        s.tenant_id, $11,
-        CASE WHEN s.payload_version < $6 THEN NULL WHEN k.behind THEN 'ordering' END
+        s.tenant_id, $11
     FROM subscribers s
-    CROSS JOIN LATERAL (
-        SELECT $11::text IS NOT NULL AND EXISTS (
-            SELECT 1 FROM deliveries o
-            WHERE o.subscriber_id = s.id AND o.ordering_key = $11
-              AND o.state IN ('scheduled', 'in_flight')) AS behind) k
     WHERE s.status <> 'revoked'
       AND s.tenant_id IS NOT DISTINCT FROM $9
       AND (s.id = $10
@@ -93,6 +88,17 @@ WITH fanned AS (
     ORDER BY s.seq
     RETURNING state)
 SELECT count(*), count(*) FILTER (WHERE state = 'dead') FROM fanned;
+
+-- name: HOLD_BEHIND_IN_ORDER
+-- The deliveries event $1 (of ordering key $2) just fanned out that are behind an earlier
+-- delivery of that key to the same subscriber, still on its way: held, waiting on `ordering`
+-- until it ends. Under the key's lock (LOCK_ORDERING_KEYS), run for keyed events only, so that
+-- the fan-out costs an event without a key nothing more.
+UPDATE deliveries d SET held = TRUE, waiting_on = 'ordering'
+WHERE d.event_id = $1 AND d.state = 'scheduled'
+  AND EXISTS (SELECT 1 FROM deliveries o
+              WHERE o.subscriber_id = d.subscriber_id AND o.ordering_key = $2
+                AND o.state IN ('scheduled', 'in_flight') AND o.seq < d.seq);
 
 -- name: COUNT_DELIVERIES
 UPDATE events SET deliveries = $2, unversioned = $3 WHERE id = $1;

@@ -8,10 +8,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING seq;
 
 -- name: RELEASE_REPLAYED
 -- Deliveries $1 scheduled again at their times in $2, each to send its version in $4. Pacing
--- is persisted as each delivery's run_at, so a restart keeps it.
+-- is persisted as each delivery's run_at, so a restart keeps it. A replayed delivery leaves its
+-- ordering key's line (its event keeps the key): an operator's repair, sent when released,
+-- neither held behind that key's deliveries nor holding them.
 UPDATE deliveries d SET state = 'scheduled', held = FALSE, attempts = 0,
     window_start = r.release, run_at = r.release, dead_reason = NULL, dead_at = NULL,
-    dead_error = NULL, waiting_on = NULL, payload_version = r.version, updated_at = $3
+    dead_error = NULL, waiting_on = NULL, payload_version = r.version, updated_at = $3,
+    ordering_key = NULL
 FROM UNNEST($1::int8[], $2::int8[], $4::int8[]) AS r(seq, release, version)
 WHERE d.seq = r.seq;
 

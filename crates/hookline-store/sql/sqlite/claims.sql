@@ -111,6 +111,18 @@ SELECT subscriber_id FROM deliveries INDEXED BY deliveries_window WHERE state = 
 SELECT subscriber_id, count(*)
 FROM deliveries INDEXED BY deliveries_lease WHERE state = 'in_flight' GROUP BY 1;
 
+-- name: ORPHANED_IN_ORDER
+-- At most ?1 lines (subscriber, ordering key) whose first delivery on its way waits on
+-- `ordering` with nothing ahead of it: an ending that released nothing left it so (an older
+-- release serving the file). The window sweep hands them to RELEASE_NEXT_IN_ORDER.
+SELECT d.subscriber_id, d.ordering_key FROM deliveries d INDEXED BY deliveries_ordering
+WHERE d.ordering_key IS NOT NULL AND d.state IN ('scheduled', 'in_flight')
+  AND d.waiting_on = 'ordering'
+  AND NOT EXISTS (SELECT 1 FROM deliveries o INDEXED BY deliveries_ordering
+                  WHERE o.subscriber_id = d.subscriber_id AND o.ordering_key = d.ordering_key
+                    AND o.state IN ('scheduled', 'in_flight') AND o.seq < d.seq)
+LIMIT ?1;
+
 -- name: EXPIRING_WINDOWS
 -- Waiting deliveries whose window started by ?1, the oldest first, at most ?2, with what may
 -- hold each back at ?3 (for what it was waiting on).

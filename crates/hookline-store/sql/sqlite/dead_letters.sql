@@ -94,8 +94,9 @@ GROUP BY dead_reason ORDER BY dead_reason;
 
 -- name: REPLAY_SELECTION
 -- The dead letters a replay of reason ?1 selects, at most ?3 (?2: NULL, the subscriber a
--- replay may name; ?4: the tenant it keeps to, if not NULL): `seq, id`, the subscriber's pin and the version the replay would send,
--- chosen again by the pin at replay time (the highest at or below it; NULL: none).
+-- replay may name; ?4: the tenant it keeps to, if not NULL): `seq, id`, the subscriber's pin
+-- and the version the replay would send, chosen again by the pin at replay time (the highest
+-- at or below it; NULL: none).
 SELECT d.seq, d.id, s.payload_version,
        (SELECT max(v) FROM (
             SELECT e.payload_version AS v FROM events e WHERE e.id = d.event_id

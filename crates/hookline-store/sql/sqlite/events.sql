@@ -23,14 +23,8 @@ FROM events WHERE id = ?1;
 -- patterns in the JSON array ?2 (`type_patterns::patterns_matching` of its type), and whether each
 -- is pinned below every version it has (?1, the oldest): its delivery is dead at once. With ?4
 -- (a test event), subscriber ?4 alone, whatever its event types. The same subscribers as
--- FAN_OUT's. With an ordering key ?5, whether each has a delivery of that key still on its way
--- (the new one waits behind it): read here, as FAN_OUT cannot read `deliveries` without
--- SQLite copying its whole result to a temporary table first, keyed or not.
-SELECT s.id, coalesce(s.payload_version < ?1, FALSE),
-       ?5 IS NOT NULL AND EXISTS (
-           SELECT 1 FROM deliveries o INDEXED BY deliveries_ordering
-           WHERE o.subscriber_id = s.id AND o.ordering_key = ?5
-             AND o.state IN ('scheduled', 'in_flight'))
+-- FAN_OUT's.
+SELECT s.id, coalesce(s.payload_version < ?1, FALSE)
 FROM subscribers s
 WHERE s.status != 'revoked'
   AND s.tenant_id IS ?3
@@ -44,12 +38,12 @@ WHERE s.status != 'revoked'
 -- A delivery of event ?1 (?2 the patterns matching its type), published at ?3, to each
 -- subscriber FANNED_OUT_TO reads (?4 the latest version, ?5 every version as a JSON array, ?6
 -- the oldest, ?7 the dead reason and ?8 the error of an unversioned delivery, ?9 its tenant,
--- ?11 its ordering key, ?12 the JSON array of the subscribers FANNED_OUT_TO found it behind an
--- earlier delivery of that key for, or NULL for none: those wait, held, on `ordering`). Its payload version is the
--- highest at or below the subscriber's pin (the latest when unpinned); a subscriber pinned below
--- every version gets a delivery that is dead at once. A paused subscriber's deliveries are held
--- from the start (so that an older release, whose claims read the status without a lock, finds
--- them held and its resume releases them). Each names its tenant, for the claims' fair share.
+-- ?11 its ordering key: HOLD_BEHIND_IN_ORDER then holds those behind an earlier one). Its
+-- payload version is the highest at or below the subscriber's pin (the latest when unpinned); a
+-- subscriber pinned below every version gets a delivery that is dead at once. A paused
+-- subscriber's deliveries are held from the start (so that an older release, whose claims read
+-- the status without a lock, finds them held and its resume releases them). Each names its
+-- tenant, for the claims' fair share.
 --
 -- `OR FAIL`, so that SQLite keeps no statement journal for it: a statement that writes many
 -- rows and may abort halfway (a `NOT NULL` or unique constraint under the default `ABORT`, a
@@ -63,12 +57,10 @@ WHERE s.status != 'revoked'
 -- With ?10 (a test event): subscriber ?10 alone, whatever its event types.
 INSERT OR FAIL INTO deliveries
     (id, event_id, subscriber_id, state, held, first_seen, window_start, run_at, updated_at,
-     payload_version, dead_reason, dead_at, dead_error, tenant_id, ordering_key, waiting_on)
+     payload_version, dead_reason, dead_at, dead_error, tenant_id, ordering_key)
 SELECT ?1 || ':' || s.id, ?1, s.id,
     CASE WHEN s.payload_version < ?6 THEN 'dead' ELSE 'scheduled' END,
-    CASE WHEN s.payload_version < ?6 THEN FALSE
-         ELSE s.status = 'paused' OR (?12 IS NOT NULL
-                                      AND s.id IN (SELECT value FROM json_each(?12))) END,
+    CASE WHEN s.payload_version < ?6 THEN FALSE ELSE s.status = 'paused' END,
     ?3, ?3,
     CASE WHEN s.payload_version < ?6 THEN NULL ELSE CAST(?3 AS BIGINT) END,
     ?3,
@@ -79,9 +71,7 @@ SELECT ?1 || ':' || s.id, ?1, s.id,
     CASE WHEN s.payload_version < ?6 THEN ?7 END,
     CASE WHEN s.payload_version < ?6 THEN CAST(?3 AS BIGINT) END,
     CASE WHEN s.payload_version < ?6 THEN ?8 || s.payload_version END,
-    s.tenant_id, ?11,
-    CASE WHEN s.payload_version < ?6 THEN NULL
-         WHEN ?12 IS NOT NULL AND s.id IN (SELECT value FROM json_each(?12)) THEN 'ordering' END
+    s.tenant_id, ?11
 FROM subscribers s
 WHERE s.status != 'revoked'
   AND s.tenant_id IS ?9
@@ -91,6 +81,18 @@ WHERE s.status != 'revoked'
                 OR EXISTS (SELECT 1 FROM json_each(s.event_types)
                            WHERE value IN (SELECT value FROM json_each(?2))))))
 ORDER BY s.seq;
+
+-- name: HOLD_BEHIND_IN_ORDER
+-- The deliveries event ?1 (of ordering key ?2) just fanned out that are behind an earlier
+-- delivery of that key to the same subscriber, still on its way: held, waiting on `ordering`
+-- until it ends. Its own statement, run for keyed events only, so that the fan-out costs an
+-- event without a key nothing more (and its insert reads no `deliveries`, which would have
+-- SQLite copy its whole result to a temporary table first).
+UPDATE deliveries SET held = 1, waiting_on = 'ordering'
+WHERE event_id = ?1 AND state = 'scheduled'
+  AND EXISTS (SELECT 1 FROM deliveries o INDEXED BY deliveries_ordering
+              WHERE o.subscriber_id = deliveries.subscriber_id AND o.ordering_key = ?2
+                AND o.state IN ('scheduled', 'in_flight') AND o.seq < deliveries.seq);
 
 -- name: INSERT_EVENT
 INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries, published_by,

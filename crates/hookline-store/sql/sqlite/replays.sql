@@ -13,10 +13,13 @@ UPDATE deliveries SET dead_reason = ?2, dead_at = ?3, updated_at = ?3,
 WHERE seq = ?1;
 
 -- name: RELEASE_REPLAYED
--- Pacing is persisted as each delivery's run_at (?2), so a restart keeps it.
+-- Pacing is persisted as each delivery's run_at (?2), so a restart keeps it. A replayed
+-- delivery leaves its ordering key's line (its event keeps the key): an operator's repair, sent
+-- when released, neither held behind that key's deliveries nor holding them.
 UPDATE deliveries SET state = 'scheduled', held = 0, attempts = 0,
     window_start = ?2, run_at = ?2, dead_reason = NULL, dead_at = NULL,
-    dead_error = NULL, waiting_on = NULL, payload_version = ?4, updated_at = ?3
+    dead_error = NULL, waiting_on = NULL, payload_version = ?4, updated_at = ?3,
+    ordering_key = NULL
 WHERE seq = ?1
 RETURNING subscriber_id;
 

@@ -215,6 +215,9 @@ pub(super) async fn publish(
     )
     .await?;
     let (deliveries, unversioned) = (non_negative(counts.get(0)), non_negative(counts.get(1)));
+    if let Some(key) = &event.ordering_key {
+        execute(c, queries::HOLD_BEHIND_IN_ORDER, &[&event.id, key]).await?;
+    }
     reached_its_subscriber(&event, deliveries)?;
     admitted(&event, deliveries - unversioned)?;
     count_dead(DeadReason::PermanentFailure, None, unversioned);
@@ -976,7 +979,7 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
         &[&sweep.started_before(), &to_bigint(sweep.limit), &sweep.now],
     )
     .await?;
-    let ended_in_order: Vec<(String, String)> = rows
+    let mut ended_in_order: Vec<(String, String)> = rows
         .iter()
         .filter_map(|r| Some((r.get(6), r.get::<_, Option<String>>(12)?)))
         .collect();
@@ -1022,6 +1025,10 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
     )
     .await?;
     count_dead(DeadReason::WindowExpired, None, expired);
+    // And lines whose first delivery waits with nothing ahead of it (`ORPHANED_IN_ORDER`).
+    for r in query(c, queries::ORPHANED_IN_ORDER, &[&to_bigint(sweep.limit)]).await? {
+        ended_in_order.push((r.get(0), r.get(1)));
+    }
     release_next_in_order(c, &ended_in_order).await?;
     Ok(expired)
 }

@@ -711,6 +711,10 @@ mod tests {
                 vec!["SEARCH d USING INDEX deliveries_subscriber (subscriber_id=?)"],
             ),
             (
+                queries::ORPHANED_IN_ORDER,
+                vec!["USING INDEX deliveries_ordering"],
+            ),
+            (
                 queries::OLDEST_ORDERED,
                 vec!["USING INDEX deliveries_ordering"],
             ),

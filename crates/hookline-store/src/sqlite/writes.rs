@@ -158,11 +158,7 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     let versions = event.versions();
     let patterns = serde_json::to_string(&type_patterns::patterns_matching(&event.event_type))
         .expect("strings serialize");
-    let FanOutCount {
-        deliveries,
-        unversioned,
-        behind,
-    } = count_fan_out(c, state, event, &patterns, versions[0])?;
+    let (deliveries, unversioned) = count_fan_out(c, state, event, &patterns, versions[0])?;
     // Refused before anything is written: a refusal after writing would make the writer run
     // its whole batch again (`writer.rs`), and refusals come in numbers when the writer is
     // busiest. Those dead at once take no room.
@@ -174,7 +170,6 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     let fan_out = FanOut {
         patterns: &patterns,
         versions: &versions,
-        behind: behind.as_deref(),
         counted: deliveries,
     };
     if let Err(e) = fan_out_rows(c, event, &fan_out, now) {
@@ -212,29 +207,17 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
     }))
 }
 
-/// What [`count_fan_out`] read.
-struct FanOutCount {
-    deliveries: u64,
-    /// Those dead at once: pinned below every version the event has.
-    unversioned: u64,
-    /// The subscribers with a delivery of the event's ordering key still on their way, as a
-    /// JSON array: the new delivery waits behind it. `None` for none.
-    behind: Option<String>,
-}
-
 /// What [`fan_out_rows`] writes, as [`count_fan_out`] found it.
 struct FanOut<'a> {
     /// The JSON array of the patterns matching the event's type.
     patterns: &'a str,
     /// Every version the event carries, oldest first.
     versions: &'a [i64],
-    behind: Option<&'a str>,
     counted: u64,
 }
 
-/// Counts the deliveries an event fans out to, those dead at once (pinned below every version
-/// it has), each waiting one `fanned_out` in `state`, and those behind an earlier delivery of
-/// its ordering key.
+/// Counts the deliveries an event fans out to, and those dead at once (pinned below every
+/// version it has): `(deliveries, dead at once)`, each waiting one `fanned_out` in `state`.
 ///
 /// Read before the fan-out is written rather than with its `RETURNING`, which keeps every row
 /// it returns in a table of its own before the first is read: the read costs less (the bench's
@@ -246,16 +229,14 @@ fn count_fan_out(
     event: &NewEvent,
     patterns: &str,
     oldest: i64,
-) -> Result<FanOutCount> {
+) -> Result<(u64, u64)> {
     let (mut deliveries, mut unversioned) = (0u64, 0u64);
-    let mut behind: Vec<String> = Vec::new();
     let mut fanned_out = c.prepare_cached(queries::FANNED_OUT_TO)?;
     let mut rows = fanned_out.query(params![
         oldest,
         patterns,
         event.tenant_id,
-        event.only_subscriber,
-        event.ordering_key
+        event.only_subscriber
     ])?;
     while let Some(r) = rows.next()? {
         deliveries += 1;
@@ -263,26 +244,18 @@ fn count_fan_out(
             unversioned += 1;
         } else {
             // Borrowed from the row: the change log already copies each id once.
-            let id = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-            state.fanned_out(id);
-            if r.get::<_, bool>(2)? {
-                behind.push(id.to_owned());
-            }
+            state.fanned_out(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?);
         }
     }
-    Ok(FanOutCount {
-        deliveries,
-        unversioned,
-        behind: (!behind.is_empty())
-            .then(|| serde_json::to_string(&behind).expect("strings serialize")),
-    })
+    Ok((deliveries, unversioned))
 }
 
 /// Inserts the event's `counted` deliveries: one statement fans the event out to every
 /// matching subscriber that is not revoked, each with the highest version at or below its pin
 /// (the latest when unpinned, of `versions`, oldest first); one pinned below every version gets
 /// a delivery that is dead at once, with the reason. An insert that writes other than what was
-/// counted is refused: the waiting counts claims trust would be wrong.
+/// counted is refused: the waiting counts claims trust would be wrong. Then, for an event with
+/// an ordering key, those behind an earlier delivery of the key are held.
 fn fan_out_rows(c: &Connection, event: &NewEvent, fan_out: &FanOut, now: UnixMs) -> Result<()> {
     let versions = fan_out.versions;
     let inserted = c.prepare_cached(queries::FAN_OUT)?.execute(params![
@@ -296,8 +269,7 @@ fn fan_out_rows(c: &Connection, event: &NewEvent, fan_out: &FanOut, now: UnixMs)
         UNVERSIONED_ERROR,
         event.tenant_id,
         event.only_subscriber,
-        event.ordering_key,
-        fan_out.behind
+        event.ordering_key
     ])?;
     let counted = fan_out.counted;
     if inserted as u64 != counted {
@@ -305,6 +277,11 @@ fn fan_out_rows(c: &Connection, event: &NewEvent, fan_out: &FanOut, now: UnixMs)
             "the fan-out of event {} wrote {inserted} deliveries, counted {counted}",
             event.id
         )));
+    }
+    if let Some(key) = &event.ordering_key {
+        // The single writer orders this after every ending that could release them.
+        c.prepare_cached(queries::HOLD_BEHIND_IN_ORDER)?
+            .execute(params![event.id, key])?;
     }
     Ok(())
 }
@@ -904,6 +881,13 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
         if let Some(key) = ordering_key {
             release_next_in_order(c, subscriber_id, key)?;
         }
+    }
+    let orphaned = c
+        .prepare_cached(queries::ORPHANED_IN_ORDER)?
+        .query_map([to_bigint(sweep.limit)], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<Vec<(String, String)>>>()?;
+    for (subscriber_id, key) in &orphaned {
+        release_next_in_order(c, subscriber_id, key)?;
     }
     Ok(expiring.len() as u64)
 }

@@ -256,3 +256,55 @@ fn postgres_attempts_each_key_in_order_within_windows() {
         prop_assert!(outcome.is_ok(), "{}", outcome.unwrap_err());
     });
 }
+
+/// A line left with its first delivery waiting and nothing ahead of it (an ending that
+/// released nothing: an older release serving the file, here an update by hand) is repaired by
+/// the next window sweep: that delivery goes.
+#[test]
+fn the_sweep_releases_a_line_left_waiting_with_nothing_ahead() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hookline.db");
+        let store = open(&format!("sqlite://{}", path.display())).await.unwrap();
+        let sub = NewSubscriber {
+            tenant_id: None,
+            id: "s".into(),
+            url: "http://127.0.0.1:9/s".into(),
+            event_types: Vec::new(),
+            secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0".into(),
+            max_in_flight: None,
+            rate_limit_per_second: None,
+            payload_version: None,
+            headers: SubscriberHeaders::default(),
+        };
+        store.create_subscriber(sub, T0).await.unwrap();
+        for id in ["e1", "e2"] {
+            let mut e = NewEvent::single(id, "shipment.updated", "{}", 1);
+            e.ordering_key = Some("k".into());
+            store.publish(e, T0).await.unwrap();
+        }
+        drop(store);
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute(
+                "UPDATE deliveries SET state = 'dead', dead_reason = 'permanent_failure', \
+                 dead_at = ?1, run_at = NULL WHERE id = 'e1:s'",
+                [T0],
+            )
+            .unwrap();
+        let store = open(&format!("sqlite://{}", path.display())).await.unwrap();
+        assert!(store.claim_due(claim(T0 + 1)).await.unwrap().is_empty());
+        let sweep = WindowSweep {
+            now: T0 + 1,
+            window_ms: WINDOW_MS,
+            caps: caps(),
+            limit: 1_000,
+        };
+        assert_eq!(store.expire_windows(sweep).await.unwrap(), 0);
+        let claimed = store.claim_due(claim(T0 + 2)).await.unwrap();
+        assert_eq!(
+            claimed.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+            ["e2:s"]
+        );
+    });
+}

@@ -258,7 +258,7 @@ pub(super) fn new_event(
     responses(
         (status = 202, description = "Accepted: the event and its deliveries are committed", body = views::Receipt),
         (status = 200, description = "Accepted before, with the same body: the original receipt", body = views::Receipt),
-        (status = 409, description = "Accepted before with another type, payload or version, or published by another token or for another tenant (whatever the body)", body = ErrorEnvelope),
+        (status = 409, description = "Accepted before with another type, payload, version or ordering key, or published by another token or for another tenant (whatever the body)", body = ErrorEnvelope),
         (status = 422, description = "Invalid, or refused by the event type catalog: `schema_violation` (a payload version does not match its type's schema; `details` names the version, the JSON pointer and the rule) or `unregistered_type` (with `[events] require_registered_types`); nothing was stored", body = ErrorEnvelope),
         (status = 429, description = "`rate_limited`: the tenant's `max_events_per_second` refuses it now; nothing was stored",
             body = ErrorEnvelope, headers(("retry-after" = u64, description = "Seconds to wait"))),
@@ -275,7 +275,16 @@ pub async fn publish(
     let now = ctx.clock.now_ms();
     let key = idempotency_key(&headers)?;
     let mut event = new_event(&body?, key, ctx.max_payload_bytes, now)?;
-    ctx.catalog.check(&event)?;
+    if let Err(refused) = ctx.catalog.check(&event) {
+        // A retry of an event accepted before a schema or a rule tightened is answered as
+        // every retry is (the store's 200 with the receipt, or 409 for another body), not
+        // refused: the publisher's retry must not turn an accepted event into a failure.
+        match ctx.store.get_event(&event.id).await {
+            Ok(_) => {}
+            Err(StoreError::NotFound(_)) => return Err(refused.into()),
+            Err(e) => return Err(e.into()),
+        }
+    }
     event.tenant_id = tenancy.owner(event.tenant_id.take())?;
     event.published_by = caller.map(|Extension(c)| c.name);
     publish_admitted(&ctx, event, now).await

@@ -25,8 +25,16 @@ pub fn idempotency_key(key: &str) -> Result<(), ApiError> {
     plain_id("the Idempotency-Key header (an event id)", key, id_char)
 }
 
+/// A subscriber id may not look like a resend's suffix (`resend-<n>`): `<event id>:resend-1`
+/// would otherwise name both a delivery to it and a resend of event `<event id>`'s delivery.
 pub fn subscriber_id(id: &str) -> Result<(), ApiError> {
-    plain_id("subscriber id", id, |c| c != ':' && id_char(c))
+    plain_id("subscriber id", id, |c| c != ':' && id_char(c))?;
+    if hookline_store::is_resend_suffix(id) {
+        return Err(ApiError::invalid(
+            "subscriber id must not be resend-<n>: resends' delivery ids end so",
+        ));
+    }
+    Ok(())
 }
 
 /// A tenant's id follows the subscriber id's rules.

@@ -143,6 +143,26 @@ async fn publishes_are_checked_against_their_schemas(app: &TestApp) {
         .await;
     assert_eq!(status, 202, "{body}");
 
+    // A schema tightened since: a retry of an event accepted before is answered as a retry
+    // (200, its receipt), not refused; a new event with that payload is refused.
+    let tighter = json!({"schemas": {"1": {"type": "object", "required": ["shipment", "eta"]}}});
+    let (status, body) = app
+        .call(
+            "PATCH",
+            "/v1/event-types/shipment.out_for_delivery",
+            Some(tighter),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let retry = json!({"id": "e-valid", "type": "shipment.out_for_delivery",
+        "payload": {"shipment": "SHP-1", "status": "out_for_delivery"}});
+    let (status, body) = app.call("POST", "/v1/events", Some(retry)).await;
+    assert_eq!(status, 200, "{body}");
+    let fresh = json!({"id": "e-fresh", "type": "shipment.out_for_delivery",
+        "payload": {"shipment": "SHP-1", "status": "out_for_delivery"}});
+    let (status, body) = app.call("POST", "/v1/events", Some(fresh)).await;
+    assert_eq!((status, code(&body)), (422, "schema_violation"), "{body}");
+
     // Schemas are refused when registered: too large, not a schema, or referring outside.
     let oversized = json!({"name": "big", "schemas": {"1": {"description": "x".repeat(70_000)}}});
     let (status, body) = app.call("POST", "/v1/event-types", Some(oversized)).await;

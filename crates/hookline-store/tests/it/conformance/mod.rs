@@ -137,6 +137,7 @@ macro_rules! all_cases {
             events::wildcard_subscriptions_fan_out_below_their_prefix,
             ordering::a_key_s_deliveries_go_one_at_a_time_in_publish_order,
             ordering::a_key_s_line_keeps_windows_and_pauses,
+            ordering::a_replay_leaves_its_key_s_line,
             tenants::a_tenant_s_wall_of_older_due_rows_hides_no_other_tenant_s,
             tenants::tenants_get_their_share_and_what_one_leaves_goes_to_others,
             tenants::a_tenant_borrows_its_share_while_another_holds_every_slot,

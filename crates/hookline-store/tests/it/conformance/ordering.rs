@@ -157,3 +157,39 @@ pub(crate) async fn a_key_s_line_keeps_windows_and_pauses(h: &impl Harness) {
     let (_, ids) = claim_ids(&*store, T0 + 1_601).await;
     assert_eq!(ids, ["e4:s"]);
 }
+
+/// A replayed dead letter of a key is an operator's repair, sent when released: neither held
+/// behind the key's delivery on its way nor holding the key's later ones.
+pub(crate) async fn a_replay_leaves_its_key_s_line(h: &impl Harness) {
+    let store = h.open().await;
+    store.create_subscriber(sub("s", &[]), T0).await.unwrap();
+    accepted(&*store, keyed("e1", Some("K")), T0).await;
+    accepted(&*store, keyed("e2", Some("K")), T0).await;
+    let (claimed, _) = claim_ids(&*store, T0).await;
+    end(
+        &*store,
+        &claimed[0],
+        Transition::Dead(DeadReason::PermanentFailure),
+        T0 + 1,
+    )
+    .await;
+    let (e2, ids) = claim_ids(&*store, T0 + 2).await;
+    assert_eq!(ids, ["e2:s"]);
+    let replay = ReplayRequest {
+        tenant_id: None,
+        reason: DeadReason::PermanentFailure,
+        subscriber_id: None,
+        limit: 10,
+        per_second: None,
+        requested_by: None,
+        expected: None,
+    };
+    store.replay(replay, T0 + 3).await.unwrap();
+    let (replayed, ids) = claim_ids(&*store, T0 + 4).await;
+    assert_eq!(ids, ["e1:s"], "beside e2, in flight");
+    accepted(&*store, keyed("e3", Some("K")), T0 + 5).await;
+    end(&*store, &e2[0], Transition::Delivered, T0 + 6).await;
+    let (_, ids) = claim_ids(&*store, T0 + 7).await;
+    assert_eq!(ids, ["e3:s"], "behind e2 only, not the replayed e1");
+    end(&*store, &replayed[0], Transition::Delivered, T0 + 8).await;
+}
