@@ -327,7 +327,10 @@ async fn a_key_s_publishes_racing_its_deliveries_stay_in_order() {
         for i in 0..EVENTS {
             let mut e = event(&format!("e{i:03}"));
             e.ordering_key = Some("SHP-1".into());
-            publisher.publish(e, T0 + i as i64).await.unwrap();
+            publisher
+                .publish(e, T0 + i64::try_from(i).unwrap())
+                .await
+                .unwrap();
         }
     });
     let mut attempted = Vec::new();
