@@ -60,6 +60,20 @@ fn run() -> impl Strategy<Value = Run> {
         })
 }
 
+fn subscriber(id: &str) -> NewSubscriber {
+    NewSubscriber {
+        tenant_id: None,
+        id: id.into(),
+        url: format!("http://127.0.0.1:9/{id}"),
+        event_types: Vec::new(),
+        secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0".into(),
+        max_in_flight: None,
+        rate_limit_per_second: None,
+        payload_version: None,
+        headers: SubscriberHeaders::default(),
+    }
+}
+
 fn claim(now: i64) -> ClaimRequest {
     ClaimRequest {
         now,
@@ -78,18 +92,7 @@ fn claim(now: i64) -> ClaimRequest {
 /// Plays `run` on `store` and checks the properties; the error says which broke.
 async fn play(store: Arc<dyn Store>, run: Run) -> Result<(), String> {
     for id in SUBSCRIBERS {
-        let sub = NewSubscriber {
-            tenant_id: None,
-            id: id.into(),
-            url: format!("http://127.0.0.1:9/{id}"),
-            event_types: Vec::new(),
-            secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0".into(),
-            max_in_flight: None,
-            rate_limit_per_second: None,
-            payload_version: None,
-            headers: SubscriberHeaders::default(),
-        };
-        store.create_subscriber(sub, T0).await.unwrap();
+        store.create_subscriber(subscriber(id), T0).await.unwrap();
     }
     // Event id -> (publish index, key, window start).
     let mut published: HashMap<String, (usize, Option<&str>, i64)> = HashMap::new();
@@ -266,18 +269,7 @@ fn the_sweep_releases_a_line_left_waiting_with_nothing_ahead() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("hookline.db");
         let store = open(&format!("sqlite://{}", path.display())).await.unwrap();
-        let sub = NewSubscriber {
-            tenant_id: None,
-            id: "s".into(),
-            url: "http://127.0.0.1:9/s".into(),
-            event_types: Vec::new(),
-            secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0".into(),
-            max_in_flight: None,
-            rate_limit_per_second: None,
-            payload_version: None,
-            headers: SubscriberHeaders::default(),
-        };
-        store.create_subscriber(sub, T0).await.unwrap();
+        store.create_subscriber(subscriber("s"), T0).await.unwrap();
         for id in ["e1", "e2"] {
             let mut e = NewEvent::single(id, "shipment.updated", "{}", 1);
             e.ordering_key = Some("k".into());

@@ -42,7 +42,7 @@ async fn a_clean_first_attempt() {
     assert_eq!(
         receipt,
         json!({"id": "SHP-20418", "tenant_id": null, "type": "shipment.out_for_delivery",
-               "deliveries": 1, "unversioned": 0})
+               "ordering_key": null, "deliveries": 1, "unversioned": 0})
     );
 
     let id = "SHP-20418:subscriber-731";
