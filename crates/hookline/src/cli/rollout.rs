@@ -1,23 +1,22 @@
 //! `hookline rollout compare ID`: a rollout's comparison, read from the API, as a table.
 
-use anyhow::anyhow;
 use serde_json::Value;
 
 use super::client::call;
 use super::table;
-use super::ApiArg;
+use super::{ApiArg, Output};
 
-pub async fn compare(id: &str, api: &ApiArg) -> anyhow::Result<()> {
+pub async fn compare(id: &str, api: &ApiArg, output: Output) -> anyhow::Result<()> {
     let plain = |c: char| c.is_ascii_alphanumeric() || c == '_';
     if id.is_empty() || !id.chars().all(plain) {
-        return Err(anyhow!("{id:?} is not a rollout id (ro_...)"));
+        return Err(super::usage(format!("{id:?} is not a rollout id (ro_...)")));
     }
     let url = format!(
         "{}/v1/rollouts/{id}/comparison",
         api.api.trim_end_matches('/')
     );
     let answer = call(reqwest::Client::new().get(url), api).await?;
-    print!("{}", render(&answer));
+    output.print(&answer, render);
     Ok(())
 }
 

@@ -2,19 +2,29 @@
 //! four phases (including SIGKILL and restart), the shared host's phase, and writes its report
 //! and chart.
 
-/// Runs `hookline drill` with `args`: its output and report (`--json`).
+/// Runs `hookline drill -o json` with `args`: its output and report (`--json`), which is what
+/// it printed on stdout.
 fn drill(args: &[&str]) -> (std::process::Output, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("drill.json");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
         .arg("drill")
         .args(args)
-        .args(["--json", json.to_str().unwrap()])
+        .args(["--json", json.to_str().unwrap(), "-o", "json"])
         .output()
         .unwrap();
     let report = std::fs::read_to_string(&json).map_or(serde_json::Value::Null, |text| {
         serde_json::from_str(&text).unwrap()
     });
+    if !report.is_null() {
+        let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "-o json: stdout is not JSON ({e}):\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        assert_eq!(printed, report, "stdout is the report --json writes");
+    }
     (out, report)
 }
 
