@@ -5,8 +5,8 @@
 //! booleans, everything else as its text.
 //!
 //! Actions an operator takes through the API (replays, resends, pauses, rotations, revocations,
-//! tenant deletions) are logged at info with `by`: the token's name, or [`OPEN_CALLER`] when the
-//! API runs without tokens.
+//! tenant deletions, policies and rollouts) are logged at info with `action` and `by`: the
+//! token's name, or [`OPEN_CALLER`] when the API runs without tokens.
 
 use std::fmt;
 use std::io::IsTerminal;

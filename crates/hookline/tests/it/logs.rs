@@ -181,7 +181,10 @@ async fn json_logs_from_the_config_say_who_did_what() {
             .send()
             .await
             .unwrap();
-        assert!(answer.status().is_success(), "{path}: {}", answer.status());
+        let status = answer.status();
+        let body: serde_json::Value = answer.json().await.unwrap_or_default();
+        assert!(status.is_success(), "{path}: {status} {body}");
+        body
     };
     let subscriber = serde_json::json!({"id": "s1", "url": "http://127.0.0.1:9/hook"});
     call(reqwest::Method::POST, "/v1/subscribers", subscriber).await;
@@ -230,6 +233,24 @@ async fn json_logs_from_the_config_say_who_did_what() {
     .await;
     let revoked = json_until_action(&mut serving, "revoke").await;
     assert_eq!(revoked["fields"]["by"], "ops-alice");
+    // What changes every subscriber's retries: a policy, and a rollout of it.
+    let policy = serde_json::json!({"name": "retry-more", "retry": {"max_attempts": 8}});
+    call(reqwest::Method::POST, "/v1/policies", policy).await;
+    let created = json_until_action(&mut serving, "create_policy").await;
+    assert_eq!(created["fields"]["policy"], "retry-more");
+    assert_eq!(created["fields"]["by"], "ops-alice");
+    let rollout = serde_json::json!({"policy": "retry-more", "percent": 5});
+    let started = call(reqwest::Method::POST, "/v1/rollouts", rollout).await;
+    let id = started["id"].as_str().unwrap().to_owned();
+    let logged = json_until_action(&mut serving, "start_rollout").await;
+    assert_eq!(
+        (&logged["fields"]["rollout"], &logged["fields"]["by"]),
+        (&serde_json::json!(id), &serde_json::json!("ops-alice"))
+    );
+    let abort = format!("/v1/rollouts/{id}/abort");
+    call(reqwest::Method::POST, &abort, serde_json::json!({})).await;
+    let aborted = json_until_action(&mut serving, "abort_rollout").await;
+    assert_eq!(aborted["fields"]["by"], "ops-alice");
 }
 
 /// `HOOKLINE_LOG_FORMAT=json` without tokens: JSON lines, and actions are logged as by
