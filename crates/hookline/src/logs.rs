@@ -10,11 +10,12 @@
 
 use std::fmt;
 use std::io::IsTerminal;
+use std::sync::OnceLock;
 
 use hookline_engine::clock::{rfc3339, Clock, SystemClock};
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
-use tracing::{Event, Subscriber};
+use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
@@ -38,9 +39,13 @@ fn colour_logs() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// The format [`init`] installed.
+static FORMAT: OnceLock<LogFormat> = OnceLock::new();
+
 /// Installs the process's log on stderr, in `format`, at the level `RUST_LOG` says (info
 /// without it).
 pub fn init(format: LogFormat) {
+    let _ = FORMAT.set(format);
     let logs = tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
@@ -49,6 +54,25 @@ pub fn init(format: LogFormat) {
     match format {
         LogFormat::Text => logs.with_ansi(colour_logs()).init(),
         LogFormat::Json => logs.with_ansi(false).event_format(JsonLines).init(),
+    }
+}
+
+/// A line a command writes to stderr itself rather than through the log (a drill's progress,
+/// the error a command ends with, whatever `RUST_LOG` says): `as_text` in the text format, or
+/// `message` in one JSON line like the log's, so stderr stays in one format.
+pub fn say(level: Level, target: &str, message: &str, as_text: &str) {
+    match FORMAT.get() {
+        Some(LogFormat::Json) => {
+            let line = serde_json::json!({
+                "timestamp": rfc3339(SystemClock.now_ms()),
+                "level": level.as_str(),
+                "target": target,
+                "message": message,
+                "fields": {},
+            });
+            eprintln!("{line}");
+        }
+        Some(LogFormat::Text) | None => eprintln!("{as_text}"),
     }
 }
 

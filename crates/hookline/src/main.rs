@@ -24,7 +24,13 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("hookline: cannot start the async runtime: {e}");
+            let message = format!("cannot start the async runtime: {e}");
+            hookline::logs::say(
+                tracing::Level::ERROR,
+                "hookline",
+                &message,
+                &format!("hookline: {message}"),
+            );
             return ExitCode::FAILURE;
         }
     };

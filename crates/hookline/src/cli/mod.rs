@@ -558,9 +558,20 @@ pub async fn run(cli: Cli) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {}", with_causes(&error));
-            if error.is::<Usage>() {
-                eprintln!("\nFor more information, try '--help'.");
+            let usage = error.is::<Usage>();
+            let text = with_causes(&error);
+            let hint = if usage {
+                "\n\nFor more information, try '--help'."
+            } else {
+                ""
+            };
+            crate::logs::say(
+                tracing::Level::ERROR,
+                module_path!(),
+                &text,
+                &format!("error: {text}{hint}"),
+            );
+            if usage {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE

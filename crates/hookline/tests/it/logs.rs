@@ -291,3 +291,35 @@ async fn the_flag_wins_over_the_config() {
         "{line}"
     );
 }
+
+/// With JSON logs, what a command itself writes to stderr is JSON lines too: here the error
+/// it ends with (a config file that is not there), with its exit code unchanged.
+#[test]
+fn a_command_s_error_is_a_json_line_too() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+        .args([
+            "--log-format",
+            "json",
+            "schedule",
+            "--config",
+            "/nonexistent/hookline.toml",
+        ])
+        .env_remove("HOOKLINE_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let last = lines.last().expect("the error");
+    assert_eq!(last["level"], "ERROR", "{stderr}");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/hookline.toml"),
+        "{stderr}"
+    );
+}

@@ -33,7 +33,12 @@ use super::client::read_json;
 use super::{DrillArgs, Output};
 
 fn progress(message: &str) {
-    eprintln!("drill: {message}");
+    crate::logs::say(
+        tracing::Level::INFO,
+        module_path!(),
+        message,
+        &format!("drill: {message}"),
+    );
 }
 
 /// The hookline under drill: a child process the drill can kill, or a running one.
