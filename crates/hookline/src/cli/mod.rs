@@ -31,7 +31,8 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  ok
   1  failure, or a verdict against: a check failed (drill, migrate --status incompatible),
-     the load does not fit (capacity), the API refused the request
+     the load does not fit (capacity), the candidate ends significantly more deliveries dead
+     (rollout compare), the API refused the request
   2  usage: an unknown flag, a missing or malformed argument, a flag the command cannot honour";
 
 /// A command line the command cannot run as given (a flag's value out of range, flags that do

@@ -354,6 +354,27 @@ async fn bad_candidate_aborts_itself(app: &TestApp) {
         reason.starts_with("abort_if: the candidate's terminal rate"),
         "{reason}"
     );
+    // What `rollout compare` says of it: the comparison, and a verdict against (exit 1).
+    let base = app.base();
+    let compared = id.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+            .args([
+                "rollout", "compare", &compared, "--api", &base, "-o", "json",
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("AGAINST"), "{stderr}");
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        printed["difference"]["terminal_rate"]["significant"], true,
+        "{printed}"
+    );
     // Back to the baseline: the next event's 503s are retried for everyone.
     app.publish("e2", "shipment.updated").await;
     let first = first_attempts_done(app, "e2").await;
