@@ -8,6 +8,7 @@ pub mod capacity;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod logs;
 pub mod open_files;
 pub mod policies;
 pub mod rollouts;

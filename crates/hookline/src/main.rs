@@ -1,31 +1,17 @@
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 /// Deliveries allocate and free small buffers on every worker thread (requests, rows, bodies),
 /// which glibc's malloc serves far more slowly than mimalloc (docs/perf-journal.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Colour codes only where a person reads them: stderr on a terminal, unless `NO_COLOR` is set
-/// to anything but nothing (<https://no-color.org>). A file, a pipe or journald gets plain
-/// text, which grep and log shippers read as written.
-fn colour_logs() -> bool {
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-}
-
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(colour_logs())
-        .init();
-    // Parsed first: `--help` and a mistyped flag end here, before any self-test.
+    // Parsed first: `--help` and a mistyped flag end here, before any self-test; and the log's
+    // format is a flag, or in the config file a flag names.
     let cli = hookline::cli::Cli::parse();
+    hookline::logs::init(cli.log_format());
     // SAFETY: this is the process's only thread, and nothing has touched SQLite yet: the
     // runtime's threads start below.
     match unsafe { hookline_store::install_sqlite_page_cache() } {
@@ -38,7 +24,13 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("hookline: cannot start the async runtime: {e}");
+            let message = format!("cannot start the async runtime: {e}");
+            hookline::logs::say(
+                tracing::Level::ERROR,
+                "hookline",
+                &message,
+                &format!("hookline: {message}"),
+            );
             return ExitCode::FAILURE;
         }
     };

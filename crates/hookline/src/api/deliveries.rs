@@ -280,6 +280,7 @@ pub async fn replay(
         // in its audit, whoever asked.
         tenant_id = tenant_id.or(subscriber.tenant_id);
     }
+    let by = crate::logs::by(caller.as_ref().map(|Extension(c)| c)).to_owned();
     let request = ReplayRequest {
         tenant_id,
         reason,
@@ -302,7 +303,14 @@ pub async fn replay(
         crate::telemetry::replayed(replay.selected);
         ctx.wake.notify_one();
     }
-    tracing::info!(replay = %replay.id, reason = %replay.reason, selected = replay.selected, "replay");
+    tracing::info!(
+        action = "replay",
+        replay = %replay.id,
+        reason = %replay.reason,
+        selected = replay.selected,
+        by,
+        "replay created"
+    );
     let started = views::ReplayStarted {
         replay_id: replay.id,
         selected: replay.selected,

@@ -46,6 +46,7 @@ pub async fn create(
     let in_force = ctx.policies.current();
     let policy = Policy::define(definition, &in_force.default, ctx.attempt_timeout)
         .map_err(|e| ApiError::invalid(e.to_string()))?;
+    let by = crate::logs::by(caller.as_ref().map(|Extension(c)| c)).to_owned();
     let stored = ctx
         .store
         .create_policy(StoredPolicy {
@@ -55,6 +56,12 @@ pub async fn create(
             created_by: caller.map(|Extension(c)| c.name),
         })
         .await?;
+    tracing::info!(
+        action = "create_policy",
+        policy = %policy.name,
+        by,
+        "policy created"
+    );
     Ok((
         StatusCode::CREATED,
         Json(views::policy(&policy, Some(&stored))),

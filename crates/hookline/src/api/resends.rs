@@ -113,6 +113,7 @@ pub async fn create(
             subscriber.id
         )));
     }
+    let by = crate::logs::by(caller.as_ref().map(|Extension(c)| c)).to_owned();
     let request = ResendRequest {
         subscriber_id: body.subscriber_id,
         since,
@@ -136,10 +137,12 @@ pub async fn create(
         ctx.wake.notify_one();
     }
     tracing::info!(
+        action = "resend",
         resend = %resend.id,
         subscriber = %resend.subscriber_id,
         selected = resend.selected,
-        "resend"
+        by,
+        "resend created"
     );
     Ok((StatusCode::ACCEPTED, Json(views::resend(&resend))).into_response())
 }

@@ -205,6 +205,7 @@ pub async fn start(
     }
     one_window(&candidate, baseline, basis_points)?;
     let now = ctx.clock.now_ms();
+    let by = crate::logs::by(caller.as_ref().map(|Extension(c)| c)).to_owned();
     let rollout = ctx
         .store
         .start_rollout(Rollout {
@@ -222,6 +223,14 @@ pub async fn start(
         })
         .await?;
     made_current(&ctx).await;
+    tracing::info!(
+        action = "start_rollout",
+        rollout = %rollout.id,
+        policy = %rollout.policy,
+        basis_points = rollout.basis_points,
+        by,
+        "rollout started"
+    );
     Ok((StatusCode::CREATED, Json(views::rollout(&rollout))))
 }
 
@@ -276,6 +285,7 @@ async fn change(ctx: &ApiContext, id: &str, change: RolloutChange) -> Answer<vie
     ))]
 pub async fn patch(
     State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Rollout> {
@@ -291,7 +301,15 @@ pub async fn patch(
     let candidate = ctx.policies.named(&rollout.policy).await?;
     let baseline = ctx.policies.named(&rollout.baseline).await?;
     one_window(&candidate, &baseline, basis_points)?;
-    change(&ctx, &id, RolloutChange::Share(basis_points)).await
+    let answer = change(&ctx, &id, RolloutChange::Share(basis_points)).await?;
+    tracing::info!(
+        action = "change_rollout_share",
+        rollout = %id,
+        basis_points,
+        by = crate::logs::by(caller.as_ref().map(|Extension(c)| c)),
+        "rollout share changed"
+    );
+    Ok(answer)
 }
 
 /// The candidate becomes the policy in force for everyone. The body, if any, is `{}`.
@@ -304,11 +322,19 @@ pub async fn patch(
     ))]
 pub async fn promote(
     State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Rollout> {
     let _: Option<EmptyBody> = parse_optional_json(&body?)?;
-    change(&ctx, &id, RolloutChange::Promote).await
+    let answer = change(&ctx, &id, RolloutChange::Promote).await?;
+    tracing::info!(
+        action = "promote_rollout",
+        rollout = %id,
+        by = crate::logs::by(caller.as_ref().map(|Extension(c)| c)),
+        "rollout promoted"
+    );
+    Ok(answer)
 }
 
 /// The cohort returns to the baseline. The body, if any, is `{"reason"}`.
@@ -326,6 +352,7 @@ pub async fn abort(
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Rollout> {
     let body = body?;
+    let by = crate::logs::by(caller.as_ref().map(|Extension(c)| c)).to_owned();
     let given = parse_optional_json::<AbortBody>(&body)?.and_then(|b| b.reason);
     let reason = match given {
         Some(r) if r.chars().count() > MAX_REASON || r.trim().is_empty() => {
@@ -339,7 +366,14 @@ pub async fn abort(
             None => "aborted by an operator".to_owned(),
         },
     };
-    change(&ctx, &id, RolloutChange::Abort { reason }).await
+    let answer = change(&ctx, &id, RolloutChange::Abort { reason }).await?;
+    tracing::info!(
+        action = "abort_rollout",
+        rollout = %id,
+        by,
+        "rollout aborted"
+    );
+    Ok(answer)
 }
 
 /// `{}`: promote takes no fields.

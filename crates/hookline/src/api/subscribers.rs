@@ -395,6 +395,7 @@ pub const MAX_ROTATION_GRACE: Duration = Duration::from_secs(30 * 24 * 3600);
     ))]
 pub async fn rotate_secret(
     State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
     tenancy: Tenancy,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
@@ -425,6 +426,13 @@ pub async fn rotate_secret(
         .store
         .rotate_secret(&id, secret, now.saturating_add(duration_ms(grace)), now)
         .await?;
+    tracing::info!(
+        action = "rotate_secret",
+        subscriber = %s.id,
+        grace_period = %humantime::format_duration(grace),
+        by = crate::logs::by(caller.as_ref().map(|Extension(c)| c)),
+        "subscriber secret rotated"
+    );
     Ok((
         StatusCode::OK,
         Json(views::RotatedSecret {
@@ -495,6 +503,7 @@ pub async fn send_test_event(
     ))]
 pub async fn update(
     State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
     tenancy: Tenancy,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
@@ -534,6 +543,16 @@ pub async fn update(
     if resumed {
         ctx.wake.notify_one();
     }
+    let by = crate::logs::by(caller.as_ref().map(|Extension(c)| c));
+    match status {
+        Some(SubscriberStatus::Paused) => {
+            tracing::info!(action = "pause", subscriber = %s.id, by, "subscriber paused")
+        }
+        Some(SubscriberStatus::Active) => {
+            tracing::info!(action = "resume", subscriber = %s.id, by, "subscriber resumed")
+        }
+        _ => {}
+    }
     // Admin scope only.
     let mut answer = views::subscriber(&s, ctx.clock.now_ms(), QueryValues::Shown);
     answer.warnings = views::deprecated_types(ctx.catalog.deprecated_among(&s.event_types));
@@ -548,11 +567,18 @@ pub async fn update(
     ))]
 pub async fn revoke(
     State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
     tenancy: Tenancy,
     Path(id): Path<String>,
 ) -> Answer<views::Subscriber> {
     visible(&ctx, &tenancy, &id).await?;
     let s = ctx.store.revoke_subscriber(&id, ctx.clock.now_ms()).await?;
+    tracing::info!(
+        action = "revoke",
+        subscriber = %s.id,
+        by = crate::logs::by(caller.as_ref().map(|Extension(c)| c)),
+        "subscriber revoked"
+    );
     Ok((
         StatusCode::OK,
         // Admin scope only.

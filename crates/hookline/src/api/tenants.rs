@@ -192,8 +192,18 @@ pub async fn update(
         (status = 200, description = "Deleted", body = views::Tenant),
         (status = 404, description = "No such tenant (or deleted)", body = ErrorEnvelope),
     ))]
-pub async fn delete(State(ctx): ApiState, Path(id): Path<String>) -> Answer<views::Tenant> {
+pub async fn delete(
+    State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
+    Path(id): Path<String>,
+) -> Answer<views::Tenant> {
     let t = ctx.store.delete_tenant(&id, ctx.clock.now_ms()).await?;
+    tracing::info!(
+        action = "delete_tenant",
+        tenant = %t.id,
+        by = crate::logs::by(caller.as_ref().map(|Extension(c)| c)),
+        "tenant deleted"
+    );
     Ok((StatusCode::OK, Json(views::tenant(&t))))
 }
 

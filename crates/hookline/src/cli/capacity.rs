@@ -11,10 +11,10 @@ use hookline_engine::clock::Clock;
 use hookline_policy::{
     drain_seconds, expected_attempts, rate_with_unanswered, Demand, Evidence, Shown,
 };
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::client::{call, read_json};
-use super::{table, ApiArg, CapacityArgs};
+use super::{table, ApiArg, CapacityArgs, Output};
 use crate::capacity::whole_seconds;
 use crate::config::{Config, Overrides};
 
@@ -219,14 +219,16 @@ fn load(config: Option<&Path>) -> anyhow::Result<Config> {
     )?)
 }
 
-pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
+pub async fn run(args: CapacityArgs, output: Output) -> anyhow::Result<()> {
     let config = load(args.config.as_deref())?;
     for (name, v) in [
         ("--events-per-second", args.events_per_second),
         ("--fanout", args.fanout),
     ] {
         if !(0.0..=1e9).contains(&v) {
-            return Err(anyhow!("{name} must be a number from 0 to 1e9, not {v:?}"));
+            return Err(super::usage(format!(
+                "{name} must be a number from 0 to 1e9, not {v:?}"
+            )));
         }
     }
     // Checked here, not by clap: `--measure` has a default, which satisfies clap's `requires`.
@@ -235,9 +237,9 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
         ("--answer-times", !args.answer_times.is_empty()),
     ] {
         if given && !args.measure {
-            return Err(anyhow!(
+            return Err(super::usage(format!(
                 "{flag} needs --measure: it is about the measuring load"
-            ));
+            )));
         }
     }
     let mix = Mix::of(&args, &config).await?;
@@ -266,11 +268,12 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
             Available::Running(rate)
         }
     };
-    let (text, verdict) = render(&args, &config, &available, budget, &mix);
-    print!("{text}");
+    let (mut text, mut document, verdict) = render(&args, &config, &available, budget, &mix);
     if args.save {
-        save(&config, available.per_s()).await?;
+        text += &save(&config, available.per_s()).await?;
+        document["saved_rate_per_s"] = json!(available.per_s());
     }
+    output.print(&document, |_| text);
     match verdict {
         Verdict::Fits => Ok(()),
         // Non-zero so a deploy script or CI step stops on it, not only a reader of the table.
@@ -349,7 +352,7 @@ fn render(
     available: &Available,
     budget: Budget,
     mix: &Mix,
-) -> (String, Verdict) {
+) -> (String, Value, Verdict) {
     let m = budget.max_attempts;
     let at_rate = Demand::of(args.events_per_second, args.fanout, mix.failure_rate, m);
     let worst = Demand::of(args.events_per_second, args.fanout, 1.0, m);
@@ -388,6 +391,36 @@ fn render(
         ]
     };
     let (a, w) = (column(&at_rate, have), column(&worst, have_worst));
+    // The same numbers for -o json, unrounded.
+    let side = |d: &Demand, have: f64| {
+        json!({
+            "new_attempts_per_s": d.new_per_s,
+            "retry_attempts_per_s": d.retry_per_s,
+            "required_attempts_per_s": d.total_per_s(),
+            "available_attempts_per_s": have,
+            "share_of_available": d.total_per_s() / have,
+            "fits": d.total_per_s() <= have,
+        })
+    };
+    let mut document = json!({
+        "events_per_second": args.events_per_second,
+        "fanout": args.fanout,
+        "max_attempts": m,
+        "delivery_window_s": budget.window.as_secs_f64(),
+        "mix": {
+            "failure_rate": mix.failure_rate,
+            "timeout_rate": mix.unanswered,
+            "answer_times_ms": mix.answer_times.iter().map(|t| super::schedule::ms(*t)).collect::<Vec<_>>(),
+            "source": mix.source,
+        },
+        "available": {
+            "attempts_per_s": have,
+            "answered_attempts_per_s": answered,
+            "source": available.source(),
+        },
+        "at_failure_rate": side(&at_rate, have),
+        "worst_case": side(&worst, have_worst),
+    });
     let names = [
         "new attempts/s",
         "retry attempts/s",
@@ -408,13 +441,25 @@ fn render(
     );
     if let Some(backlog) = args.backlog {
         let window = budget.window.as_secs_f64();
+        let mut drains = serde_json::Map::new();
         out += "\n";
-        for (what, failure, demand, have) in [
-            (failing.as_str(), mix.failure_rate, &at_rate, have),
-            ("worst case", 1.0, &worst, have_worst),
+        for (key, what, failure, demand, have) in [
+            (
+                "at_failure_rate",
+                failing.as_str(),
+                mix.failure_rate,
+                &at_rate,
+                have,
+            ),
+            ("worst_case", "worst case", 1.0, &worst, have_worst),
         ] {
             let attempts = backlog as f64 * expected_attempts(failure, m);
-            out += &match drain_seconds(attempts, have, demand.total_per_s()) {
+            let drain = drain_seconds(attempts, have, demand.total_per_s());
+            drains.insert(
+                key.into(),
+                json!({"drain_s": drain, "inside_window": drain.is_some_and(|s| s <= window)}),
+            );
+            out += &match drain {
                 Some(s) if s <= window => format!(
                     "a backlog of {backlog} deliveries drains in {} at {what}, inside the window\n",
                     human(s)
@@ -431,19 +476,30 @@ fn render(
                 ),
             };
         }
+        document["backlog"] = json!({"deliveries": backlog, "drain": drains});
     }
+    let levers = levers(config, budget, &at_rate, &worst, have, have_worst);
     out += "\nlevers:\n";
-    out += &levers(config, budget, &at_rate, &worst, have, have_worst);
+    out += &levers;
+    document["levers"] = levers
+        .lines()
+        .map(|l| l.trim_start_matches("- "))
+        .collect::<Vec<_>>()
+        .into();
     let verdict = match at_rate.total_per_s() - have {
         by if by > 0.0 => Verdict::Over { by },
         _ => Verdict::Fits,
     };
-    (out, verdict)
+    document["verdict"] = json!(match verdict {
+        Verdict::Fits => "fits",
+        Verdict::Over { .. } => "over",
+    });
+    (out, document, verdict)
 }
 
 /// Records `per_s` answered attempts/s as what the process has shown, in the configured store:
-/// the next `serve` projects admission with it.
-async fn save(config: &Config, per_s: f64) -> anyhow::Result<()> {
+/// the next `serve` projects admission with it. Answers the line that says so.
+async fn save(config: &Config, per_s: f64) -> anyhow::Result<String> {
     let store = hookline_store::open_existing(&config.database, &config.store_options()).await?;
     // A lower bound, not a saturated measurement: one process on scratch SQLite says what the
     // deployment can at least do; the floor still applies, and what the processes show raises it.
@@ -454,13 +510,12 @@ async fn save(config: &Config, per_s: f64) -> anyhow::Result<()> {
     store
         .record_shown(hookline_engine::clock::SystemClock.now_ms(), shown)
         .await?;
-    println!(
+    Ok(format!(
         "\nsaved in {}: admission projects with {} attempts/s (shown_rate_per_s) until the \
-         processes measure otherwise",
+         processes measure otherwise\n",
         config.database,
         rate(per_s)
-    );
-    Ok(())
+    ))
 }
 
 /// What changes the answer, in the order an operator would reach for it.

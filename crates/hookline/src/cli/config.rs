@@ -5,10 +5,12 @@
 
 use clap::ValueEnum;
 
-use super::ServeArgs;
+use serde_json::json;
+
+use super::{Output, ServeArgs};
 use crate::app;
 
-pub fn check(args: ServeArgs) -> anyhow::Result<()> {
+pub fn check(args: ServeArgs, output: Output) -> anyhow::Result<()> {
     let config = super::serve::load(&args)?;
     app::check(&config, args.role)?;
     let file = match &args.store.config.config {
@@ -17,22 +19,32 @@ pub fn check(args: ServeArgs) -> anyhow::Result<()> {
     };
     let retry = &config.retry;
     let schedule = retry.schedule(config.delivery.attempt_timeout);
-    println!("config ok ({file})");
-    println!(
-        "serve would listen on {} for role {}, database {}",
-        config.listen,
-        args.role
-            .to_possible_value()
-            .expect("every role has a name")
-            .get_name(),
-        super::serve::redact(&config.database)
-    );
-    println!(
-        "retry: {} attempts, the last starting at most {} after first seen, inside the {} \
-         delivery window (`hookline schedule` for each attempt)",
-        retry.max_attempts(),
-        humantime::format_duration(schedule.last_attempt_latest),
-        humantime::format_duration(retry.delivery_window())
-    );
+    let role = args
+        .role
+        .to_possible_value()
+        .expect("every role has a name");
+    let database = super::serve::redact(&config.database);
+    let document = json!({
+        "ok": true,
+        "file": args.store.config.config.as_ref().map(|p| p.display().to_string()),
+        "listen": config.listen.to_string(),
+        "role": role.get_name(),
+        "database": database,
+        "max_attempts": retry.max_attempts(),
+        "last_attempt_latest_ms": super::schedule::ms(schedule.last_attempt_latest),
+        "delivery_window_ms": super::schedule::ms(retry.delivery_window()),
+    });
+    output.print(&document, |_| {
+        format!(
+            "config ok ({file})\nserve would listen on {} for role {}, database {database}\n\
+             retry: {} attempts, the last starting at most {} after first seen, inside the {} \
+             delivery window (`hookline schedule` for each attempt)\n",
+            config.listen,
+            role.get_name(),
+            retry.max_attempts(),
+            humantime::format_duration(schedule.last_attempt_latest),
+            humantime::format_duration(retry.delivery_window())
+        )
+    });
     Ok(())
 }

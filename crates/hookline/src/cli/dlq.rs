@@ -3,7 +3,7 @@
 use serde_json::{json, Value};
 
 use super::client::call;
-use super::{table, ApiArg};
+use super::{table, ApiArg, Output};
 
 fn text(v: &Value) -> String {
     match v {
@@ -19,6 +19,7 @@ pub async fn list(
     subscriber: Option<String>,
     limit: u32,
     cursor: Option<String>,
+    output: Output,
 ) -> anyhow::Result<()> {
     let mut query = vec![("limit", limit.to_string())];
     query.extend(reason.map(|r| ("reason", r)));
@@ -26,7 +27,7 @@ pub async fn list(
     query.extend(cursor.map(|c| ("cursor", c)));
     let url = format!("{}/v1/dead-letters", api.api.trim_end_matches('/'));
     let page = call(reqwest::Client::new().get(url).query(&query), api).await?;
-    print!("{}", render_list(&page));
+    output.print(&page, render_list);
     Ok(())
 }
 
@@ -87,6 +88,7 @@ pub async fn replay(
     limit: u32,
     per_second: Option<f64>,
     mode: ReplayMode,
+    output: Output,
 ) -> anyhow::Result<()> {
     let body = json!({
         "reason": reason,
@@ -112,30 +114,31 @@ pub async fn replay(
             .collect()
     };
     if mode == ReplayMode::DryRun {
-        print!(
-            "{}",
+        // The preview as the API answers it: `selected` and `delivery_ids`.
+        output.print(&answer, |answer| {
             table::render(&["WOULD REPLAY"], &rows(&answer["delivery_ids"]))
-        );
-        println!(
-            "dry run: {} dead letter(s) with reason {reason} would be released; nothing changed",
-            text(&answer["selected"])
-        );
+                + &format!(
+                    "dry run: {} dead letter(s) with reason {reason} would be released; \
+                     nothing changed\n",
+                    text(&answer["selected"])
+                )
+        });
         return Ok(());
     }
     let id = text(&answer["replay_id"]);
+    // The replay's audit record, as `GET /v1/replays/{id}` answers it.
     let audit = call(client.get(format!("{base}/v1/replays/{id}")), api).await?;
-    print!(
-        "{}",
+    output.print(&audit, |audit| {
         table::render(&["REPLAYED DELIVERY"], &rows(&audit["delivery_ids"]))
-    );
-    println!(
-        "replay {id}: {} dead letter(s) with reason {reason}{} released{}",
-        text(&answer["selected"]),
-        body["subscriber_id"]
-            .as_str()
-            .map_or(String::new(), |s| format!(" for subscriber {s}")),
-        per_second.map_or(String::new(), |r| format!(" at most {r}/s")),
-    );
-    println!("follow it: GET {base}/v1/replays/{id}");
+            + &format!(
+                "replay {id}: {} dead letter(s) with reason {reason}{} released{}\n\
+                 follow it: GET {base}/v1/replays/{id}\n",
+                text(&answer["selected"]),
+                body["subscriber_id"]
+                    .as_str()
+                    .map_or(String::new(), |s| format!(" for subscriber {s}")),
+                per_second.map_or(String::new(), |r| format!(" at most {r}/s")),
+            )
+    });
     Ok(())
 }

@@ -1,10 +1,12 @@
-//! The command line: `serve`, `schedule`, `dlq`.
+//! The command line: `serve`, `schedule`, `dlq`, and the rest. Global flags: `--log-format`
+//! (the log on stderr) and `--output` (what a listing or report prints on stdout).
 
 mod capacity;
 mod client;
 mod config;
 mod dlq;
 mod drill;
+mod output;
 mod policy;
 mod resend;
 mod rollout;
@@ -13,8 +15,7 @@ mod serve;
 mod store;
 mod table;
 
-use anyhow::anyhow;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
@@ -22,16 +23,90 @@ use hookline_engine::signer::SigningKey;
 use hookline_testkit::sink::{Secrets, Signatures};
 
 use crate::app::Role;
+use crate::config::{Config, LogFormat, Overrides};
+pub use output::Output;
+
+/// What `hookline --help` ends with: what the exit status says, for scripts and CI steps.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  ok
+  1  failure, or a verdict against: a check failed (drill, migrate --status incompatible),
+     the load does not fit (capacity), the candidate ends significantly more deliveries dead
+     (rollout compare), the API refused the request
+  2  usage: an unknown flag, a missing or malformed argument, a flag the command cannot honour";
+
+/// A command line the command cannot run as given (a flag's value out of range, flags that do
+/// not go together): exit code 2, as clap's own usage errors.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(pub String);
+
+/// A [`Usage`] error, as `anyhow`'s.
+fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Usage(message.into()))
+}
 
 #[derive(Debug, Parser)]
 #[command(
     name = "hookline",
     version,
-    about = "Webhook fan-out delivery: at least once, bounded retries, isolated failures, audited dead-letter replay."
+    about = "Webhook fan-out delivery: at least once, bounded retries, isolated failures, audited dead-letter replay.",
+    after_help = EXIT_CODES
 )]
 pub struct Cli {
+    /// How the log on stderr is written: text (for a person) or json (one object a line:
+    /// timestamp, level, target, message, fields). Default: the config file's `[log] format`,
+    /// else text.
+    #[arg(long, global = true, env = "HOOKLINE_LOG_FORMAT", value_enum)]
+    log_format: Option<LogFormat>,
+    /// What a command that lists or reports prints on stdout: table (for a person) or json
+    /// (one JSON document, for a script).
+    #[arg(
+        long,
+        short = 'o',
+        global = true,
+        value_enum,
+        default_value_t = Output::Table
+    )]
+    output: Output,
     #[command(subcommand)]
     command: Command,
+}
+
+impl Cli {
+    /// The log's format: the flag (or `HOOKLINE_LOG_FORMAT`), else `[log] format` of the
+    /// config file the command reads, else text. A config file that does not load leaves the
+    /// log as text: the command itself then reports what is wrong with it.
+    pub fn log_format(&self) -> LogFormat {
+        self.log_format.unwrap_or_else(|| {
+            Config::load(self.config_path(), Overrides::default())
+                .map_or(LogFormat::Text, |config| config.log_format)
+        })
+    }
+
+    /// The config file the command reads, if it reads one.
+    fn config_path(&self) -> Option<&Path> {
+        match &self.command {
+            Command::Serve(args) | Command::Config(ConfigCommand::Check(args)) => {
+                args.store.config.config.as_deref()
+            }
+            Command::Schedule(args) => args.config.as_deref(),
+            Command::Migrate { store, .. }
+            | Command::Backup { store, .. }
+            | Command::Restore { store, .. }
+            | Command::Prune { store, .. } => store.config.config.as_deref(),
+            Command::Policy(PolicyCommand::Schedule { config, .. }) => config.as_deref(),
+            Command::Capacity(args) => args.config.as_deref(),
+            Command::Drill(args) => args.config.as_deref(),
+            Command::Config(ConfigCommand::Defaults)
+            | Command::Rollout(_)
+            | Command::Dlq(_)
+            | Command::Resend { .. }
+            | Command::Token(_)
+            | Command::Openapi
+            | Command::Sink(_) => None,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -419,27 +494,41 @@ enum DlqCommand {
     },
 }
 
-fn token_new(name: &str, scope: crate::tokens::Scope, tenant: Option<&str>) -> anyhow::Result<()> {
+fn token_new(
+    name: &str,
+    scope: crate::tokens::Scope,
+    tenant: Option<&str>,
+    output: Output,
+) -> anyhow::Result<()> {
     use clap::ValueEnum;
     if name.is_empty() {
-        return Err(anyhow!("--name must not be empty"));
+        return Err(usage("--name must not be empty"));
     }
     if let Some(tenant) = tenant {
-        crate::api::validate::tenant_id(tenant).map_err(|e| anyhow!("--tenant: {}", e.message))?;
+        crate::api::validate::tenant_id(tenant)
+            .map_err(|e| usage(format!("--tenant: {}", e.message)))?;
     }
     let token = crate::tokens::new_token();
     let hash = crate::tokens::sha256_hex(&token);
     let scope = scope.to_possible_value().expect("every scope has a name");
-    println!("token (shown once; give it to the client, keep it secret):\n  {token}\n");
-    println!("add to the config file:\n");
-    println!(
-        "[[api_tokens]]\nname = {name:?}\nsha256 = \"{hash}\"\nscope = \"{}\"",
-        scope.get_name()
-    );
-    if let Some(tenant) = tenant {
-        println!("tenant = {tenant:?}");
-        println!("# with tenants' tokens, /metrics must need a token: set [metrics] open = false");
-    }
+    let made = serde_json::json!({
+        "token": token, "name": name, "sha256": hash, "scope": scope.get_name(), "tenant": tenant,
+    });
+    output.print(&made, |_| {
+        let mut text = format!(
+            "token (shown once; give it to the client, keep it secret):\n  {token}\n\n\
+             add to the config file:\n\n\
+             [[api_tokens]]\nname = {name:?}\nsha256 = \"{hash}\"\nscope = \"{}\"\n",
+            scope.get_name()
+        );
+        if let Some(tenant) = tenant {
+            text += &format!(
+                "tenant = {tenant:?}\n# with tenants' tokens, /metrics must need a token: set \
+                 [metrics] open = false\n"
+            );
+        }
+        text
+    });
     Ok(())
 }
 
@@ -458,33 +547,78 @@ fn with_causes(error: &anyhow::Error) -> String {
 
 /// Runs the parsed command line; errors are printed here and become the exit code.
 pub async fn run(cli: Cli) -> ExitCode {
-    let result = match cli.command {
+    let output = cli.output;
+    let result = if output == Output::Json && !cli.command.reports() {
+        Err(usage(
+            "-o json: this command prints no listing or report on stdout (for its log on \
+             stderr as JSON: --log-format json)",
+        ))
+    } else {
+        run_command(cli.command, output).await
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            let usage = error.is::<Usage>();
+            let text = with_causes(&error);
+            let hint = if usage {
+                "\n\nFor more information, try '--help'."
+            } else {
+                ""
+            };
+            crate::logs::say(
+                tracing::Level::ERROR,
+                module_path!(),
+                &text,
+                &format!("error: {text}{hint}"),
+            );
+            if usage {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+impl Command {
+    /// Whether the command prints a listing or a report on stdout, which `-o` shapes.
+    fn reports(&self) -> bool {
+        !matches!(
+            self,
+            Command::Serve(_) | Command::Sink(_) | Command::Config(ConfigCommand::Defaults)
+        )
+    }
+}
+
+async fn run_command(command: Command, output: Output) -> anyhow::Result<()> {
+    match command {
         Command::Serve(args) => serve::run(args).await,
-        Command::Schedule(args) => schedule::run(args.config.as_deref()),
+        Command::Schedule(args) => schedule::run(args.config.as_deref(), output),
         Command::Migrate {
             store: args,
             status,
         } => {
             if status {
-                store::migrate_status(args).await
+                store::migrate_status(args, output).await
             } else {
-                store::migrate(args).await
+                store::migrate(args, output).await
             }
         }
-        Command::Backup { store: args, to } => store::backup(args, to).await,
-        Command::Restore { store: args, from } => store::restore(args, from).await,
+        Command::Backup { store: args, to } => store::backup(args, to, output).await,
+        Command::Restore { store: args, from } => store::restore(args, from, output).await,
         Command::Prune {
             store: args,
             delivered_before,
             batch,
-        } => store::prune(args, &delivered_before, batch).await,
+        } => store::prune(args, &delivered_before, batch, output).await,
         Command::Dlq(DlqCommand::List {
             reason,
             subscriber,
             limit,
             cursor,
             api,
-        }) => dlq::list(&api, reason, subscriber, limit, cursor).await,
+        }) => dlq::list(&api, reason, subscriber, limit, cursor, output).await,
         Command::Dlq(DlqCommand::Replay {
             reason,
             subscriber,
@@ -498,7 +632,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             } else {
                 dlq::ReplayMode::Replay
             };
-            dlq::replay(&api, reason, subscriber, limit, per_second, mode).await
+            dlq::replay(&api, reason, subscriber, limit, per_second, mode, output).await
         }
         Command::Resend {
             subscriber,
@@ -524,28 +658,30 @@ pub async fn run(cli: Cli) -> ExitCode {
                 limit,
                 per_second,
             };
-            resend::run(&api, asked, confirm).await
+            resend::run(&api, asked, confirm, output).await
         }
         Command::Token(TokenCommand::New {
             name,
             scope,
             tenant,
-        }) => token_new(&name, scope, tenant.as_deref()),
+        }) => token_new(&name, scope, tenant.as_deref(), output),
         Command::Openapi => {
             println!("{}", crate::api::openapi::document());
             Ok(())
         }
         Command::Policy(PolicyCommand::Schedule { name, api, config }) => {
-            policy::schedule(&name, &api, config.as_deref()).await
+            policy::schedule(&name, &api, config.as_deref(), output).await
         }
-        Command::Rollout(RolloutCommand::Compare { id, api }) => rollout::compare(&id, &api).await,
-        Command::Capacity(args) => capacity::run(args).await,
+        Command::Rollout(RolloutCommand::Compare { id, api }) => {
+            rollout::compare(&id, &api, output).await
+        }
+        Command::Capacity(args) => capacity::run(args, output).await,
         Command::Config(ConfigCommand::Defaults) => {
             print!("{}", crate::config::DEFAULTS);
             Ok(())
         }
-        Command::Config(ConfigCommand::Check(args)) => config::check(args),
-        Command::Drill(args) => drill::run(args).await,
+        Command::Config(ConfigCommand::Check(args)) => config::check(args, output),
+        Command::Drill(args) => drill::run(args, output).await,
         Command::Sink(args) => {
             let secrets = match (args.secret, args.secrets_from) {
                 (Some(secret), _) => Some(Secrets::One(secret)),
@@ -566,13 +702,6 @@ pub async fn run(cli: Cli) -> ExitCode {
                 },
             });
             hookline_testkit::sink::serve(args.listen, signatures).await
-        }
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {}", with_causes(&error));
-            ExitCode::FAILURE
         }
     }
 }

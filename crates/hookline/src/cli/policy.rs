@@ -1,23 +1,29 @@
 //! `hookline policy schedule NAME`: a named policy's retry schedule, read from the API and
 //! printed like `hookline schedule`.
 
-use anyhow::{anyhow, Context};
+use anyhow::Context;
+use serde_json::json;
 use std::path::Path;
 
 use hookline_engine::policy::Policy;
 
 use super::client::call;
-use super::ApiArg;
+use super::{ApiArg, Output};
 use crate::config::{Config, Overrides};
 use crate::policies::{Definition, PolicyExt};
 
-pub async fn schedule(name: &str, api: &ApiArg, config: Option<&Path>) -> anyhow::Result<()> {
+pub async fn schedule(
+    name: &str,
+    api: &ApiArg,
+    config: Option<&Path>,
+    output: Output,
+) -> anyhow::Result<()> {
     let config = Config::load(config, Overrides::default())?;
     let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
     if name.is_empty() || name == "." || name == ".." || !name.chars().all(plain) {
-        return Err(anyhow!(
+        return Err(super::usage(format!(
             "{name:?} is not a policy name (1 to 128 characters of A-Z a-z 0-9 . _ -)"
-        ));
+        )));
     }
     let url = format!("{}/v1/policies/{name}", api.api.trim_end_matches('/'));
     let mut answer = call(reqwest::Client::new().get(url), api).await?;
@@ -38,17 +44,24 @@ pub async fn schedule(name: &str, api: &ApiArg, config: Option<&Path>) -> anyhow
             v.join(" ")
         }
     };
-    println!(
-        "policy {}: retryable {}; revoke {}; breaker opens after {} failures for {}\n",
-        policy.name,
-        list(c.retryable()),
-        list(c.revoke()),
-        policy.breaker.failures,
-        humantime::format_duration(policy.breaker.cool_down)
-    );
-    print!(
-        "{}",
-        super::schedule::render(&policy.retry, config.delivery.attempt_timeout)
-    );
+    let timeout = config.delivery.attempt_timeout;
+    let mut document = super::schedule::document(&policy.retry, timeout);
+    document["name"] = json!(policy.name);
+    document["retryable"] = json!(c.retryable());
+    document["revoke"] = json!(c.revoke());
+    document["breaker"] = json!({
+        "failures": policy.breaker.failures,
+        "cool_down_ms": super::schedule::ms(policy.breaker.cool_down),
+    });
+    output.print(&document, |_| {
+        format!(
+            "policy {}: retryable {}; revoke {}; breaker opens after {} failures for {}\n\n",
+            policy.name,
+            list(c.retryable()),
+            list(c.revoke()),
+            policy.breaker.failures,
+            humantime::format_duration(policy.breaker.cool_down)
+        ) + &super::schedule::render(&policy.retry, timeout)
+    });
     Ok(())
 }

@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use serde_json::{json, Value};
 
 use super::client::call;
-use super::{table, ApiArg};
+use super::{table, ApiArg, Output};
 
 /// What a resend asks for, as the flags give it.
 #[derive(Debug, Clone)]
@@ -49,7 +49,18 @@ fn rows(list: &Value) -> Vec<Vec<String>> {
         .collect()
 }
 
-pub async fn run(api: &ApiArg, asked: Asked, confirm: Confirm) -> anyhow::Result<()> {
+pub async fn run(
+    api: &ApiArg,
+    asked: Asked,
+    confirm: Confirm,
+    output: Output,
+) -> anyhow::Result<()> {
+    if output == Output::Json && confirm == Confirm::Ask {
+        return Err(super::usage(
+            "-o json prints one document and asks nothing: pass --dry-run for the preview, or \
+             --yes to resend what it selects",
+        ));
+    }
     let base = api.api.trim_end_matches('/');
     let client = reqwest::Client::new();
     let mut body = json!({
@@ -62,20 +73,29 @@ pub async fn run(api: &ApiArg, asked: Asked, confirm: Confirm) -> anyhow::Result
         "dry_run": true,
     });
     let preview = call(client.post(format!("{base}/v1/resends")).json(&body), api).await?;
-    print!(
-        "{}",
-        table::render(&["WOULD RESEND"], &rows(&preview["event_ids"]))
-    );
     let selected = text(&preview["selected"]);
     let to = &asked.subscriber;
+    let preview_table =
+        |preview: &Value| table::render(&["WOULD RESEND"], &rows(&preview["event_ids"]));
     if confirm == Confirm::DryRun {
-        println!(
-            "dry run: {selected} event(s) would be resent to subscriber {to}; nothing changed"
-        );
+        // The preview as the API answers it: `selected` and `event_ids`.
+        output.print(&preview, |preview| {
+            preview_table(preview)
+                + &format!(
+                    "dry run: {selected} event(s) would be resent to subscriber {to}; nothing \
+                     changed\n"
+                )
+        });
         return Ok(());
     }
+    if output == Output::Table {
+        print!("{}", preview_table(&preview));
+    }
     if preview["selected"].as_u64().unwrap_or(0) == 0 {
-        println!("nothing to resend: no event in the range that subscriber {to} takes");
+        // Nothing made: the (empty) preview is the answer.
+        output.print(&preview, |_| {
+            format!("nothing to resend: no event in the range that subscriber {to} takes\n")
+        });
         return Ok(());
     }
     if confirm == Confirm::Ask && !confirmed(&format!("resend these {selected} event(s) to {to}?"))?
@@ -85,20 +105,20 @@ pub async fn run(api: &ApiArg, asked: Asked, confirm: Confirm) -> anyhow::Result
     }
     body["dry_run"] = json!(false);
     body["expected_event_ids"] = preview["event_ids"].clone();
+    // The resend's audit record, as the API answers it.
     let resend = call(client.post(format!("{base}/v1/resends")).json(&body), api).await?;
-    print!(
-        "{}",
+    output.print(&resend, |resend| {
+        let id = text(&resend["id"]);
         table::render(&["RESENT DELIVERY"], &rows(&resend["delivery_ids"]))
-    );
-    let id = text(&resend["id"]);
-    println!(
-        "resend {id}: {} event(s) resent to subscriber {to}{}",
-        text(&resend["selected"]),
-        asked
-            .per_second
-            .map_or(String::new(), |r| format!(" at most {r}/s")),
-    );
-    println!("follow it: GET {base}/v1/resends/{id}");
+            + &format!(
+                "resend {id}: {} event(s) resent to subscriber {to}{}\n\
+                 follow it: GET {base}/v1/resends/{id}\n",
+                text(&resend["selected"]),
+                asked
+                    .per_second
+                    .map_or(String::new(), |r| format!(" at most {r}/s")),
+            )
+    });
     Ok(())
 }
 

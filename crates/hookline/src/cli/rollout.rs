@@ -1,24 +1,41 @@
-//! `hookline rollout compare ID`: a rollout's comparison, read from the API, as a table.
+//! `hookline rollout compare ID`: a rollout's comparison, read from the API, as a table. Its
+//! verdict is the exit code: 1 when the candidate ends significantly more deliveries dead than
+//! the baseline (promoting it would lose deliveries the baseline keeps).
 
 use anyhow::anyhow;
 use serde_json::Value;
 
 use super::client::call;
 use super::table;
-use super::ApiArg;
+use super::{ApiArg, Output};
 
-pub async fn compare(id: &str, api: &ApiArg) -> anyhow::Result<()> {
+pub async fn compare(id: &str, api: &ApiArg, output: Output) -> anyhow::Result<()> {
     let plain = |c: char| c.is_ascii_alphanumeric() || c == '_';
     if id.is_empty() || !id.chars().all(plain) {
-        return Err(anyhow!("{id:?} is not a rollout id (ro_...)"));
+        return Err(super::usage(format!("{id:?} is not a rollout id (ro_...)")));
     }
     let url = format!(
         "{}/v1/rollouts/{id}/comparison",
         api.api.trim_end_matches('/')
     );
     let answer = call(reqwest::Client::new().get(url), api).await?;
-    print!("{}", render(&answer));
-    Ok(())
+    output.print(&answer, render);
+    match against(&answer) {
+        Some(by) => Err(anyhow!(
+            "AGAINST: the candidate's terminal rate is {by:.4} higher than the baseline's, \
+             significant at 95%: it gives up where the baseline delivers"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// How much higher the candidate's terminal rate is, when that is significant: the one
+/// difference that says not to promote (a higher retry rate is the cost a candidate may be
+/// worth; the reader weighs it).
+fn against(comparison: &Value) -> Option<f64> {
+    let terminal = &comparison["difference"]["terminal_rate"];
+    let higher = terminal["difference"].as_f64().filter(|d| *d > 0.0)?;
+    (terminal["significant"] == true).then_some(higher)
 }
 
 /// A number as the table shows it: rates to four places, `-` where there is none.
@@ -119,5 +136,18 @@ mod tests {
             ["retry", "rate", "0.0000", "3.0000", "3.0000", "yes"]
         );
         assert!(text.contains("dead permanent_failure"), "{text}");
+    }
+
+    /// Against only when the candidate's terminal rate is higher and significantly so.
+    #[test]
+    fn a_significantly_higher_terminal_rate_is_a_verdict_against() {
+        let with = |difference: f64, significant: bool| {
+            json!({"difference": {"terminal_rate":
+                {"difference": difference, "significant": significant}}})
+        };
+        assert_eq!(super::against(&with(0.25, true)), Some(0.25));
+        assert_eq!(super::against(&with(0.25, false)), None);
+        assert_eq!(super::against(&with(-0.25, true)), None);
+        assert_eq!(super::against(&json!({})), None);
     }
 }

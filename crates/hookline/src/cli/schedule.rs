@@ -4,13 +4,64 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::table;
+use serde_json::{json, Value};
+
+use super::{table, Output};
 use crate::config::{Config, Overrides};
 
-pub fn run(config: Option<&Path>) -> anyhow::Result<()> {
+pub fn run(config: Option<&Path>, output: Output) -> anyhow::Result<()> {
     let config = Config::load(config, Overrides::default())?;
-    print!("{}", render(&config.retry, config.delivery.attempt_timeout));
+    let timeout = config.delivery.attempt_timeout;
+    output.print(&document(&config.retry, timeout), |_| {
+        render(&config.retry, timeout)
+    });
     Ok(())
+}
+
+/// Milliseconds, as the JSON documents write durations.
+pub fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The schedule of `p` for attempts of at most `timeout`, as `-o json` prints it: the policy,
+/// each attempt, and the summary, durations in milliseconds since first seen.
+pub fn document(p: &hookline_policy::RetryPolicy, timeout: Duration) -> Value {
+    let s = p.schedule(timeout);
+    let attempts: Vec<Value> = s
+        .rows
+        .iter()
+        .map(|r| {
+            json!({
+                "attempt": r.attempt,
+                "nominal_delay_ms": ms(r.nominal_delay),
+                "earliest_ms": ms(r.earliest),
+                "latest_ms": ms(r.latest),
+                "fits_window": r.fit.as_str(),
+            })
+        })
+        .collect();
+    json!({
+        "policy": {
+            "base_delay_ms": ms(p.base_delay()),
+            "max_delay_ms": ms(p.max_delay()),
+            "max_attempts": p.max_attempts(),
+            "delivery_window_ms": ms(p.delivery_window()),
+            "jitter": jitter(p.jitter()),
+            "attempt_timeout_ms": ms(timeout),
+        },
+        "attempts": attempts,
+        "worst_case_attempts": s.worst_case_attempts,
+        "last_attempt_latest_ms": ms(s.last_attempt_latest),
+    })
+}
+
+/// The jitter's name, as the config writes it.
+fn jitter(j: hookline_policy::Jitter) -> &'static str {
+    match j {
+        hookline_policy::Jitter::Equal => "equal",
+        hookline_policy::Jitter::Full => "full",
+        hookline_policy::Jitter::None => "none",
+    }
 }
 
 fn human(d: Duration) -> String {
@@ -110,5 +161,18 @@ mod tests {
             text.contains("at most 16h 7m 10s after first seen (delivery window 1day)"),
             "{text}"
         );
+    }
+
+    /// `-o json` holds what the table shows, in milliseconds.
+    #[test]
+    fn the_default_schedule_as_json() {
+        let config = Config::from_toml("").unwrap();
+        let doc = document(&config.retry, config.delivery.attempt_timeout);
+        assert_eq!(doc["policy"]["base_delay_ms"], 30_000);
+        assert_eq!(doc["policy"]["jitter"], "equal");
+        assert_eq!(doc["attempts"].as_array().unwrap().len(), 23);
+        assert_eq!(doc["attempts"][1]["earliest_ms"], 15_000);
+        assert_eq!(doc["attempts"][1]["fits_window"], "yes");
+        assert_eq!(doc["worst_case_attempts"], 23);
     }
 }

@@ -72,6 +72,34 @@ struct FileConfig {
     tenants: TenantsFile,
     #[serde(default)]
     events: EventsFile,
+    #[serde(default)]
+    log: LogFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogFile {
+    format: Option<String>,
+}
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line a record, for a person (colour codes only on a terminal).
+    Text,
+    /// One JSON object a line (timestamp, level, target, message, fields), for log shippers.
+    Json,
+}
+
+impl LogFormat {
+    /// `[log] format` as written.
+    fn parse(text: &str) -> Option<LogFormat> {
+        match text {
+            "text" => Some(LogFormat::Text),
+            "json" => Some(LogFormat::Json),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -239,6 +267,8 @@ pub struct Config {
     pub portal_frame_ancestors: Vec<String>,
     /// `[events] require_registered_types`.
     pub unregistered_types: UnregisteredTypes,
+    /// `[log] format`; `--log-format` and `HOOKLINE_LOG_FORMAT` win over it.
+    pub log_format: LogFormat,
 }
 
 /// Values given on the command line or in the environment; they win over the file.
@@ -487,7 +517,15 @@ impl Config {
         } else {
             UnregisteredTypes::Accepted
         };
+        let log_format = given("log.format", file.log.format)?;
+        let log_format = LogFormat::parse(&log_format).ok_or_else(|| {
+            invalid(
+                "log.format",
+                format!("{log_format:?} is not one of \"text\", \"json\""),
+            )
+        })?;
         Ok(Config {
+            log_format,
             unregistered_types,
             drill_reports: drill_reports.into(),
             portal_frame_ancestors,
@@ -758,6 +796,19 @@ mod tests {
             guide.contains(&format!("```toml\n{DEFAULTS}```")),
             "docs/GUIDE.md's configuration block differs from src/config/defaults.toml"
         );
+    }
+
+    /// `[log] format` is text unless the file says json; anything else is refused, naming
+    /// the key.
+    #[test]
+    fn log_format_is_text_json_or_refused() {
+        assert_eq!(Config::from_toml("").unwrap().log_format, LogFormat::Text);
+        let c = Config::from_toml("[log]\nformat = \"json\"").unwrap();
+        assert_eq!(c.log_format, LogFormat::Json);
+        let e = refused("[log]\nformat = \"logfmt\"");
+        assert!(e.contains("`log.format`") && e.contains("logfmt"), "{e}");
+        let e = refused("[log]\nlevel = \"debug\"");
+        assert!(e.contains("level"), "{e}");
     }
 
     /// A section the file names replaces nothing it does not name.

@@ -2,19 +2,29 @@
 //! four phases (including SIGKILL and restart), the shared host's phase, and writes its report
 //! and chart.
 
-/// Runs `hookline drill` with `args`: its output and report (`--json`).
+/// Runs `hookline drill -o json` with `args`: its output and report (`--json`), which is what
+/// it printed on stdout.
 fn drill(args: &[&str]) -> (std::process::Output, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("drill.json");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
         .arg("drill")
         .args(args)
-        .args(["--json", json.to_str().unwrap()])
+        .args(["--json", json.to_str().unwrap(), "-o", "json"])
         .output()
         .unwrap();
     let report = std::fs::read_to_string(&json).map_or(serde_json::Value::Null, |text| {
         serde_json::from_str(&text).unwrap()
     });
+    if !report.is_null() {
+        let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "-o json: stdout is not JSON ({e}):\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        assert_eq!(printed, report, "stdout is the report --json writes");
+    }
     (out, report)
 }
 
@@ -173,10 +183,7 @@ fn the_drill_hangs_n_destinations_and_holds_a_shared_host_to_its_cap() {
         "--config",
         config.to_str().unwrap(),
     ]);
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("phase 2/4 failure: 10 destinations hang"),
         "{stderr}"
@@ -185,7 +192,11 @@ fn the_drill_hangs_n_destinations_and_holds_a_shared_host_to_its_cap() {
         stderr.contains("phase 3b/4 shared host: 30 subscribers"),
         "{stderr}"
     );
-    assert!(stdout.contains("shared host  healthy"), "{stdout}");
+    // With -o json (the helper's), stdout is the report, the shared host's phase in it.
+    assert!(
+        report["phases"]["shared_host"]["healthy_first_attempt"].is_object(),
+        "{report}"
+    );
     let shared = &report["phases"]["shared_host"];
     assert_eq!(shared["cap"], 8, "{report}");
     // 60 deliveries hang at 8 places for a second each: the host was at its cap, never past it.

@@ -11,6 +11,7 @@ mod auth;
 mod backup;
 mod browser;
 mod capacity;
+mod cli_output;
 mod cluster;
 mod compat;
 mod config;

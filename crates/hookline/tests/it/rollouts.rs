@@ -354,6 +354,27 @@ async fn bad_candidate_aborts_itself(app: &TestApp) {
         reason.starts_with("abort_if: the candidate's terminal rate"),
         "{reason}"
     );
+    // What `rollout compare` says of it: the comparison, and a verdict against (exit 1).
+    let base = app.base();
+    let compared = id.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+            .args([
+                "rollout", "compare", &compared, "--api", &base, "-o", "json",
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("AGAINST"), "{stderr}");
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        printed["difference"]["terminal_rate"]["significant"], true,
+        "{printed}"
+    );
     // Back to the baseline: the next event's 503s are retried for everyone.
     app.publish("e2", "shipment.updated").await;
     let first = first_attempts_done(app, "e2").await;
@@ -368,6 +389,7 @@ async fn a_cohort_is_retried_compared_aborted_and_promoted_on_sqlite() {
     let base = app.base();
     let listed = app.call("GET", "/v1/rollouts", None).await.1;
     let id = listed["items"][0]["id"].as_str().unwrap().to_owned();
+    let compare_id = id.clone();
     let out = tokio::task::spawn_blocking(move || {
         std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
             .args(["rollout", "compare", &id, "--api", &base])
@@ -389,6 +411,35 @@ async fn a_cohort_is_retried_compared_aborted_and_promoted_on_sqlite() {
         "{text}"
     );
     assert!(text.contains("dead attempts_exhausted"), "{text}");
+    // And as the API answers it, for a script.
+    let base = app.base();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hookline"))
+            .args([
+                "rollout",
+                "compare",
+                &compare_id,
+                "--api",
+                &base,
+                "-o",
+                "json",
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        printed["difference"]["retry_rate"]["difference"], 2.0,
+        "{printed}"
+    );
+    assert_eq!(printed["candidate"]["retry_rate"], 2.0, "{printed}");
     app.stop().await;
 }
 

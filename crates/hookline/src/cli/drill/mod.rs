@@ -30,10 +30,15 @@ use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::client::read_json;
-use super::DrillArgs;
+use super::{DrillArgs, Output};
 
 fn progress(message: &str) {
-    eprintln!("drill: {message}");
+    crate::logs::say(
+        tracing::Level::INFO,
+        module_path!(),
+        message,
+        &format!("drill: {message}"),
+    );
 }
 
 /// The hookline under drill: a child process the drill can kill, or a running one.
@@ -193,17 +198,17 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Runs the drill until it ends or SIGINT / SIGTERM arrives. Either way the hookline it
 /// started is stopped: an interrupted drill drops its run, and with it the child
 /// (`Target::Embedded`).
-pub async fn run(args: DrillArgs) -> anyhow::Result<()> {
+pub async fn run(args: DrillArgs, output: Output) -> anyhow::Result<()> {
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     tokio::select! {
-        result = drill(args) => result,
+        result = drill(args, output) => result,
         _ = int.recv() => Err(anyhow!("interrupted (SIGINT); the drill's hookline is stopped")),
         _ = term.recv() => Err(anyhow!("terminated (SIGTERM); the drill's hookline is stopped")),
     }
 }
 
-async fn drill(args: DrillArgs) -> anyhow::Result<()> {
+async fn drill(args: DrillArgs, output: Output) -> anyhow::Result<()> {
     let sizes = phases::Sizes::new(&args)?;
     let (api, mut target, policy) = match &args.api {
         Some(api) => {
@@ -255,7 +260,7 @@ async fn drill(args: DrillArgs) -> anyhow::Result<()> {
             phases::crash(&drill, &plan, (server, config), earlier, &mut found).await?;
         }
     }
-    let passed = found.report(&base, restored, &args, started)?;
+    let passed = found.report(&base, restored, &args, started, output)?;
     if let Target::Embedded { server, .. } = target {
         let _ = server.terminate().await;
     }

@@ -217,13 +217,15 @@ impl Findings {
         self.checks.push((what, passed));
     }
 
-    /// Prints the table and the checks, writes `--json` and `--svg`; whether every check passed.
+    /// Prints the table and the checks (with `-o json`, the report `--json` writes), writes
+    /// `--json` and `--svg`; whether every check passed.
     pub fn report(
         self,
         base: &Value,
         (drain_ms, amplification): (i64, f64),
         args: &DrillArgs,
         started: i64,
+        output: crate::cli::Output,
     ) -> anyhow::Result<bool> {
         let passed = self.checks.iter().all(|(_, ok)| *ok);
         let mut rows = vec![row("baseline", "all", base)];
@@ -232,23 +234,26 @@ impl Findings {
                 rows.push(row(name, "healthy", &p["healthy_first_attempt"]));
             }
         }
-        println!(
-            "{}",
-            crate::cli::table::render(&["PHASE", "WHO", "N", "P50 MS", "P95 MS", "P99 MS"], &rows)
-        );
-        println!(
-            "drain after restore: {drain_ms} ms; retry amplification observed: \
-             {amplification:.2} attempts per delivery\n"
-        );
-        for (check, ok) in &self.checks {
-            println!("{} {check}", if *ok { "PASS" } else { "FAIL" });
-        }
         let checks: Vec<Value> = self
             .checks
             .iter()
             .map(|(c, ok)| json!({"check": c, "passed": ok}))
             .collect();
         let report = json!({"phases": self.phases, "checks": checks, "passed": passed});
+        output.print(&report, |_| {
+            let mut text = crate::cli::table::render(
+                &["PHASE", "WHO", "N", "P50 MS", "P95 MS", "P99 MS"],
+                &rows,
+            );
+            text += &format!(
+                "\ndrain after restore: {drain_ms} ms; retry amplification observed: \
+                 {amplification:.2} attempts per delivery\n\n"
+            );
+            for (check, ok) in &self.checks {
+                text += &format!("{} {check}\n", if *ok { "PASS" } else { "FAIL" });
+            }
+            text
+        });
         if let Some(path) = &args.json {
             std::fs::write(path, serde_json::to_string_pretty(&report).expect("json"))
                 .with_context(|| path.display().to_string())?;
