@@ -16,7 +16,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hookline_policy::{duration_ms, AttemptResult, Attempted, UnixMs};
+use hookline_policy::{duration_ms, AttemptResult, Attempted, DeadReason, UnixMs};
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, Store, Transition,
     WindowSweep,
@@ -390,11 +390,19 @@ impl Dispatcher {
         let started = Instant::now();
         loop {
             match self.shared.store.expire_windows(sweep).await {
-                Ok(n) => {
-                    if n > 0 {
+                Ok(expired) => {
+                    if !expired.is_empty() {
+                        let n = expired.len();
                         tracing::info!(expired = n, "deliveries whose window ended while waiting");
                     }
-                    let short = usize::try_from(n).is_ok_and(|n| n < SWEEP_LIMIT);
+                    for subscriber in &expired {
+                        telemetry::dead_letter(
+                            subscriber,
+                            DeadReason::WindowExpired,
+                            self.shared.labels,
+                        );
+                    }
+                    let short = expired.len() < SWEEP_LIMIT;
                     if short || started.elapsed() > SWEEP_BUDGET {
                         return;
                     }
@@ -677,7 +685,8 @@ async fn commit(s: Arc<Shared>, finished: Vec<(Finished, Completion)>) {
 }
 
 /// Reports completions whose lease was lost, and counts the dead letters of those applied
-/// by their subscriber (the store counts every death, by reason, whichever path made it).
+/// by their subscriber (the store counts every death by reason, whichever path made it; the
+/// window sweep counts its own by subscriber).
 fn reported(
     ids: &[Finished],
     completions: &[Completion],

@@ -31,7 +31,7 @@ const BREAKER_OPEN_HELP: &str =
     "1 while a subscriber's circuit breaker is open or half-open, 0 once it closes.";
 const ATTEMPTS_HELP: &str =
     "Delivery attempts by subscriber and outcome (success, retryable, permanent, lost).";
-const DEAD_LETTERS_HELP: &str = "Deliveries an attempt's decision sent to the dead-letter queue, by subscriber and terminal reason (hookline_dead_letters_total counts every path, by reason).";
+const DEAD_LETTERS_HELP: &str = "Deliveries that entered the dead-letter queue by an attempt's decision or a window that ended while waiting, by subscriber and terminal reason (hookline_dead_letters_total counts every path, by reason).";
 
 /// Every series of one subscriber (or, `None`, of all of them without the label).
 type Key = Option<String>;

@@ -181,9 +181,10 @@ pub fn attempt(a: &AttemptSeen<'_>, labels: Labels) {
     }
 }
 
-/// A delivery of `subscriber` that an attempt's decision sent to the dead-letter queue, once its
-/// completion is applied, for `hookline_subscriber_dead_letters_total` (labelled by subscriber
-/// only: without the label, `hookline_dead_letters_total` already counts every death).
+/// A delivery of `subscriber` that entered the dead-letter queue (an attempt's decision, once
+/// its completion is applied, or the window sweep), for `hookline_subscriber_dead_letters_total`
+/// (labelled by subscriber only: without the label, `hookline_dead_letters_total` already counts
+/// every death).
 pub fn dead_letter(subscriber: &str, reason: DeadReason, labels: Labels) {
     if labels.latency == LatencyLabels::PerSubscriber {
         subscriber_series().dead_letter(subscriber, reason);
