@@ -243,8 +243,8 @@ pub struct QueueGauges {
     pub snapshot: Arc<QueueSnapshot>,
 }
 
-/// Refreshes the gauges that need a store query, every `every`, until `stop` changes, and
-/// keeps what it read in `snapshot`.
+/// Refreshes the gauges that need a store query, every `every`, until `stop` changes, keeps
+/// what it read in `snapshot`, and runs the exporter's upkeep.
 pub async fn refresh_gauges(gauges: QueueGauges, mut stop: watch::Receiver<bool>) {
     let QueueGauges {
         store,
@@ -318,6 +318,9 @@ pub async fn refresh_gauges(gauges: QueueGauges, mut stop: watch::Receiver<bool>
                 }
             }
         }
+        // The exporter keeps each histogram's samples until they are drained into its buckets:
+        // by a scrape, or here, so a process nobody scrapes does not grow with every request.
+        handle().run_upkeep();
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
             _ = stop.changed() => return,
