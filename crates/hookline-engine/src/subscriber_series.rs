@@ -1,8 +1,8 @@
 //! The metric series labelled by subscriber (`hookline_attempt_duration_seconds`,
 //! `hookline_delivery_latency_seconds`, `hookline_breaker_open`,
-//! `hookline_subscriber_attempts_total`, `hookline_subscriber_dead_letters_total`), kept here rather than in the
-//! Prometheus exporter's registry, which can add a series but never remove one: with it,
-//! `/metrics` grew with every subscriber ever seen, revoked ones included. Here a
+//! `hookline_subscriber_attempts_total`, `hookline_subscriber_dead_letters_total`), kept here
+//! rather than in the Prometheus exporter's registry, which can add a series but never remove
+//! one: with it, `/metrics` grew with every subscriber ever seen, revoked ones included. Here a
 //! subscriber's series go when it does (`forget`: the gauges' refresh asks the store which of
 //! the subscribers kept are gone, in every process, wherever they were revoked), and the
 //! families are rendered after the exporter's text. Without per-subscriber labels
@@ -227,7 +227,6 @@ impl SubscriberSeries {
                 .map(|(k, s)| (k.clone(), s.clone()))
                 .collect()
         };
-        let label = label_of;
         let mut out = String::new();
         let mut family = |name: &str, kind: &str, help: &str, body: &dyn Fn(&mut String)| {
             let mut lines = String::new();
@@ -247,7 +246,7 @@ impl SubscriberSeries {
                     for (outcome, histogram) in Outcome::ALL.iter().zip(&series.attempt_duration) {
                         if histogram.count() > 0 {
                             let mut labels = vec![format!("outcome=\"{}\"", outcome.as_str())];
-                            labels.extend(label(subscriber));
+                            labels.extend(label_of(subscriber));
                             histogram.render(lines, names::ATTEMPT_DURATION_SECONDS, &labels);
                         }
                     }
@@ -264,7 +263,7 @@ impl SubscriberSeries {
                         let name = names::DELIVERY_LATENCY_SECONDS;
                         series
                             .delivery_latency
-                            .render(lines, name, &label(subscriber));
+                            .render(lines, name, &label_of(subscriber));
                     }
                 }
             },
@@ -273,7 +272,7 @@ impl SubscriberSeries {
             for (subscriber, series) in &kept {
                 let value = series.breaker_open.load(Ordering::Relaxed);
                 if value != BREAKER_UNSET {
-                    let labels = braces(&label(subscriber));
+                    let labels = braces(&label_of(subscriber));
                     let _ = writeln!(lines, "{}{labels} {}", names::BREAKER_OPEN, value - 1);
                 }
             }

@@ -68,9 +68,9 @@ const API_REQUEST_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
-/// The commit this binary was built from, when the build said (`HOOKLINE_COMMIT`, which
-/// `.ci/run` and the `Containerfile` set from git); a build that did not say reads `unknown`,
-/// so nothing runs git at build time.
+/// The commit this binary was built from, when the build said (`HOOKLINE_COMMIT`: `.ci/run`
+/// sets it from git, the `Containerfile` from its build argument); a build that did not say
+/// reads `unknown`. Nothing runs git at build time.
 pub const COMMIT: &str = match option_env!("HOOKLINE_COMMIT") {
     Some(commit) => commit,
     None => "unknown",
