@@ -16,7 +16,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hookline_policy::{duration_ms, AttemptResult, Attempted, UnixMs};
+use hookline_policy::{duration_ms, AttemptResult, Attempted, DeadReason, UnixMs};
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, Store, Transition,
     WindowSweep,
@@ -390,11 +390,19 @@ impl Dispatcher {
         let started = Instant::now();
         loop {
             match self.shared.store.expire_windows(sweep).await {
-                Ok(n) => {
-                    if n > 0 {
+                Ok(expired) => {
+                    if !expired.is_empty() {
+                        let n = expired.len();
                         tracing::info!(expired = n, "deliveries whose window ended while waiting");
                     }
-                    let short = usize::try_from(n).is_ok_and(|n| n < SWEEP_LIMIT);
+                    for subscriber in &expired {
+                        telemetry::dead_letter(
+                            subscriber,
+                            DeadReason::WindowExpired,
+                            self.shared.labels,
+                        );
+                    }
+                    let short = expired.len() < SWEEP_LIMIT;
                     if short || started.elapsed() > SWEEP_BUDGET {
                         return;
                     }
@@ -442,7 +450,7 @@ async fn attempt(
     d: ClaimedDelivery,
     mut slot: Slot,
     body: Bytes,
-    done: mpsc::UnboundedSender<(String, Completion)>,
+    done: mpsc::UnboundedSender<(Finished, Completion)>,
 ) {
     let mut started_at = s.clock.now_ms();
     let timer = Instant::now();
@@ -573,7 +581,11 @@ async fn attempt(
     // The slot is free before the completion is seen: the claim that follows its commit can
     // take the slot again.
     drop(slot);
-    let _ = done.send((d.id, completion));
+    let finished = Finished {
+        id: d.id,
+        subscriber_id: d.destination.subscriber_id.clone(),
+    };
+    let _ = done.send((finished, completion));
     if was_slow {
         telemetry::slow_lane(s.slots.in_slow_lane());
     }
@@ -587,11 +599,11 @@ async fn attempt(
 /// such a task, so their retries do not hold up the loop; a claim that fails does not undo them.
 async fn complete_and_claim(
     s: &Arc<Shared>,
-    finished: Vec<(String, Completion)>,
+    finished: Vec<(Finished, Completion)>,
     request: ClaimRequest,
     tasks: &mut JoinSet<()>,
 ) -> hookline_store::Result<Vec<ClaimedDelivery>> {
-    let (ids, completions): (Vec<String>, Vec<Completion>) = finished.into_iter().unzip();
+    let (ids, completions): (Vec<Finished>, Vec<Completion>) = finished.into_iter().unzip();
     let (mut completing, claimed) = s
         .store
         .complete_and_claim(completions.clone(), request)
@@ -600,7 +612,7 @@ async fn complete_and_claim(
     let noop = &mut Context::from_waker(Waker::noop());
     match completing.as_mut().poll(noop) {
         Poll::Ready(completed) => {
-            if let Some(retry) = settled(&ids, completions, completed) {
+            if let Some(retry) = settled(&ids, completions, completed, s.labels) {
                 tasks.spawn(commit(s.clone(), retry));
             }
         }
@@ -608,7 +620,7 @@ async fn complete_and_claim(
             s.committing.store(true, Ordering::Release);
             let s = s.clone();
             tasks.spawn(async move {
-                if let Some(retry) = settled(&ids, completions, completing.await) {
+                if let Some(retry) = settled(&ids, completions, completing.await, s.labels) {
                     commit(s.clone(), retry).await;
                 }
                 s.committing.store(false, Ordering::Release);
@@ -621,16 +633,17 @@ async fn complete_and_claim(
     claimed
 }
 
-/// Reports completions whose lease was lost; answers the completions to commit again when they
-/// could not be applied.
+/// Reports what the completions did (`reported`); answers the completions to commit again when
+/// they could not be applied.
 fn settled(
-    ids: &[String],
+    ids: &[Finished],
     completions: Vec<Completion>,
     completed: hookline_store::Result<Vec<CompletionResult>>,
-) -> Option<Vec<(String, Completion)>> {
+    labels: telemetry::Labels,
+) -> Option<Vec<(Finished, Completion)>> {
     match completed {
         Ok(results) => {
-            report_lost_leases(ids, &results);
+            reported(ids, &completions, &results, labels);
             None
         }
         Err(e) => {
@@ -641,8 +654,8 @@ fn settled(
 }
 
 /// Commits completions on their own, retrying a failed commit a few times.
-async fn commit(s: Arc<Shared>, finished: Vec<(String, Completion)>) {
-    let (ids, completions): (Vec<String>, Vec<Completion>) = finished.into_iter().unzip();
+async fn commit(s: Arc<Shared>, finished: Vec<(Finished, Completion)>) {
+    let (ids, completions): (Vec<Finished>, Vec<Completion>) = finished.into_iter().unzip();
     let mut tries = 0;
     let results = loop {
         match s
@@ -666,15 +679,36 @@ async fn commit(s: Arc<Shared>, finished: Vec<(String, Completion)>) {
             }
         }
     };
-    report_lost_leases(&ids, &results);
+    reported(&ids, &completions, &results, s.labels);
     // Their subscribers' slots are free in the store now: claim again.
     s.wake.notify_one();
 }
 
-fn report_lost_leases(ids: &[String], results: &[CompletionResult]) {
-    for (id, result) in ids.iter().zip(results) {
-        if *result == CompletionResult::LeaseLost {
-            tracing::warn!(delivery = %id, "completion ignored: its lease was lost to a rescue");
+/// Reports completions whose lease was lost, and counts the dead letters of those applied
+/// by their subscriber (the store counts every death by reason, whichever path made it; the
+/// window sweep counts its own by subscriber).
+fn reported(
+    ids: &[Finished],
+    completions: &[Completion],
+    results: &[CompletionResult],
+    labels: telemetry::Labels,
+) {
+    for ((finished, completion), result) in ids.iter().zip(completions).zip(results) {
+        match (result, completion.transition) {
+            (CompletionResult::LeaseLost, _) => {
+                tracing::warn!(delivery = %finished.id, "completion ignored: its lease was lost to a rescue");
+            }
+            (CompletionResult::Applied, Transition::Dead(reason)) => {
+                telemetry::dead_letter(&finished.subscriber_id, reason, labels);
+            }
+            (CompletionResult::Applied, _) => {}
         }
     }
+}
+
+/// Which delivery an attempt that finished was for, and its subscriber's.
+#[derive(Debug, Clone)]
+struct Finished {
+    id: String,
+    subscriber_id: String,
 }

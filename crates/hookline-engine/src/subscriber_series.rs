@@ -1,19 +1,21 @@
 //! The metric series labelled by subscriber (`hookline_attempt_duration_seconds`,
-//! `hookline_delivery_latency_seconds`, `hookline_breaker_open`), kept here rather than in the
-//! Prometheus exporter's registry, which can add a series but never remove one: with it,
-//! `/metrics` grew with every subscriber ever seen, revoked ones included. Here a
+//! `hookline_delivery_latency_seconds`, `hookline_breaker_open`,
+//! `hookline_subscriber_attempts_total`, `hookline_subscriber_dead_letters_total`), kept here
+//! rather than in the Prometheus exporter's registry, which can add a series but never remove
+//! one: with it, `/metrics` grew with every subscriber ever seen, revoked ones included. Here a
 //! subscriber's series go when it does (`forget`: the gauges' refresh asks the store which of
 //! the subscribers kept are gone, in every process, wherever they were revoked), and the
 //! families are rendered after the exporter's text. Without per-subscriber labels
 //! (`metrics.per_subscriber_labels = false`) the two histograms are kept here too, as one
-//! series without the label, so each family has one owner.
+//! series without the label, so each family has one owner; the two counters are not kept at
+//! all (`hookline_attempts_total` and `hookline_dead_letters_total` count them without it).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
-use hookline_policy::Outcome;
+use hookline_policy::{DeadReason, Outcome};
 use metrics_exporter_prometheus::formatting::sanitize_label_value;
 
 use crate::telemetry::{names, LATENCY_BUCKETS};
@@ -27,6 +29,9 @@ const ATTEMPT_DURATION_HELP: &str = "How long attempts took, from sending to an 
 const DELIVERY_LATENCY_HELP: &str = "From an event's acceptance (or a replay's release) to a delivery's success, by subscriber (unless switched off).";
 const BREAKER_OPEN_HELP: &str =
     "1 while a subscriber's circuit breaker is open or half-open, 0 once it closes.";
+const ATTEMPTS_HELP: &str =
+    "Delivery attempts by subscriber and outcome (success, retryable, permanent, lost).";
+const DEAD_LETTERS_HELP: &str = "Deliveries that entered the dead-letter queue by an attempt's decision or a window that ended while waiting, by subscriber and terminal reason (hookline_dead_letters_total counts every path, by reason).";
 
 /// Every series of one subscriber (or, `None`, of all of them without the label).
 type Key = Option<String>;
@@ -49,6 +54,10 @@ struct Series {
     delivery_latency: Histogram,
     /// `BREAKER_UNSET`, or the gauge's value plus one.
     breaker_open: AtomicU8,
+    /// By outcome, in `Outcome::ALL`'s order.
+    attempts: [AtomicU64; Outcome::ALL.len()],
+    /// By reason, in `DeadReason::ALL`'s order.
+    dead_letters: [AtomicU64; DeadReason::ALL.len()],
 }
 
 const BREAKER_UNSET: u8 = 0;
@@ -59,6 +68,8 @@ impl Default for Series {
             attempt_duration: std::array::from_fn(|_| Histogram::new(ATTEMPT_DURATION_BUCKETS)),
             delivery_latency: Histogram::new(LATENCY_BUCKETS),
             breaker_open: AtomicU8::new(BREAKER_UNSET),
+            attempts: Default::default(),
+            dead_letters: Default::default(),
         }
     }
 }
@@ -111,6 +122,32 @@ impl Histogram {
     }
 }
 
+/// The `subscriber` label of `subscriber`'s series (none for the unlabelled ones).
+fn label_of(subscriber: &Key) -> Vec<String> {
+    subscriber
+        .iter()
+        .map(|id| format!("subscriber=\"{}\"", sanitize_label_value(id)))
+        .collect()
+}
+
+/// A counter family's lines for `subscriber`, one per `label` value counted (none for zero).
+fn counter_lines(
+    lines: &mut String,
+    name: &str,
+    subscriber: &Key,
+    label: &str,
+    values: &[(&str, &AtomicU64)],
+) {
+    for (value, count) in values {
+        let count = count.load(Ordering::Relaxed);
+        if count > 0 {
+            let mut labels = label_of(subscriber);
+            labels.push(format!("{label}=\"{value}\""));
+            let _ = writeln!(lines, "{name}{} {count}", braces(&labels));
+        }
+    }
+}
+
 /// `{a="1",b="2"}`, or nothing without labels.
 fn braces(labels: &[String]) -> String {
     if labels.is_empty() {
@@ -145,6 +182,21 @@ impl SubscriberSeries {
         self.series(subscriber).delivery_latency.record(seconds);
     }
 
+    /// One attempt of `subscriber`'s deliveries, by its outcome.
+    pub fn attempt(&self, subscriber: &str, outcome: Outcome) {
+        let at = Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
+        self.series(Some(subscriber)).attempts[at].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One of `subscriber`'s deliveries dead for `reason`.
+    pub fn dead_letter(&self, subscriber: &str, reason: DeadReason) {
+        let at = DeadReason::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap_or(0);
+        self.series(Some(subscriber)).dead_letters[at].fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn breaker_open(&self, subscriber: &str, open: bool) {
         self.series(Some(subscriber))
             .breaker_open
@@ -165,7 +217,7 @@ impl SubscriberSeries {
             .remove(&Some(subscriber.to_owned()));
     }
 
-    /// The three families in Prometheus' text format, each with its `HELP` and `TYPE` once
+    /// The five families in Prometheus' text format, each with its `HELP` and `TYPE` once
     /// (and not at all while it has no series).
     pub fn render(&self) -> String {
         let kept: Vec<(Key, Arc<Series>)> = {
@@ -173,12 +225,6 @@ impl SubscriberSeries {
             by_subscriber
                 .iter()
                 .map(|(k, s)| (k.clone(), s.clone()))
-                .collect()
-        };
-        let label = |subscriber: &Key| -> Vec<String> {
-            subscriber
-                .iter()
-                .map(|id| format!("subscriber=\"{}\"", sanitize_label_value(id)))
                 .collect()
         };
         let mut out = String::new();
@@ -200,7 +246,7 @@ impl SubscriberSeries {
                     for (outcome, histogram) in Outcome::ALL.iter().zip(&series.attempt_duration) {
                         if histogram.count() > 0 {
                             let mut labels = vec![format!("outcome=\"{}\"", outcome.as_str())];
-                            labels.extend(label(subscriber));
+                            labels.extend(label_of(subscriber));
                             histogram.render(lines, names::ATTEMPT_DURATION_SECONDS, &labels);
                         }
                     }
@@ -217,7 +263,7 @@ impl SubscriberSeries {
                         let name = names::DELIVERY_LATENCY_SECONDS;
                         series
                             .delivery_latency
-                            .render(lines, name, &label(subscriber));
+                            .render(lines, name, &label_of(subscriber));
                     }
                 }
             },
@@ -226,11 +272,53 @@ impl SubscriberSeries {
             for (subscriber, series) in &kept {
                 let value = series.breaker_open.load(Ordering::Relaxed);
                 if value != BREAKER_UNSET {
-                    let labels = braces(&label(subscriber));
+                    let labels = braces(&label_of(subscriber));
                     let _ = writeln!(lines, "{}{labels} {}", names::BREAKER_OPEN, value - 1);
                 }
             }
         });
+        family(
+            names::SUBSCRIBER_ATTEMPTS_TOTAL,
+            "counter",
+            ATTEMPTS_HELP,
+            &|lines| {
+                for (subscriber, series) in &kept {
+                    let by: Vec<(&str, &AtomicU64)> = Outcome::ALL
+                        .iter()
+                        .map(|o| o.as_str())
+                        .zip(&series.attempts)
+                        .collect();
+                    counter_lines(
+                        lines,
+                        names::SUBSCRIBER_ATTEMPTS_TOTAL,
+                        subscriber,
+                        "outcome",
+                        &by,
+                    );
+                }
+            },
+        );
+        family(
+            names::SUBSCRIBER_DEAD_LETTERS_TOTAL,
+            "counter",
+            DEAD_LETTERS_HELP,
+            &|lines| {
+                for (subscriber, series) in &kept {
+                    let by: Vec<(&str, &AtomicU64)> = DeadReason::ALL
+                        .iter()
+                        .map(|r| r.as_str())
+                        .zip(&series.dead_letters)
+                        .collect();
+                    counter_lines(
+                        lines,
+                        names::SUBSCRIBER_DEAD_LETTERS_TOTAL,
+                        subscriber,
+                        "reason",
+                        &by,
+                    );
+                }
+            },
+        );
         out
     }
 }
@@ -246,6 +334,9 @@ mod tests {
         series.attempt_duration(Some("a"), Outcome::Retryable, 7.0);
         series.delivery_latency(Some("a"), 0.02);
         series.breaker_open("a", true);
+        series.attempt("a", Outcome::Permanent);
+        series.attempt("a", Outcome::Permanent);
+        series.dead_letter("a", DeadReason::PermanentFailure);
         series.attempt_duration(Some("b\"q"), Outcome::Success, 0.001);
         let text = series.render();
         for line in [
@@ -257,11 +348,13 @@ mod tests {
             "hookline_attempt_duration_seconds_sum{outcome=\"retryable\",subscriber=\"a\"} 7",
             "hookline_delivery_latency_seconds_count{subscriber=\"a\"} 1",
             "hookline_breaker_open{subscriber=\"a\"} 1",
+            "hookline_subscriber_attempts_total{subscriber=\"a\",outcome=\"permanent\"} 2",
+            "hookline_subscriber_dead_letters_total{subscriber=\"a\",reason=\"permanent_failure\"} 1",
             "hookline_attempt_duration_seconds_count{outcome=\"success\",subscriber=\"b\\\"q\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
         }
-        assert_eq!(text.matches("# TYPE").count(), 3, "{text}");
+        assert_eq!(text.matches("# TYPE").count(), 5, "{text}");
         assert_eq!(series.subscribers(), ["a", "b\"q"]);
         series.forget("a");
         series.forget("b\"q");

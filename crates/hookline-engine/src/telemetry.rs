@@ -4,7 +4,7 @@
 //! recorder the process installed (the `hookline` crate's Prometheus exporter); the series
 //! labelled by subscriber are kept in [`crate::subscriber_series`].
 
-use hookline_policy::{Outcome, UnixMs};
+use hookline_policy::{DeadReason, Outcome, UnixMs};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 
 use crate::subscriber_series::subscriber_series;
@@ -27,6 +27,8 @@ pub mod names {
     pub const HOSTS_AT_CAP: &str = "hookline_hosts_at_cap";
     pub const SLOW_LANE_ATTEMPTS: &str = "hookline_slow_lane_attempts";
     pub const STORE_ERRORS_TOTAL: &str = "hookline_store_errors_total";
+    pub const SUBSCRIBER_ATTEMPTS_TOTAL: &str = "hookline_subscriber_attempts_total";
+    pub const SUBSCRIBER_DEAD_LETTERS_TOTAL: &str = "hookline_subscriber_dead_letters_total";
 }
 
 /// Describes the metrics recorded here, for the recorder's `# HELP` lines.
@@ -115,8 +117,9 @@ pub struct AttemptSeen<'a> {
     pub tenant: Option<&'a str>,
 }
 
-/// Whether delivery latency is labelled by subscriber (`metrics.per_subscriber_labels`): one
-/// series per subscriber is too many for very large fleets.
+/// Whether delivery latency, attempt durations, attempts and dead letters are labelled by
+/// subscriber (`metrics.per_subscriber_labels`): one series per subscriber is too many for very
+/// large fleets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LatencyLabels {
     PerSubscriber,
@@ -165,6 +168,9 @@ pub fn attempt(a: &AttemptSeen<'_>, labels: Labels) {
     let series = subscriber_series();
     let subscriber = (labels.latency == LatencyLabels::PerSubscriber).then_some(a.subscriber_id);
     series.attempt_duration(subscriber, a.outcome, a.duration.as_secs_f64());
+    if let Some(subscriber) = subscriber {
+        series.attempt(subscriber, a.outcome);
+    }
     if a.first_ever {
         histogram!(names::FIRST_ATTEMPT_LATENCY_SECONDS, tenant)
             .record(seconds(a.started_at - a.accepted_at));
@@ -172,5 +178,15 @@ pub fn attempt(a: &AttemptSeen<'_>, labels: Labels) {
     if a.outcome == Outcome::Success {
         // A replayed delivery is measured from its release, not from an acceptance hours ago.
         series.delivery_latency(subscriber, seconds(a.finished_at - a.window_start));
+    }
+}
+
+/// A delivery of `subscriber` that entered the dead-letter queue (an attempt's decision, once
+/// its completion is applied, or the window sweep), for `hookline_subscriber_dead_letters_total`
+/// (labelled by subscriber only: without the label, `hookline_dead_letters_total` already counts
+/// every death).
+pub fn dead_letter(subscriber: &str, reason: DeadReason, labels: Labels) {
+    if labels.latency == LatencyLabels::PerSubscriber {
+        subscriber_series().dead_letter(subscriber, reason);
     }
 }

@@ -268,8 +268,9 @@ pub trait DeliveryQueue: Send + Sync + 'static {
     /// Ends, as `window_expired` and without an attempt, up to `sweep.limit` deliveries not in
     /// flight (scheduled, due, held for a paused subscriber, deferred by a breaker, waiting for
     /// a rate limit or a slot) whose window has ended, recording what each was waiting on.
-    /// Reads the window index only. Answers how many died.
-    async fn expire_windows(&self, sweep: WindowSweep) -> Result<u64>;
+    /// Reads the window index only. Answers the subscriber of each delivery that died (for
+    /// the dead letters counted by subscriber), as many as died.
+    async fn expire_windows(&self, sweep: WindowSweep) -> Result<Vec<String>>;
 
     /// Depths by state and the oldest waiting deliveries (`caps`: what the dispatcher's claims
     /// hold subscribers and hosts to, and `held_back`: the subscribers the dispatcher gives no

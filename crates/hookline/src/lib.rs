@@ -11,6 +11,7 @@ pub mod config;
 pub mod logs;
 pub mod open_files;
 pub mod policies;
+pub mod process_metrics;
 pub mod rollouts;
 pub mod schema;
 pub mod server;

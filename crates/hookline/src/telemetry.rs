@@ -15,7 +15,7 @@ use hookline_engine::subscriber_series::subscriber_series;
 use hookline_engine::telemetry::{seconds, store_error, LATENCY_BUCKETS};
 use hookline_policy::UnixMs;
 use hookline_store::{DeliveryState, InFlightCaps, QueueStats, Store, WaitingOn};
-use metrics::{counter, describe_counter, describe_gauge, gauge};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::sync::watch;
 
@@ -24,10 +24,13 @@ use tokio::sync::watch;
 pub mod names {
     pub use hookline_engine::telemetry::names::*;
     pub const ADMISSION_REFUSED_TOTAL: &str = "hookline_admission_refused_total";
+    pub const API_REQUESTS_TOTAL: &str = "hookline_api_requests_total";
+    pub const API_REQUEST_DURATION_SECONDS: &str = "hookline_api_request_duration_seconds";
+    pub const BUILD_INFO: &str = "hookline_build_info";
     pub const CAPACITY_DELIVERY_WINDOW_SECONDS: &str = "hookline_capacity_delivery_window_seconds";
     pub const CAPACITY_PROJECTED_DRAIN_SECONDS: &str = "hookline_capacity_projected_drain_seconds";
-    pub const CAPACITY_SERVICE_RATE: &str = "hookline_capacity_service_rate";
-    pub const CAPACITY_UTILIZATION: &str = "hookline_capacity_utilization";
+    pub const CAPACITY_SERVICE_RATE_PER_SECOND: &str = "hookline_capacity_service_rate_per_second";
+    pub const CAPACITY_UTILIZATION_RATIO: &str = "hookline_capacity_utilization_ratio";
     /// Recorded by the store, where every path that kills a delivery passes.
     pub use hookline_store::DEAD_LETTERS_METRIC as DEAD_LETTERS_TOTAL;
     pub const DELAYED_OLDEST_AGE_SECONDS: &str = "hookline_delayed_oldest_age_seconds";
@@ -48,6 +51,11 @@ pub fn handle() -> &'static PrometheusHandle {
         let handle = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("latency_seconds".into()), LATENCY_BUCKETS)
             .expect("buckets are not empty")
+            .set_buckets_for_metric(
+                Matcher::Full(names::API_REQUEST_DURATION_SECONDS.into()),
+                API_REQUEST_BUCKETS,
+            )
+            .expect("buckets are not empty")
             .install_recorder()
             .expect("the metrics recorder is installed once, here");
         describe();
@@ -55,18 +63,45 @@ pub fn handle() -> &'static PrometheusHandle {
     })
 }
 
+/// Seconds an API request takes to answer: from a health probe to a large fan-out's commit.
+const API_REQUEST_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// The commit this binary was built from, when the build said (`HOOKLINE_COMMIT`: `.ci/run`
+/// sets it from git, the `Containerfile` from its build argument); a build that did not say
+/// reads `unknown`. Nothing runs git at build time.
+pub const COMMIT: &str = match option_env!("HOOKLINE_COMMIT") {
+    Some(commit) => commit,
+    None => "unknown",
+};
+
 /// What `GET /metrics` answers: the exporter's families, then those labelled by subscriber
-/// (`subscriber_series`).
+/// (`subscriber_series`), then the process's own (`process_*`, read when scraped).
 pub fn render() -> String {
     let mut text = handle().render();
     text.push_str(&subscriber_series().render());
+    text.push_str(&crate::process_metrics::render());
     text
 }
 
 fn describe() {
     hookline_engine::telemetry::describe();
     describe_gauge!(
-        names::CAPACITY_SERVICE_RATE,
+        names::BUILD_INFO,
+        "Always 1: the version and the commit this binary was built from, as labels."
+    );
+    gauge!(names::BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "commit" => COMMIT).set(1.0);
+    describe_counter!(
+        names::API_REQUESTS_TOTAL,
+        "API requests answered, by route template (unmatched: no route), method and status class (2xx, 4xx, ...)."
+    );
+    describe_histogram!(
+        names::API_REQUEST_DURATION_SECONDS,
+        "How long the API took to answer a request (to its response's head), by route template, method and status class."
+    );
+    describe_gauge!(
+        names::CAPACITY_SERVICE_RATE_PER_SECOND,
         "Attempts completed per second over the last minute, across every process."
     );
     describe_gauge!(
@@ -74,7 +109,7 @@ fn describe() {
         "How long the backlog takes to drain at the sustainable rate, counting the retries the current failure rate implies."
     );
     describe_gauge!(
-        names::CAPACITY_UTILIZATION,
+        names::CAPACITY_UTILIZATION_RATIO,
         "The share of delivery slots busy over the last minute, across every process."
     );
     describe_gauge!(
@@ -124,6 +159,25 @@ fn describe() {
     );
 }
 
+/// One API request answered: `route` is the template it matched (never the raw path, whose
+/// ids would make a series each), `method` one of the standard methods or `other`.
+pub fn api_request(route: &str, method: &'static str, status: u16, seconds: f64) {
+    let status_class = match status {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    };
+    let labels = [
+        ("route", route.to_owned()),
+        ("method", method.to_owned()),
+        ("status_class", status_class.to_owned()),
+    ];
+    counter!(names::API_REQUESTS_TOTAL, &labels).increment(1);
+    histogram!(names::API_REQUEST_DURATION_SECONDS, &labels).record(seconds);
+}
+
 pub fn http_connections(open: usize) {
     gauge!(names::HTTP_CONNECTIONS).set(open as f64);
 }
@@ -154,8 +208,8 @@ pub fn admission_refused(reason: &'static str) {
 /// The live capacity model, across every process. Without a measured rate the projected drain
 /// is not exported (a gauge cannot say "unknown").
 pub fn capacity(m: &hookline_policy::Measured, projected_drain_s: Option<f64>, window_s: f64) {
-    gauge!(names::CAPACITY_SERVICE_RATE).set(m.service_rate_per_s);
-    gauge!(names::CAPACITY_UTILIZATION).set(m.utilization);
+    gauge!(names::CAPACITY_SERVICE_RATE_PER_SECOND).set(m.service_rate_per_s);
+    gauge!(names::CAPACITY_UTILIZATION_RATIO).set(m.utilization);
     gauge!(names::CAPACITY_DELIVERY_WINDOW_SECONDS).set(window_s);
     if let Some(s) = projected_drain_s {
         gauge!(names::CAPACITY_PROJECTED_DRAIN_SECONDS).set(s);
@@ -189,8 +243,8 @@ pub struct QueueGauges {
     pub snapshot: Arc<QueueSnapshot>,
 }
 
-/// Refreshes the gauges that need a store query, every `every`, until `stop` changes, and
-/// keeps what it read in `snapshot`.
+/// Refreshes the gauges that need a store query, every `every`, until `stop` changes, keeps
+/// what it read in `snapshot`, and runs the exporter's upkeep.
 pub async fn refresh_gauges(gauges: QueueGauges, mut stop: watch::Receiver<bool>) {
     let QueueGauges {
         store,
@@ -264,6 +318,9 @@ pub async fn refresh_gauges(gauges: QueueGauges, mut stop: watch::Receiver<bool>
                 }
             }
         }
+        // The exporter keeps each histogram's samples until they are drained into its buckets:
+        // by a scrape, or here, so a process nobody scrapes does not grow with every request.
+        handle().run_upkeep();
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
             _ = stop.changed() => return,
@@ -293,11 +350,16 @@ pub const METRIC_NAMES: &[&str] = &[
     names::SLOW_LANE_ATTEMPTS,
     names::HTTP_CONNECTIONS,
     names::HTTP_CONNECTIONS_CLOSED_TOTAL,
-    names::CAPACITY_SERVICE_RATE,
+    names::CAPACITY_SERVICE_RATE_PER_SECOND,
     names::CAPACITY_PROJECTED_DRAIN_SECONDS,
-    names::CAPACITY_UTILIZATION,
+    names::CAPACITY_UTILIZATION_RATIO,
     names::CAPACITY_DELIVERY_WINDOW_SECONDS,
     names::ADMISSION_REFUSED_TOTAL,
+    names::BUILD_INFO,
+    names::API_REQUESTS_TOTAL,
+    names::API_REQUEST_DURATION_SECONDS,
+    names::SUBSCRIBER_ATTEMPTS_TOTAL,
+    names::SUBSCRIBER_DEAD_LETTERS_TOTAL,
 ];
 
 #[cfg(test)]
@@ -341,5 +403,78 @@ mod tests {
         )
         .unwrap();
         assert!(dashboard["panels"].as_array().unwrap().len() >= 10);
+    }
+
+    /// Every alert links its section of the runbook, and the section is there (GitHub's anchor
+    /// of a heading is its text in lower case).
+    #[test]
+    fn every_alert_has_a_runbook_url_to_a_section_that_exists() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        let alerts =
+            std::fs::read_to_string(format!("{root}/deploy/prometheus/alerts.yml")).unwrap();
+        let runbook = std::fs::read_to_string(format!("{root}/docs/RUNBOOK.md")).unwrap();
+        let anchors: Vec<String> = runbook
+            .lines()
+            .filter_map(|l| l.strip_prefix("### "))
+            .map(str::to_lowercase)
+            .collect();
+        let names: Vec<&str> = alerts
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("- alert: "))
+            .collect();
+        let urls: Vec<&str> = alerts
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("runbook_url: "))
+            .map(|u| u.trim_matches('"'))
+            .collect();
+        assert!(!names.is_empty());
+        assert_eq!(names.len(), urls.len(), "an alert without a runbook_url");
+        for (name, url) in names.iter().zip(&urls) {
+            assert_eq!(*url, format!("docs/RUNBOOK.md#{}", name.to_lowercase()));
+            assert!(
+                anchors.contains(&name.to_lowercase()),
+                "no section {name} in RUNBOOK.md"
+            );
+        }
+        assert!(!alerts.contains("job=\""), "a rule names a scrape job");
+    }
+
+    /// Every query of the dashboard follows its `job` and `instance` variables, so one dashboard
+    /// serves every deployment a Prometheus scrapes.
+    #[test]
+    fn every_dashboard_query_is_scoped_by_job_and_instance() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
+        let dashboard: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(format!("{root}/grafana/hookline.json")).unwrap(),
+        )
+        .unwrap();
+        let variables: Vec<&str> = dashboard["templating"]["list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v["name"].as_str())
+            .collect();
+        assert_eq!(variables, ["datasource", "job", "instance"]);
+        let scoped = r#"{job=~"$job",instance=~"$instance""#;
+        let mut queries = 0;
+        for panel in dashboard["panels"].as_array().unwrap() {
+            for target in panel["targets"].as_array().into_iter().flatten() {
+                let expr = target["expr"].as_str().unwrap();
+                queries += 1;
+                for prefix in ["hookline_", "process_"] {
+                    for (i, _) in expr.match_indices(prefix) {
+                        let name_end = expr[i..]
+                            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                            .map_or(expr.len(), |n| i + n);
+                        assert!(
+                            expr[name_end..].starts_with(scoped),
+                            "{expr}: {} is not scoped by $job and $instance",
+                            &expr[i..name_end]
+                        );
+                    }
+                }
+            }
+        }
+        assert!(queries >= 10);
     }
 }

@@ -134,6 +134,65 @@ async fn metrics_move_as_deliveries_happen() {
         ),
         Some(1.0)
     );
+    // A subscriber failing every delivery shows by name: its attempts and its dead letters.
+    let bad = [("subscriber", "bad"), ("outcome", "permanent")];
+    assert_eq!(
+        sample(&text, "hookline_subscriber_attempts_total", &bad),
+        Some(1.0)
+    );
+    let flaky = [("subscriber", "flaky"), ("outcome", "retryable")];
+    assert_eq!(
+        sample(&text, "hookline_subscriber_attempts_total", &flaky),
+        Some(1.0)
+    );
+    eventually(
+        "bad's dead letter, counted once its completion commits",
+        async || {
+            let text = scrape(&app).await;
+            let labels = [("subscriber", "bad"), ("reason", "permanent_failure")];
+            (sample(&text, "hookline_subscriber_dead_letters_total", &labels) == Some(1.0))
+                .then_some(())
+        },
+    )
+    .await;
+    // What the build and the process say about themselves.
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        sample(&text, "hookline_build_info", &[("version", version)]),
+        Some(1.0)
+    );
+    for name in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(
+            sample(&text, name, &[]).is_some_and(|v| v > 0.0),
+            "no {name}:\n{text}"
+        );
+    }
+    // API requests by route template, method and status class: the subscribers created, the
+    // scrapes before this one.
+    let created = [
+        ("route", "/v1/subscribers"),
+        ("method", "POST"),
+        ("status_class", "2xx"),
+    ];
+    assert_eq!(
+        sample(&text, "hookline_api_requests_total", &created),
+        Some(3.0)
+    );
+    assert!(
+        sample(
+            &text,
+            "hookline_api_request_duration_seconds_count",
+            &created
+        ) == Some(3.0)
+    );
+    let scraped = [("route", "/metrics"), ("status_class", "2xx")];
+    assert!(sample(&text, "hookline_api_requests_total", &scraped).is_some_and(|n| n >= 1.0));
 
     // The retry succeeds; a replay and a revocation show up too.
     app.advance_to_next_attempt("e1:flaky").await;
@@ -172,6 +231,10 @@ async fn metrics_move_as_deliveries_happen() {
     app.delivery_when("e2:flaky", "e2", |d| state(d) == "delivered")
         .await;
     app.call("DELETE", "/v1/subscribers/ok", None).await;
+    let (code, _) = app.call("GET", "/v1/subscribers/nobody", None).await;
+    assert_eq!(code, 404);
+    let (code, _) = app.call("GET", "/v1/no/such/route", None).await;
+    assert_eq!(code, 404);
     let text = eventually("the counters", async || {
         let text = scrape(&app).await;
         (sample(&text, "hookline_deliveries", &[("state", "scheduled")]) == Some(0.0))
@@ -180,6 +243,31 @@ async fn metrics_move_as_deliveries_happen() {
     .await;
     assert_eq!(attempts_in(&text, "2", "success"), Some(1.0));
     assert_eq!(sample(&text, "hookline_replayed_total", &[]), Some(1.0));
+    // By template, never by the id in the path; no route is `unmatched`.
+    let changed = [
+        ("route", "/v1/subscribers/{id}"),
+        ("method", "PATCH"),
+        ("status_class", "2xx"),
+    ];
+    assert_eq!(
+        sample(&text, "hookline_api_requests_total", &changed),
+        Some(1.0)
+    );
+    let missing = [
+        ("route", "/v1/subscribers/{id}"),
+        ("method", "GET"),
+        ("status_class", "4xx"),
+    ];
+    assert_eq!(
+        sample(&text, "hookline_api_requests_total", &missing),
+        Some(1.0)
+    );
+    let unmatched = [("route", "unmatched"), ("status_class", "4xx")];
+    assert_eq!(
+        sample(&text, "hookline_api_requests_total", &unmatched),
+        Some(1.0)
+    );
+    assert!(!text.contains("route=\"/v1/subscribers/ok\""), "{text}");
     assert_eq!(
         sample(
             &text,

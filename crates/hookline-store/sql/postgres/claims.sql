@@ -243,11 +243,13 @@ FROM (SELECT seq, subscriber_id, held, run_at, waiting_on, ordering_key FROM del
 JOIN subscribers s ON s.id = d.subscriber_id;
 
 -- name: EXPIRE_WINDOWS
--- Deliveries $1 die of their window ($3), each waiting on its cause in $2.
+-- Deliveries $1 die of their window ($3), each waiting on its cause in $2; answers each one's
+-- subscriber.
 UPDATE deliveries d SET state = 'dead', dead_reason = $3, dead_at = $4, updated_at = $4,
     held = FALSE, run_at = NULL, waiting_on = x.waiting
 FROM UNNEST($1::int8[], $2::text[]) AS x(seq, waiting)
-WHERE d.seq = x.seq;
+WHERE d.seq = x.seq
+RETURNING d.subscriber_id;
 
 -- name: PRUNE_DELIVERED
 -- At most $2 deliveries delivered before $1 that no replay or resend names, deleted. Picked

@@ -602,7 +602,7 @@ impl DeliveryQueue for PostgresStore {
         reads::next_wakeup(&self.client().await?, window_ms).await
     }
 
-    async fn expire_windows(&self, sweep: WindowSweep) -> Result<u64> {
+    async fn expire_windows(&self, sweep: WindowSweep) -> Result<Vec<String>> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         let expired = writes::expire_windows(&tx, sweep).await?;

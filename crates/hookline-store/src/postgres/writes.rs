@@ -969,7 +969,10 @@ pub(super) async fn replay(
     Ok(id)
 }
 
-pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -> Result<u64> {
+pub(super) async fn expire_windows(
+    c: &impl GenericClient,
+    sweep: WindowSweep,
+) -> Result<Vec<String>> {
     // Rows a claim is taking are locked by it and skipped: they are in flight, and their
     // attempt's outcome decides.
     let in_flight = reads::in_flight(c).await?;
@@ -1013,7 +1016,7 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
         .collect::<Result<Vec<_>>>()?
         .into_iter()
         .unzip();
-    let expired = execute(
+    let expired: Vec<String> = query(
         c,
         queries::EXPIRE_WINDOWS,
         &[
@@ -1023,8 +1026,11 @@ pub(super) async fn expire_windows(c: &impl GenericClient, sweep: WindowSweep) -
             &sweep.now,
         ],
     )
-    .await?;
-    count_dead(DeadReason::WindowExpired, None, expired);
+    .await?
+    .iter()
+    .map(|r| r.get(0))
+    .collect();
+    count_dead(DeadReason::WindowExpired, None, expired.len() as u64);
     // And lines whose first delivery waits with nothing ahead of it (`ORPHANED_IN_ORDER`).
     for r in query(c, queries::ORPHANED_IN_ORDER, &[&to_bigint(sweep.limit)]).await? {
         ended_in_order.push((r.get(0), r.get(1)));

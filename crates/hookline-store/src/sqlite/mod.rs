@@ -463,7 +463,7 @@ impl DeliveryQueue for SqliteStore {
         self.read(move |c| reads::next_wakeup(c, window_ms)).await
     }
 
-    async fn expire_windows(&self, sweep: WindowSweep) -> Result<u64> {
+    async fn expire_windows(&self, sweep: WindowSweep) -> Result<Vec<String>> {
         self.writer
             .write(move |w| writes::expire_windows(w, sweep))
             .await

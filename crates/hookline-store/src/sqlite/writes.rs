@@ -824,7 +824,7 @@ pub(super) fn replay(w: &mut Writer, req: &ReplayRequest, now: UnixMs) -> Result
     Ok(id)
 }
 
-pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> {
+pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<Vec<String>> {
     let mut in_flight = InFlight::default();
     for (s, n) in busy(w)? {
         in_flight.add(&s.id, &s.origin, n);
@@ -889,7 +889,10 @@ pub(super) fn expire_windows(w: &mut Writer, sweep: WindowSweep) -> Result<u64> 
     for (subscriber_id, key) in &orphaned {
         release_next_in_order(c, subscriber_id, key)?;
     }
-    Ok(expiring.len() as u64)
+    Ok(expiring
+        .into_iter()
+        .map(|(_, _, subscriber_id, _)| subscriber_id)
+        .collect())
 }
 
 /// After a delivery of `subscriber_id`'s ordering `key` ended (delivered or dead), the first of

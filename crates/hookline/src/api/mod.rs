@@ -12,6 +12,7 @@ mod event_types;
 mod events;
 #[cfg(test)]
 mod fuzz;
+mod metered;
 pub mod openapi;
 mod overview;
 mod policies;
@@ -88,7 +89,7 @@ pub type Answer<T> = Result<(StatusCode, Json<T>), ApiError>;
 
 /// What a worker-only process serves: its health and its metrics, nothing else.
 pub fn health_router(ctx: Arc<ApiContext>) -> Router {
-    let (router, _) = OpenApiRouter::new()
+    let (router, doc) = OpenApiRouter::new()
         .routes(routes!(healthz))
         .routes(routes!(metrics))
         .split_for_parts();
@@ -97,6 +98,10 @@ pub fn health_router(ctx: Arc<ApiContext>) -> Router {
         .layer(middleware::from_fn_with_state(
             ctx.clone(),
             auth::require_token,
+        ))
+        .layer(middleware::from_fn_with_state(
+            Arc::new(metered::RouteTemplates::of(&doc)),
+            metered::metered,
         ))
         .with_state(ctx)
 }
@@ -167,7 +172,7 @@ pub fn routes() -> OpenApiRouter<Arc<ApiContext>> {
 
 pub fn router(ctx: Arc<ApiContext>) -> Router {
     let body_limit = ctx.max_payload_bytes + ENVELOPE_BYTES;
-    let (router, _) = routes().split_for_parts();
+    let (router, doc) = routes().split_for_parts();
     router
         .fallback(not_found)
         .layer(middleware::from_fn(error::in_the_envelope))
@@ -179,6 +184,11 @@ pub fn router(ctx: Arc<ApiContext>) -> Router {
         .layer(middleware::from_fn(no_query_where_none_is_read))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(catch_panics())
+        // Outermost: every answer is counted, the refusals of the layers above included.
+        .layer(middleware::from_fn_with_state(
+            Arc::new(metered::RouteTemplates::of(&doc)),
+            metered::metered,
+        ))
         .with_state(ctx)
 }
 

@@ -35,3 +35,25 @@ pub async fn call(request: reqwest::RequestBuilder, api: &ApiArg) -> anyhow::Res
     }
     Ok(body)
 }
+
+/// `GET {url}/healthz` answers 200, within `timeout` (a duration such as "5s"): what
+/// `hookline healthcheck` checks.
+pub async fn healthcheck(url: &str, timeout: &str) -> anyhow::Result<()> {
+    let timeout = humantime::parse_duration(timeout)
+        .with_context(|| format!("--timeout {timeout:?} is not a duration (e.g. 5s)"))?;
+    let health = format!("{}/healthz", url.trim_end_matches('/'));
+    let response = reqwest::Client::builder()
+        .timeout(timeout)
+        .build()?
+        .get(&health)
+        .send()
+        .await
+        .with_context(|| format!("cannot reach {health}"))?;
+    let status = response.status();
+    let body = response.text().await.unwrap_or_default();
+    if status != reqwest::StatusCode::OK {
+        return Err(anyhow!("{health} answered {status}: {body}"));
+    }
+    println!("{body}");
+    Ok(())
+}

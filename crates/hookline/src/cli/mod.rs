@@ -104,6 +104,7 @@ impl Cli {
             | Command::Resend { .. }
             | Command::Token(_)
             | Command::Openapi
+            | Command::Healthcheck { .. }
             | Command::Sink(_) => None,
         }
     }
@@ -210,6 +211,16 @@ enum Command {
     /// Print the API's OpenAPI 3.1 document (what `GET /openapi.json` serves), e.g. to
     /// generate a client.
     Openapi,
+    /// Ask a running hookline's `GET /healthz`: exit 0 when it answers 200 (healthy), 1
+    /// otherwise. A container's health check, where the image has no HTTP client of its own.
+    Healthcheck {
+        /// Base URL of the hookline to ask.
+        #[arg(long, env = "HOOKLINE_API", default_value = "http://127.0.0.1:8080")]
+        url: String,
+        /// How long to wait for the answer.
+        #[arg(long, default_value = "5s")]
+        timeout: String,
+    },
     /// Run a subscriber simulator for drills, demos and tests: behaviour by path
     /// (/ok, /status/<code>, /flaky/<n>, /slow/<ms>, /hang, /gone), POST /control to make a
     /// prefix fail or recover, GET /stats.
@@ -669,6 +680,7 @@ async fn run_command(command: Command, output: Output) -> anyhow::Result<()> {
             println!("{}", crate::api::openapi::document());
             Ok(())
         }
+        Command::Healthcheck { url, timeout } => client::healthcheck(&url, &timeout).await,
         Command::Policy(PolicyCommand::Schedule { name, api, config }) => {
             policy::schedule(&name, &api, config.as_deref(), output).await
         }

@@ -29,6 +29,7 @@ mod logs;
 mod open_files;
 mod openapi;
 mod ordering;
+mod packages;
 mod portal;
 mod resends;
 mod rollouts;

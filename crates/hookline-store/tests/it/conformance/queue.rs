@@ -677,7 +677,16 @@ pub(crate) async fn waiting_deliveries_die_when_their_window_ends(h: &impl Harne
         caps: caps(10),
         limit: 1000,
     };
-    assert_eq!(store.expire_windows(sweep).await.unwrap(), 13);
+    // Each death answered by its subscriber, for the dead letters counted by subscriber.
+    let mut expired = store.expire_windows(sweep).await.unwrap();
+    expired.sort();
+    assert_eq!(
+        expired,
+        [
+            "broken", "broken", "broken", "broken", "broken", "broken", "capped", "idle", "open",
+            "paused", "queued", "queued", "rated"
+        ]
+    );
     let waited = |id: &'static str| {
         let store = store.clone();
         async move {
@@ -729,9 +738,8 @@ pub(crate) async fn waiting_deliveries_die_when_their_window_ends(h: &impl Harne
         .await
         .unwrap();
     assert_eq!(letters.items[0].waiting_on, Some(WaitingOn::Paused));
-    assert_eq!(
-        store.expire_windows(sweep).await.unwrap(),
-        0,
+    assert!(
+        store.expire_windows(sweep).await.unwrap().is_empty(),
         "nothing twice"
     );
     // The idle worker wakes for the next window's end too.
