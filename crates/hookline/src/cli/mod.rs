@@ -243,7 +243,8 @@ pub struct StoreArgs {
     #[command(flatten)]
     config: ConfigArg,
     /// Database URL: sqlite://PATH or postgres://... [default: sqlite://hookline.db].
-    #[arg(long, env = "HOOKLINE_DATABASE")]
+    /// (`--help` never shows the variable's value: it may hold a password.)
+    #[arg(long, env = "HOOKLINE_DATABASE", hide_env_values = true)]
     database: Option<String>,
 }
 
@@ -597,7 +598,11 @@ impl Command {
     fn reports(&self) -> bool {
         !matches!(
             self,
-            Command::Serve(_) | Command::Sink(_) | Command::Config(ConfigCommand::Defaults)
+            Command::Serve(_)
+                | Command::Sink(_)
+                | Command::Config(ConfigCommand::Defaults)
+                | Command::Openapi
+                | Command::Healthcheck { .. }
         )
     }
 }

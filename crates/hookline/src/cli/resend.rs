@@ -4,7 +4,6 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use anyhow::anyhow;
 use serde_json::{json, Value};
 
 use super::client::call;
@@ -127,9 +126,9 @@ pub async fn run(
 fn confirmed(question: &str) -> anyhow::Result<bool> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
-        return Err(anyhow!(
+        return Err(super::usage(
             "not resending without a confirmation: pass --yes to resend what the preview \
-             shows, or --dry-run to only look"
+             shows, or --dry-run to only look",
         ));
     }
     print!("{question} [y/N] ");

@@ -111,7 +111,11 @@ pub async fn backup(args: StoreArgs, to: PathBuf, output: Output) -> anyhow::Res
     let config = config(args)?;
     let summary = hookline_store::backup(&config.database, to.clone()).await?;
     print_summary(
-        &format!("backed up {} to {}", config.database, to.display()),
+        &format!(
+            "backed up {} to {}",
+            super::serve::redact(&config.database),
+            to.display()
+        ),
         &summary,
         output,
         "",
@@ -123,7 +127,11 @@ pub async fn restore(args: StoreArgs, from: PathBuf, output: Output) -> anyhow::
     let config = config(args)?;
     let summary = hookline_store::restore(from.clone(), &config.database).await?;
     print_summary(
-        &format!("restored {} into {}", from.display(), config.database),
+        &format!(
+            "restored {} into {}",
+            from.display(),
+            super::serve::redact(&config.database)
+        ),
         &summary,
         output,
         "deliveries in flight at backup time are sent again once their lease runs out, with \
