@@ -265,9 +265,17 @@ pub async fn create_portal_session(
         token_sha256: crate::tokens::sha256_hex(&token),
         scope: scope.to_owned(),
         expires_at: now.saturating_add(duration_ms(ttl)),
-        created_by: caller.map(|Extension(c)| c.name),
+        created_by: caller.as_ref().map(|Extension(c)| c.name.clone()),
     };
     let session = ctx.store.create_portal_session(new, now).await?;
+    tracing::info!(
+        action = "create_portal_session",
+        tenant = %session.tenant_id,
+        session = %session.id,
+        scope,
+        by = crate::logs::by(caller.as_ref().map(|Extension(c)| c)),
+        "portal session made"
+    );
     Ok((
         StatusCode::CREATED,
         Json(views::CreatedPortalSession {
@@ -287,11 +295,19 @@ pub async fn create_portal_session(
     ))]
 pub async fn revoke_portal_session(
     State(ctx): ApiState,
+    caller: Option<Extension<Caller>>,
     Path((id, session_id)): Path<(String, String)>,
 ) -> Answer<views::PortalSession> {
     let session = ctx
         .store
         .revoke_portal_session(&id, &session_id, ctx.clock.now_ms())
         .await?;
+    tracing::info!(
+        action = "revoke_portal_session",
+        tenant = %id,
+        session = %session_id,
+        by = crate::logs::by(caller.as_ref().map(|Extension(c)| c)),
+        "portal session revoked"
+    );
     Ok((StatusCode::OK, Json(views::portal_session(&session))))
 }

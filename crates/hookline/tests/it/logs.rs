@@ -268,6 +268,34 @@ async fn json_logs_from_the_environment_in_open_mode() {
         .await
         .unwrap();
     assert!(made.status().is_success(), "{}", made.status());
+    // A portal session hands out access and its revocation takes it back: both say who.
+    let session: serde_json::Value = http
+        .post(format!("{base}/v1/tenants/acme/portal-sessions"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session_id = session["id"].as_str().unwrap().to_owned();
+    let line = json_until_action(&mut serving, "create_portal_session").await;
+    assert_eq!(
+        (&line["fields"]["session"], &line["fields"]["by"]),
+        (
+            &serde_json::json!(session_id),
+            &serde_json::json!(hookline::logs::OPEN_CALLER)
+        )
+    );
+    let revoked = http
+        .delete(format!(
+            "{base}/v1/tenants/acme/portal-sessions/{session_id}"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert!(revoked.status().is_success(), "{}", revoked.status());
+    let line = json_until_action(&mut serving, "revoke_portal_session").await;
+    assert_eq!(line["fields"]["session"], session_id.as_str());
     let deleted = http
         .delete(format!("{base}/v1/tenants/acme"))
         .send()
