@@ -30,22 +30,7 @@ async fn a_subscriber_down_behind_its_breaker_shows_its_dead_letters_by_name() {
     for e in 0..EVENTS {
         app.publish(&format!("e{e}"), "t").await;
     }
-    eventually("the breaker to open", async || {
-        let (_, s) = app.call("GET", "/v1/subscribers/down", None).await;
-        (s["breaker"]["state"] == "open").then_some(())
-    })
-    .await;
-    eventually("no attempt in flight", async || {
-        let (_, page) = app
-            .call(
-                "GET",
-                "/v1/deliveries?subscriber_id=down&state=in_flight",
-                None,
-            )
-            .await;
-        page["items"].as_array().unwrap().is_empty().then_some(())
-    })
-    .await;
+    app.until_breaker_open_and_idle("down").await;
     app.clock.advance(Duration::from_millis(4_100));
     let text = eventually("every death counted by subscriber", async || {
         let text = app.text("/metrics").await;

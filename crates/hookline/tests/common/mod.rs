@@ -433,6 +433,24 @@ impl TestApp {
         .await
     }
 
+    /// Waits until `subscriber`'s breaker is open and none of its attempts is in flight: its
+    /// deliveries wait behind the breaker, and only the clock moves them.
+    pub async fn until_breaker_open_and_idle(&self, subscriber: &str) {
+        eventually("the breaker to open", async || {
+            let (_, s) = self
+                .call("GET", &format!("/v1/subscribers/{subscriber}"), None)
+                .await;
+            (s["breaker"]["state"] == "open").then_some(())
+        })
+        .await;
+        eventually("no attempt in flight", async || {
+            let path = format!("/v1/deliveries?subscriber_id={subscriber}&state=in_flight");
+            let (_, page) = self.call("GET", &path, None).await;
+            page["items"].as_array().unwrap().is_empty().then_some(())
+        })
+        .await;
+    }
+
     /// Moves the manual clock to the delivery's next attempt.
     pub async fn advance_to_next_attempt(&self, id: &str) {
         let d = self.delivery(id).await;

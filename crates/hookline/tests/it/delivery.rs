@@ -694,22 +694,7 @@ async fn a_long_outage_behind_the_breaker_ends_in_window_expired() {
     for e in 0..30 {
         app.publish(&format!("e{e}"), "t").await;
     }
-    eventually("the breaker to open", async || {
-        let (_, s) = app.call("GET", "/v1/subscribers/s1", None).await;
-        (s["breaker"]["state"] == "open").then_some(())
-    })
-    .await;
-    eventually("no attempt in flight", async || {
-        let (_, page) = app
-            .call(
-                "GET",
-                "/v1/deliveries?subscriber_id=s1&state=in_flight",
-                None,
-            )
-            .await;
-        page["items"].as_array().unwrap().is_empty().then_some(())
-    })
-    .await;
+    app.until_breaker_open_and_idle("s1").await;
     let sent = rx.received().len();
     app.clock.advance(Duration::from_millis(4_100));
     for e in 0..30 {
