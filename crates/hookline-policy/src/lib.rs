@@ -10,6 +10,7 @@ mod breaker;
 mod capacity;
 mod classify;
 mod cohort;
+mod failing;
 mod retry;
 mod retry_after;
 mod schedule;
@@ -22,6 +23,7 @@ pub use capacity::{
 };
 pub use classify::{AttemptResult, Classification, ClassificationError, Outcome};
 pub use cohort::{compare_proportions, in_share, Difference, EVERYONE};
+pub use failing::FailingStreak;
 pub use retry::{duration_ms, Attempted, DeadReason, Jitter, PolicyError, RetryPolicy, Transition};
 pub use retry_after::parse_retry_after;
 pub use schedule::{NeverStarts, Schedule, ScheduleRow, WindowFit};

@@ -14,6 +14,7 @@ mod claim;
 mod error;
 mod event_types;
 pub(crate) mod fair_share;
+pub mod health;
 mod migrations;
 mod model;
 mod paging;
@@ -80,6 +81,7 @@ pub trait Store:
     + PolicyRecords
     + CapacityRecords
     + EventTypes
+    + Health
 {
 }
 
@@ -93,6 +95,7 @@ impl<T> Store for T where
         + PolicyRecords
         + CapacityRecords
         + EventTypes
+        + Health
 {
 }
 
@@ -471,6 +474,53 @@ pub trait EventTypes: Send + Sync + 'static {
     /// concurrent writes commit, so a copy of the catalog whose sum differs is stale. It reads
     /// one small column of a bounded table.
     async fn event_types_revision(&self) -> Result<i64>;
+}
+
+/// Subscriber health as hookline tells it (`health.rs`), the endpoint lifecycle, and what the
+/// operational events read.
+#[async_trait]
+pub trait Health: Send + Sync + 'static {
+    /// Pauses every active subscriber but `except` whose failing streak began at or before
+    /// `cutoff`, with `status_reason` `auto_disabled`, and answers them. Atomic per row: one
+    /// that succeeded since it was read is not paused.
+    async fn auto_disable(
+        &self,
+        cutoff: UnixMs,
+        except: &str,
+        now: UnixMs,
+    ) -> Result<Vec<Subscriber>>;
+
+    /// Subscribers with something to watch (failing, told of, or revoked and not told of), by
+    /// id after `after`, at most `limit`, through the index of those alone.
+    async fn watched_subscribers(
+        &self,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<health::Watched>>;
+
+    /// Records that `id`'s operators were told `to` (begun at `at`), if what was last told is
+    /// still `from`; `false` when another process told first.
+    async fn set_told(
+        &self,
+        id: &str,
+        from: Option<health::Condition>,
+        to: Option<(health::Condition, UnixMs)>,
+    ) -> Result<bool>;
+
+    /// Replays made at or after `since` that were not yet seen to finish, oldest first, at
+    /// most `limit`.
+    async fn unfinished_replays(&self, since: UnixMs, limit: u32) -> Result<Vec<Replay>>;
+
+    /// Records that replay `id` was seen to finish at `at`; `false` when it already was.
+    async fn set_replay_finished(&self, id: &str, at: UnixMs) -> Result<bool>;
+
+    /// How many dead letters that died at or after `since` are still dead, by reason, leaving
+    /// out subscriber `except`'s (the operational endpoint's: never told about itself).
+    async fn dead_letter_inflow(
+        &self,
+        since: UnixMs,
+        except: &str,
+    ) -> Result<Vec<(hookline_policy::DeadReason, u64)>>;
 }
 
 /// How to open a store, beyond its URL.

@@ -287,6 +287,13 @@ pub(crate) const LATER: &[Migration] = &[
         BASELINE,
         "the event type catalog: descriptions, payload schemas by version, deprecation"
     ),
+    migration!(
+        29,
+        "0029_subscriber_health",
+        BASELINE,
+        "subscriber health: failing since, why paused or revoked, what operators were told",
+        index "subscribers_health"
+    ),
 ];
 
 /// A migration as the database records it.

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use hookline_policy::{Breaker, DeadReason, Outcome, UnixMs};
+use hookline_policy::{Breaker, DeadReason, FailingStreak, Outcome, UnixMs};
 use std::borrow::Cow;
 
 use serde::Serialize;
@@ -38,6 +38,46 @@ impl SubscriberStatus {
             "revoked" => SubscriberStatus::Revoked,
             _ => return None,
         })
+    }
+}
+
+/// Why a subscriber is paused or revoked (`None` while active). Kept with the status, so a
+/// subscriber paused by hookline itself is told apart from one an operator paused, and a
+/// revocation by its endpoint (410) from one by an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusReason {
+    /// Paused by an operator (or a tenant) through the API.
+    Paused,
+    /// Paused by hookline: every attempt failed for `[lifecycle] disable_after`.
+    AutoDisabled,
+    /// Revoked through the API (`DELETE`).
+    Deleted,
+    /// Revoked because its endpoint answered 410 Gone.
+    Gone,
+    /// Revoked with its tenant.
+    TenantDeleted,
+}
+
+impl StatusReason {
+    pub const ALL: [StatusReason; 5] = [
+        StatusReason::Paused,
+        StatusReason::AutoDisabled,
+        StatusReason::Deleted,
+        StatusReason::Gone,
+        StatusReason::TenantDeleted,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusReason::Paused => "paused",
+            StatusReason::AutoDisabled => "auto_disabled",
+            StatusReason::Deleted => "deleted",
+            StatusReason::Gone => "gone",
+            StatusReason::TenantDeleted => "tenant_deleted",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
     }
 }
 
@@ -111,10 +151,15 @@ pub struct Subscriber {
     pub previous_secret: Option<String>,
     pub previous_secret_until: Option<UnixMs>,
     pub status: SubscriberStatus,
+    /// Why it is paused or revoked; `None` while active (and for a row paused or revoked by an
+    /// older release).
+    pub status_reason: Option<StatusReason>,
     pub created_at: UnixMs,
     pub updated_at: UnixMs,
     /// Its circuit breaker, kept with it so every process sees the same state.
     pub breaker: Breaker,
+    /// Its failed attempts since its last success, kept beside the breaker.
+    pub failing: FailingStreak,
     /// Overrides `delivery.max_in_flight_per_subscriber` for this subscriber.
     pub max_in_flight: Option<u32>,
     /// Attempts to it never exceed this rate.

@@ -227,7 +227,11 @@ impl<'r> ResendWalk<'r> {
             let Some(version) = candidate.version else {
                 continue;
             };
-            let taken = type_patterns::selects(self.subscriber_types, &candidate.event_type)
+            // hookline's own events (test and operational ones) went to one subscriber each.
+            let own = type_patterns::is_own_type(&candidate.event_type)
+                || candidate.id.starts_with(type_patterns::OWN_PREFIX);
+            let taken = !own
+                && type_patterns::selects(self.subscriber_types, &candidate.event_type)
                 && (self.asked_types.is_empty()
                     || type_patterns::selects(self.asked_types, &candidate.event_type));
             if taken {
@@ -276,9 +280,11 @@ mod tests {
             previous_secret: None,
             previous_secret_until: None,
             status: SubscriberStatus::Active,
+            status_reason: None,
             created_at: 0,
             updated_at: 0,
             breaker: hookline_policy::Breaker::default(),
+            failing: hookline_policy::FailingStreak::default(),
             max_in_flight: None,
             rate_limit_per_second: None,
             rate_next_at: None,

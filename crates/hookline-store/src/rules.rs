@@ -2,7 +2,7 @@
 //! makes of a subscriber, what a re-publish answers, the bounds of replays and paces, how an
 //! attempt's outcome is stored. Backends call these; none restates them.
 
-use hookline_policy::{DeadReason, Evidence, Outcome, Shown, UnixMs};
+use hookline_policy::{DeadReason, Evidence, FailingStreak, Outcome, Shown, UnixMs};
 
 use crate::*;
 
@@ -22,6 +22,18 @@ pub(crate) fn patched(current: Subscriber, patch: SubscriberPatch) -> Result<(Su
         ));
     }
     let resumed = current.status == SubscriberStatus::Paused && status == SubscriberStatus::Active;
+    let status_reason = match status {
+        SubscriberStatus::Active => None,
+        _ if current.status == SubscriberStatus::Active => Some(StatusReason::Paused),
+        _ => current.status_reason,
+    };
+    // A resumed subscriber starts a fresh streak: one paused for failing too long would
+    // otherwise be paused again at once, before it had a chance to answer.
+    let failing = if resumed {
+        FailingStreak::default()
+    } else {
+        current.failing
+    };
     let url = patch.url.unwrap_or(current.url);
     Ok((
         Subscriber {
@@ -29,6 +41,8 @@ pub(crate) fn patched(current: Subscriber, patch: SubscriberPatch) -> Result<(Su
             url,
             event_types: patch.event_types.unwrap_or(current.event_types),
             status,
+            status_reason,
+            failing,
             max_in_flight: patch.max_in_flight.unwrap_or(current.max_in_flight),
             rate_limit_per_second: patch
                 .rate_limit_per_second

@@ -13,6 +13,17 @@ pub const ANY_TYPE: &str = "*";
 /// How a prefix pattern ends.
 const UNDER: &str = ".*";
 
+/// Types under `hookline.` are hookline's own (its test event, its operational events): each is
+/// sent only to the subscriber it names, so no pattern selects one (`*`, an empty list,
+/// `hookline.*`): a resend to a subscriber taking every type leaves them out. Publishers may
+/// not use the prefix.
+pub const OWN_PREFIX: &str = "hookline.";
+
+/// Whether `event_type` is one of hookline's own.
+pub fn is_own_type(event_type: &str) -> bool {
+    event_type.starts_with(OWN_PREFIX)
+}
+
 /// Why a subscriber's event type pattern is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PatternError {
@@ -40,6 +51,9 @@ pub fn check_pattern(pattern: &str) -> Result<(), PatternError> {
 
 /// Whether a subscriber listing `pattern` (a valid one) receives events of `event_type`.
 pub fn matches(pattern: &str, event_type: &str) -> bool {
+    if is_own_type(event_type) {
+        return pattern == event_type;
+    }
     if pattern == ANY_TYPE || pattern == event_type {
         return true;
     }
@@ -52,13 +66,17 @@ pub fn matches(pattern: &str, event_type: &str) -> bool {
 
 /// Whether a subscriber with `patterns` (empty: every type) receives events of `event_type`.
 pub fn selects(patterns: &[String], event_type: &str) -> bool {
-    patterns.is_empty() || patterns.iter().any(|p| matches(p, event_type))
+    (patterns.is_empty() && !is_own_type(event_type))
+        || patterns.iter().any(|p| matches(p, event_type))
 }
 
 /// Every valid pattern that matches `event_type`: the type itself, `*`, and `<prefix>.*` for
 /// each prefix that ends before a `.` with something after it. At most one more than the
 /// type has dots, so bounded by the type's length.
 pub fn patterns_matching(event_type: &str) -> Vec<String> {
+    if is_own_type(event_type) {
+        return vec![event_type.to_owned()];
+    }
     let mut patterns = vec![event_type.to_owned(), ANY_TYPE.to_owned()];
     for (at, _) in event_type.match_indices('.') {
         let prefix = &event_type[..at];
@@ -115,6 +133,19 @@ mod tests {
         assert_eq!(patterns_matching("shipment"), ["shipment", "*"]);
     }
 
+    #[test]
+    fn hookline_s_own_types_are_selected_by_name_only() {
+        let own = "hookline.subscriber.failing";
+        for pattern in ["*", "hookline.*", "hookline.subscriber.*"] {
+            assert!(!matches(pattern, own), "{pattern}");
+        }
+        assert!(matches(own, own));
+        assert!(!selects(&[], own));
+        assert!(selects(&[own.into()], own));
+        assert_eq!(patterns_matching(own), [own]);
+        assert!(matches("*", "hooklines.x") && !is_own_type("hookline"));
+    }
+
     fn pattern() -> impl Strategy<Value = String> {
         prop_oneof!["[ab.]{1,6}", "[ab.]{0,5}\\.\\*", Just(ANY_TYPE.to_owned()),]
     }
@@ -122,7 +153,7 @@ mod tests {
     proptest! {
         /// The fan-out's overlap selects exactly the subscribers `matches` would.
         #[test]
-        fn the_overlap_agrees_with_matching(pattern in pattern(), event_type in "[ab.]{1,8}") {
+        fn the_overlap_agrees_with_matching(pattern in pattern(), event_type in "(hookline\\.)?[ab.]{1,8}") {
             prop_assume!(check_pattern(&pattern).is_ok());
             prop_assert_eq!(
                 patterns_matching(&event_type).contains(&pattern),

@@ -42,6 +42,8 @@ pub enum StartError {
     OpenApiOnNetwork(SocketAddr),
     #[error("{0}")]
     Store(#[from] StoreError),
+    #[error("operational.url: {0}")]
+    OperationalEndpoint(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -60,6 +62,8 @@ pub struct RunningApp {
     policies_kept: JoinHandle<()>,
     catalog_kept: JoinHandle<()>,
     measuring: JoinHandle<()>,
+    /// The operational events' and the lifecycle's watcher, where deliveries are made.
+    watching: Option<JoinHandle<()>>,
     /// Stops the gauges and the policies' and the catalog's refresh.
     stop_gauges: tokio::sync::watch::Sender<bool>,
 }
@@ -106,6 +110,9 @@ pub async fn start(
         );
     }
     let catalog = crate::catalog::Catalog::load(store.clone(), config.unregistered_types).await?;
+    if let Some(endpoint) = &config.operational.endpoint {
+        configure_operational_endpoint(store.as_ref(), config, endpoint, clock.now_ms()).await?;
+    }
     let capacity = Capacity::start(
         store.clone(),
         clock.clone(),
@@ -155,6 +162,16 @@ pub async fn start(
         clock.clone(),
         gauges_stopped.clone(),
     ));
+    let watching = dispatcher.as_ref().map(|d| {
+        let watcher = crate::operational::Watcher {
+            store: store.clone(),
+            clock: clock.clone(),
+            config: config.operational.clone(),
+            wake: d.waker(),
+            spikes_told: Default::default(),
+        };
+        tokio::spawn(watcher.keep_watching(gauges_stopped.clone()))
+    });
     let measuring = tokio::spawn(crate::capacity::keep_measuring(
         capacity.clone(),
         gauges_stopped,
@@ -185,6 +202,7 @@ pub async fn start(
         queue,
         caps: config.delivery.in_flight_caps(),
         drill_reports: config.drill_reports.clone(),
+        operational_from_file: config.operational.endpoint.is_some(),
         portal_frame_ancestors: config.portal_frame_ancestors.clone(),
         catalog,
     });
@@ -204,8 +222,29 @@ pub async fn start(
         policies_kept,
         catalog_kept,
         measuring,
+        watching,
         stop_gauges,
     })
+}
+
+/// `[operational] url` and `secret`, applied to the endpoint at start: the file wins over what
+/// `POST /v1/operational-endpoint` set (which refuses while the file sets one). The URL passes
+/// the platform's SSRF guard like any subscriber's.
+async fn configure_operational_endpoint(
+    store: &dyn hookline_store::Store,
+    config: &Config,
+    endpoint: &crate::config::ConfiguredEndpoint,
+    now: hookline_policy::UnixMs,
+) -> Result<(), StartError> {
+    let url = config
+        .guards
+        .of(None)
+        .check_url(&endpoint.url)
+        .await
+        .map_err(|e| StartError::OperationalEndpoint(e.to_string()))?;
+    crate::operational::set_endpoint(store, url.to_string(), Some(endpoint.secret.clone()), now)
+        .await?;
+    Ok(())
 }
 
 impl RunningApp {
@@ -218,6 +257,9 @@ impl RunningApp {
         let _ = self.policies_kept.await;
         let _ = self.catalog_kept.await;
         let _ = self.measuring.await;
+        if let Some(watching) = self.watching {
+            let _ = watching.await;
+        }
         let dispatcher = async {
             if let Some(d) = self.dispatcher {
                 d.shutdown().await;

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod logs;
 pub mod open_files;
+pub mod operational;
 pub mod policies;
 pub mod process_metrics;
 pub mod rollouts;

@@ -27,6 +27,10 @@ pub fn subscriber_status() -> Object {
     one_of(SubscriberStatus::ALL.map(SubscriberStatus::as_str)).build()
 }
 
+pub fn status_reason_or_null() -> Object {
+    one_of_or_null(hookline_store::StatusReason::ALL.map(hookline_store::StatusReason::as_str))
+}
+
 /// What `PATCH /v1/subscribers/{id}` may set (`DELETE` revokes).
 pub fn settable_status_or_null() -> Object {
     one_of_or_null(

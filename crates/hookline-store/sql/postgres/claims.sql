@@ -167,7 +167,7 @@ WITH c AS (
            CASE WHEN s.status = 'revoked' THEN c.r_run_at ELSE c.run_at END AS run_at,
            CASE WHEN s.status = 'revoked' THEN c.r_reason ELSE c.reason END AS reason,
            (s.breaker_failures > 0 OR s.breaker_open_until IS NOT NULL
-            OR s.breaker_allowance IS NOT NULL) AS breaker_dirty
+            OR s.breaker_allowance IS NOT NULL OR s.failing_since IS NOT NULL) AS breaker_dirty
     FROM c JOIN deliveries d ON d.seq = c.seq JOIN subscribers s ON s.id = d.subscriber_id
 )
 UPDATE deliveries d SET

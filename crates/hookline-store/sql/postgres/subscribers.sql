@@ -5,7 +5,7 @@
 SELECT seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret,
        previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms,
        max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin,
-       breaker_allowance, tenant_id
+       breaker_allowance, tenant_id, failing_since, failed_attempts, status_reason
 FROM subscribers WHERE id = $1;
 
 -- name: SUBSCRIBER_FOR_UPDATE
@@ -14,14 +14,14 @@ FROM subscribers WHERE id = $1;
 SELECT seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret,
        previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms,
        max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin,
-       breaker_allowance, tenant_id
+       breaker_allowance, tenant_id, failing_since, failed_attempts, status_reason
 FROM subscribers WHERE id = $1 FOR UPDATE;
 
 -- name: SUBSCRIBERS_BY_ID
 SELECT seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret,
        previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms,
        max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin,
-       breaker_allowance, tenant_id
+       breaker_allowance, tenant_id, failing_since, failed_attempts, status_reason
 FROM subscribers WHERE id = ANY ($1);
 
 -- name: SUBSCRIBER_PAGE
@@ -31,7 +31,7 @@ FROM subscribers WHERE id = ANY ($1);
 SELECT seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret,
        previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms,
        max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin,
-       breaker_allowance, tenant_id
+       breaker_allowance, tenant_id, failing_since, failed_attempts, status_reason
 FROM subscribers
 WHERE seq > $1
   AND (CAST($2 AS TEXT) IS NULL
@@ -55,7 +55,7 @@ VALUES ($1, $2, $3, $4, 'active', $5, $5, $6, $7, $8, $9, $10, $11);
 -- name: UPDATE_SUBSCRIBER
 UPDATE subscribers SET url = $2, event_types = $3, status = $4, updated_at = $5,
     max_in_flight = $6, rate_limit_per_second = $7, payload_version = $8, headers = $9,
-    origin = $10
+    origin = $10, status_reason = $11, failing_since = $12, failed_attempts = $13
 WHERE id = $1;
 
 -- name: RELEASE_HELD
@@ -71,7 +71,9 @@ UPDATE subscribers SET secret = $2, previous_secret = $3, previous_secret_until 
 WHERE id = $1;
 
 -- name: REVOKE_SUBSCRIBER
-UPDATE subscribers SET status = 'revoked', updated_at = $2 WHERE id = $1 AND status <> 'revoked';
+-- $3: why (`StatusReason`).
+UPDATE subscribers SET status = 'revoked', status_reason = $3, updated_at = $2
+WHERE id = $1 AND status <> 'revoked';
 
 -- name: KILL_WAITING
 -- A revoked subscriber's waiting deliveries die ($2: the reason).
@@ -102,12 +104,15 @@ WHERE s.id = x.id AND s.breaker_allowance >= x.cap;
 -- name: BREAKERS_FOR_UPDATE
 -- The breakers of the subscribers $1, locked in id order (see LOCK_SUBSCRIBERS), so concurrent
 -- batches from other processes serialize per subscriber.
-SELECT id, breaker_failures, breaker_open_until, breaker_cool_down_ms, breaker_allowance
+SELECT id, breaker_failures, breaker_open_until, breaker_cool_down_ms, breaker_allowance,
+       failing_since, failed_attempts
 FROM subscribers WHERE id = ANY ($1) ORDER BY id FOR UPDATE;
 
 -- name: SET_BREAKERS
+-- The breakers and failing streaks a batch's outcomes changed.
 UPDATE subscribers s SET breaker_failures = x.failures, breaker_open_until = x.until,
-    breaker_cool_down_ms = x.cool, breaker_allowance = x.allowance
-FROM UNNEST($1::text[], $2::int4[], $3::int8[], $4::int8[], $5::int4[])
-    AS x(id, failures, until, cool, allowance)
+    breaker_cool_down_ms = x.cool, breaker_allowance = x.allowance,
+    failing_since = x.failing_since, failed_attempts = x.failed
+FROM UNNEST($1::text[], $2::int4[], $3::int8[], $4::int8[], $5::int4[], $6::int8[], $7::int4[])
+    AS x(id, failures, until, cool, allowance, failing_since, failed)
 WHERE s.id = x.id;

@@ -5,7 +5,7 @@
 SELECT seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret,
        previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms,
        max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin,
-       breaker_allowance, tenant_id
+       breaker_allowance, tenant_id, failing_since, failed_attempts, status_reason
 FROM subscribers WHERE id = ?1;
 
 -- name: SUBSCRIBER_PAGE
@@ -15,7 +15,7 @@ FROM subscribers WHERE id = ?1;
 SELECT seq, id, url, event_types, secret, status, created_at, updated_at, previous_secret,
        previous_secret_until, breaker_failures, breaker_open_until, breaker_cool_down_ms,
        max_in_flight, rate_limit_per_second, rate_next_at, payload_version, headers, origin,
-       breaker_allowance, tenant_id
+       breaker_allowance, tenant_id, failing_since, failed_attempts, status_reason
 FROM subscribers
 WHERE seq > ?1
   AND (CAST(?2 AS TEXT) IS NULL
@@ -40,7 +40,7 @@ VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?5, ?6, ?7, ?8, ?9, ?10, ?11);
 -- name: UPDATE_SUBSCRIBER
 UPDATE subscribers SET url = ?2, event_types = ?3, status = ?4, updated_at = ?5,
     max_in_flight = ?6, rate_limit_per_second = ?7, payload_version = ?8, headers = ?9,
-    origin = ?10
+    origin = ?10, status_reason = ?11, failing_since = ?12, failed_attempts = ?13
 WHERE id = ?1;
 
 -- name: RELEASE_HELD
@@ -56,7 +56,9 @@ UPDATE subscribers SET secret = ?2, previous_secret = ?3, previous_secret_until 
 WHERE id = ?1;
 
 -- name: REVOKE_SUBSCRIBER
-UPDATE subscribers SET status = 'revoked', updated_at = ?2 WHERE id = ?1 AND status != 'revoked';
+-- ?3: why (`StatusReason`).
+UPDATE subscribers SET status = 'revoked', status_reason = ?3, updated_at = ?2
+WHERE id = ?1 AND status != 'revoked';
 
 -- name: KILL_WAITING
 -- A revoked subscriber's waiting deliveries die (?2: the reason).
@@ -79,6 +81,7 @@ UPDATE subscribers SET rate_next_at = ?2 WHERE id = ?1;
 UPDATE subscribers SET breaker_allowance = NULL WHERE id = ?1 AND breaker_allowance >= ?2;
 
 -- name: SET_BREAKER
+-- The breaker and the failing streak an attempt's outcome changed.
 UPDATE subscribers SET breaker_failures = ?2, breaker_open_until = ?3,
-    breaker_cool_down_ms = ?4, breaker_allowance = ?5
+    breaker_cool_down_ms = ?4, breaker_allowance = ?5, failing_since = ?6, failed_attempts = ?7
 WHERE id = ?1;

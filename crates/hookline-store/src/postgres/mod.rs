@@ -9,6 +9,7 @@
 
 mod capacity;
 mod event_types;
+mod health;
 mod queries;
 mod reads;
 mod resends;
@@ -465,7 +466,7 @@ impl Subscribers for PostgresStore {
     async fn revoke_subscriber(&self, id: &str, now: UnixMs) -> Result<Subscriber> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        writes::revoke_subscriber(&tx, id, now).await?;
+        writes::revoke_subscriber(&tx, id, StatusReason::Deleted, now).await?;
         let s = reads::subscriber(&tx, id).await?;
         tx.commit().await?;
         Ok(s)

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use deadpool_postgres::GenericClient;
-use hookline_policy::{Breaker, DeadReason, UnixMs};
+use hookline_policy::{Breaker, DeadReason, FailingStreak, UnixMs};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
@@ -18,8 +18,15 @@ pub(super) fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::backend(format!("unexpected {what} {value:?} in the database"))
 }
 
+/// A stored `status_reason`: NULL, or one of [`StatusReason::as_str`].
+fn status_reason(stored: Option<String>) -> Result<Option<StatusReason>> {
+    stored
+        .map(|s| StatusReason::parse(&s).ok_or_else(|| corrupt("status_reason", &s)))
+        .transpose()
+}
+
 /// A subscriber's row as `SUBSCRIBER` and the other reads of subscribers read it.
-fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
+pub(super) fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
     let status: String = r.get(5);
     let headers: Option<String> = r.get(17);
     let url: String = r.get(2);
@@ -37,6 +44,7 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
             previous_secret: r.get(8),
             previous_secret_until: r.get(9),
             status: SubscriberStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
+            status_reason: status_reason(r.get(23))?,
             created_at: r.get(6),
             updated_at: r.get(7),
             breaker: Breaker {
@@ -44,6 +52,10 @@ fn subscriber_row(r: &Row) -> Result<(i64, Subscriber)> {
                 open_until: r.get(11),
                 cool_down_ms: r.get(12),
                 allowance: r.int_opt(19)?,
+            },
+            failing: FailingStreak {
+                since: r.get(21),
+                attempts: r.int(22)?,
             },
             max_in_flight: r.int_opt(13)?,
             rate_limit_per_second: r.get(14),
@@ -517,7 +529,7 @@ pub(super) async fn queue_stats(
 }
 
 /// A replay's row as `REPLAY` and `REPLAYS` read it.
-async fn replay_row(c: &impl GenericClient, r: &Row) -> Result<(i64, Replay)> {
+pub(super) async fn replay_row(c: &impl GenericClient, r: &Row) -> Result<(i64, Replay)> {
     let seq: i64 = r.get(0);
     let reason: String = r.get(3);
     let delivery_ids: Vec<String> = query(c, queries::REPLAYED_DELIVERIES, &[&seq])

@@ -112,7 +112,7 @@ pub(super) async fn delete(c: &impl GenericClient, id: &str, now: UnixMs) -> Res
         .map(|r| r.get(0))
         .collect();
     for subscriber in &subscribers {
-        writes::revoke_subscriber(c, subscriber, now).await?;
+        writes::revoke_subscriber(c, subscriber, StatusReason::TenantDeleted, now).await?;
     }
     execute(c, queries::DELETE_TENANT, &[&id, &now]).await?;
     Ok(gone)

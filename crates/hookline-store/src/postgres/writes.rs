@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use deadpool_postgres::GenericClient;
-use hookline_policy::{Breaker, DeadReason, UnixMs};
+use hookline_policy::{Breaker, DeadReason, FailingStreak, UnixMs};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
@@ -77,6 +77,9 @@ pub(super) async fn update_subscriber(
             &next.payload_version,
             &next.headers.encode(),
             &next.origin.as_str(),
+            &next.status_reason.map(StatusReason::as_str),
+            &next.failing.since,
+            &to_int(next.failing.attempts),
         ],
     )
     .await?;
@@ -118,9 +121,19 @@ async fn lock_out_claims(c: &impl GenericClient) -> Result<()> {
 /// revocation first waits for the claim under way and holds the next one off: the emergency
 /// action for a compromised endpoint always goes through. Taken again by a completion that
 /// revokes, which takes it before its first lock (`complete`).
-pub(super) async fn revoke_subscriber(c: &impl GenericClient, id: &str, now: UnixMs) -> Result<()> {
+pub(super) async fn revoke_subscriber(
+    c: &impl GenericClient,
+    id: &str,
+    reason: StatusReason,
+    now: UnixMs,
+) -> Result<()> {
     lock_out_claims(c).await?;
-    let updated = execute(c, queries::REVOKE_SUBSCRIBER, &[&id, &now]).await?;
+    let updated = execute(
+        c,
+        queries::REVOKE_SUBSCRIBER,
+        &[&id, &now, &reason.as_str()],
+    )
+    .await?;
     if updated == 0 {
         reads::subscriber(c, id).await?;
         return Ok(());
@@ -678,7 +691,7 @@ pub(super) async fn complete(
             count_dead(reason, policy, 1);
         }
     }
-    // Breakers not closed-and-clean: a success may reset them (or grow a slow start).
+    // Breakers not closed-and-clean, or failing: a success may reset them (or grow a slow start).
     let mut dirty: Vec<String> = applied
         .iter()
         .filter(|r| r.get::<_, bool>(3))
@@ -715,14 +728,14 @@ pub(super) async fn complete(
     revoke.sort();
     revoke.dedup();
     for subscriber in revoke {
-        revoke_subscriber(c, &subscriber, now).await?;
+        revoke_subscriber(c, &subscriber, StatusReason::Gone, now).await?;
     }
     release_next_in_order(c, &ended_in_order).await?;
     Ok(results)
 }
 
-/// Folds this batch's outcomes, in order, into each subscriber's breaker, under row locks so
-/// concurrent batches from other processes serialize per subscriber.
+/// Folds this batch's outcomes, in order, into each subscriber's breaker and failing streak,
+/// under row locks so concurrent batches from other processes serialize per subscriber.
 async fn update_breakers(
     c: &impl GenericClient,
     completions: &[Completion],
@@ -730,11 +743,17 @@ async fn update_breakers(
     dirty: &[String],
     now: UnixMs,
 ) -> Result<()> {
-    // Only breakers that can change are read and locked: those with failures to count, and
-    // those not closed and clean (a success resets them). Healthy traffic costs nothing here.
+    // Only subscribers whose breaker or streak can change are read and locked: those with
+    // failures to count, and those not closed-and-clean or failing (a success resets them).
+    // Healthy traffic costs nothing here.
     let mut ids: Vec<&str> = completions
         .iter()
-        .filter(|d| d.record.outcome == hookline_policy::Outcome::Retryable)
+        .filter(|d| {
+            matches!(
+                d.record.outcome,
+                hookline_policy::Outcome::Retryable | hookline_policy::Outcome::Permanent
+            )
+        })
         .filter_map(|d| applied.get(&d.key.0).map(String::as_str))
         .chain(dirty.iter().map(String::as_str))
         .collect();
@@ -743,7 +762,8 @@ async fn update_breakers(
     if ids.is_empty() {
         return Ok(());
     }
-    let mut breakers: HashMap<String, (Breaker, Breaker)> =
+    type Health = (Breaker, FailingStreak);
+    let mut health: HashMap<String, (Health, Health)> =
         query(c, queries::BREAKERS_FOR_UPDATE, &[&ids])
             .await?
             .iter()
@@ -754,18 +774,24 @@ async fn update_breakers(
                     cool_down_ms: r.get(3),
                     allowance: r.int_opt(4)?,
                 };
-                Ok((r.get(0), (b, b)))
+                let f = FailingStreak {
+                    since: r.get(5),
+                    attempts: r.int(6)?,
+                };
+                Ok((r.get(0), ((b, f), (b, f))))
             })
             .collect::<Result<_>>()?;
     for done in completions {
         let Some(id) = applied.get(&done.key.0) else {
             continue;
         };
-        if let Some((_, next)) = breakers.get_mut(id) {
-            *next = next.after(&done.breaker, id, done.record.outcome, now);
+        if let Some((_, (breaker, failing))) = health.get_mut(id) {
+            let outcome = done.record.outcome;
+            *breaker = breaker.after(&done.breaker, id, outcome, now);
+            *failing = failing.after(outcome, now);
         }
     }
-    let changed: Vec<(&String, &Breaker)> = breakers
+    let changed: Vec<(&String, &Health)> = health
         .iter()
         .filter(|(_, (before, after))| before != after)
         .map(|(id, (_, after))| (id, after))
@@ -776,18 +802,31 @@ async fn update_breakers(
     let ids: Vec<&str> = changed.iter().map(|(id, _)| id.as_str()).collect();
     let failures: Vec<i32> = changed
         .iter()
-        .map(|(_, b)| to_int(b.consecutive_failures))
+        .map(|(_, (b, _))| to_int(b.consecutive_failures))
         .collect();
-    let until: Vec<Option<i64>> = changed.iter().map(|(_, b)| b.open_until).collect();
-    let cool: Vec<i64> = changed.iter().map(|(_, b)| b.cool_down_ms).collect();
+    let until: Vec<Option<i64>> = changed.iter().map(|(_, (b, _))| b.open_until).collect();
+    let cool: Vec<i64> = changed.iter().map(|(_, (b, _))| b.cool_down_ms).collect();
     let allowance: Vec<Option<i32>> = changed
         .iter()
-        .map(|(_, b)| b.allowance.map(to_int))
+        .map(|(_, (b, _))| b.allowance.map(to_int))
+        .collect();
+    let failing_since: Vec<Option<i64>> = changed.iter().map(|(_, (_, f))| f.since).collect();
+    let failed: Vec<i32> = changed
+        .iter()
+        .map(|(_, (_, f))| to_int(f.attempts))
         .collect();
     execute(
         c,
         queries::SET_BREAKERS,
-        &[&ids, &failures, &until, &cool, &allowance],
+        &[
+            &ids,
+            &failures,
+            &until,
+            &cool,
+            &allowance,
+            &failing_since,
+            &failed,
+        ],
     )
     .await?;
     Ok(())

@@ -8,6 +8,7 @@ mod capacity;
 mod dead_tally;
 mod event_types;
 mod fan_outs;
+mod health;
 pub(crate) mod page_cache;
 mod queries;
 mod reads;

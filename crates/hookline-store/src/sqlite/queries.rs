@@ -57,6 +57,14 @@ crate::sql::statements! {
         DELIVERIES_NEWEST_FIRST,
         NEXT_WAKEUP,
     }
+    "health.sql" => {
+        AUTO_DISABLE,
+        WATCHED_SUBSCRIBERS,
+        SET_TOLD,
+        UNFINISHED_REPLAYS,
+        SET_REPLAY_FINISHED,
+        DEAD_LETTER_INFLOW,
+    }
     "event_types.sql" => {
         EVENT_TYPE,
         EVENT_TYPES,

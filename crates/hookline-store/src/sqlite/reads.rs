@@ -1,7 +1,7 @@
 //! Every read. These run on pooled read connections, and a few on the writer's connection when
 //! a write answers with the row it wrote.
 
-use hookline_policy::{Breaker, DeadReason, UnixMs};
+use hookline_policy::{Breaker, DeadReason, FailingStreak, UnixMs};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::queries;
@@ -15,8 +15,15 @@ fn corrupt(what: &str, value: &str) -> rusqlite::Error {
     rusqlite::Error::InvalidColumnType(0, format!("{what} {value:?}"), rusqlite::types::Type::Text)
 }
 
+/// A stored `status_reason`: NULL, or one of [`StatusReason::as_str`].
+fn status_reason(stored: Option<String>) -> rusqlite::Result<Option<StatusReason>> {
+    stored
+        .map(|s| StatusReason::parse(&s).ok_or_else(|| corrupt("status_reason", &s)))
+        .transpose()
+}
+
 /// A subscriber's row as `SUBSCRIBER` and `SUBSCRIBER_PAGE` read it.
-fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
+pub(super) fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
     let types: String = r.get(3)?;
     let status: String = r.get(5)?;
     let headers: Option<String> = r.get(17)?;
@@ -37,6 +44,7 @@ fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
             previous_secret: r.get(8)?,
             previous_secret_until: r.get(9)?,
             status: SubscriberStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
+            status_reason: status_reason(r.get(23)?)?,
             created_at: r.get(6)?,
             updated_at: r.get(7)?,
             breaker: Breaker {
@@ -44,6 +52,10 @@ fn subscriber_row(r: &Row<'_>) -> rusqlite::Result<(i64, Subscriber)> {
                 open_until: r.get(11)?,
                 cool_down_ms: r.get(12)?,
                 allowance: r.get(19)?,
+            },
+            failing: FailingStreak {
+                since: r.get(21)?,
+                attempts: r.get(22)?,
             },
             max_in_flight: r.get(13)?,
             rate_limit_per_second: r.get(14)?,
@@ -538,7 +550,7 @@ pub(super) fn queue_stats(
 }
 
 /// A replay's row as `REPLAY` and `REPLAYS` read it.
-fn replay_row(c: &Connection, r: &Row<'_>) -> Result<(i64, Replay)> {
+pub(super) fn replay_row(c: &Connection, r: &Row<'_>) -> Result<(i64, Replay)> {
     let seq: i64 = r.get(0)?;
     let reason: String = r.get(3)?;
     let delivery_ids = c

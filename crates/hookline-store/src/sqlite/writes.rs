@@ -68,7 +68,10 @@ pub(super) fn update_subscriber(
             next.rate_limit_per_second,
             next.payload_version,
             next.headers.encode(),
-            next.origin.as_str()
+            next.origin.as_str(),
+            next.status_reason.map(StatusReason::as_str),
+            next.failing.since,
+            next.failing.attempts
         ])?;
     if resumed {
         // Claims set `held` on deliveries of a paused subscriber; resuming puts them back in
@@ -93,23 +96,29 @@ pub(super) fn rotate_secret(
 }
 
 pub(super) fn revoke_subscriber(w: &mut Writer, id: &str, now: UnixMs) -> Result<()> {
-    revoke(&w.conn, &mut w.state, id, now)
+    revoke(&w.conn, &mut w.state, id, StatusReason::Deleted, now)
 }
 
-/// Revokes each of `ids`, as [`revoke_subscriber`] does one.
+/// Revokes each of `ids` with their tenant, as [`revoke_subscriber`] does one.
 pub(super) fn revoke_subscribers(w: &mut Writer, ids: &[String], now: UnixMs) -> Result<()> {
     for id in ids {
-        revoke(&w.conn, &mut w.state, id, now)?;
+        revoke(&w.conn, &mut w.state, id, StatusReason::TenantDeleted, now)?;
     }
     Ok(())
 }
 
 /// [`revoke_subscriber`] on the parts of the writer it changes, for a caller holding
 /// statements of the connection.
-fn revoke(c: &Connection, state: &mut WriterState, id: &str, now: UnixMs) -> Result<()> {
+fn revoke(
+    c: &Connection,
+    state: &mut WriterState,
+    id: &str,
+    reason: StatusReason,
+    now: UnixMs,
+) -> Result<()> {
     let updated = c
         .prepare_cached(queries::REVOKE_SUBSCRIBER)?
-        .execute(params![id, now])?;
+        .execute(params![id, now, reason.as_str()])?;
     if updated == 0 {
         // Either unknown (an error) or already revoked (nothing more to do).
         reads::subscriber(c, id)?;
@@ -743,19 +752,22 @@ pub(super) fn complete(
             a.policy
         ])?;
         if done.revoke_subscriber {
-            revoke(c, &mut w.state, &subscriber_id, now)?;
+            revoke(c, &mut w.state, &subscriber_id, StatusReason::Gone, now)?;
         }
         if let Some(key) = ordering_key.filter(|_| end.state.ended()) {
             release_next_in_order(c, &subscriber_id, &key)?;
         }
         let next = breaker.after(&done.breaker, &subscriber_id, a.outcome, now);
-        if next != breaker {
+        let failing = subscriber.failing.after(a.outcome, now);
+        if next != breaker || failing != subscriber.failing {
             c.prepare_cached(queries::SET_BREAKER)?.execute(params![
                 subscriber_id,
                 next.consecutive_failures,
                 next.open_until,
                 next.cool_down_ms,
-                next.allowance
+                next.allowance,
+                failing.since,
+                failing.attempts
             ])?;
         }
         results.push(CompletionResult::Applied);

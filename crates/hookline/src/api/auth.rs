@@ -98,7 +98,9 @@ fn platform_only(method: &Method, path: &str) -> bool {
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
     match segments.as_slice() {
         ["", "metrics"] => true,
-        ["", "v1", "policies" | "rollouts" | "capacity" | "drill", ..] => true,
+        ["", "v1", "policies" | "rollouts" | "capacity" | "drill" | "operational-endpoint", ..] => {
+            true
+        }
         ["", "v1", "tenants"] | ["", "v1", "tenants", _] => !reads,
         ["", "v1", "tenants", ..] => true,
         ["", "v1", "event-types", ..] => !reads,

@@ -391,10 +391,10 @@ pub async fn list(
     let Query(q) = query?;
     let limit = page_limit(q.limit)?;
     if let Some(t) = &q.event_type {
-        validate::event_type(t)?;
+        validate::searched_type(t)?;
     }
     if let Some(prefix) = &q.type_prefix {
-        validate::event_type(prefix)
+        validate::searched_type(prefix)
             .map_err(|_| ApiError::invalid("type_prefix must be 1 to 256 printable characters"))?;
     }
     let since = instant("since", q.since.as_deref())?;

@@ -14,6 +14,7 @@ mod events;
 mod fuzz;
 mod metered;
 pub mod openapi;
+mod operational;
 mod overview;
 mod policies;
 mod resends;
@@ -23,7 +24,7 @@ mod subscribers;
 mod tenancy;
 mod tenants;
 pub(crate) mod validate;
-mod views;
+pub(crate) mod views;
 
 use std::sync::Arc;
 
@@ -74,6 +75,8 @@ pub struct ApiContext {
     pub queue: Arc<crate::telemetry::QueueSnapshot>,
     /// The dispatcher's caps (for a first queue read).
     pub caps: hookline_store::InFlightCaps,
+    /// `[operational] url` sets the operational endpoint: the API's changes to it are refused.
+    pub operational_from_file: bool,
     /// Where `/v1/drill/latest` looks.
     pub drill_reports: std::path::PathBuf,
     /// Origins whose pages may frame `/portal` (checked origins; none when empty).
@@ -156,6 +159,11 @@ pub fn routes() -> OpenApiRouter<Arc<ApiContext>> {
         .routes(routes!(deliveries::replay))
         .routes(routes!(deliveries::list_replays))
         .routes(routes!(deliveries::get_replay))
+        .routes(routes!(
+            operational::set,
+            operational::get,
+            operational::stop
+        ))
         .routes(routes!(resends::create, resends::list))
         .routes(routes!(resends::get))
         .routes(routes!(policies::create, policies::list))

@@ -204,6 +204,21 @@ pub(super) async fn visible(
     tenancy.shown(ctx.store.get_subscriber(id).await?, "subscriber", id)
 }
 
+/// Subscriber `id` as [`visible`] reads it, for a change: the operational endpoint is changed
+/// at `/v1/operational-endpoint` only, so that it stays what hookline's own events need.
+async fn changeable(
+    ctx: &ApiContext,
+    tenancy: &Tenancy,
+    id: &str,
+) -> Result<hookline_store::Subscriber, ApiError> {
+    if id == crate::operational::ENDPOINT_ID {
+        return Err(ApiError::conflict(
+            "this is the operational endpoint: change or stop it at /v1/operational-endpoint",
+        ));
+    }
+    visible(ctx, tenancy, id).await
+}
+
 /// The longest text a subscriber search takes.
 const MAX_SEARCH: usize = 256;
 
@@ -400,7 +415,7 @@ pub async fn rotate_secret(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::RotatedSecret> {
-    visible(&ctx, &tenancy, &id).await?;
+    changeable(&ctx, &tenancy, &id).await?;
     let body = parse_optional_json(&body?)?.unwrap_or(RotateBody {
         grace_period: None,
         secret: None,
@@ -508,7 +523,7 @@ pub async fn update(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Subscriber> {
-    let current = visible(&ctx, &tenancy, &id).await?;
+    let current = changeable(&ctx, &tenancy, &id).await?;
     let body: PatchBody = parse_json(&body?)?;
     let status = match body.status.as_deref() {
         None => None,
@@ -571,7 +586,7 @@ pub async fn revoke(
     tenancy: Tenancy,
     Path(id): Path<String>,
 ) -> Answer<views::Subscriber> {
-    visible(&ctx, &tenancy, &id).await?;
+    changeable(&ctx, &tenancy, &id).await?;
     let s = ctx.store.revoke_subscriber(&id, ctx.clock.now_ms()).await?;
     tracing::info!(
         action = "revoke",

@@ -15,20 +15,36 @@ fn id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')
 }
 
+/// Ids, types and subscriber ids under `hookline.` are hookline's own (its operational
+/// endpoint and events, its test events): an outsider's may not start so.
+fn not_own(what: &str, text: &str) -> Result<(), ApiError> {
+    if text.starts_with(type_patterns::OWN_PREFIX) {
+        return Err(ApiError::invalid(format!(
+            "{what} must not start with {:?}: kept for hookline's own",
+            type_patterns::OWN_PREFIX
+        )));
+    }
+    Ok(())
+}
+
 pub fn event_id(id: &str) -> Result<(), ApiError> {
-    plain_id("event id", id, id_char)
+    plain_id("event id", id, id_char)?;
+    not_own("event id", id)
 }
 
 /// A publish's `Idempotency-Key` header becomes its event id when the body has none, so it
 /// follows the event id's rules (and its error names the header).
 pub fn idempotency_key(key: &str) -> Result<(), ApiError> {
-    plain_id("the Idempotency-Key header (an event id)", key, id_char)
+    let what = "the Idempotency-Key header (an event id)";
+    plain_id(what, key, id_char)?;
+    not_own(what, key)
 }
 
 /// A subscriber id may not look like a resend's suffix (`resend-<n>`): `<event id>:resend-1`
 /// would otherwise name both a delivery to it and a resend of event `<event id>`'s delivery.
 pub fn subscriber_id(id: &str) -> Result<(), ApiError> {
     plain_id("subscriber id", id, |c| c != ':' && id_char(c))?;
+    not_own("subscriber id", id)?;
     if hookline_store::is_resend_suffix(id) {
         return Err(ApiError::invalid(
             "subscriber id must not be resend-<n>: resends' delivery ids end so",
@@ -64,6 +80,7 @@ pub fn policy_name(name: &str) -> Result<(), ApiError> {
 /// not be named by a subscription.
 pub fn event_type(t: &str) -> Result<(), ApiError> {
     printable_type(t)?;
+    not_own("event type", t)?;
     if t.contains('*') {
         return Err(ApiError::invalid(
             "event type must not contain `*`: it is kept for subscribers' patterns \
@@ -89,6 +106,11 @@ pub fn ordering_key(key: &str) -> Result<(), ApiError> {
         )));
     }
     Ok(())
+}
+
+/// A type searched for: any a store may hold, hookline's own (`hookline.`) included.
+pub fn searched_type(t: &str) -> Result<(), ApiError> {
+    printable_type(t)
 }
 
 fn printable_type(t: &str) -> Result<(), ApiError> {

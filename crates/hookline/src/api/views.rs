@@ -40,6 +40,17 @@ pub struct Subscriber {
     pub event_types: Vec<String>,
     #[schema(schema_with = schema::subscriber_status)]
     pub status: &'static str,
+    /// Why it is paused or revoked: `paused` (by an operator), `auto_disabled` (every attempt
+    /// failed for `[lifecycle] disable_after`), `deleted`, `gone` (its endpoint answered 410),
+    /// `tenant_deleted`; `null` while active (or paused or revoked by an older release).
+    #[schema(schema_with = schema::status_reason_or_null, required = true)]
+    pub status_reason: Option<&'static str>,
+    /// When the run of failed attempts since its last success began (404s count, unlike the
+    /// breaker's); `null` when its last attempt succeeded or it has had none.
+    #[schema(format = DateTime, required = true)]
+    pub failing_since: Option<String>,
+    /// Failed attempts since its last success.
+    pub failed_attempts: u32,
     #[schema(format = DateTime)]
     pub created_at: String,
     #[schema(format = DateTime)]
@@ -186,6 +197,9 @@ pub fn subscriber(
         url: query_values.url(&s.url),
         event_types: s.event_types.clone(),
         status: s.status.as_str(),
+        status_reason: s.status_reason.map(store::StatusReason::as_str),
+        failing_since: s.failing.since.map(rfc3339),
+        failed_attempts: s.failing.attempts,
         created_at: rfc3339(s.created_at),
         updated_at: rfc3339(s.updated_at),
         previous_secret_valid_until: s.previous_secret_until.map(rfc3339),

@@ -74,6 +74,101 @@ struct FileConfig {
     events: EventsFile,
     #[serde(default)]
     log: LogFile,
+    #[serde(default)]
+    operational: OperationalFile,
+    #[serde(default)]
+    lifecycle: LifecycleFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OperationalFile {
+    url: Option<String>,
+    secret: Option<String>,
+    failing_after: Option<u64>,
+    dead_letter_spike: Option<u64>,
+    spike_window: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LifecycleFile {
+    disable_after: Option<String>,
+}
+
+/// `[operational]` and `[lifecycle]`: what hookline tells of its subscribers, and when it
+/// pauses one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationalConfig {
+    /// `[operational] url` and `secret`; `None`: whatever `POST /v1/operational-endpoint` set.
+    pub endpoint: Option<ConfiguredEndpoint>,
+    /// Failed attempts in a row that make a subscriber failing.
+    pub failing_after: u32,
+    /// Dead letters of one reason within `spike_window` that are a spike; `None`: never told.
+    pub dead_letter_spike: Option<u64>,
+    pub spike_window: Duration,
+    /// `[lifecycle] disable_after`; `None`: never.
+    pub disable_after: Option<Duration>,
+}
+
+/// The operational endpoint as the configuration file sets it.
+#[derive(Clone, PartialEq)]
+pub struct ConfiguredEndpoint {
+    pub url: String,
+    pub secret: String,
+}
+
+/// Not the secret: configurations are logged.
+impl std::fmt::Debug for ConfiguredEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfiguredEndpoint")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `[operational]` and `[lifecycle]` as written: each checked, naming its key.
+fn operational(o: OperationalFile, l: LifecycleFile) -> Result<OperationalConfig, ConfigError> {
+    let url = given("operational.url", o.url)?;
+    let secret = given("operational.secret", o.secret)?;
+    let endpoint = match (url.is_empty(), secret.is_empty()) {
+        (true, true) => None,
+        (true, false) => {
+            return Err(invalid(
+                "operational.secret",
+                "is set without operational.url: set both, or neither",
+            ))
+        }
+        (false, true) => {
+            return Err(invalid(
+                "operational.secret",
+                "is required with operational.url (a whsec_... secret; \
+                 `openssl rand -base64 32` makes the part after whsec_)",
+            ))
+        }
+        (false, false) => {
+            url::Url::parse(&url)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .ok_or_else(|| {
+                    invalid("operational.url", format!("{url:?} is not an http(s) URL"))
+                })?;
+            hookline_engine::signer::SigningKey::from_secret(&secret)
+                .map_err(|e| invalid("operational.secret", e.to_string()))?;
+            Some(ConfiguredEndpoint { url, secret })
+        }
+    };
+    let spike = given("operational.dead_letter_spike", o.dead_letter_spike)?;
+    let disable_after = given("lifecycle.disable_after", l.disable_after)?;
+    let disable_after = parse_duration(&disable_after)
+        .map_err(|e| invalid("lifecycle.disable_after", e.to_string()))?;
+    Ok(OperationalConfig {
+        endpoint,
+        failing_after: positive("operational.failing_after", o.failing_after)?,
+        spike_window: duration("operational.spike_window", o.spike_window)?,
+        dead_letter_spike: (spike > 0).then_some(spike),
+        disable_after: (!disable_after.is_zero()).then_some(disable_after),
+    })
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -269,6 +364,7 @@ pub struct Config {
     pub unregistered_types: UnregisteredTypes,
     /// `[log] format`; `--log-format` and `HOOKLINE_LOG_FORMAT` win over it.
     pub log_format: LogFormat,
+    pub operational: OperationalConfig,
 }
 
 /// Values given on the command line or in the environment; they win over the file.
@@ -525,6 +621,7 @@ impl Config {
             )
         })?;
         Ok(Config {
+            operational: operational(file.operational, file.lifecycle)?,
             log_format,
             unregistered_types,
             drill_reports: drill_reports.into(),
@@ -800,6 +897,62 @@ mod tests {
 
     /// `[log] format` is text unless the file says json; anything else is refused, naming
     /// the key.
+    #[test]
+    fn operational_settings_are_checked_naming_their_key() {
+        let c = Config::from_toml("").unwrap().operational;
+        assert_eq!(c.endpoint, None);
+        assert_eq!(c.disable_after, Some(Duration::from_secs(72 * 3600)));
+        assert_eq!((c.failing_after, c.dead_letter_spike), (5, Some(100)));
+        let never = Config::from_toml(
+            "[lifecycle]\ndisable_after = \"0\"\n[operational]\ndead_letter_spike = 0",
+        )
+        .unwrap()
+        .operational;
+        assert_eq!((never.disable_after, never.dead_letter_spike), (None, None));
+        let secret = "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0";
+        let set = Config::from_toml(&format!(
+            "[operational]\nurl = \"https://ops.example/h\"\nsecret = \"{secret}\""
+        ))
+        .unwrap();
+        assert_eq!(
+            set.operational.endpoint.unwrap().url,
+            "https://ops.example/h"
+        );
+        for (toml, key) in [
+            (
+                "[operational]\nurl = \"https://ops.example/h\"",
+                "operational.secret",
+            ),
+            (
+                format!("[operational]\nsecret = \"{secret}\"").as_str(),
+                "operational.secret",
+            ),
+            (
+                format!("[operational]\nurl = \"ftp://x\"\nsecret = \"{secret}\"").as_str(),
+                "operational.url",
+            ),
+            (
+                "[operational]\nurl = \"https://o.example\"\nsecret = \"nope\"",
+                "operational.secret",
+            ),
+            (
+                "[operational]\nfailing_after = 0",
+                "operational.failing_after",
+            ),
+            (
+                "[operational]\nspike_window = \"0s\"",
+                "operational.spike_window",
+            ),
+            (
+                "[lifecycle]\ndisable_after = \"soon\"",
+                "lifecycle.disable_after",
+            ),
+            ("[lifecycle]\nwhen = 1", "when"),
+        ] {
+            assert!(refused(toml).contains(key), "{toml}: {}", refused(toml));
+        }
+    }
+
     #[test]
     fn log_format_is_text_json_or_refused() {
         assert_eq!(Config::from_toml("").unwrap().log_format, LogFormat::Text);

@@ -28,6 +28,7 @@ mod isolation_at_scale;
 mod logs;
 mod open_files;
 mod openapi;
+mod operational;
 mod ordering;
 mod packages;
 mod portal;

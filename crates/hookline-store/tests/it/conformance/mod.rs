@@ -149,6 +149,9 @@ macro_rules! all_cases {
             event_types::event_types_are_registered_listed_and_changed,
             event_types::a_refused_change_changes_nothing,
             event_types::the_catalog_s_revision_moves_with_every_write,
+            health::failures_are_watched_told_once_and_a_success_ends_them,
+            health::failing_subscribers_are_paused_after_disable_after_and_resume_fresh,
+            health::finished_replays_and_the_dead_letter_inflow_are_read,
         );
     };
 }
@@ -256,6 +259,7 @@ mod capacity;
 mod dead_letters;
 mod event_types;
 mod events;
+mod health;
 mod limits;
 mod ordering;
 mod policies;
