@@ -574,7 +574,8 @@ async fn attempt(
             policy: Some(policy.name.clone()),
         },
         transition,
-        revoke_subscriber: policy.classification.revokes_subscription(report.result),
+        revoke_subscriber: policy.classification.revokes_subscription(report.result)
+            && d.destination.subscriber_id != hookline_store::health::OPERATIONAL_ENDPOINT,
         breaker: policy.breaker,
     };
     let was_slow = slot.is_slow();

@@ -13,6 +13,12 @@ use hookline_policy::UnixMs;
 
 use crate::{StatusReason, Subscriber, SubscriberStatus};
 
+/// The subscriber hookline's operational events go to (the binary's `operational` module). It
+/// is the platform's own, set rather than subscribed: its answers never revoke it (a 410 there
+/// is a permanent failure, a dead letter to replay), since a revocation is final and would
+/// leave no way to set it again.
+pub const OPERATIONAL_ENDPOINT: &str = "hookline.operational";
+
 /// A condition worth telling. A healthy subscriber has none (`None` where one is expected).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Condition {

@@ -33,7 +33,7 @@ use crate::config::OperationalConfig;
 
 /// The operational endpoint's subscriber id: under `hookline.`, which no subscriber id an
 /// outsider chooses may start with.
-pub const ENDPOINT_ID: &str = "hookline.operational";
+pub const ENDPOINT_ID: &str = hookline_store::health::OPERATIONAL_ENDPOINT;
 
 /// The one type it lists: under `hookline.`, so no publisher's event selects it.
 const ENDPOINT_TYPE: &str = "hookline.operational";
@@ -278,35 +278,28 @@ impl Watcher {
             return Ok(());
         };
         let window = i64::try_from(self.config.spike_window.as_millis()).unwrap_or(i64::MAX);
-        let since = now.saturating_sub(window);
-        for (reason, count) in self.store.dead_letter_inflow(since, ENDPOINT_ID).await? {
-            if count < threshold {
+        let window_start = now.saturating_sub(window);
+        for (reason, in_window) in self
+            .store
+            .dead_letter_inflow(window_start, ENDPOINT_ID)
+            .await?
+        {
+            if in_window < threshold {
                 continue;
             }
-            let told_at = self
-                .spikes_told
-                .lock()
-                .expect("not poisoned")
-                .get(&reason)
-                .copied();
-            let since = match told_at {
-                Some(at) if at > since => at,
-                _ => since,
-            };
-            let count = if since > now.saturating_sub(window) {
-                let recent = self.store.dead_letter_inflow(since, ENDPOINT_ID).await?;
-                let of_reason = recent.iter().find(|(r, _)| *r == reason);
-                of_reason.map_or(0, |(_, n)| *n)
-            } else {
-                count
+            // Dead letters a spike told already are not counted again.
+            let told = self.spike_told_at(reason).filter(|at| *at > window_start);
+            let (since, count) = match told {
+                None => (window_start, in_window),
+                Some(at) => (at, self.inflow_of(reason, at).await?),
             };
             if count < threshold {
                 continue;
             }
-            // At most one a reason per window: the id names the window the spike was seen in.
+            // Processes that see one spike in one window publish one id.
             let bucket = now / window.max(1);
-            let data = spike_data(reason, count, threshold, since, now);
             let id = event_id(&["dead_letters.spike", reason.as_str(), &bucket.to_string()]);
+            let data = spike_data(reason, count, threshold, since, now);
             self.publish(&id, "dead_letters.spike", data, now).await?;
             self.spikes_told
                 .lock()
@@ -314,6 +307,23 @@ impl Watcher {
                 .insert(reason, now.saturating_add(1));
         }
         Ok(())
+    }
+
+    fn spike_told_at(&self, reason: DeadReason) -> Option<UnixMs> {
+        self.spikes_told
+            .lock()
+            .expect("not poisoned")
+            .get(&reason)
+            .copied()
+    }
+
+    /// Dead letters of `reason` since `since` (the endpoint's left out).
+    async fn inflow_of(&self, reason: DeadReason, since: UnixMs) -> Result<u64, StoreError> {
+        let inflow = self.store.dead_letter_inflow(since, ENDPOINT_ID).await?;
+        Ok(inflow
+            .into_iter()
+            .find(|(r, _)| *r == reason)
+            .map_or(0, |(_, n)| n))
     }
 
     async fn publish(

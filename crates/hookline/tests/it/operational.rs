@@ -336,3 +336,72 @@ async fn the_operational_endpoint_is_hookline_s_own() {
     );
     app.stop().await;
 }
+
+/// An endpoint that fails is not told about, paused or revoked for it: a 410 there is a dead
+/// letter, replayed like any once it answers again.
+#[tokio::test]
+async fn the_endpoint_is_never_told_about_itself_nor_revoked_by_its_answers() {
+    let rx = Receiver::start(|path, _| if path == "/ops" { 410 } else { 404 }).await;
+    let app =
+        TestApp::start(&CONFIG.replace("dead_letter_spike = 3", "dead_letter_spike = 2")).await;
+    let (status, ops) = app
+        .call(
+            "POST",
+            "/v1/operational-endpoint",
+            Some(json!({"url": rx.url("/ops")})),
+        )
+        .await;
+    assert_eq!(status, 201, "{ops}");
+    let secret = ops["secret"].as_str().unwrap().to_owned();
+    app.subscriber("bad", &rx.url("/bad")).await;
+    app.publish("b1", "shipment.delivered").await;
+    app.publish("b2", "shipment.delivered").await;
+    // bad is failing and its dead letters a spike: two events, each answered 410.
+    eventually("two operational events refused", async || {
+        let (_, page) = app
+            .call(
+                "GET",
+                "/v1/dead-letters?subscriber_id=hookline.operational",
+                None,
+            )
+            .await;
+        tick(&app).await;
+        (page["items"].as_array().unwrap().len() == 2).then_some(())
+    })
+    .await;
+    // Failing by its own measure, and for longer than disable_after: still set, still active.
+    app.clock.advance(Duration::from_secs(121));
+    tick(&app).await;
+    tick(&app).await;
+    let (_, ops) = app.call("GET", "/v1/operational-endpoint", None).await;
+    assert_eq!(ops["status"], "active", "{ops}");
+    assert_eq!(ops["status_reason"], Value::Null);
+    assert!(ops["failed_attempts"].as_u64().unwrap() >= 2, "{ops}");
+    let (_, bad) = app.call("GET", "/v1/subscribers/bad", None).await;
+    assert_eq!(bad["status_reason"], "auto_disabled");
+    // Answering again, it gets what it refused (bad failing, the spike, bad disabled) when
+    // replayed; none about itself.
+    rx.set_behaviour(|path, _| if path == "/ops" { 200 } else { 404 });
+    let (status, replay) = app
+        .call(
+            "POST",
+            "/v1/dead-letters/replay",
+            Some(json!({"reason": "permanent_failure", "subscriber_id": "hookline.operational", "limit": 10})),
+        )
+        .await;
+    assert_eq!(
+        (status, replay["selected"].as_u64()),
+        (202, Some(3)),
+        "{replay}"
+    );
+    told_of(&rx, &secret, "subscriber.failing", "bad").await;
+    told_of(&rx, &secret, "dead_letters.spike", "permanent_failure").await;
+    told_of(&rx, &secret, "subscriber.disabled", "bad").await;
+    tick(&app).await;
+    let about: Vec<Value> = told(&rx, &secret)
+        .into_iter()
+        .map(|(_, data)| data["subscriber_id"].clone())
+        .collect();
+    assert!(!about.contains(&json!("hookline.operational")), "{about:?}");
+    app.stop().await;
+}
