@@ -19,6 +19,17 @@ use crate::{StatusReason, Subscriber, SubscriberStatus};
 /// leave no way to set it again.
 pub const OPERATIONAL_ENDPOINT: &str = "hookline.operational";
 
+/// Which subscribers `Health::auto_disable` pauses: active ones but `except`, failing
+/// (`failing_after` failed attempts in a row or more, or the breaker open) since `cutoff` or
+/// earlier, with no delivery delivered since.
+#[derive(Debug, Clone)]
+pub struct AutoDisable {
+    pub cutoff: UnixMs,
+    pub failing_after: u32,
+    pub except: String,
+    pub now: UnixMs,
+}
+
 /// A condition worth telling. A healthy subscriber has none (`None` where one is expected).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Condition {
@@ -45,14 +56,16 @@ impl Condition {
             .find(|c| c.as_str() == s)
     }
 
-    /// `subscriber`'s condition, and when it began: revoked and auto-disabled ones at their
-    /// last change, failing ones at the start of their streak.
+    /// `subscriber`'s condition, and when it began: a revoked one at its revocation (its last
+    /// change: nothing changes a revoked subscriber), a failing or auto-disabled one at the
+    /// start of its streak (which a change while paused leaves alone).
     pub fn of(subscriber: &Subscriber, failing_after: u32) -> Option<(Condition, UnixMs)> {
         match (subscriber.status, subscriber.status_reason) {
             (SubscriberStatus::Revoked, _) => Some((Condition::Revoked, subscriber.updated_at)),
-            (SubscriberStatus::Paused, Some(StatusReason::AutoDisabled)) => {
-                Some((Condition::Disabled, subscriber.updated_at))
-            }
+            (SubscriberStatus::Paused, Some(StatusReason::AutoDisabled)) => Some((
+                Condition::Disabled,
+                subscriber.failing.since.unwrap_or(subscriber.updated_at),
+            )),
             _ => {
                 let since = subscriber.failing.since?;
                 let failing = subscriber.breaker.open_until.is_some()
@@ -84,16 +97,16 @@ impl Notice {
     }
 
     /// The notice for a subscriber last told `told` that is now `now`, if any. A revocation and
-    /// an auto-disable are always told; failing only from health (a resumed subscriber that
-    /// fails again after being told it was disabled is not news); recovery only from failing
-    /// (one resumed after being disabled has not shown it is up yet: its operator resumed it).
+    /// an auto-disable are always told; failing only from health (a resumed subscriber still
+    /// failing after being told it was disabled is not news); recovery from failing or
+    /// disabled, which only a successful attempt ends (a resume keeps the streak).
     pub fn between(told: Option<Condition>, now: Option<Condition>) -> Option<Notice> {
         match (told, now) {
             (told, now) if told == now => None,
             (_, Some(Condition::Revoked)) => Some(Notice::Revoked),
             (_, Some(Condition::Disabled)) => Some(Notice::Disabled),
             (None, Some(Condition::Failing)) => Some(Notice::Failing),
-            (Some(Condition::Failing), None) => Some(Notice::Recovered),
+            (Some(Condition::Failing | Condition::Disabled), None) => Some(Notice::Recovered),
             _ => None,
         }
     }
@@ -156,7 +169,7 @@ mod tests {
         s.status_reason = Some(StatusReason::Paused);
         assert_eq!(Condition::of(&s, 3), Some((Condition::Failing, 5)));
         s.status_reason = Some(StatusReason::AutoDisabled);
-        assert_eq!(Condition::of(&s, 3), Some((Condition::Disabled, 7)));
+        assert_eq!(Condition::of(&s, 3), Some((Condition::Disabled, 5)));
         s.status = SubscriberStatus::Revoked;
         s.status_reason = Some(StatusReason::Gone);
         assert_eq!(Condition::of(&s, 3), Some((Condition::Revoked, 7)));
@@ -172,7 +185,7 @@ mod tests {
             (Some(Failing), None, Some(Notice::Recovered)),
             (Some(Failing), Some(Disabled), Some(Notice::Disabled)),
             (None, Some(Disabled), Some(Notice::Disabled)),
-            (Some(Disabled), None, None),
+            (Some(Disabled), None, Some(Notice::Recovered)),
             (Some(Disabled), Some(Failing), None),
             (Some(Failing), Some(Revoked), Some(Notice::Revoked)),
             (Some(Disabled), Some(Revoked), Some(Notice::Revoked)),

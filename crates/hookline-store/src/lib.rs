@@ -480,15 +480,10 @@ pub trait EventTypes: Send + Sync + 'static {
 /// operational events read.
 #[async_trait]
 pub trait Health: Send + Sync + 'static {
-    /// Pauses every active subscriber but `except` whose failing streak began at or before
-    /// `cutoff`, with `status_reason` `auto_disabled`, and answers them. Atomic per row: one
-    /// that succeeded since it was read is not paused.
-    async fn auto_disable(
-        &self,
-        cutoff: UnixMs,
-        except: &str,
-        now: UnixMs,
-    ) -> Result<Vec<Subscriber>>;
+    /// Pauses every active subscriber the request names, with `status_reason`
+    /// `auto_disabled`, and answers them. Atomic per row: one that succeeded since it was read
+    /// is not paused.
+    async fn auto_disable(&self, request: health::AutoDisable) -> Result<Vec<Subscriber>>;
 
     /// Subscribers with something to watch (failing, told of, or revoked and not told of), by
     /// id after `after`, at most `limit`, through the index of those alone.
@@ -507,9 +502,9 @@ pub trait Health: Send + Sync + 'static {
         to: Option<(health::Condition, UnixMs)>,
     ) -> Result<bool>;
 
-    /// Replays made at or after `since` that were not yet seen to finish, oldest first, at
-    /// most `limit`.
-    async fn unfinished_replays(&self, since: UnixMs, limit: u32) -> Result<Vec<Replay>>;
+    /// Replays made at or after `since`, not yet recorded finished, whose deliveries have all
+    /// ended, oldest first, at most `limit`.
+    async fn finished_replays(&self, since: UnixMs, limit: u32) -> Result<Vec<Replay>>;
 
     /// Records that replay `id` was seen to finish at `at`; `false` when it already was.
     async fn set_replay_finished(&self, id: &str, at: UnixMs) -> Result<bool>;

@@ -8,7 +8,11 @@ use crate::*;
 
 /// The subscriber a patch makes of `current`, and whether it resumes a paused subscriber (whose
 /// held deliveries must then be released). Revocation is final and is not a patch.
-pub(crate) fn patched(current: Subscriber, patch: SubscriberPatch) -> Result<(Subscriber, bool)> {
+pub(crate) fn patched(
+    current: Subscriber,
+    patch: SubscriberPatch,
+    now: UnixMs,
+) -> Result<(Subscriber, bool)> {
     if current.status == SubscriberStatus::Revoked {
         return Err(StoreError::Conflict(format!(
             "subscriber {:?} is revoked; revocation is final",
@@ -22,17 +26,21 @@ pub(crate) fn patched(current: Subscriber, patch: SubscriberPatch) -> Result<(Su
         ));
     }
     let resumed = current.status == SubscriberStatus::Paused && status == SubscriberStatus::Active;
-    let status_reason = match status {
-        SubscriberStatus::Active => None,
-        _ if current.status == SubscriberStatus::Active => Some(StatusReason::Paused),
+    // A pause through the API is an operator's, even of a subscriber hookline paused.
+    let status_reason = match (status, patch.status) {
+        (SubscriberStatus::Active, _) => None,
+        (_, Some(SubscriberStatus::Paused)) => Some(StatusReason::Paused),
         _ => current.status_reason,
     };
-    // A resumed subscriber starts a fresh streak: one paused for failing too long would
-    // otherwise be paused again at once, before it had a chance to answer.
-    let failing = if resumed {
-        FailingStreak::default()
-    } else {
-        current.failing
+    // A resumed subscriber's failing streak counts from now: one paused for failing too long
+    // would otherwise be paused again at once, before it had a chance to answer. It is still
+    // failing (its failures still count) until an attempt succeeds.
+    let failing = match current.failing.since {
+        Some(_) if resumed => FailingStreak {
+            since: Some(now),
+            ..current.failing
+        },
+        _ => current.failing,
     };
     let url = patch.url.unwrap_or(current.url);
     Ok((

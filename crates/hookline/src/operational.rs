@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use hookline_engine::clock::Clock;
 use hookline_policy::{DeadReason, UnixMs};
-use hookline_store::health::{Condition, Notice, Watched};
+use hookline_store::health::{AutoDisable, Condition, Notice, Watched};
 use hookline_store::{
     NewEvent, NewSubscriber, PublishOutcome, Replay, Store, StoreError, SubscriberPatch,
     SubscriberStatus,
@@ -82,44 +82,39 @@ pub async fn set_endpoint(
     secret: Option<String>,
     now: UnixMs,
 ) -> Result<bool, StoreError> {
-    match store.get_subscriber(ENDPOINT_ID).await {
-        Err(StoreError::NotFound(_)) => {
-            let secret = secret.ok_or_else(|| {
+    if let Err(StoreError::NotFound(_)) = store.get_subscriber(ENDPOINT_ID).await {
+        let new = NewSubscriber {
+            id: ENDPOINT_ID.into(),
+            tenant_id: None,
+            url: url.clone(),
+            event_types: vec![ENDPOINT_TYPE.into()],
+            secret: secret.clone().ok_or_else(|| {
                 StoreError::Invalid("a new operational endpoint needs a secret".into())
-            })?;
-            store
-                .create_subscriber(
-                    NewSubscriber {
-                        id: ENDPOINT_ID.into(),
-                        tenant_id: None,
-                        url,
-                        event_types: vec![ENDPOINT_TYPE.into()],
-                        secret,
-                        max_in_flight: None,
-                        rate_limit_per_second: None,
-                        payload_version: None,
-                        headers: Default::default(),
-                    },
-                    now,
-                )
-                .await?;
-            Ok(true)
-        }
-        Err(e) => Err(e),
-        Ok(current) => {
-            let patch = SubscriberPatch {
-                url: Some(url),
-                status: Some(SubscriberStatus::Active),
-                ..Default::default()
-            };
-            store.update_subscriber(ENDPOINT_ID, patch, now).await?;
-            if let Some(secret) = secret.filter(|s| *s != current.secret) {
-                // No grace: the endpoint's owner set the new secret and verifies with it.
-                store.rotate_secret(ENDPOINT_ID, secret, now, now).await?;
-            }
-            Ok(false)
+            })?,
+            max_in_flight: None,
+            rate_limit_per_second: None,
+            payload_version: None,
+            headers: Default::default(),
+        };
+        match store.create_subscriber(new, now).await {
+            Ok(_) => return Ok(true),
+            // Another process starting beside this one made it first: set it as theirs.
+            Err(StoreError::Conflict(_)) => {}
+            Err(e) => return Err(e),
         }
     }
+    let current = store.get_subscriber(ENDPOINT_ID).await?;
+    let patch = SubscriberPatch {
+        url: Some(url),
+        status: Some(SubscriberStatus::Active),
+        ..Default::default()
+    };
+    store.update_subscriber(ENDPOINT_ID, patch, now).await?;
+    if let Some(secret) = secret.filter(|s| *s != current.secret) {
+        // No grace: the endpoint's owner set the new secret and verifies with it.
+        store.rotate_secret(ENDPOINT_ID, secret, now, now).await?;
+    }
+    Ok(false)
 }
 
 /// Stops operational events: the endpoint is paused (its waiting deliveries held, ended by
@@ -179,7 +174,13 @@ impl Watcher {
         };
         let after_ms = i64::try_from(after.as_millis()).unwrap_or(i64::MAX);
         let cutoff = now.saturating_sub(after_ms);
-        for s in self.store.auto_disable(cutoff, ENDPOINT_ID, now).await? {
+        let request = AutoDisable {
+            cutoff,
+            failing_after: self.config.failing_after,
+            except: ENDPOINT_ID.to_owned(),
+            now,
+        };
+        for s in self.store.auto_disable(request).await? {
             tracing::warn!(
                 action = "auto_disable",
                 subscriber = %s.id,
@@ -251,15 +252,9 @@ impl Watcher {
 
     async fn tell_finished_replays(&self, telling: bool, now: UnixMs) -> Result<(), StoreError> {
         let since = now.saturating_sub(REPLAYS_SINCE_MS);
-        for r in self
-            .store
-            .unfinished_replays(since, REPLAYS_PER_PASS)
-            .await?
-        {
-            if r.delivered.saturating_add(r.dead) < r.selected {
-                continue;
-            }
-            if telling {
+        for r in self.store.finished_replays(since, REPLAYS_PER_PASS).await? {
+            // A replay of the endpoint's own dead letters is not told to it.
+            if telling && r.subscriber_id.as_deref() != Some(ENDPOINT_ID) {
                 self.publish(
                     &event_id(&["replay.finished", &r.id]),
                     "replay.finished",

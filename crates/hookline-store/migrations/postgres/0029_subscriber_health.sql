@@ -12,5 +12,6 @@ ALTER TABLE subscribers ADD COLUMN told TEXT;
 ALTER TABLE subscribers ADD COLUMN told_at BIGINT;
 UPDATE subscribers SET told = 'revoked', told_at = updated_at WHERE status = 'revoked';
 -- When a replay was seen to have ended (every delivery it released delivered or dead again):
--- told as `replay.finished` once.
+-- told as `replay.finished` once. Replays made before this migration are not told of.
 ALTER TABLE replays ADD COLUMN finished_at BIGINT;
+UPDATE replays SET finished_at = created_at;

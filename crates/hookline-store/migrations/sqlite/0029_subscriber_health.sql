@@ -15,5 +15,6 @@ CREATE INDEX subscribers_health ON subscribers (id)
     WHERE (status <> 'revoked' AND (failing_since IS NOT NULL OR told IS NOT NULL))
        OR (status = 'revoked' AND told IS NOT 'revoked');
 -- When a replay was seen to have ended (every delivery it released delivered or dead again):
--- told as `replay.finished` once.
+-- told as `replay.finished` once. Replays made before this migration are not told of.
 ALTER TABLE replays ADD COLUMN finished_at INTEGER;
+UPDATE replays SET finished_at = created_at;

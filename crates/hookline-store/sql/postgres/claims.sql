@@ -156,7 +156,8 @@ RETURNING seq, id || coalesce(':resend-' || resend, ''), event_id, subscriber_id
 -- A batch of completions in one statement, fenced row by row by the lease: deliveries $1
 -- under leases $2 end in state $3 at $4 (reason $5), or in $6 at $7 (reason $8) when their
 -- subscriber is revoked by now, at $9. Returns each one applied, its subscriber, its dead
--- reason and whether the subscriber's breaker is not closed-and-clean.
+-- reason, whether the subscriber's breaker is not closed-and-clean, and whether its failing
+-- streak still counts (fewer than $10 failed attempts: a failure changes it).
 WITH c AS (
     SELECT * FROM UNNEST($1::int8[], $2::int8[], $3::text[], $4::int8[], $5::text[],
                          $6::text[], $7::int8[], $8::text[])
@@ -167,7 +168,8 @@ WITH c AS (
            CASE WHEN s.status = 'revoked' THEN c.r_run_at ELSE c.run_at END AS run_at,
            CASE WHEN s.status = 'revoked' THEN c.r_reason ELSE c.reason END AS reason,
            (s.breaker_failures > 0 OR s.breaker_open_until IS NOT NULL
-            OR s.breaker_allowance IS NOT NULL OR s.failing_since IS NOT NULL) AS breaker_dirty
+            OR s.breaker_allowance IS NOT NULL OR s.failing_since IS NOT NULL) AS breaker_dirty,
+           s.failed_attempts < $10::int4 AS streak_counting
     FROM c JOIN deliveries d ON d.seq = c.seq JOIN subscribers s ON s.id = d.subscriber_id
 )
 UPDATE deliveries d SET
@@ -176,7 +178,8 @@ UPDATE deliveries d SET
     lease_token = NULL, lease_owner = NULL, lease_expires = NULL, updated_at = $9
 FROM t
 WHERE d.seq = t.seq AND d.state = 'in_flight' AND d.lease_token = t.lease
-RETURNING d.seq, d.subscriber_id, d.dead_reason, t.breaker_dirty, d.state, d.ordering_key;
+RETURNING d.seq, d.subscriber_id, d.dead_reason, t.breaker_dirty, d.state, d.ordering_key,
+          t.streak_counting;
 
 -- name: RELEASE_NEXT_IN_ORDER
 -- After deliveries of the subscribers $1 with the ordering keys $2 (pairwise) ended: for each

@@ -2,13 +2,20 @@
 -- `subscribers_health`, whose predicate each statement repeats so that SQLite may use it.
 
 -- name: AUTO_DISABLE
--- Active subscribers but ?3 failing since ?1 or earlier: paused by hookline (?2: now).
+-- Active subscribers but ?3 failing (?4 failed attempts or more in a row, or the breaker open)
+-- since ?1 or earlier, with no delivery delivered since (a release before the streak was kept
+-- on successes may have left one): paused by hookline (?2: now).
 UPDATE subscribers SET status = 'paused', status_reason = 'auto_disabled', updated_at = ?2
 WHERE id IN (
     SELECT id FROM subscribers INDEXED BY subscribers_health
     WHERE ((status <> 'revoked' AND (failing_since IS NOT NULL OR told IS NOT NULL))
            OR (status = 'revoked' AND told IS NOT 'revoked'))
-      AND status = 'active' AND failing_since <= ?1 AND id <> ?3)
+      AND status = 'active' AND failing_since <= ?1 AND id <> ?3
+      AND (failed_attempts >= ?4 OR breaker_open_until IS NOT NULL)
+      AND NOT EXISTS (
+          SELECT 1 FROM deliveries d INDEXED BY deliveries_subscriber
+          WHERE d.subscriber_id = subscribers.id AND d.state = 'delivered'
+            AND d.updated_at > subscribers.failing_since))
 RETURNING id;
 
 -- name: WATCHED_SUBSCRIBERS
@@ -29,11 +36,17 @@ ORDER BY id LIMIT ?2;
 -- What subscriber ?1's operators were told (?2, begun at ?3), if it is still ?4.
 UPDATE subscribers SET told = ?2, told_at = ?3 WHERE id = ?1 AND told IS ?4;
 
--- name: UNFINISHED_REPLAYS
--- Replays made at or after ?1 not yet seen to finish, oldest first, at most ?2.
+-- name: FINISHED_REPLAYS
+-- Replays made at or after ?1 not yet recorded finished whose deliveries have all ended
+-- (delivered or dead; one a later replay took again ends with it), oldest first, at most ?2.
 SELECT seq, id, created_at, reason, subscriber_id, limit_n, per_second, requested_by, selected,
        tenant_id
-FROM replays WHERE finished_at IS NULL AND created_at >= ?1 ORDER BY seq LIMIT ?2;
+FROM replays r
+WHERE finished_at IS NULL AND created_at >= ?1
+  AND NOT EXISTS (
+      SELECT 1 FROM replay_items i JOIN deliveries d ON d.seq = i.delivery_seq
+      WHERE i.replay_seq = r.seq AND d.state IN ('scheduled', 'in_flight'))
+ORDER BY seq LIMIT ?2;
 
 -- name: SET_REPLAY_FINISHED
 UPDATE replays SET finished_at = ?2 WHERE id = ?1 AND finished_at IS NULL;

@@ -5,7 +5,7 @@ use tokio_postgres::Row;
 
 use super::reads::{self, corrupt};
 use super::{execute, queries, query, PostgresStore};
-use crate::health::{Condition, Watched};
+use crate::health::{AutoDisable, Condition, Watched};
 use crate::*;
 
 fn watched_row(r: &Row) -> Result<Watched> {
@@ -21,18 +21,18 @@ fn watched_row(r: &Row) -> Result<Watched> {
 
 #[async_trait::async_trait]
 impl Health for PostgresStore {
-    async fn auto_disable(
-        &self,
-        cutoff: UnixMs,
-        except: &str,
-        now: UnixMs,
-    ) -> Result<Vec<Subscriber>> {
+    async fn auto_disable(&self, r: AutoDisable) -> Result<Vec<Subscriber>> {
         let c = self.client().await?;
-        let ids: Vec<String> = query(&c, queries::AUTO_DISABLE, &[&cutoff, &now, &except])
-            .await?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let failing_after = i32::try_from(r.failing_after).unwrap_or(i32::MAX);
+        let ids: Vec<String> = query(
+            &c,
+            queries::AUTO_DISABLE,
+            &[&r.cutoff, &r.now, &r.except, &failing_after],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
         let mut paused = Vec::with_capacity(ids.len());
         for id in &ids {
             paused.push(reads::subscriber(&c, id).await?);
@@ -72,14 +72,9 @@ impl Health for PostgresStore {
         Ok(changed == 1)
     }
 
-    async fn unfinished_replays(&self, since: UnixMs, limit: u32) -> Result<Vec<Replay>> {
+    async fn finished_replays(&self, since: UnixMs, limit: u32) -> Result<Vec<Replay>> {
         let c = self.client().await?;
-        let rows = query(
-            &c,
-            queries::UNFINISHED_REPLAYS,
-            &[&since, &i64::from(limit)],
-        )
-        .await?;
+        let rows = query(&c, queries::FINISHED_REPLAYS, &[&since, &i64::from(limit)]).await?;
         let mut replays = Vec::with_capacity(rows.len());
         for r in &rows {
             replays.push(reads::replay_row(&c, r).await?.1);

@@ -62,7 +62,7 @@ crate::sql::statements! {
         AUTO_DISABLE,
         WATCHED_SUBSCRIBERS,
         SET_TOLD,
-        UNFINISHED_REPLAYS,
+        FINISHED_REPLAYS,
         SET_REPLAY_FINISHED,
         DEAD_LETTER_INFLOW,
     }

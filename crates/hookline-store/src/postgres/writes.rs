@@ -1,6 +1,6 @@
 //! Every PostgreSQL write. Each runs inside the caller's transaction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use deadpool_postgres::GenericClient;
@@ -62,7 +62,7 @@ pub(super) async fn update_subscriber(
     now: UnixMs,
     channel: &str,
 ) -> Result<Subscriber> {
-    let (next, resumed) = patched(reads::subscriber_for_update(c, id).await?, patch)?;
+    let (next, resumed) = patched(reads::subscriber_for_update(c, id).await?, patch, now)?;
     execute(
         c,
         queries::UPDATE_SUBSCRIBER,
@@ -678,6 +678,7 @@ pub(super) async fn complete(
             &if_revoked.run_at,
             &if_revoked.reason,
             &now,
+            &to_int(FailingStreak::MAX_COUNTED),
         ],
     )
     .await?;
@@ -706,6 +707,12 @@ pub(super) async fn complete(
         .filter(|r| DeliveryState::parse(r.get(4)).is_some_and(DeliveryState::ended))
         .filter_map(|r| Some((r.get(1), r.get::<_, Option<String>>(5)?)))
         .collect();
+    // Subscribers whose streak a permanent failure still changes.
+    let counting: HashSet<String> = applied
+        .iter()
+        .filter(|r| r.get::<_, bool>(6))
+        .map(|r| r.get(1))
+        .collect();
     let applied: HashMap<i64, String> = applied.iter().map(|r| (r.get(0), r.get(1))).collect();
 
     let mut history = AttemptColumns::default();
@@ -724,7 +731,7 @@ pub(super) async fn complete(
         })
         .collect();
     history.insert(c).await?;
-    update_breakers(c, &completions, &applied, &dirty, now).await?;
+    update_breakers(c, &completions, &applied, &dirty, &counting, now).await?;
     revoke.sort();
     revoke.dedup();
     for subscriber in revoke {
@@ -741,20 +748,22 @@ async fn update_breakers(
     completions: &[Completion],
     applied: &HashMap<i64, String>,
     dirty: &[String],
+    counting: &HashSet<String>,
     now: UnixMs,
 ) -> Result<()> {
     // Only subscribers whose breaker or streak can change are read and locked: those with
-    // failures to count, and those not closed-and-clean or failing (a success resets them).
-    // Healthy traffic costs nothing here.
+    // retryable failures to count, permanent ones while their streak still counts, and those
+    // not closed-and-clean or failing (a success resets them). Healthy traffic, and a
+    // subscriber that has answered 404 for long, cost nothing here.
     let mut ids: Vec<&str> = completions
         .iter()
-        .filter(|d| {
-            matches!(
-                d.record.outcome,
-                hookline_policy::Outcome::Retryable | hookline_policy::Outcome::Permanent
-            )
+        .filter_map(|d| Some((d.record.outcome, applied.get(&d.key.0)?)))
+        .filter(|(outcome, id)| match outcome {
+            hookline_policy::Outcome::Retryable => true,
+            hookline_policy::Outcome::Permanent => counting.contains(*id),
+            _ => false,
         })
-        .filter_map(|d| applied.get(&d.key.0).map(String::as_str))
+        .map(|(_, id)| id.as_str())
         .chain(dirty.iter().map(String::as_str))
         .collect();
     ids.sort_unstable();

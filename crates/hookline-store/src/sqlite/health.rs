@@ -4,7 +4,7 @@ use hookline_policy::{DeadReason, UnixMs};
 use rusqlite::{params, Connection, Row};
 
 use super::{queries, reads, SqliteStore};
-use crate::health::{Condition, Watched};
+use crate::health::{AutoDisable, Condition, Watched};
 use crate::*;
 
 fn told(stored: Option<String>) -> rusqlite::Result<Option<Condition>> {
@@ -29,30 +29,21 @@ fn watched_row(r: &Row<'_>) -> rusqlite::Result<Watched> {
     })
 }
 
-fn auto_disable(
-    c: &Connection,
-    cutoff: UnixMs,
-    except: &str,
-    now: UnixMs,
-) -> Result<Vec<Subscriber>> {
+fn auto_disable(c: &Connection, r: &AutoDisable) -> Result<Vec<Subscriber>> {
     let ids = c
         .prepare_cached(queries::AUTO_DISABLE)?
-        .query_map(params![cutoff, now, except], |r| r.get::<_, String>(0))?
+        .query_map(params![r.cutoff, r.now, r.except, r.failing_after], |row| {
+            row.get::<_, String>(0)
+        })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     ids.iter().map(|id| reads::subscriber(c, id)).collect()
 }
 
 #[async_trait::async_trait]
 impl Health for SqliteStore {
-    async fn auto_disable(
-        &self,
-        cutoff: UnixMs,
-        except: &str,
-        now: UnixMs,
-    ) -> Result<Vec<Subscriber>> {
-        let except = except.to_owned();
+    async fn auto_disable(&self, request: AutoDisable) -> Result<Vec<Subscriber>> {
         self.writer
-            .write(move |w| auto_disable(&w.conn, cutoff, &except, now))
+            .write(move |w| auto_disable(&w.conn, &request))
             .await
     }
 
@@ -85,9 +76,9 @@ impl Health for SqliteStore {
             .await
     }
 
-    async fn unfinished_replays(&self, since: UnixMs, limit: u32) -> Result<Vec<Replay>> {
+    async fn finished_replays(&self, since: UnixMs, limit: u32) -> Result<Vec<Replay>> {
         self.read(move |c| {
-            let mut stmt = c.prepare_cached(queries::UNFINISHED_REPLAYS)?;
+            let mut stmt = c.prepare_cached(queries::FINISHED_REPLAYS)?;
             let mut rows = stmt.query(params![since, limit])?;
             let mut replays = Vec::new();
             while let Some(r) = rows.next()? {

@@ -56,7 +56,7 @@ pub(super) fn update_subscriber(
     patch: SubscriberPatch,
     now: UnixMs,
 ) -> Result<Subscriber> {
-    let (next, resumed) = patched(reads::subscriber(c, id)?, patch)?;
+    let (next, resumed) = patched(reads::subscriber(c, id)?, patch, now)?;
     c.prepare_cached(queries::UPDATE_SUBSCRIBER)?
         .execute(params![
             id,

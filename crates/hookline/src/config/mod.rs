@@ -13,7 +13,7 @@ use std::time::Duration;
 use hookline_engine::config::DeliveryConfig;
 use hookline_engine::destination::{Guard, Guards, TenantDestinations};
 use hookline_engine::telemetry::{LatencyLabels, TenantLabels};
-use hookline_policy::{BreakerConfig, Jitter, RetryPolicy};
+use hookline_policy::{BreakerConfig, FailingStreak, Jitter, RetryPolicy};
 use serde::Deserialize;
 
 use crate::tokens::{ApiToken, Scope};
@@ -93,7 +93,15 @@ struct OperationalFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LifecycleFile {
-    disable_after: Option<String>,
+    disable_after: Option<DurationOrZero>,
+}
+
+/// A duration as text, or the number 0 (`disable_after = 0`: never).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum DurationOrZero {
+    Text(String),
+    Number(i64),
 }
 
 /// `[operational]` and `[lifecycle]`: what hookline tells of its subscribers, and when it
@@ -159,12 +167,31 @@ fn operational(o: OperationalFile, l: LifecycleFile) -> Result<OperationalConfig
         }
     };
     let spike = given("operational.dead_letter_spike", o.dead_letter_spike)?;
-    let disable_after = given("lifecycle.disable_after", l.disable_after)?;
-    let disable_after = parse_duration(&disable_after)
-        .map_err(|e| invalid("lifecycle.disable_after", e.to_string()))?;
+    let disable_after = match given("lifecycle.disable_after", l.disable_after)? {
+        DurationOrZero::Number(0) => Duration::ZERO,
+        DurationOrZero::Number(n) => {
+            return Err(invalid(
+                "lifecycle.disable_after",
+                format!("{n} has no unit: write a duration like \"72h\", or 0 for never"),
+            ))
+        }
+        DurationOrZero::Text(text) => {
+            parse_duration(&text).map_err(|e| invalid("lifecycle.disable_after", e.to_string()))?
+        }
+    };
+    let failing_after: u32 = positive("operational.failing_after", o.failing_after)?;
+    if failing_after > FailingStreak::MAX_COUNTED {
+        return Err(invalid(
+            "operational.failing_after",
+            format!(
+                "must be at most {}: failed attempts are counted up to that",
+                FailingStreak::MAX_COUNTED
+            ),
+        ));
+    }
     Ok(OperationalConfig {
         endpoint,
-        failing_after: positive("operational.failing_after", o.failing_after)?,
+        failing_after,
         spike_window: duration("operational.spike_window", o.spike_window)?,
         dead_letter_spike: (spike > 0).then_some(spike),
         disable_after: (!disable_after.is_zero()).then_some(disable_after),
@@ -895,14 +922,16 @@ mod tests {
         );
     }
 
-    /// `[log] format` is text unless the file says json; anything else is refused, naming
-    /// the key.
+    /// `[operational]` and `[lifecycle]`: defaults, "never" as 0, and each bad value refused
+    /// naming its key.
     #[test]
     fn operational_settings_are_checked_naming_their_key() {
         let c = Config::from_toml("").unwrap().operational;
         assert_eq!(c.endpoint, None);
         assert_eq!(c.disable_after, Some(Duration::from_secs(72 * 3600)));
         assert_eq!((c.failing_after, c.dead_letter_spike), (5, Some(100)));
+        let zero = Config::from_toml("[lifecycle]\ndisable_after = 0").unwrap();
+        assert_eq!(zero.operational.disable_after, None);
         let never = Config::from_toml(
             "[lifecycle]\ndisable_after = \"0\"\n[operational]\ndead_letter_spike = 0",
         )
@@ -940,6 +969,11 @@ mod tests {
                 "operational.failing_after",
             ),
             (
+                "[operational]\nfailing_after = 101",
+                "operational.failing_after",
+            ),
+            ("[lifecycle]\ndisable_after = 72", "lifecycle.disable_after"),
+            (
                 "[operational]\nspike_window = \"0s\"",
                 "operational.spike_window",
             ),
@@ -953,6 +987,8 @@ mod tests {
         }
     }
 
+    /// `[log] format` is text unless the file says json; anything else is refused, naming
+    /// the key.
     #[test]
     fn log_format_is_text_json_or_refused() {
         assert_eq!(Config::from_toml("").unwrap().log_format, LogFormat::Text);

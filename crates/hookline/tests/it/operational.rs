@@ -163,17 +163,17 @@ async fn operators_are_told_what_happens_to_subscribers_and_failing_ones_are_dis
         )
         .await;
     assert_eq!(status, 200, "{resumed}");
-    assert_eq!(
-        (
-            resumed["status_reason"].clone(),
-            resumed["failing_since"].clone()
-        ),
-        (Value::Null, Value::Null)
-    );
+    // Still failing, its streak counted from the resume, until an attempt succeeds: then
+    // recovered.
+    assert_eq!(resumed["status_reason"], Value::Null);
+    assert_ne!(resumed["failing_since"], bad["failing_since"]);
+    assert_eq!(resumed["failed_attempts"], bad["failed_attempts"]);
     app.delivery_when("b3:bad", "bad's held delivery", |d| {
         d["state"] == "delivered"
     })
     .await;
+    tick(&app).await;
+    told_of(&rx, &secret, "subscriber.recovered", "bad").await;
 
     // A replay that ends is told; a revocation is told with why.
     let (status, replay) = app
@@ -208,8 +208,17 @@ async fn operators_are_told_what_happens_to_subscribers_and_failing_ones_are_dis
     assert_eq!(revoked["status_reason"], "deleted");
 
     // Each change was told once, and never about the endpoint itself; each went to the
-    // endpoint alone, its deliveries those of its own subscriber.
-    tick(&app).await;
+    // endpoint alone, its deliveries those of its own subscriber. (A few more looks first: a
+    // second telling would have time to arrive.)
+    for _ in 0..3 {
+        tick(&app).await;
+    }
+    eventually("nothing on its way to the endpoint", async || {
+        let path = "/v1/deliveries?subscriber_id=hookline.operational&state=scheduled";
+        let (_, page) = app.call("GET", path, None).await;
+        page["items"].as_array().unwrap().is_empty().then_some(())
+    })
+    .await;
     let all = told(&rx, &secret);
     let mut kinds: Vec<String> = all
         .iter()
@@ -404,4 +413,68 @@ async fn the_endpoint_is_never_told_about_itself_nor_revoked_by_its_answers() {
         .collect();
     assert!(!about.contains(&json!("hookline.operational")), "{about:?}");
     app.stop().await;
+}
+
+crate::on_both_backends!(
+    racing_watchers_tell_each_change_once_on_sqlite,
+    racing_watchers_tell_each_change_once_on_postgres,
+    CONFIG,
+    racing_watchers_tell_each_change_once
+);
+
+/// Watchers of several processes look at once: each change is published once (one event id),
+/// and recorded told once.
+async fn racing_watchers_tell_each_change_once(app: &TestApp) {
+    let rx = Receiver::start(|path, _| if path == "/ops" { 200 } else { 404 }).await;
+    let (status, ops) = app
+        .call(
+            "POST",
+            "/v1/operational-endpoint",
+            Some(json!({"url": rx.url("/ops")})),
+        )
+        .await;
+    assert_eq!(status, 201, "{ops}");
+    app.subscriber("bad", &rx.url("/bad")).await;
+    for i in 0..3 {
+        app.publish(&format!("b{i}"), "shipment.delivered").await;
+    }
+    eventually("bad's three dead letters", async || {
+        let (_, page) = app
+            .call("GET", "/v1/dead-letters?subscriber_id=bad", None)
+            .await;
+        (page["items"].as_array().unwrap().len() == 3).then_some(())
+    })
+    .await;
+    let store = app.app.as_ref().unwrap().store.clone();
+    let watcher = || hookline::operational::Watcher {
+        store: store.clone(),
+        clock: std::sync::Arc::new(app.clock.clone()),
+        config: app.config.operational.clone(),
+        wake: Default::default(),
+        spikes_told: Default::default(),
+    };
+    let [a, b, c, d] = [watcher(), watcher(), watcher(), watcher()];
+    let now = hookline_engine::clock::Clock::now_ms(&app.clock);
+    let looks = tokio::join!(
+        a.watch_once(now),
+        b.watch_once(now),
+        c.watch_once(now),
+        d.watch_once(now)
+    );
+    for look in [looks.0, looks.1, looks.2, looks.3] {
+        look.unwrap();
+    }
+    for event_type in ["subscriber.failing", "dead_letters.spike"] {
+        let (_, page) = app
+            .call("GET", &format!("/v1/events?type={event_type}"), None)
+            .await;
+        assert_eq!(
+            page["items"].as_array().unwrap().len(),
+            1,
+            "{event_type}: {page}"
+        );
+    }
+    let told = store.watched_subscribers(None, 10).await.unwrap();
+    let bad = told.iter().find(|w| w.subscriber.id == "bad").unwrap();
+    assert_eq!(bad.told, Some(hookline_store::health::Condition::Failing));
 }

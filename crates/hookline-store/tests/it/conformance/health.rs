@@ -82,28 +82,40 @@ pub async fn failing_subscribers_are_paused_after_disable_after_and_resume_fresh
     h: &H,
 ) {
     let store = h.open().await;
-    for id in ["old", "new", "spared", "paused"] {
+    for id in ["old", "few", "new", "spared", "paused"] {
         store.create_subscriber(sub(id, &[id]), T0).await.unwrap();
     }
     let dead = Transition::Dead(DeadReason::PermanentFailure);
-    attempt(store.as_ref(), "old", 1, dead, T0 + 10).await;
-    attempt(store.as_ref(), "spared", 1, dead, T0 + 10).await;
-    attempt(store.as_ref(), "paused", 1, dead, T0 + 10).await;
-    attempt(store.as_ref(), "new", 1, dead, T0 + 20).await;
+    for (id, first) in [
+        ("old", 10),
+        ("few", 10),
+        ("spared", 10),
+        ("paused", 10),
+        ("new", 20),
+    ] {
+        attempt(store.as_ref(), id, 1, dead, T0 + first).await;
+        if id != "few" {
+            attempt(store.as_ref(), id, 2, dead, T0 + first + 1).await;
+        }
+    }
     let pause = SubscriberPatch {
         status: Some(SubscriberStatus::Paused),
         ..Default::default()
     };
     let paused = store
-        .update_subscriber("paused", pause, T0 + 30)
+        .update_subscriber("paused", pause.clone(), T0 + 30)
         .await
         .unwrap();
     assert_eq!(paused.status_reason, Some(StatusReason::Paused));
-    // Failing since T0 + 10 or earlier: paused, but the one excepted and the one already paused.
-    let disabled = store
-        .auto_disable(T0 + 15, "spared", T0 + 40)
-        .await
-        .unwrap();
+    let disable = |cutoff: i64, now: i64| hookline_store::health::AutoDisable {
+        cutoff,
+        failing_after: 2,
+        except: "spared".into(),
+        now,
+    };
+    // Failing since T0 + 10 or earlier with 2 failures in a row: paused, but the one excepted,
+    // the one already paused and the one with a single failure.
+    let disabled = store.auto_disable(disable(T0 + 15, T0 + 40)).await.unwrap();
     let ids: Vec<&str> = disabled.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["old"]);
     let old = store.get_subscriber("old").await.unwrap();
@@ -116,14 +128,15 @@ pub async fn failing_subscribers_are_paused_after_disable_after_and_resume_fresh
         )
     );
     assert!(store
-        .auto_disable(T0 + 15, "spared", T0 + 41)
+        .auto_disable(disable(T0 + 15, T0 + 41))
         .await
         .unwrap()
         .is_empty());
-    // Its deliveries wait as any paused subscriber's; resuming starts a fresh streak.
+    // Its deliveries wait as any paused subscriber's.
     accepted(store.as_ref(), event("after", "old"), T0 + 50).await;
     let claimed = store.claim_due(claim(T0 + 50, 100, 100)).await.unwrap();
     assert!(claimed.iter().all(|c| c.destination.subscriber_id != "old"));
+    // Resumed, it is failing still, its streak counted from the resume.
     let resume = SubscriberPatch {
         status: Some(SubscriberStatus::Active),
         ..Default::default()
@@ -132,13 +145,20 @@ pub async fn failing_subscribers_are_paused_after_disable_after_and_resume_fresh
         .update_subscriber("old", resume, T0 + 60)
         .await
         .unwrap();
-    assert_eq!((old.status_reason, old.failing.since), (None, None));
-    assert!(store
-        .auto_disable(T0 + 1_000, "spared", T0 + 61)
+    assert_eq!(
+        (old.status_reason, old.failing.since, old.failing.attempts),
+        (None, Some(T0 + 60), 2)
+    );
+    // Only new is failing since T0 + 59 or earlier now: old's streak counts from its resume.
+    let again = store.auto_disable(disable(T0 + 59, T0 + 61)).await.unwrap();
+    let ids: Vec<&str> = again.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["new"]);
+    // An operator's pause of a subscriber hookline paused is the operator's.
+    let new = store
+        .update_subscriber("new", pause, T0 + 63)
         .await
-        .unwrap()
-        .iter()
-        .all(|s| s.id != "old"));
+        .unwrap();
+    assert_eq!(new.status_reason, Some(StatusReason::Paused));
 }
 
 pub async fn finished_replays_and_the_dead_letter_inflow_are_read<H: Harness>(h: &H) {
@@ -175,24 +195,22 @@ pub async fn finished_replays_and_the_dead_letter_inflow_are_read<H: Harness>(h:
         )
         .await
         .unwrap();
-    let unfinished = store.unfinished_replays(T0, 10).await.unwrap();
-    assert_eq!(unfinished.len(), 1);
-    assert_eq!((unfinished[0].selected, unfinished[0].delivered), (3, 0));
+    // Not finished while any of its deliveries is on its way.
+    assert!(store.finished_replays(T0, 10).await.unwrap().is_empty());
     let claimed = store.claim_due(claim(T0 + 6, 100, 100)).await.unwrap();
-    let done = claimed
-        .iter()
-        .map(|c| completion(c, Transition::Delivered, T0 + 6))
-        .collect();
-    store.complete(done, T0 + 6).await.unwrap();
-    let unfinished = store.unfinished_replays(T0, 10).await.unwrap();
-    assert_eq!(unfinished[0].delivered, 3);
+    let (first, rest) = claimed.split_at(1);
+    let done = |c: &[ClaimedDelivery]| {
+        c.iter()
+            .map(|c| completion(c, Transition::Delivered, T0 + 6))
+            .collect()
+    };
+    store.complete(done(first), T0 + 6).await.unwrap();
+    assert!(store.finished_replays(T0, 10).await.unwrap().is_empty());
+    store.complete(done(rest), T0 + 6).await.unwrap();
+    let finished = store.finished_replays(T0, 10).await.unwrap();
+    assert_eq!(finished.len(), 1);
+    assert_eq!((finished[0].selected, finished[0].delivered), (3, 3));
     assert!(store.set_replay_finished(&replay.id, T0 + 7).await.unwrap());
     assert!(!store.set_replay_finished(&replay.id, T0 + 8).await.unwrap());
-    assert!(store.unfinished_replays(T0, 10).await.unwrap().is_empty());
-    // Only replays made since `since` are read.
-    assert!(store
-        .unfinished_replays(T0 + 6, 10)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(store.finished_replays(T0, 10).await.unwrap().is_empty());
 }
