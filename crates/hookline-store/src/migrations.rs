@@ -287,6 +287,12 @@ pub(crate) const LATER: &[Migration] = &[
         BASELINE,
         "the event type catalog: descriptions, payload schemas by version, deprecation"
     ),
+    migration!(
+        29,
+        "0029_event_traceparent",
+        BASELINE,
+        "each event's traceparent, so its attempts' spans continue the publish's trace"
+    ),
 ];
 
 /// A migration as the database records it.

@@ -343,6 +343,10 @@ pub struct NewEvent {
     /// Its deliveries to each subscriber wait for that subscriber's earlier deliveries of the
     /// same key to end (delivered or dead): attempted in publish order.
     pub ordering_key: Option<String>,
+    /// The W3C `traceparent` of the publish's span, when tracing is on: each attempt's span
+    /// is its child, in the publish's trace (`hookline_engine::traces`). Not compared on a
+    /// re-publish.
+    pub traceparent: Option<String>,
 }
 
 impl NewEvent {
@@ -359,6 +363,7 @@ impl NewEvent {
             admit_at_most: None,
             only_subscriber: None,
             ordering_key: None,
+            traceparent: None,
         }
     }
 
@@ -874,6 +879,8 @@ pub struct EventBody {
     pub payload: String,
     pub payload_version: i64,
     pub accepted_at: UnixMs,
+    /// The publish span's W3C `traceparent` ([`NewEvent::traceparent`]).
+    pub traceparent: Option<String>,
 }
 
 /// Opaque store key of a delivery row; cheaper to fence on than the text id.

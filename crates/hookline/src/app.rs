@@ -42,6 +42,8 @@ pub enum StartError {
     OpenApiOnNetwork(SocketAddr),
     #[error("{0}")]
     Store(#[from] StoreError),
+    #[error("{0}")]
+    Traces(#[from] crate::traces::ExportError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -62,6 +64,8 @@ pub struct RunningApp {
     measuring: JoinHandle<()>,
     /// Stops the gauges and the policies' and the catalog's refresh.
     stop_gauges: tokio::sync::watch::Sender<bool>,
+    /// Spans on their way to `[telemetry] otlp_endpoint`, when tracing is on.
+    exporting: Option<crate::traces::Exporting>,
 }
 
 /// What start-up refuses from the configuration alone, before anything is opened: kept apart
@@ -84,6 +88,7 @@ pub async fn start(
 ) -> Result<RunningApp, StartError> {
     check(config, role)?;
     crate::telemetry::handle();
+    let (traces, exporting) = crate::traces::start(&config.telemetry)?;
     let store =
         hookline_store::open_with(&config.database, &config.serving_store_options()).await?;
     let listener = TcpListener::bind(config.listen)
@@ -127,6 +132,7 @@ pub async fn start(
             },
             meter: capacity.meter.clone(),
             failed_commits: failed_commits.clone(),
+            traces: traces.clone(),
         })
     });
     if let Some(d) = &dispatcher {
@@ -187,6 +193,7 @@ pub async fn start(
         drill_reports: config.drill_reports.clone(),
         portal_frame_ancestors: config.portal_frame_ancestors.clone(),
         catalog,
+        traces,
     });
     let router = match role {
         Role::Worker => api::health_router(ctx),
@@ -205,12 +212,13 @@ pub async fn start(
         catalog_kept,
         measuring,
         stop_gauges,
+        exporting,
     })
 }
 
 impl RunningApp {
     /// Stops accepting requests and claiming deliveries, lets in-flight requests and attempts
-    /// finish, and commits their outcomes.
+    /// finish, and commits their outcomes; then exports the spans left.
     pub async fn shutdown(self) {
         let _ = self.stop_server.send(true);
         let _ = self.stop_gauges.send(true);
@@ -226,6 +234,9 @@ impl RunningApp {
         let (server, ()) = tokio::join!(self.server, dispatcher);
         if let Err(e) = server {
             tracing::error!(error = %e, "the HTTP server failed");
+        }
+        if let Some(exporting) = self.exporting {
+            exporting.shutdown().await;
         }
     }
 }

@@ -17,3 +17,4 @@ pub mod schema;
 pub mod server;
 pub mod telemetry;
 pub mod tokens;
+pub mod traces;

@@ -17,6 +17,7 @@ pub fn load(args: &ServeArgs) -> anyhow::Result<Config> {
         Overrides {
             listen: args.listen.clone(),
             database: args.store.database.clone(),
+            otlp_endpoint: args.otlp_endpoint.clone(),
         },
     )?)
 }

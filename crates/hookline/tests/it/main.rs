@@ -36,3 +36,4 @@ mod rollouts;
 mod routes_fuzz;
 mod sink;
 mod tenants;
+mod traces;
