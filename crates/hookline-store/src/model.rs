@@ -465,6 +465,8 @@ pub struct Event {
     pub counts: StateCounts,
     pub published_by: Option<String>,
     pub ordering_key: Option<String>,
+    /// The publish span's W3C `traceparent` ([`NewEvent::traceparent`]).
+    pub traceparent: Option<String>,
 }
 
 /// What the queue looks like now, for the gauges operators watch.

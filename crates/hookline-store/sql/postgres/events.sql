@@ -2,7 +2,7 @@
 
 -- name: EVENT
 SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by, tenant_id,
-       ordering_key
+       ordering_key, traceparent
 FROM events WHERE id = $1;
 
 -- name: EVENT_STATE_COUNTS

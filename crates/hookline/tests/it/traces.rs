@@ -164,6 +164,8 @@ async fn a_publish_s_trace_reaches_its_attempts(app: TestApp, collector: Collect
         .await;
     app.delivery_when("untraced:s1", "delivered", |d| state(d) == "delivered")
         .await;
+    let (_, event) = app.call("GET", "/v1/events/traced", None).await;
+    let stored = event["traceparent"].as_str().unwrap().to_owned();
     // Stopping exports what the batch holds.
     app.stop().await;
 
@@ -174,6 +176,7 @@ async fn a_publish_s_trace_reaches_its_attempts(app: TestApp, collector: Collect
     assert_eq!(publish.parent_span_id, PARENT_ID, "{publish:?}");
     assert_eq!(publish.service, "hookline");
     assert_eq!(publish.attributes["http.response.status_code"], "202");
+    assert_eq!(stored, format!("00-{TRACE_ID}-{}-01", publish.span_id));
     let fan_out = eventually("the fan-out span", async || {
         collector
             .spans()
@@ -252,6 +255,12 @@ async fn without_an_endpoint_no_span_and_no_traceparent() {
     )
     .await;
     assert_eq!(sent_traceparent(&subscriber, "traced:s1").await, None);
+    let (_, event) = app.call("GET", "/v1/events/traced", None).await;
+    assert_eq!(
+        event["traceparent"],
+        serde_json::Value::Null,
+        "nothing stored"
+    );
     app.delivery_when("traced:s1", "delivered", |d| state(d) == "delivered")
         .await;
     app.stop().await;

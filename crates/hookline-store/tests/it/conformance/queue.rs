@@ -828,7 +828,8 @@ pub(crate) async fn a_publish_over_its_admission_stores_nothing(h: &impl Harness
 }
 
 /// An event's `traceparent` comes back with every claimed delivery of it (in every payload
-/// version), and one published without stays without; a re-publish ignores it.
+/// version) and with the event, and one published without stays without; a re-publish
+/// ignores it.
 pub(crate) async fn a_claim_reads_the_event_s_traceparent(h: &impl Harness) {
     const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let store = h.open().await;
@@ -867,4 +868,7 @@ pub(crate) async fn a_claim_reads_the_event_s_traceparent(h: &impl Harness) {
     assert!(claimed
         .iter()
         .any(|c| c.event.id == "traced" && c.event.payload_version == 1));
+    let traced = store.get_event("traced").await.unwrap();
+    assert_eq!(traced.traceparent.as_deref(), Some(TRACEPARENT));
+    assert_eq!(store.get_event("plain").await.unwrap().traceparent, None);
 }
