@@ -188,6 +188,21 @@ mod tests {
         assert_eq!(parts[3], "01");
     }
 
+    /// A trace its publisher did not sample is not recorded here either, and is passed on as
+    /// unsampled.
+    #[test]
+    fn an_unsampled_trace_stays_unsampled() {
+        let (_provider, traces) = on();
+        let unsampled = INCOMING.replace("-01", "-00");
+        let span = traces.continuing("attempt", SpanKind::Client, Some(&unsampled));
+        let own = span.traceparent().unwrap();
+        assert!(
+            own.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"),
+            "{own}"
+        );
+        assert!(own.ends_with("-00"), "{own}");
+    }
+
     /// Anything but a valid `traceparent` is ignored: the span starts a trace of its own.
     #[test]
     fn an_invalid_traceparent_starts_a_new_trace() {
