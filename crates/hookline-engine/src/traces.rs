@@ -23,7 +23,7 @@ use std::time::SystemTime;
 pub const TRACEPARENT: &str = "traceparent";
 
 /// Where spans go: an OpenTelemetry tracer, or nowhere (tracing off).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Traces(Option<SdkTracer>);
 
 impl Traces {
@@ -39,8 +39,8 @@ impl Traces {
         self.0.is_some()
     }
 
-    /// Starts span `name` of `kind` under `parent` (a [`Span::context`] or [`parent`]; with no
-    /// span in it, the span starts a trace of its own).
+    /// Starts span `name` of `kind` under `parent` (a [`Span::context`]; with no span in it,
+    /// the span starts a trace of its own).
     pub fn start(&self, name: &'static str, kind: SpanKind, parent: &Context) -> Span {
         self.begin(name, kind, parent, None)
     }
@@ -120,7 +120,7 @@ impl Span {
     /// Its `traceparent` header value, when tracing is on.
     pub fn traceparent(&self) -> Option<String> {
         let cx = self.0.as_ref()?;
-        let mut header = Traceparent(None);
+        let mut header = Outgoing(None);
         TraceContextPropagator::new().inject_context(cx, &mut header);
         header.0
     }
@@ -128,23 +128,20 @@ impl Span {
 
 /// The context a `traceparent` header value names, as a remote parent; an empty context (the
 /// next span starts a trace of its own) when it is absent or not a valid W3C `traceparent`.
-pub fn parent(traceparent: Option<&str>) -> Context {
+fn parent(traceparent: Option<&str>) -> Context {
     match traceparent {
-        Some(text) => TraceContextPropagator::new().extract(&Traceparent(Some(text.to_owned()))),
+        Some(text) => TraceContextPropagator::new().extract(&Incoming(text)),
         None => Context::new(),
     }
 }
 
-/// A carrier holding one `traceparent` value, for the W3C propagator to read or write (its
-/// `tracestate` is not kept).
-struct Traceparent(Option<String>);
+/// One `traceparent` value, for the W3C propagator to read (no `tracestate`: hookline keeps
+/// none).
+struct Incoming<'a>(&'a str);
 
-impl Extractor for Traceparent {
+impl Extractor for Incoming<'_> {
     fn get(&self, key: &str) -> Option<&str> {
-        match key {
-            TRACEPARENT => self.0.as_deref(),
-            _ => None,
-        }
+        (key == TRACEPARENT).then_some(self.0)
     }
 
     fn keys(&self) -> Vec<&str> {
@@ -152,7 +149,10 @@ impl Extractor for Traceparent {
     }
 }
 
-impl Injector for Traceparent {
+/// Where the W3C propagator writes a span's `traceparent` (its `tracestate` is not kept).
+struct Outgoing(Option<String>);
+
+impl Injector for Outgoing {
     fn set(&mut self, key: &str, value: String) {
         if key == TRACEPARENT {
             self.0 = Some(value);
