@@ -46,6 +46,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         "hookline {} serving",
         env!("CARGO_PKG_VERSION")
     );
+    if let Some(url) = config.telemetry.traces_url() {
+        tracing::info!(to = %url, "exporting traces (OpenTelemetry, OTLP over HTTP)");
+    }
     if config.api_tokens.is_empty() {
         tracing::warn!(
             "no api_tokens configured: the API is open to anyone who can reach {}",
