@@ -13,14 +13,16 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use hookline_policy::{duration_ms, AttemptResult, Attempted, DeadReason, UnixMs};
+use hookline_policy::{duration_ms, AttemptResult, Attempted, DeadReason, Outcome, UnixMs};
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, Store, Transition,
     WindowSweep,
 };
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 
@@ -35,6 +37,7 @@ use crate::sender::{render_body, AttemptReport, Sender};
 use crate::slots::{AttemptKind, Slot, Slots, SlotsConfig, Standing};
 use crate::slowness::{Ended, Slowness};
 use crate::telemetry::{self, AttemptSeen};
+use crate::traces::{Span, Traces};
 
 /// An idle dispatcher sleeps until the next due `run_at` (or lease expiry); this bounds the
 /// sleep in case a wake-up was missed (say, while a LISTEN connection was being re-established).
@@ -76,6 +79,7 @@ struct Shared {
     meter: Arc<Meter>,
     /// Where the claims and completions the store failed to commit are told to `/healthz`.
     failed_commits: Arc<FailedCommits>,
+    traces: Traces,
     /// Completions are being committed beside the loop (PostgreSQL): what finishes meanwhile
     /// waits for the next batch, one completion transaction at a time per process, so a burst
     /// of them does not crowd the claims on the database.
@@ -152,6 +156,8 @@ pub struct DispatcherParts {
     pub meter: Arc<Meter>,
     /// Where a claim or completions the store failed to commit are recorded for `/healthz`.
     pub failed_commits: Arc<FailedCommits>,
+    /// Where the spans of claims and attempts go (`Traces::OFF`: nowhere).
+    pub traces: Traces,
 }
 
 impl Dispatcher {
@@ -165,6 +171,7 @@ impl Dispatcher {
             labels,
             meter,
             failed_commits,
+            traces,
         } = parts;
         let wake = Arc::new(Notify::new());
         let lease_ms = duration_ms(delivery.attempt_timeout + LEASE_MARGIN);
@@ -191,6 +198,7 @@ impl Dispatcher {
                 hosts: HostLoad::new(delivery.max_in_flight_per_host),
                 meter,
                 failed_commits,
+                traces,
                 committing: AtomicBool::new(false),
             }),
             delivery,
@@ -263,6 +271,7 @@ impl Dispatcher {
             // share while others hold more (`ClaimRequest::lend`): a claim is worth making
             // with no slot free, for them.
             let mut lent = s.slots.reserve_lane(self.delivery.concurrency);
+            let mut claim_span = Span::default();
             if want > 0 || !finished.is_empty() || lent.places() > 0 {
                 // Completions are stamped with this time: read after the sweep and the rescue.
                 let now = s.clock.now_ms();
@@ -278,12 +287,17 @@ impl Dispatcher {
                     exclude_subscribers: s.slowness.lock().unwrap().suspects(Instant::now()),
                     window_ended_for_start: now.saturating_sub(self.window_ms()),
                 };
+                let claiming = s.traces.is_on().then(SystemTime::now);
+                let completing = finished.len();
                 let claimed = if finished.is_empty() {
                     s.store.claim_due(request).await
                 } else {
                     let finished = std::mem::take(&mut finished);
                     complete_and_claim(s, finished, request, &mut attempts).await
                 };
+                if let Some(began) = claiming {
+                    claim_span = claim_span_of(&s.traces, began, completing, &claimed);
+                }
                 match claimed {
                     Ok(claimed) => {
                         filled = want > 0 && claimed.len() >= want;
@@ -319,8 +333,11 @@ impl Dispatcher {
                     _ => None,
                 };
                 let slot = slot.unwrap_or_else(|| s.slots.take(kind(&delivery), standing, usual));
-                attempts.spawn(attempt(s.clone(), delivery, slot, body, done_tx.clone()));
+                let span = attempt_span(&s.traces, &delivery, &claim_span);
+                let traced = Traced { delivery, span };
+                attempts.spawn(attempt(s.clone(), traced, slot, body, done_tx.clone()));
             }
+            drop(claim_span);
             drop(lent);
             while attempts.try_join_next().is_some() {}
             telemetry::in_flight(&s.slots);
@@ -441,13 +458,72 @@ fn shed(after: Duration) -> AttemptReport {
     }
 }
 
+/// The span of a claim that began at `began`, completed `completing` attempts' outcomes and
+/// answered `claimed`: none for a claim that neither took nor completed anything, so an idle
+/// loop's looks make no spans.
+fn claim_span_of(
+    traces: &Traces,
+    began: SystemTime,
+    completing: usize,
+    claimed: &hookline_store::Result<Vec<ClaimedDelivery>>,
+) -> Span {
+    let took = claimed.as_ref().map_or(0, Vec::len);
+    if took == 0 && completing == 0 && claimed.is_ok() {
+        return Span::default();
+    }
+    let span = traces.began("claim", SpanKind::Internal, began);
+    span.set(KeyValue::new("hookline.claimed", count(took)));
+    span.set(KeyValue::new("hookline.completed", count(completing)));
+    if let Err(e) = claimed {
+        span.fail(e.to_string());
+    }
+    span
+}
+
+/// A count as a span attribute's integer.
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The span of an attempt of `d`: a child of its event's publish span (in the publish's
+/// trace, `traces.rs`), linked to the claim that took it.
+fn attempt_span(traces: &Traces, d: &ClaimedDelivery, claim: &Span) -> Span {
+    if !traces.is_on() {
+        return Span::default();
+    }
+    let span = traces.continuing("attempt", SpanKind::Client, d.event.traceparent.as_deref());
+    span.link(claim);
+    span.set(KeyValue::new("hookline.delivery.id", d.id.clone()));
+    span.set(KeyValue::new("hookline.event.id", d.event.id.clone()));
+    span.set(KeyValue::new(
+        "hookline.event.type",
+        d.event.event_type.clone(),
+    ));
+    span.set(KeyValue::new(
+        "hookline.subscriber.id",
+        d.destination.subscriber_id.clone(),
+    ));
+    if let Some(tenant) = &d.destination.tenant_id {
+        span.set(KeyValue::new("hookline.tenant.id", tenant.clone()));
+    }
+    span.set(KeyValue::new("hookline.attempt", i64::from(d.attempt)));
+    span.set(KeyValue::new("http.request.method", "POST"));
+    span
+}
+
+/// A claimed delivery and the span of its attempt.
+struct Traced {
+    delivery: ClaimedDelivery,
+    span: Span,
+}
+
 /// Message for a rescued delivery's lost attempt.
 const LOST_ATTEMPT: &str =
     "attempt lost: the worker stopped before recording an outcome (lease expired)";
 
 async fn attempt(
     s: Arc<Shared>,
-    d: ClaimedDelivery,
+    Traced { delivery: d, span }: Traced,
     mut slot: Slot,
     body: Bytes,
     done: mpsc::UnboundedSender<(Finished, Completion)>,
@@ -475,7 +551,8 @@ async fn attempt(
                 slowness.slot_patience(subscriber),
             )
         };
-        let send = s.sender.send(&d, body, started_at);
+        let traceparent = span.traceparent();
+        let send = s.sender.send(&d, body, started_at, traceparent.as_deref());
         tokio::pin!(send);
         let mut to_lane = tokio::time::Instant::from_std(timer + slot_patience);
         let report = loop {
@@ -530,6 +607,7 @@ async fn attempt(
     if let Transition::Dead(reason) = transition {
         tracing::info!(delivery = %d.id, %reason, attempt = d.attempt, "delivery dead");
     }
+    traced_outcome(&span, &report, outcome, transition);
     // An answer shows what the process did; an attempt without one (a timeout, a shed, a
     // refused connection, a lost attempt) shows its destination, not the process.
     let showing = match report.result {
@@ -591,6 +669,35 @@ async fn attempt(
         telemetry::slow_lane(s.slots.in_slow_lane());
     }
     s.wake.notify_one();
+}
+
+/// What an attempt's span records of how it ended: the answer's status, the outcome as the
+/// policy classified it, and what follows; a failed status unless delivered.
+fn traced_outcome(span: &Span, report: &AttemptReport, outcome: Outcome, transition: Transition) {
+    if span.is_none() {
+        return;
+    }
+    if let AttemptResult::Status(code) = report.result {
+        span.set(KeyValue::new("http.response.status_code", i64::from(code)));
+    }
+    span.set(KeyValue::new("hookline.outcome", outcome.as_str()));
+    match transition {
+        Transition::Delivered => {}
+        Transition::Reschedule { .. } => span.fail(failure(report, "retried")),
+        Transition::Dead(reason) => {
+            span.set(KeyValue::new("hookline.dead_reason", reason.to_string()));
+            span.fail(failure(report, "dead"));
+        }
+    }
+}
+
+/// Why an attempt failed, in its span's status.
+fn failure(report: &AttemptReport, then: &str) -> String {
+    match (&report.error, report.result) {
+        (Some(error), _) => format!("{error}; {then}"),
+        (None, AttemptResult::Status(code)) => format!("answered {code}; {then}"),
+        (None, _) => then.to_owned(),
+    }
 }
 
 /// Commits what finished and claims. The claim's deliveries go out without waiting for the

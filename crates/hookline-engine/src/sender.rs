@@ -158,12 +158,14 @@ impl Sender {
         }
     }
 
-    /// Sends attempt `delivery.attempt` of `delivery`, whose rendered body is `body`, at `now`.
+    /// Sends attempt `delivery.attempt` of `delivery`, whose rendered body is `body`, at `now`,
+    /// with the attempt span's `traceparent` when tracing is on (`traces.rs`).
     pub async fn send(
         &self,
         delivery: &ClaimedDelivery,
         body: Bytes,
         now: UnixMs,
+        traceparent: Option<&str>,
     ) -> AttemptReport {
         let timestamp = now.div_euclid(1000);
         let target = match self.target(&delivery.destination.url) {
@@ -201,6 +203,10 @@ impl Sender {
         }
         if let (Some(basic), false) = (&target.authorization, own.contains_key("authorization")) {
             request = request.header(AUTHORIZATION, basic.clone());
+        }
+        // A subscriber's own headers cannot name it (`api/validate.rs`).
+        if let Some(traceparent) = traceparent {
+            request = request.header(crate::traces::TRACEPARENT, traceparent);
         }
         let request = request
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
@@ -583,6 +589,7 @@ mod tests {
                 payload: "{}".into(),
                 payload_version: 1,
                 accepted_at: 0,
+                traceparent: None,
             }),
         }
     }
@@ -617,7 +624,7 @@ mod tests {
             format!("http://localhost:{}/hook", addr.port()),
         ] {
             let d = delivery(url.clone());
-            let report = guarded.send(&d, render_body(&d.event), 0).await;
+            let report = guarded.send(&d, render_body(&d.event), 0, None).await;
             assert_eq!(report.result, AttemptResult::Refused, "{url}: {report:?}");
             assert!(report.error.unwrap().contains("internal address"));
         }
@@ -629,7 +636,7 @@ mod tests {
 
         let open = Sender::new(Duration::from_secs(2), open_guards());
         let d = delivery(format!("http://localhost:{}/hook", addr.port()));
-        let report = open.send(&d, render_body(&d.event), 0).await;
+        let report = open.send(&d, render_body(&d.event), 0, None).await;
         assert_eq!(report.result, AttemptResult::Status(200));
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
@@ -651,13 +658,13 @@ mod tests {
         let url = format!("http://127.0.0.1:{}/hook", addr.port());
         let platform_s = delivery(url.clone());
         let report = sender
-            .send(&platform_s, render_body(&platform_s.event), 0)
+            .send(&platform_s, render_body(&platform_s.event), 0, None)
             .await;
         assert_eq!(report.result, AttemptResult::Status(200), "{report:?}");
         let mut tenant_s = delivery(url);
         Arc::make_mut(&mut tenant_s.destination).tenant_id = Some("acme".into());
         let report = sender
-            .send(&tenant_s, render_body(&tenant_s.event), 0)
+            .send(&tenant_s, render_body(&tenant_s.event), 0, None)
             .await;
         assert_eq!(report.result, AttemptResult::Refused, "{report:?}");
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
@@ -673,7 +680,9 @@ mod tests {
         .await;
         let sender = Sender::new(Duration::from_secs(5), open_guards());
         let d = delivery(format!("http://{addr}/hook"));
-        let report = sender.send(&d, render_body(&d.event), 1_000_000).await;
+        let report = sender
+            .send(&d, render_body(&d.event), 1_000_000, None)
+            .await;
         assert_eq!(report.result, AttemptResult::Status(503), "{report:?}");
         assert_eq!(report.retry_after, Some(Duration::from_secs(7)));
         assert_eq!(report.response_body.as_deref(), Some("busy"));
@@ -742,7 +751,7 @@ mod tests {
     async fn bounded(sender: &Sender, d: &ClaimedDelivery) -> AttemptReport {
         tokio::time::timeout(
             Duration::from_secs(30),
-            sender.send(d, render_body(&d.event), 0),
+            sender.send(d, render_body(&d.event), 0, None),
         )
         .await
         .expect("the attempt ended")
@@ -941,7 +950,7 @@ mod tests {
             GuardedResolver::with_lookup(guard, lookup.clone())
         });
         let d = delivery("http://nowhere.example/hook".into());
-        let report = sender.send(&d, render_body(&d.event), 0).await;
+        let report = sender.send(&d, render_body(&d.event), 0, None).await;
         assert_eq!(report.result, AttemptResult::DnsFailed, "{report:?}");
     }
 
@@ -952,7 +961,7 @@ mod tests {
         let (addr, hits) = receiver().await;
         let sender = Sender::new(Duration::from_secs(5), open_guards());
         let d = delivery(format!("https://{addr}/hook"));
-        let report = sender.send(&d, render_body(&d.event), 0).await;
+        let report = sender.send(&d, render_body(&d.event), 0, None).await;
         assert_eq!(report.result, AttemptResult::ConnectionFailed, "{report:?}");
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
     }

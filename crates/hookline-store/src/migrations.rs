@@ -294,6 +294,12 @@ pub(crate) const LATER: &[Migration] = &[
         "subscriber health: failing since, why paused or revoked, what operators were told",
         index "subscribers_health"
     ),
+    migration!(
+        30,
+        "0030_event_traceparent",
+        BASELINE,
+        "each event's traceparent, so its attempts' spans continue the publish's trace"
+    ),
 ];
 
 /// A migration as the database records it.

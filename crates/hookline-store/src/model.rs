@@ -388,6 +388,10 @@ pub struct NewEvent {
     /// Its deliveries to each subscriber wait for that subscriber's earlier deliveries of the
     /// same key to end (delivered or dead): attempted in publish order.
     pub ordering_key: Option<String>,
+    /// The W3C `traceparent` of the publish's span, when tracing is on: each attempt's span
+    /// is its child, in the publish's trace (`hookline_engine::traces`). Not compared on a
+    /// re-publish.
+    pub traceparent: Option<String>,
 }
 
 impl NewEvent {
@@ -404,6 +408,7 @@ impl NewEvent {
             admit_at_most: None,
             only_subscriber: None,
             ordering_key: None,
+            traceparent: None,
         }
     }
 
@@ -505,6 +510,8 @@ pub struct Event {
     pub counts: StateCounts,
     pub published_by: Option<String>,
     pub ordering_key: Option<String>,
+    /// The publish span's W3C `traceparent` ([`NewEvent::traceparent`]).
+    pub traceparent: Option<String>,
 }
 
 /// What the queue looks like now, for the gauges operators watch.
@@ -919,6 +926,8 @@ pub struct EventBody {
     pub payload: String,
     pub payload_version: i64,
     pub accepted_at: UnixMs,
+    /// The publish span's W3C `traceparent` ([`NewEvent::traceparent`]).
+    pub traceparent: Option<String>,
 }
 
 /// Opaque store key of a delivery row; cheaper to fence on than the text id.

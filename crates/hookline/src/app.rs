@@ -44,6 +44,8 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error("operational.url: {0}")]
     OperationalEndpoint(String),
+    #[error("{0}")]
+    Traces(#[from] crate::traces::ExportError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -66,6 +68,8 @@ pub struct RunningApp {
     watching: Option<JoinHandle<()>>,
     /// Stops the gauges and the policies' and the catalog's refresh.
     stop_gauges: tokio::sync::watch::Sender<bool>,
+    /// Spans on their way to `[telemetry] otlp_endpoint`, when tracing is on.
+    exporting: Option<crate::traces::Exporting>,
 }
 
 /// What start-up refuses from the configuration alone, before anything is opened: kept apart
@@ -88,6 +92,7 @@ pub async fn start(
 ) -> Result<RunningApp, StartError> {
     check(config, role)?;
     crate::telemetry::handle();
+    let (traces, exporting) = crate::traces::start(&config.telemetry)?;
     let store =
         hookline_store::open_with(&config.database, &config.serving_store_options()).await?;
     let listener = TcpListener::bind(config.listen)
@@ -134,6 +139,7 @@ pub async fn start(
             },
             meter: capacity.meter.clone(),
             failed_commits: failed_commits.clone(),
+            traces: traces.clone(),
         })
     });
     if let Some(d) = &dispatcher {
@@ -205,6 +211,7 @@ pub async fn start(
         operational_from_file: config.operational.endpoint.is_some(),
         portal_frame_ancestors: config.portal_frame_ancestors.clone(),
         catalog,
+        traces,
     });
     let router = match role {
         Role::Worker => api::health_router(ctx),
@@ -224,6 +231,7 @@ pub async fn start(
         measuring,
         watching,
         stop_gauges,
+        exporting,
     })
 }
 
@@ -249,7 +257,7 @@ async fn configure_operational_endpoint(
 
 impl RunningApp {
     /// Stops accepting requests and claiming deliveries, lets in-flight requests and attempts
-    /// finish, and commits their outcomes.
+    /// finish, and commits their outcomes; then exports the spans left.
     pub async fn shutdown(self) {
         let _ = self.stop_server.send(true);
         let _ = self.stop_gauges.send(true);
@@ -268,6 +276,9 @@ impl RunningApp {
         let (server, ()) = tokio::join!(self.server, dispatcher);
         if let Err(e) = server {
             tracing::error!(error = %e, "the HTTP server failed");
+        }
+        if let Some(exporting) = self.exporting {
+            exporting.shutdown().await;
         }
     }
 }

@@ -18,3 +18,4 @@ pub mod schema;
 pub mod server;
 pub mod telemetry;
 pub mod tokens;
+pub mod traces;

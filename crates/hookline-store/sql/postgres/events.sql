@@ -2,7 +2,7 @@
 
 -- name: EVENT
 SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by, tenant_id,
-       ordering_key
+       ordering_key, traceparent
 FROM events WHERE id = $1;
 
 -- name: EVENT_STATE_COUNTS
@@ -15,8 +15,8 @@ SELECT version, payload FROM event_payloads WHERE event_id = $1 ORDER BY version
 -- name: INSERT_EVENT
 -- A concurrent publish of the same id waits here for the other transaction to finish.
 INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries, published_by,
-                    tenant_id, ordering_key)
-VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8) ON CONFLICT (id) DO NOTHING;
+                    tenant_id, ordering_key, traceparent)
+VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING;
 
 -- name: PUBLISHED
 -- An event published before under the same id, as a publish answers it again.
@@ -111,7 +111,7 @@ SELECT $1, v, p FROM UNNEST($2::int8[], $3::text[]) AS e(v, p);
 -- The bodies of the events $1 in the versions $2: earlier versions live in event_payloads, the
 -- latest (and a row's missing version) in events.
 SELECT w.id, w.version, e.type, coalesce(p.payload, e.payload),
-       coalesce(p.version, e.payload_version), e.accepted_at
+       coalesce(p.version, e.payload_version), e.accepted_at, e.traceparent
 FROM UNNEST($1::text[], $2::int8[]) AS w(id, version)
 JOIN events e ON e.id = w.id
 LEFT JOIN event_payloads p ON p.event_id = w.id AND p.version = w.version;

@@ -2,7 +2,7 @@
 
 -- name: EVENT
 SELECT id, type, payload, payload_version, accepted_at, deliveries, published_by, tenant_id,
-       ordering_key
+       ordering_key, traceparent
 FROM events WHERE id = ?1;
 
 -- name: EVENT_STATE_COUNTS
@@ -96,8 +96,8 @@ WHERE event_id = ?1 AND state = 'scheduled'
 
 -- name: INSERT_EVENT
 INSERT INTO events (id, type, payload, payload_version, accepted_at, deliveries, published_by,
-                    unversioned, tenant_id, ordering_key)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10);
+                    unversioned, tenant_id, ordering_key, traceparent)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11);
 
 -- name: INSERT_EARLIER_PAYLOAD
 INSERT INTO event_payloads (event_id, version, payload) VALUES (?1, ?2, ?3);
@@ -106,7 +106,7 @@ INSERT INTO event_payloads (event_id, version, payload) VALUES (?1, ?2, ?3);
 -- Event ?1 with its payload of version ?2: earlier versions live in event_payloads, the latest
 -- (and a row's missing version) in events.
 SELECT e.id, e.type, coalesce(p.payload, e.payload), coalesce(p.version, e.payload_version),
-       e.accepted_at
+       e.accepted_at, e.traceparent
 FROM events e
 LEFT JOIN event_payloads p ON p.event_id = e.id AND p.version = ?2
 WHERE e.id = ?1;

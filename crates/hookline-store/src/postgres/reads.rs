@@ -198,6 +198,7 @@ pub(super) async fn event(c: &impl GenericClient, id: &str) -> Result<Event> {
         counts: StateCounts::default(),
         published_by: r.get(6),
         ordering_key: r.get(8),
+        traceparent: r.get(9),
     };
     for r in query(c, queries::EVENT_STATE_COUNTS, &[&id]).await? {
         let state: String = r.get(0);

@@ -167,6 +167,7 @@ pub(super) async fn publish(
             &event.published_by,
             &event.tenant_id,
             &event.ordering_key,
+            &event.traceparent,
         ],
     )
     .await?;
@@ -352,6 +353,7 @@ async fn claimed(
                     payload: r.get(3),
                     payload_version: r.get(4),
                     accepted_at: r.get(5),
+                    traceparent: r.get(6),
                 };
                 ((e.id.clone(), r.get(1)), Arc::new(e))
             })

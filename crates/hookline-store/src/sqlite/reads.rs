@@ -126,6 +126,7 @@ pub(super) fn event(c: &Connection, id: &str) -> Result<Event> {
                 counts: StateCounts::default(),
                 published_by: r.get(6)?,
                 ordering_key: r.get(8)?,
+                traceparent: r.get(9)?,
             })
         })
         .optional()?

@@ -200,7 +200,8 @@ pub(super) fn publish(w: &mut Writer, event: &NewEvent, now: UnixMs) -> Result<P
         event.published_by,
         unversioned,
         event.tenant_id,
-        event.ordering_key
+        event.ordering_key,
+        event.traceparent
     ])?;
     for (version, payload) in &event.earlier_payloads {
         c.prepare_cached(queries::INSERT_EARLIER_PAYLOAD)?
@@ -361,6 +362,7 @@ impl<'w> Lookups<'w> {
                     payload: r.get(2)?,
                     payload_version: r.get(3)?,
                     accepted_at: r.get(4)?,
+                    traceparent: r.get(5)?,
                 })
             })?;
         let body = Arc::new(body);

@@ -6,8 +6,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Extension;
 use axum::Json;
+use hookline_engine::traces::{Span, TRACEPARENT};
 use hookline_policy::UnixMs;
 use hookline_store::{EventFilter, NewEvent, PublishOutcome, StoreError};
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
@@ -243,6 +246,7 @@ pub(super) fn new_event(
         admit_at_most: None,
         only_subscriber: None,
         ordering_key,
+        traceparent: None,
     })
 }
 
@@ -254,7 +258,12 @@ pub(super) fn new_event(
         description = "The event id when the body has no `id` (the same rules; both given must be equal, else 422): \
             a publish retried with the same key after a lost answer answers 200 with the original receipt \
             instead of making a second event",
-        pattern = "^(?!\\.\\.?$)[A-Za-z0-9._:-]{1,128}$", example = "SHP-20418:out_for_delivery")),
+        pattern = "^(?!\\.\\.?$)[A-Za-z0-9._:-]{1,128}$", example = "SHP-20418:out_for_delivery"),
+        ("traceparent" = Option<String>, Header,
+        description = "W3C trace context: with tracing on (`[telemetry] otlp_endpoint`), the publish's span \
+            continues this trace and every attempt of the event joins it; a value that is not a valid \
+            `traceparent` is ignored (a new trace starts), never refused",
+        example = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")),
     responses(
         (status = 202, description = "Accepted: the event and its deliveries are committed", body = views::Receipt),
         (status = 200, description = "Accepted before, with the same body: the original receipt", body = views::Receipt),
@@ -272,8 +281,23 @@ pub async fn publish(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Receipt> {
+    // Started first: a refused publish has its span too, with its status.
+    let span = publish_span(&ctx, &headers, "/v1/events");
+    let published = checked_and_published(&ctx, caller, tenancy, &headers, body, &span).await;
+    traced(&span, published)
+}
+
+/// What `POST /v1/events` answers, in the trace of `span`.
+async fn checked_and_published(
+    ctx: &ApiContext,
+    caller: Option<Extension<Caller>>,
+    tenancy: Tenancy,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    span: &Span,
+) -> Answer<views::Receipt> {
     let now = ctx.clock.now_ms();
-    let key = idempotency_key(&headers)?;
+    let key = idempotency_key(headers)?;
     let mut event = new_event(&body?, key, ctx.max_payload_bytes, now)?;
     if let Err(refused) = ctx.catalog.check(&event) {
         // A retry of an event accepted before a schema or a rule tightened is answered as
@@ -287,21 +311,78 @@ pub async fn publish(
     }
     event.tenant_id = tenancy.owner(event.tenant_id.take())?;
     event.published_by = caller.map(|Extension(c)| c.name);
-    publish_admitted(&ctx, event, now).await
+    if !span.is_none() {
+        span.set(KeyValue::new("hookline.event.id", event.id.clone()));
+        span.set(KeyValue::new(
+            "hookline.event.type",
+            event.event_type.clone(),
+        ));
+    }
+    publish_admitted(ctx, event, now, span).await
 }
 
-/// Publishes `event` (checked, its tenant and publisher set) under admission: what
-/// `POST /v1/events` and a test event (`subscribers::send_test_event`) both answer.
+/// The span of a publish through `route`: the child of the request's `traceparent` when it
+/// carries one valid header of it, else the start of a trace (an invalid one is ignored, never
+/// refused).
+pub(super) fn publish_span(ctx: &ApiContext, headers: &HeaderMap, route: &'static str) -> Span {
+    let mut given = headers.get_all(TRACEPARENT).iter();
+    let traceparent = match (given.next(), given.next()) {
+        (Some(one), None) => one.to_str().ok(),
+        _ => None,
+    };
+    let span = ctx
+        .traces
+        .continuing("publish", SpanKind::Server, traceparent);
+    span.set(KeyValue::new("http.request.method", "POST"));
+    span.set(KeyValue::new("http.route", route));
+    span
+}
+
+/// `answer`, its status recorded on the publish's span (failed on a 5xx: the server's fault).
+pub(super) fn traced<T>(span: &Span, answer: Answer<T>) -> Answer<T> {
+    let status = match &answer {
+        Ok((status, _)) => *status,
+        Err(e) => e.status,
+    };
+    span.set(KeyValue::new(
+        "http.response.status_code",
+        i64::from(status.as_u16()),
+    ));
+    if let (Err(e), true) = (&answer, status.is_server_error()) {
+        span.fail(e.message.clone());
+    }
+    answer
+}
+
+/// Publishes `event` (checked, its tenant and publisher set) under admission, in the trace of
+/// `publishing` (its span): what `POST /v1/events` and a test event
+/// (`subscribers::send_test_event`) both answer. The event keeps the publish span's
+/// `traceparent`, so its attempts' spans join that trace (`hookline_engine::traces`).
 pub(super) async fn publish_admitted(
     ctx: &ApiContext,
     mut event: NewEvent,
     now: UnixMs,
+    publishing: &Span,
 ) -> Answer<views::Receipt> {
     let id = event.id.clone();
     let turn = ctx.capacity.admission_turn().await;
     let (room, limit) = ctx.capacity.room();
     event.admit_at_most = Some(room);
-    let published = match ctx.store.publish(event, now).await {
+    event.traceparent = publishing.traceparent();
+    let fan_out = ctx
+        .traces
+        .start("fan_out", SpanKind::Internal, &publishing.context());
+    let published = ctx.store.publish(event, now).await;
+    match &published {
+        Ok(PublishOutcome::Accepted(receipt)) => fan_out.set(KeyValue::new(
+            "hookline.deliveries",
+            i64::try_from(receipt.deliveries).unwrap_or(i64::MAX),
+        )),
+        Ok(_) => {}
+        Err(e) => fan_out.fail(e.to_string()),
+    }
+    drop(fan_out);
+    let published = match published {
         Err(StoreError::OverCapacity { deliveries, room }) => {
             let refused = ctx.capacity.refused(deliveries, room, limit);
             return Err(ApiError::over_capacity(

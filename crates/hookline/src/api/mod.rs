@@ -83,6 +83,8 @@ pub struct ApiContext {
     pub portal_frame_ancestors: Vec<String>,
     /// The event type catalog, kept in memory: what a publish is checked against.
     pub catalog: Arc<crate::catalog::Catalog>,
+    /// Where publish and fan-out spans go (`[telemetry]`; `Traces::OFF`: nowhere).
+    pub traces: hookline_engine::traces::Traces,
 }
 
 pub type ApiState = State<Arc<ApiContext>>;

@@ -488,6 +488,7 @@ pub async fn send_test_event(
     caller: Option<Extension<Caller>>,
     tenancy: Tenancy,
     Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
 ) -> Answer<views::Receipt> {
     let s = visible(&ctx, &tenancy, &id).await?;
     if s.status == SubscriberStatus::Revoked {
@@ -505,7 +506,9 @@ pub async fn send_test_event(
     event.tenant_id = s.tenant_id;
     event.only_subscriber = Some(s.id);
     event.published_by = caller.map(|Extension(c)| c.name);
-    super::events::publish_admitted(&ctx, event, now).await
+    let span = super::events::publish_span(&ctx, &headers, "/v1/subscribers/{id}/test-event");
+    let published = super::events::publish_admitted(&ctx, event, now, &span).await;
+    super::events::traced(&span, published)
 }
 
 /// Fields left out keep their value.

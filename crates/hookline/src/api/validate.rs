@@ -143,6 +143,9 @@ fn reserved_header(name: &str) -> bool {
                 | "te"
                 | "trailer"
                 | "upgrade"
+                // Trace context: each attempt's own, sent only when tracing is on.
+                | "traceparent"
+                | "tracestate"
         )
 }
 

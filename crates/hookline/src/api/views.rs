@@ -282,6 +282,14 @@ pub struct Event {
     /// What its deliveries are ordered by, per subscriber; `null`: nothing.
     #[schema(required = true)]
     pub ordering_key: Option<String>,
+    /// The W3C `traceparent` of the span that published it, when tracing was on
+    /// (`[telemetry] otlp_endpoint`): its trace id is the trace of the publish and of every
+    /// attempt of its deliveries. `null`: published with tracing off.
+    #[schema(
+        required = true,
+        example = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    )]
+    pub traceparent: Option<String>,
     /// Every version by number, when there are several.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<BTreeMap<String, Value>>)]
@@ -308,6 +316,7 @@ pub fn event(e: &store::Event) -> Event {
         deliveries: e.deliveries,
         counts: e.counts.clone(),
         ordering_key: e.ordering_key.clone(),
+        traceparent: e.traceparent.clone(),
         payloads,
     }
 }

@@ -24,6 +24,7 @@ pub fn check(args: ServeArgs, output: Output) -> anyhow::Result<()> {
         .to_possible_value()
         .expect("every role has a name");
     let database = super::serve::redact(&config.database);
+    let traces = config.telemetry.traces_url();
     let document = json!({
         "ok": true,
         "file": args.store.config.config.as_ref().map(|p| p.display().to_string()),
@@ -33,17 +34,21 @@ pub fn check(args: ServeArgs, output: Output) -> anyhow::Result<()> {
         "max_attempts": retry.max_attempts(),
         "last_attempt_latest_ms": super::schedule::ms(schedule.last_attempt_latest),
         "delivery_window_ms": super::schedule::ms(retry.delivery_window()),
+        "traces_to": traces,
     });
     output.print(&document, |_| {
         format!(
             "config ok ({file})\nserve would listen on {} for role {}, database {database}\n\
              retry: {} attempts, the last starting at most {} after first seen, inside the {} \
-             delivery window (`hookline schedule` for each attempt)\n",
+             delivery window (`hookline schedule` for each attempt)\ntraces: {}\n",
             config.listen,
             role.get_name(),
             retry.max_attempts(),
             humantime::format_duration(schedule.last_attempt_latest),
-            humantime::format_duration(retry.delivery_window())
+            humantime::format_duration(retry.delivery_window()),
+            traces
+                .as_deref()
+                .map_or("off".into(), |url| format!("exported to {url}"))
         )
     });
     Ok(())

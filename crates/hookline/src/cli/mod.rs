@@ -259,6 +259,11 @@ pub struct ServeArgs {
     /// delivers; serves only /healthz and /metrics). Split roles need PostgreSQL.
     #[arg(long, env = "HOOKLINE_ROLE", value_enum, default_value_t = Role::All)]
     role: Role,
+    /// Export traces (OpenTelemetry, OTLP over HTTP/protobuf) to this collector, e.g.
+    /// http://127.0.0.1:4318 (spans go to its /v1/traces) [default: `[telemetry]
+    /// otlp_endpoint`, else off].
+    #[arg(long, env = "HOOKLINE_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -17,6 +17,7 @@ pub fn load(args: &ServeArgs) -> anyhow::Result<Config> {
         Overrides {
             listen: args.listen.clone(),
             database: args.store.database.clone(),
+            otlp_endpoint: args.otlp_endpoint.clone(),
         },
     )?)
 }
@@ -45,6 +46,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         "hookline {} serving",
         env!("CARGO_PKG_VERSION")
     );
+    if let Some(url) = config.telemetry.traces_url() {
+        tracing::info!(to = %url, "exporting traces (OpenTelemetry, OTLP over HTTP)");
+    }
     if config.api_tokens.is_empty() {
         tracing::warn!(
             "no api_tokens configured: the API is open to anyone who can reach {}",

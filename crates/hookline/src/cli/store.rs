@@ -13,8 +13,8 @@ fn config(args: StoreArgs) -> anyhow::Result<Config> {
     Ok(Config::load(
         args.config.config.as_deref(),
         Overrides {
-            listen: None,
             database: args.database,
+            ..Overrides::default()
         },
     )?)
 }

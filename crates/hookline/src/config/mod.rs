@@ -78,6 +78,34 @@ struct FileConfig {
     operational: OperationalFile,
     #[serde(default)]
     lifecycle: LifecycleFile,
+    #[serde(default)]
+    telemetry: TelemetryFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TelemetryFile {
+    otlp_endpoint: Option<String>,
+}
+
+/// `[telemetry]`: where traces go.
+#[derive(Debug, Clone, Default)]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP collector's base URL (spans go to `<it>/v1/traces`); `None`: tracing is
+    /// off.
+    pub otlp_endpoint: Option<url::Url>,
+}
+
+impl TelemetryConfig {
+    /// Where spans are posted: the endpoint's `/v1/traces`, as OpenTelemetry's
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` is read.
+    pub fn traces_url(&self) -> Option<String> {
+        let endpoint = self.otlp_endpoint.as_ref()?;
+        Some(format!(
+            "{}/v1/traces",
+            endpoint.as_str().trim_end_matches('/')
+        ))
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -133,6 +161,35 @@ impl std::fmt::Debug for ConfiguredEndpoint {
             .field("url", &self.url)
             .finish_non_exhaustive()
     }
+}
+
+/// `[telemetry] otlp_endpoint`: an http or https URL of a collector, as its base (no query,
+/// fragment or credentials: a collector's credentials go in `OTEL_EXPORTER_OTLP_HEADERS`, never
+/// in a URL that shows in `hookline config` and the logs).
+fn otlp_endpoint(text: &str) -> Result<url::Url, ConfigError> {
+    const KEY: &str = "telemetry.otlp_endpoint";
+    const LIKE: &str = "a collector's URL like \"http://127.0.0.1:4318\"";
+    let url =
+        url::Url::parse(text).map_err(|e| invalid(KEY, format!("{text:?} is not {LIKE} ({e})")))?;
+    if !matches!(url.scheme(), "http" | "https") || !url.has_host() {
+        return Err(invalid(
+            KEY,
+            format!("{text:?} is not {LIKE}: http or https, and a host"),
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(invalid(
+            KEY,
+            format!("{text:?} has a query or fragment: give the collector's base URL"),
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid(
+            KEY,
+            "holds credentials: give them in OTEL_EXPORTER_OTLP_HEADERS instead",
+        ));
+    }
+    Ok(url)
 }
 
 /// `[operational]` and `[lifecycle]` as written: each checked, naming its key.
@@ -392,6 +449,8 @@ pub struct Config {
     /// `[log] format`; `--log-format` and `HOOKLINE_LOG_FORMAT` win over it.
     pub log_format: LogFormat,
     pub operational: OperationalConfig,
+    /// `[telemetry]`; `--otlp-endpoint` and `HOOKLINE_OTLP_ENDPOINT` win over its endpoint.
+    pub telemetry: TelemetryConfig,
 }
 
 /// Values given on the command line or in the environment; they win over the file.
@@ -399,6 +458,7 @@ pub struct Config {
 pub struct Overrides {
     pub listen: Option<String>,
     pub database: Option<String>,
+    pub otlp_endpoint: Option<String>,
 }
 
 /// Every default, with what it means: the documented configuration file.
@@ -647,7 +707,15 @@ impl Config {
                 format!("{log_format:?} is not one of \"text\", \"json\""),
             )
         })?;
+        let telemetry = TelemetryConfig {
+            otlp_endpoint: overrides
+                .otlp_endpoint
+                .or(file.telemetry.otlp_endpoint)
+                .map(|text| otlp_endpoint(&text))
+                .transpose()?,
+        };
         Ok(Config {
+            telemetry,
             operational: operational(file.operational, file.lifecycle)?,
             log_format,
             unregistered_types,
@@ -922,6 +990,39 @@ mod tests {
         );
     }
 
+    /// Tracing is off unless `[telemetry] otlp_endpoint` names a collector; spans go to its
+    /// `/v1/traces`. Anything but a collector's base URL is refused, naming the key.
+    #[test]
+    fn otlp_endpoint_is_a_collector_s_url_or_refused() {
+        assert_eq!(Config::from_toml("").unwrap().telemetry.traces_url(), None);
+        for (given, traces) in [
+            ("http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/traces"),
+            ("https://otel.example/", "https://otel.example/v1/traces"),
+            (
+                "https://gw.example/otlp",
+                "https://gw.example/otlp/v1/traces",
+            ),
+        ] {
+            let c = Config::from_toml(&format!("[telemetry]\notlp_endpoint = {given:?}")).unwrap();
+            assert_eq!(c.telemetry.traces_url().as_deref(), Some(traces), "{given}");
+        }
+        for (bad, says) in [
+            ("", "not a collector's URL"),
+            ("127.0.0.1:4318", "not a collector's URL"),
+            ("grpc://127.0.0.1:4317", "http or https"),
+            ("http://127.0.0.1:4318?x=1", "query or fragment"),
+            ("https://user:pw@otel.example", "OTEL_EXPORTER_OTLP_HEADERS"),
+        ] {
+            let e = refused(&format!("[telemetry]\notlp_endpoint = {bad:?}"));
+            assert!(
+                e.contains("`telemetry.otlp_endpoint`") && e.contains(says),
+                "{bad}: {e}"
+            );
+            assert!(!e.contains("pw"), "{e}");
+        }
+        assert!(refused("[telemetry]\nendpoint = \"http://x\"").contains("unknown field"));
+    }
+
     /// `[operational]` and `[lifecycle]`: defaults, "never" as 0, and each bad value refused
     /// naming its key.
     #[test]
@@ -1189,11 +1290,16 @@ mod tests {
             Overrides {
                 listen: Some("127.0.0.1:2".into()),
                 database: None,
+                otlp_endpoint: Some("http://127.0.0.1:4318".into()),
             },
         )
         .unwrap();
         assert_eq!(c.listen.port(), 2);
         assert_eq!(c.database, "sqlite://a.db");
+        assert_eq!(
+            c.telemetry.traces_url().as_deref(),
+            Some("http://127.0.0.1:4318/v1/traces")
+        );
         let missing = Config::load(Some(&dir.path().join("nope.toml")), Overrides::default());
         assert!(missing.unwrap_err().to_string().contains("nope.toml"));
     }

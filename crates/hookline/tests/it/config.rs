@@ -24,6 +24,7 @@ fn hookline(dir: &Path, args: &[&str]) -> (Output, String) {
         .env_remove("HOOKLINE_DATABASE")
         .env_remove("HOOKLINE_LISTEN")
         .env_remove("HOOKLINE_ROLE")
+        .env_remove("HOOKLINE_OTLP_ENDPOINT")
         .output()
         .unwrap();
     let text =
@@ -88,4 +89,55 @@ fn config_check_runs_the_start_up_checks_and_starts_nothing() {
     assert!(text.contains("PostgreSQL"), "{text}");
 
     assert!(!dir.path().join("h.db").exists(), "nothing was opened");
+}
+
+/// A bad `[telemetry] otlp_endpoint`, in the file or by flag, is refused naming the key by
+/// `config check` and by `serve`, before anything starts; a good one is where traces go.
+#[test]
+fn a_bad_otlp_endpoint_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = "config key `telemetry.otlp_endpoint`";
+    let bad = config_file(
+        dir.path(),
+        "bad.toml",
+        "[telemetry]\notlp_endpoint = \"grpc://127.0.0.1:4317\"\n",
+    );
+    for command in [
+        &["config", "check"][..],
+        &["serve", "--listen", "127.0.0.1:0"],
+    ] {
+        let (out, text) = hookline(dir.path(), &[command, &["--config", &bad]].concat());
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(
+            text.contains(key) && text.contains("http or https"),
+            "{text}"
+        );
+    }
+    let flag = [
+        "config",
+        "check",
+        "--otlp-endpoint",
+        "http://user:pw@127.0.0.1:4318",
+    ];
+    let (out, text) = hookline(dir.path(), &flag);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains(key) && !text.contains("pw@"), "{text}");
+    assert!(
+        !dir.path().join("h.db").exists(),
+        "refused before the store"
+    );
+    let (out, text) = hookline(
+        dir.path(),
+        &[
+            "config",
+            "check",
+            "--otlp-endpoint",
+            "http://127.0.0.1:4318",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("traces: exported to http://127.0.0.1:4318/v1/traces"),
+        "{text}"
+    );
 }

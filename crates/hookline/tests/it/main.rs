@@ -37,3 +37,4 @@ mod rollouts;
 mod routes_fuzz;
 mod sink;
 mod tenants;
+mod traces;

@@ -85,6 +85,7 @@ macro_rules! all_cases {
             $harness,
             subscribers::subscribers_crud,
             queue::publish_fans_out_once,
+            queue::a_claim_reads_the_event_s_traceparent,
             queue::claims_only_due_within_caps,
             queue::completion_is_fenced_by_the_lease,
             queue::completions_free_slots_for_the_claim_that_follows,

@@ -826,3 +826,49 @@ pub(crate) async fn a_publish_over_its_admission_stores_nothing(h: &impl Harness
         PublishOutcome::AlreadyAccepted(_)
     ));
 }
+
+/// An event's `traceparent` comes back with every claimed delivery of it (in every payload
+/// version) and with the event, and one published without stays without; a re-publish
+/// ignores it.
+pub(crate) async fn a_claim_reads_the_event_s_traceparent(h: &impl Harness) {
+    const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let store = h.open().await;
+    store
+        .create_subscriber(sub("latest", &[]), T0)
+        .await
+        .unwrap();
+    let mut pinned = sub("pinned", &[]);
+    pinned.payload_version = Some(1);
+    store.create_subscriber(pinned, T0).await.unwrap();
+    let traced = NewEvent {
+        traceparent: Some(TRACEPARENT.into()),
+        earlier_payloads: vec![(1, r#"{"v":1}"#.into())],
+        payload_version: 2,
+        ..event("traced", "shipment.updated")
+    };
+    assert_eq!(accepted(&*store, traced.clone(), T0).await, 2);
+    assert_eq!(
+        accepted(&*store, event("plain", "shipment.updated"), T0).await,
+        2
+    );
+    let again = NewEvent {
+        traceparent: None,
+        ..traced
+    };
+    assert!(matches!(
+        store.publish(again, T0).await.unwrap(),
+        PublishOutcome::AlreadyAccepted(_)
+    ));
+    let claimed = store.claim_due(claim(T0, 10, 10)).await.unwrap();
+    assert_eq!(claimed.len(), 4);
+    for c in &claimed {
+        let expected = (c.event.id == "traced").then_some(TRACEPARENT);
+        assert_eq!(c.event.traceparent.as_deref(), expected, "{}", c.id);
+    }
+    assert!(claimed
+        .iter()
+        .any(|c| c.event.id == "traced" && c.event.payload_version == 1));
+    let traced = store.get_event("traced").await.unwrap();
+    assert_eq!(traced.traceparent.as_deref(), Some(TRACEPARENT));
+    assert_eq!(store.get_event("plain").await.unwrap().traceparent, None);
+}
