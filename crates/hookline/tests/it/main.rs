@@ -32,6 +32,7 @@ mod operational;
 mod ordering;
 mod packages;
 mod portal;
+mod receiver;
 mod resends;
 mod rollouts;
 mod routes_fuzz;
