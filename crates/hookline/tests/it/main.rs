@@ -20,6 +20,7 @@ mod crash;
 mod delivery;
 mod drill;
 mod event_types;
+mod example_receivers;
 mod fairness;
 mod host_cap;
 mod http_limits;
