@@ -56,6 +56,7 @@ impl Outcome {
 
     /// An outcome as a store read it back: checked again, so a row edited by hand into
     /// something no handler could record is an error, not an answer.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn stored(status: i64, body: String) -> Result<Self, StoreError> {
         let status = u16::try_from(status).map_err(|_| OutcomeError::Status(u16::MAX))?;
         Ok(Self::new(status, body)?)

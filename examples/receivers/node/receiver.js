@@ -21,10 +21,12 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const http = require('node:http');
 
-const KEYS = process.env.WEBHOOK_SECRET.split(/\s+/).filter(Boolean).map((secret) => {
-  if (!secret.startsWith('whsec_')) throw new Error('WEBHOOK_SECRET must start with whsec_');
-  return Buffer.from(secret.slice('whsec_'.length), 'base64');
-});
+const SECRETS = (process.env.WEBHOOK_SECRET || '').split(/\s+/).filter(Boolean);
+if (SECRETS.length === 0 || !SECRETS.every((secret) => secret.startsWith('whsec_'))) {
+  console.error("WEBHOOK_SECRET must hold the subscriber's secret, whsec_... (two while rotating)");
+  process.exit(2);
+}
+const KEYS = SECRETS.map((secret) => Buffer.from(secret.slice('whsec_'.length), 'base64'));
 const PORT = Number(process.env.PORT || 9000);
 const LOG = process.env.RECEIVER_LOG || 'receiver.jsonl';
 const TOLERANCE_SECONDS = 5 * 60;

@@ -17,11 +17,15 @@ Settings (environment):
 import json
 import os
 import sqlite3
+import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-VERIFIERS = [Webhook(secret) for secret in os.environ["WEBHOOK_SECRET"].split()]
+SECRETS = os.environ.get("WEBHOOK_SECRET", "").split()
+if not SECRETS or not all(secret.startswith("whsec_") for secret in SECRETS):
+    sys.exit("WEBHOOK_SECRET must hold the subscriber's secret, whsec_... (two while rotating)")
+VERIFIERS = [Webhook(secret) for secret in SECRETS]
 DB = os.environ.get("RECEIVER_DB", "receiver.db")
 PORT = int(os.environ.get("PORT", "9000"))
 
