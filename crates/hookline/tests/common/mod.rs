@@ -543,22 +543,34 @@ impl Spawn for Process {
 /// `cargo test` shows (`say_skipped`);
 /// `HOOKLINE_TEST_TOOLS_REQUIRED=1` (as in CI) turns the skip into a failure.
 pub fn external_tool(name: &str) -> Option<PathBuf> {
-    let dirs = std::env::var_os("HOOKLINE_TEST_TOOLS")
+    let found = tool_dirs()
         .into_iter()
-        .chain(std::env::var_os("PATH"));
-    let found = dirs
-        .flat_map(|list| std::env::split_paths(&list).collect::<Vec<_>>())
         .map(|dir| dir.join(name))
         .find(|path| path.is_file());
+    found_or_skipped(name, found)
+}
+
+/// Where tests look for the tools and runtimes they run: `HOOKLINE_TEST_TOOLS`, then `PATH`.
+pub fn tool_dirs() -> Vec<PathBuf> {
+    std::env::var_os("HOOKLINE_TEST_TOOLS")
+        .into_iter()
+        .chain(std::env::var_os("PATH"))
+        .flat_map(|list| std::env::split_paths(&list).collect::<Vec<_>>())
+        .collect()
+}
+
+/// `found`; when it is `None`, the test skips saying so in one line (`say_skipped`), or fails
+/// under `HOOKLINE_TEST_TOOLS_REQUIRED=1`.
+pub fn found_or_skipped(what: &str, found: Option<PathBuf>) -> Option<PathBuf> {
     if found.is_none() {
         let required = std::env::var("HOOKLINE_TEST_TOOLS_REQUIRED").as_deref() == Ok("1");
         assert!(
             !required,
-            "{name} is required (HOOKLINE_TEST_TOOLS_REQUIRED=1) but is neither in \
+            "{what} is required (HOOKLINE_TEST_TOOLS_REQUIRED=1) but is neither in \
              HOOKLINE_TEST_TOOLS nor on PATH"
         );
         hookline_store::testing::say_skipped(&format!(
-            "{name} is not installed (.ci/run installs it; HOOKLINE_TEST_TOOLS_REQUIRED=1 \
+            "{what} is not installed (.ci/run installs it; HOOKLINE_TEST_TOOLS_REQUIRED=1 \
              makes this a failure)"
         ));
     }

@@ -99,12 +99,7 @@ impl Proxy {
 /// for which `probe` succeeds. None skips the test, saying why (a failure under
 /// `HOOKLINE_TEST_TOOLS_REQUIRED=1`).
 fn runtime(names: &[&str], probe: &[&str], what: &str) -> Option<PathBuf> {
-    let dirs: Vec<PathBuf> = std::env::var_os("HOOKLINE_TEST_TOOLS")
-        .into_iter()
-        .chain(std::env::var_os("PATH"))
-        .flat_map(|list| std::env::split_paths(&list).collect::<Vec<_>>())
-        .collect();
-    let found = dirs
+    let found = tool_dirs()
         .iter()
         .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
         .filter(|path| path.is_file())
@@ -116,19 +111,7 @@ fn runtime(names: &[&str], probe: &[&str], what: &str) -> Option<PathBuf> {
                 .status()
                 .is_ok_and(|s| s.success())
         });
-    if found.is_none() {
-        let required = std::env::var("HOOKLINE_TEST_TOOLS_REQUIRED").as_deref() == Ok("1");
-        assert!(
-            !required,
-            "{what} is required (HOOKLINE_TEST_TOOLS_REQUIRED=1) but is neither in \
-             HOOKLINE_TEST_TOOLS nor on PATH"
-        );
-        hookline_store::testing::say_skipped(&format!(
-            "{what} is not installed (.ci/run installs it; HOOKLINE_TEST_TOOLS_REQUIRED=1 \
-             makes this a failure)"
-        ));
-    }
-    found
+    found_or_skipped(what, found)
 }
 
 fn example(path: &str) -> PathBuf {

@@ -43,6 +43,20 @@ async fn told_of(ops: &Receiver, secret: &str, event_type: &str, subject: &str) 
     .await
 }
 
+/// Points the operational endpoint at `rx`'s `/ops` through the API: its answer (201, with the
+/// generated secret).
+async fn set_endpoint(app: &TestApp, rx: &Receiver) -> Value {
+    let (status, ops) = app
+        .call(
+            "POST",
+            "/v1/operational-endpoint",
+            Some(json!({"url": rx.url("/ops")})),
+        )
+        .await;
+    assert_eq!(status, 201, "{ops}");
+    ops
+}
+
 /// Lets the watcher take a look: it looks once a (manual) second.
 async fn tick(app: &TestApp) {
     app.clock.advance(Duration::from_millis(1_100));
@@ -69,14 +83,7 @@ async fn operators_are_told_what_happens_to_subscribers_and_failing_ones_are_dis
     })
     .await;
     let app = TestApp::start(CONFIG).await;
-    let (status, ops) = app
-        .call(
-            "POST",
-            "/v1/operational-endpoint",
-            Some(json!({"url": rx.url("/ops")})),
-        )
-        .await;
-    assert_eq!(status, 201, "{ops}");
+    let ops = set_endpoint(&app, &rx).await;
     assert_eq!(ops["set_by"], "api");
     let secret = ops["secret"].as_str().unwrap().to_owned();
     let (status, again) = app.call("GET", "/v1/operational-endpoint", None).await;
@@ -353,14 +360,7 @@ async fn the_endpoint_is_never_told_about_itself_nor_revoked_by_its_answers() {
     let rx = Receiver::start(|path, _| if path == "/ops" { 410 } else { 404 }).await;
     let app =
         TestApp::start(&CONFIG.replace("dead_letter_spike = 3", "dead_letter_spike = 2")).await;
-    let (status, ops) = app
-        .call(
-            "POST",
-            "/v1/operational-endpoint",
-            Some(json!({"url": rx.url("/ops")})),
-        )
-        .await;
-    assert_eq!(status, 201, "{ops}");
+    let ops = set_endpoint(&app, &rx).await;
     let secret = ops["secret"].as_str().unwrap().to_owned();
     app.subscriber("bad", &rx.url("/bad")).await;
     app.publish("b1", "shipment.delivered").await;
@@ -426,14 +426,7 @@ crate::on_both_backends!(
 /// and recorded told once.
 async fn racing_watchers_tell_each_change_once(app: &TestApp) {
     let rx = Receiver::start(|path, _| if path == "/ops" { 200 } else { 404 }).await;
-    let (status, ops) = app
-        .call(
-            "POST",
-            "/v1/operational-endpoint",
-            Some(json!({"url": rx.url("/ops")})),
-        )
-        .await;
-    assert_eq!(status, 201, "{ops}");
+    set_endpoint(app, &rx).await;
     app.subscriber("bad", &rx.url("/bad")).await;
     for i in 0..3 {
         app.publish(&format!("b{i}"), "shipment.delivered").await;
