@@ -1,7 +1,10 @@
 //! Test and benchmark support (feature `testing`): a PostgreSQL to test against, and a schema
 //! of one's own in it, so tests that share one database never see each other's rows.
 
+mod replicated;
 mod throwaway;
+
+pub use replicated::ReplicatedPostgres;
 
 use std::io::Write;
 use std::sync::OnceLock;
@@ -143,9 +146,8 @@ pub fn postgres_url() -> Option<String> {
     match url {
         Ok(url) => Some(url.clone()),
         Err(why) => {
-            let required = std::env::var("HOOKLINE_TEST_POSTGRES_REQUIRED").as_deref() == Ok("1");
             assert!(
-                !required,
+                !postgres_required(),
                 "PostgreSQL tests are required (HOOKLINE_TEST_POSTGRES_REQUIRED=1) but {why}"
             );
             static SAID: OnceLock<()> = OnceLock::new();
@@ -158,6 +160,21 @@ pub fn postgres_url() -> Option<String> {
             None
         }
     }
+}
+
+/// `HOOKLINE_TEST_POSTGRES_REQUIRED=1` (as in CI): a PostgreSQL test that cannot run fails.
+fn postgres_required() -> bool {
+    std::env::var("HOOKLINE_TEST_POSTGRES_REQUIRED").as_deref() == Ok("1")
+}
+
+/// Skips the running test, saying `why` in one line, or fails it where PostgreSQL tests are
+/// required.
+fn skip_unless_required(why: &str) {
+    assert!(
+        !postgres_required(),
+        "PostgreSQL tests are required (HOOKLINE_TEST_POSTGRES_REQUIRED=1) but {why}"
+    );
+    say_skipped(&format!("{why}; install PostgreSQL"));
 }
 
 async fn admin(url: &str) -> Client {

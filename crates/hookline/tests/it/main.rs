@@ -21,6 +21,7 @@ mod delivery;
 mod drill;
 mod event_types;
 mod example_receivers;
+mod failover;
 mod fairness;
 mod host_cap;
 mod http_limits;
