@@ -80,7 +80,7 @@ impl ReplicatedPostgres {
     /// two accepts writes, the primary first.
     pub fn url(&self) -> String {
         format!(
-            "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres?target_session_attrs=read-write&connect_timeout=5",
+            "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres?target_session_attrs=read-write&connect_timeout=5&keepalives_idle=10&tcp_user_timeout=10",
             self.primary_port, self.standby_port
         )
     }
