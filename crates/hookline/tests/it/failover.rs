@@ -142,12 +142,15 @@ async fn a_promoted_standby_takes_over_and_nothing_acknowledged_is_lost() {
         publishes.clone(),
         stop.clone(),
     ));
-    let watcher = tokio::spawn(watch_health(
-        http.clone(),
-        api.base.clone(),
-        health.clone(),
-        stop.clone(),
-    ));
+    let worker_health = Arc::new(Mutex::new(Vec::new()));
+    let watchers = [(&api, &health), (&worker, &worker_health)].map(|(process, log)| {
+        tokio::spawn(watch_health(
+            http.clone(),
+            process.base.clone(),
+            log.clone(),
+            stop.clone(),
+        ))
+    });
     within(
         Duration::from_secs(30),
         "deliveries to be under way",
@@ -219,7 +222,19 @@ async fn a_promoted_standby_takes_over_and_nothing_acknowledged_is_lost() {
     .await;
     stop.store(true, std::sync::atomic::Ordering::Release);
     publisher.await.unwrap();
-    watcher.await.unwrap();
+    for watcher in watchers {
+        watcher.await.unwrap();
+    }
+    let said_503_without_a_primary = |log: &Mutex<Vec<(Instant, u16)>>| {
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|(at, status)| (killed..promoted).contains(at) && *status == 503)
+    };
+    assert!(
+        said_503_without_a_primary(&worker_health),
+        "the worker's /healthz never said 503 while there was no primary"
+    );
 
     let publishes = std::mem::take(&mut *publishes.lock().unwrap());
     let acknowledged: Vec<&str> = publishes
