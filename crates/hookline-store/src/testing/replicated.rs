@@ -1,7 +1,9 @@
 //! A PostgreSQL primary and a synchronous streaming standby of this test process's own, from
 //! the installed binaries, for the failover test: each on a free 127.0.0.1 port, trusting every
 //! local connection, in a temporary directory (the throwaway server's guardian stops both and
-//! removes it once this process exits; dropping the pair does it at once).
+//! removes it once this process exits; dropping the pair does it at once). As root, every
+//! program runs through `runuser -u postgres --` (or `nobody`), which owns the directory:
+//! `initdb` and the server refuse to run as root.
 //!
 //! The standby is a `pg_basebackup -R` of the primary, and the primary names it in
 //! `synchronous_standby_names` with `synchronous_commit = on`: a commit returns only once the
