@@ -34,6 +34,12 @@ pub enum StoreError {
     /// nothing of the write was stored, and the same write may go through once room is made.
     #[error("the database's storage is full: {0}")]
     StorageFull(BackendError),
+    /// The database cannot be reached now: no connection could be had, one was lost, or the
+    /// server is shutting down, starting or read-only (a standby not yet promoted). A write cut
+    /// by it may or may not have committed; the same write sent again once it is back is
+    /// answered as a retry.
+    #[error("the database cannot be reached: {0}")]
+    Unreachable(BackendError),
     #[error("storage failure: {0}")]
     Backend(BackendError),
 }
@@ -42,13 +48,18 @@ impl StoreError {
     /// Whether the store itself failed to commit (a full disk, a failing database), rather
     /// than refusing what the caller asked: what makes a process unhealthy.
     pub fn is_storage_failure(&self) -> bool {
-        matches!(self, StoreError::StorageFull(_) | StoreError::Backend(_))
+        matches!(
+            self,
+            StoreError::StorageFull(_) | StoreError::Unreachable(_) | StoreError::Backend(_)
+        )
     }
 
     /// The SQLSTATE PostgreSQL answered with, when the store failed on one.
     pub fn sqlstate(&self) -> Option<&str> {
         match self {
-            StoreError::StorageFull(e) | StoreError::Backend(e) => e.sqlstate(),
+            StoreError::StorageFull(e) | StoreError::Unreachable(e) | StoreError::Backend(e) => {
+                e.sqlstate()
+            }
             _ => None,
         }
     }

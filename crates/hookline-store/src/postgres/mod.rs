@@ -49,18 +49,45 @@ impl From<tokio_postgres::Error> for StoreError {
                 let failure = BackendError::answered(code.code(), &message, e);
                 if code == tokio_postgres::error::SqlState::DISK_FULL {
                     StoreError::StorageFull(failure)
+                } else if unreachable_state(code.code()) {
+                    StoreError::Unreachable(failure)
                 } else {
                     StoreError::Backend(failure)
                 }
+            }
+            // The connection closed or its socket failed: the server went away.
+            None if e.is_closed() || io_cause(&e) => {
+                StoreError::Unreachable(BackendError::new("").with_source(e))
             }
             None => StoreError::failed(e),
         }
     }
 }
 
+/// SQLSTATEs that say the server cannot serve now rather than that the statement failed:
+/// connection exceptions (class 08), a server shutting down or starting (57P01 to 57P03), and a
+/// read-only transaction (25006: a standby not yet promoted, reached before it was).
+fn unreachable_state(code: &str) -> bool {
+    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "25006")
+}
+
+/// Whether an error without a server answer came from the socket.
+fn io_cause(e: &tokio_postgres::Error) -> bool {
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if c.is::<std::io::Error>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// No connection could be had (none free in time, or connecting failed): the database cannot
+/// be reached now.
 impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
-        StoreError::caused_by("no PostgreSQL connection", e)
+        StoreError::Unreachable(BackendError::new("no PostgreSQL connection").with_source(e))
     }
 }
 

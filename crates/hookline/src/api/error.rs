@@ -20,7 +20,8 @@ pub struct ErrorBody {
     /// What kind of failure, for programs: `invalid_request`, `malformed_json`, `not_found`,
     /// `conflict`, `subscriber_revoked`, `unauthorized`, `forbidden`, `payload_too_large`,
     /// `unsupported_media_type`, `request_timeout`, `method_not_allowed`, `bad_request`,
-    /// `over_capacity`, `over_quota`, `rate_limited`, `unavailable`, `storage_error`, `internal`;
+    /// `over_capacity`, `over_quota`, `rate_limited`, `unavailable`, `storage_full`,
+    /// `storage_unavailable`, `storage_error`, `internal`;
     /// a publish the event type catalog refuses: `unregistered_type`, `schema_violation`; a
     /// schema it refuses: `invalid_schema`.
     #[schema(example = "invalid_request")]
@@ -239,6 +240,10 @@ pub async fn in_the_envelope(
 /// retrying sooner only adds load.
 pub const STORAGE_FULL_RETRY_AFTER_S: u64 = 30;
 
+/// What a request the database could not be reached for is told to wait: a failover's gap is
+/// seconds (docs/RUNBOOK.md, "PostgreSQL failover").
+pub const UNREACHABLE_RETRY_AFTER_S: u64 = 1;
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
@@ -280,6 +285,20 @@ impl From<StoreError> for ApiError {
                         "storage_full",
                         "the database's storage is full; nothing was changed: try again after \
                          the Retry-After",
+                    )
+                }
+            }
+            StoreError::Unreachable(m) => {
+                hookline_engine::telemetry::store_error("api");
+                tracing::error!(error = %m, "the database cannot be reached");
+                Self {
+                    retry_after: Some(UNREACHABLE_RETRY_AFTER_S),
+                    ..Self::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "storage_unavailable",
+                        "the database cannot be reached now (a failover, a restart); what was \
+                         asked may or may not have been done: send the same request again after \
+                         the Retry-After (a publish with the same id is stored once)",
                     )
                 }
             }

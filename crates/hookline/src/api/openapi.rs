@@ -65,7 +65,12 @@ const ANY_REQUEST: [(&str, &str, &str); 5] = [
         "storage_error",
         "the store failed (or `internal`: hookline did); nothing was changed",
     ),
-    ("503", "unavailable", "hookline is shutting down"),
+    (
+        "503",
+        "unavailable",
+        "hookline is shutting down (or `storage_unavailable`: the database cannot be reached \
+         now, a failover: send the same request again after the Retry-After)",
+    ),
 ];
 
 /// And those a request with a body can meet.

@@ -246,6 +246,12 @@ async fn a_promoted_standby_takes_over_and_nothing_acknowledged_is_lost() {
     for p in publishes.iter().filter(|p| p.status != 202) {
         *refused.entry(p.status).or_default() += 1;
     }
+    // Without a primary a publish is told to come back (503 storage_unavailable, Retry-After),
+    // not that the store failed (500).
+    assert!(
+        refused.keys().all(|status| *status == 503),
+        "refused publishes by status: {refused:?}"
+    );
     // Every acknowledged event reaches every subscriber; lost leases are rescued once they run
     // out (attempt timeout + 5 s).
     let expected: HashSet<(String, String)> = acknowledged
