@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::dedup::{DedupStore, Outcome, StoreError};
 use crate::receive::{NewDelivery, Receiver, Refusal};
+use crate::verify::VerifyError;
 
 /// A new delivery, for a handler whose state gives a [`Receiver`] (`Receiver<S>: FromRef`).
 pub struct Delivery<S: DedupStore>(pub NewDelivery<S::Claim>);
@@ -63,6 +64,12 @@ impl IntoResponse for StoreError {
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         match self {
+            // Not the receiver's clock: the caller is not known yet.
+            Refusal::Unverified(VerifyError::TooOld { .. } | VerifyError::TooNew { .. }) => (
+                StatusCode::UNAUTHORIZED,
+                "the webhook-timestamp is outside the tolerance",
+            )
+                .into_response(),
             Refusal::Unverified(e) => (StatusCode::UNAUTHORIZED, e.to_string()).into_response(),
             Refusal::Malformed(e) => {
                 (StatusCode::BAD_REQUEST, format!("not an event: {e}")).into_response()

@@ -76,7 +76,7 @@ pub enum Claimed<C> {
 /// extractor answers 503).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("a webhook-id must be 1 to 256 bytes without control characters")]
+    #[error("a webhook-id must be 1 to 300 bytes without control characters")]
     InvalidId,
     #[error(transparent)]
     Outcome(#[from] OutcomeError),

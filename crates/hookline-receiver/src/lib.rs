@@ -24,7 +24,7 @@ pub use receive::{Event, NewDelivery, Receiver, Refusal};
 pub use sqlite::{SqliteClaim, SqliteStore};
 pub use verify::{
     Clock, Secret, SecretError, Signed, SystemClock, Verifier, VerifyError, DEFAULT_TOLERANCE,
-    WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP,
+    MAX_SIGNATURE_ENTRIES, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP,
 };
 
 /// The table name each SQL store keeps its seen ids in.

@@ -15,6 +15,9 @@ use tokio_postgres::NoTls;
 use crate::dedup::{checked_id, Claim, Claimed, DedupStore, Outcome, StoreError};
 use crate::SEEN_TABLE;
 
+/// How long a copy of a delivery waits for another copy's claim of its id.
+pub const LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Seen ids in the table [`SEEN_TABLE`] of the receiver's database.
 #[derive(Clone)]
 pub struct PostgresStore {
@@ -62,7 +65,16 @@ impl DedupStore for PostgresStore {
             client: Some(client),
             id: id.to_owned(),
         };
-        claim.client().batch_execute("BEGIN").await?;
+        // A copy waits for the first copy's claim to end (its insert of the same id), but not
+        // for ever: a first copy whose handler hangs holds it, and the waiting copy is better
+        // answered 503 (the sender retries) than left holding a connection.
+        claim
+            .client()
+            .batch_execute(&format!(
+                "BEGIN; SET LOCAL lock_timeout = '{}s'",
+                LOCK_TIMEOUT.as_secs()
+            ))
+            .await?;
         let inserted = claim
             .client()
             .execute(

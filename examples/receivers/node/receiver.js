@@ -26,22 +26,44 @@ if (SECRETS.length === 0 || !SECRETS.every((secret) => secret.startsWith('whsec_
   console.error("WEBHOOK_SECRET must hold the subscriber's secret, whsec_... (two while rotating)");
   process.exit(2);
 }
-const KEYS = SECRETS.map((secret) => Buffer.from(secret.slice('whsec_'.length), 'base64'));
+// The key is the base64 after whsec_: one that is empty or not base64 would let anyone sign.
+const KEYS = SECRETS.map((secret) => {
+  const text = secret.slice('whsec_'.length);
+  const key = Buffer.from(text, 'base64');
+  if (key.length < 16 || key.toString('base64').replace(/=+$/, '') !== text.replace(/=+$/, '')) {
+    console.error('WEBHOOK_SECRET: whsec_ must be followed by the base64 of the key (16 bytes or more)');
+    process.exit(2);
+  }
+  return key;
+});
 const PORT = Number(process.env.PORT || 9000);
 const LOG = process.env.RECEIVER_LOG || 'receiver.jsonl';
 const TOLERANCE_SECONDS = 5 * 60;
+// Larger bodies are refused before anything is read into memory (hookline's default payload
+// limit is 256 KiB; a delivery's body is the payload and a little more).
+const MAX_BODY_BYTES = 1024 * 1024;
 
 // webhook-id -> the answer given: read back from the file, every complete line.
 const seen = new Map();
 function load() {
   if (!fs.existsSync(LOG)) return;
   const text = fs.readFileSync(LOG, 'utf8');
-  const complete = text.slice(0, text.lastIndexOf('\n') + 1);
-  if (complete.length < text.length) fs.truncateSync(LOG, Buffer.byteLength(complete));
-  for (const line of complete.split('\n').filter(Boolean)) {
-    const record = JSON.parse(line);
+  // Every whole line up to the first that does not parse (a write torn by a crash, or left
+  // short): the rest is cut off, so the next record starts a line of its own.
+  let kept = 0;
+  for (const line of text.split('\n')) {
+    const end = kept + Buffer.byteLength(line) + 1;
+    if (end > Buffer.byteLength(text)) break; // no newline after it: torn
+    let record;
+    try {
+      record = JSON.parse(line);
+    } catch {
+      break;
+    }
     seen.set(record.webhook_id, { status: record.status, body: record.body });
+    kept = end;
   }
+  if (kept < Buffer.byteLength(text)) fs.truncateSync(LOG, kept);
 }
 const log = () => fs.openSync(LOG, 'a');
 
@@ -87,8 +109,10 @@ function handle(req, body, res) {
   // The side effect (the event's type and data) and the seen record, in one line.
   const record = { webhook_id: id, status: 200, body: 'applied', type: event.type, data: event.data };
   const size = fs.fstatSync(fd).size;
+  const line = Buffer.from(JSON.stringify(record) + '\n');
   try {
-    fs.writeSync(fd, JSON.stringify(record) + '\n');
+    const written = fs.writeSync(fd, line);
+    if (written !== line.length) throw new Error(`short write: ${written} of ${line.length} bytes`);
     fs.fsyncSync(fd);
   } catch (error) {
     // Cut back what a failed write left, so that the next line starts a line of its own.
@@ -101,12 +125,32 @@ function handle(req, body, res) {
 }
 
 load();
+const created = !fs.existsSync(LOG);
 const fd = log();
+if (created) {
+  // The file's directory entry is durable too.
+  const dir = fs.openSync(require('node:path').dirname(require('node:path').resolve(LOG)), 'r');
+  fs.fsyncSync(dir);
+  fs.closeSync(dir);
+}
 http
   .createServer((req, res) => {
     if (req.method !== 'POST') return answer(res, 405, 'POST only');
     const chunks = [];
-    req.on('data', (chunk) => chunks.push(chunk));
-    req.on('end', () => handle(req, Buffer.concat(chunks), res));
+    let size = 0;
+    let refused = false;
+    req.on('data', (chunk) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES && !refused) {
+        refused = true;
+        answer(res, 413, 'body too large');
+        req.destroy();
+      } else if (!refused) {
+        chunks.push(chunk);
+      }
+    });
+    req.on('end', () => {
+      if (!refused) handle(req, Buffer.concat(chunks), res);
+    });
   })
   .listen(PORT, '127.0.0.1', () => console.log(`listening on 127.0.0.1:${PORT}, deduplicating in ${LOG}`));

@@ -71,9 +71,21 @@ def verified(body, headers):
     return False
 
 
+# Larger bodies are refused unread (hookline's default payload limit is 256 KiB).
+MAX_BODY_BYTES = 1024 * 1024
+
+
 class Handler(BaseHTTPRequestHandler):
+    timeout = 30  # a client that stops sending is dropped
+
     def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        try:
+            length = int(self.headers.get("content-length", ""))
+        except ValueError:
+            return self.answer(411, "a content-length is required")
+        if not 0 <= length <= MAX_BODY_BYTES:
+            return self.answer(413, "body too large")
+        body = self.rfile.read(length)
         headers = {name.lower(): value for name, value in self.headers.items()}
         if not verified(body, headers):
             return self.answer(401, "signature not verified")
@@ -99,7 +111,7 @@ class Handler(BaseHTTPRequestHandler):
                 (webhook_id, 200, "applied"),
             )
             db.execute("COMMIT")  # the side effect and the seen row, together
-        except sqlite3.Error as error:
+        except Exception as error:  # the side effect failed: nothing of it is kept
             if db.in_transaction:
                 db.execute("ROLLBACK")
             return self.answer(503, f"not applied: {error}")  # hookline retries

@@ -109,6 +109,13 @@ async fn the_contract<H: Harness>(h: Arc<H>) {
             }
         }
     });
+    // It is still waiting while the first is open (a pause lets it reach its wait; finishing
+    // early would be the failure this shows).
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the duplicate did not wait for the first"
+    );
     h.apply(&claim, "evt-4:sub-1").await;
     claim.commit(ok("first")).await.unwrap();
     assert_eq!(waiting.await.unwrap(), ok("first"));

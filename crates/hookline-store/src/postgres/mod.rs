@@ -56,7 +56,7 @@ impl From<tokio_postgres::Error> for StoreError {
                 }
             }
             // The connection closed or its socket failed: the server went away.
-            None if e.is_closed() || io_cause(&e) => {
+            None if e.is_closed() || lost_connection(&e) => {
                 StoreError::Unreachable(BackendError::new("").with_source(e))
             }
             None => StoreError::failed(e),
@@ -71,11 +71,15 @@ fn unreachable_state(code: &str) -> bool {
     code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "25006")
 }
 
-/// Whether an error without a server answer came from the socket.
-fn io_cause(e: &tokio_postgres::Error) -> bool {
+/// Whether an error without a server answer is a connection lost or refused: an `io::Error`
+/// of one of those kinds in its causes. (tokio-postgres wraps its own encoding and parsing
+/// failures in `io::Error`s too, of other kinds: those stay storage failures, not a wait.)
+fn lost_connection(e: &tokio_postgres::Error) -> bool {
     let mut cause = std::error::Error::source(e);
     while let Some(c) = cause {
-        if c.is::<std::io::Error>() {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| connection_lost(io.kind()))
+        {
             return true;
         }
         cause = c.source();
@@ -83,11 +87,34 @@ fn io_cause(e: &tokio_postgres::Error) -> bool {
     false
 }
 
-/// No connection could be had (none free in time, or connecting failed): the database cannot
-/// be reached now.
+fn connection_lost(kind: std::io::ErrorKind) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        kind,
+        ConnectionRefused
+            | ConnectionReset
+            | ConnectionAborted
+            | NotConnected
+            | BrokenPipe
+            | UnexpectedEof
+            | TimedOut
+            | HostUnreachable
+            | NetworkUnreachable
+    )
+}
+
+/// A pool that found no connection in time cannot reach the database now; one whose connecting
+/// failed says why through the connection's error (refused: unreachable; a password refused:
+/// a storage failure, which waiting does not mend).
 impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
-        StoreError::Unreachable(BackendError::new("no PostgreSQL connection").with_source(e))
+        match e {
+            deadpool_postgres::PoolError::Backend(e) => StoreError::from(e),
+            deadpool_postgres::PoolError::Timeout(_) => StoreError::Unreachable(
+                BackendError::new("no PostgreSQL connection in time").with_source(e),
+            ),
+            e => StoreError::caused_by("no PostgreSQL connection", e),
+        }
     }
 }
 
@@ -917,5 +944,38 @@ impl EventTypes for PostgresStore {
 
     async fn event_types_revision(&self) -> Result<i64> {
         event_types::revision(&self.client().await?).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only the failures of a connection tell a caller to wait and send again: a server
+    /// answering that it cannot serve now, or a socket refused or lost. An answer that the
+    /// statement failed, or an `io::Error` of another kind (tokio-postgres's own encoding
+    /// failures are), is a storage failure.
+    #[test]
+    fn only_a_lost_connection_is_unreachable() {
+        for code in ["08006", "08001", "57P01", "57P03", "25006"] {
+            assert!(unreachable_state(code), "{code}");
+        }
+        for code in ["23505", "28P01", "40P01", "42P01", "53100"] {
+            assert!(!unreachable_state(code), "{code}");
+        }
+        for kind in [
+            std::io::ErrorKind::ConnectionRefused,
+            std::io::ErrorKind::ConnectionReset,
+            std::io::ErrorKind::UnexpectedEof,
+        ] {
+            assert!(connection_lost(kind), "{kind:?}");
+        }
+        for kind in [
+            std::io::ErrorKind::InvalidInput,
+            std::io::ErrorKind::InvalidData,
+            std::io::ErrorKind::Other,
+        ] {
+            assert!(!connection_lost(kind), "{kind:?}");
+        }
     }
 }

@@ -65,7 +65,13 @@ impl ReplicatedPostgres {
             .installed
             .command("pg_basebackup")
             .args(["-h", "127.0.0.1", "-U", "postgres", "-X", "stream", "-R"])
-            .args(["--no-sync", "-p", &pair.primary_port.to_string()])
+            .args([
+                "--no-sync",
+                "-c",
+                "fast",
+                "-p",
+                &pair.primary_port.to_string(),
+            ])
             .args(["-d", &format!("application_name={STANDBY_NAME}")])
             .arg("-D")
             .arg(pair.data("standby")))?;
