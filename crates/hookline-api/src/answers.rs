@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use serde_json::Value;
 
 /// Delivery counts by state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -784,6 +785,94 @@ pub struct DrainTermsView {
     pub breaker_deferred_s: f64,
     /// The longest any rate-limited subscriber needs for its own deliveries at its rate.
     pub rate_limited_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReasonCount {
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::dead_reason))]
+    pub reason: String,
+    pub count: u64,
+}
+
+/// The queue, the dead-letter inflow, breakers, admission and the rollout, at a glance. A
+/// tenant's token sees its own: its deliveries by state (counted now), its subscribers' open
+/// breakers and its dead-letter inflow; the ages, what open breakers hold, capacity and the
+/// rollout are the platform's, `null` for it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Overview {
+    /// When the queue figures were read (they are refreshed every `metrics.refresh_interval`).
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    pub measured_at: String,
+    pub deliveries: StateCounts,
+    /// Seconds the oldest first attempt a worker could take now has been due.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub oldest_ready_age_s: Option<f64>,
+    /// Seconds the oldest due delivery no claim can take has waited, by what it waits on
+    /// (`cap`, `host_cap`, `rate_limit`, `breaker`, `paused`); `null`: none waits on it.
+    pub oldest_waiting_age_s: BTreeMap<String, Option<f64>>,
+    /// Seconds since the oldest delivery waiting for a retry was first seen.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub oldest_retrying_age_s: Option<f64>,
+    /// Subscribers whose breaker is open or half-open.
+    pub open_breakers: Vec<String>,
+    /// What waits behind those breakers (`null` for a tenant).
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub held_by_open_breakers: Option<HeldByOpenBreakers>,
+    /// Dead letters that died in the last hour (and were not replayed since), by reason.
+    pub dead_letters_last_hour: Vec<ReasonCount>,
+    /// `null` for a tenant.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub capacity: Option<CapacityView>,
+    /// The running rollout, if one is.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub rollout: Option<Rollout>,
+}
+
+/// Deliveries waiting for subscribers whose breaker is open or half-open. A claim defers them
+/// to the half-open time, so they are not due and `oldest_waiting_age_s.breaker` (due
+/// deliveries only) rarely sees them: this is how much an open breaker holds back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HeldByOpenBreakers {
+    pub deliveries: u64,
+    /// Seconds since the oldest of them was first seen; `null`: none waits.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub oldest_first_seen_age_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DrillCheck {
+    pub check: String,
+    pub passed: bool,
+}
+
+/// What `hookline drill --json` writes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DrillReport {
+    pub passed: bool,
+    pub checks: Vec<DrillCheck>,
+    /// By phase (`baseline`, `failure`, `restore`, ...): what the drill measured in it, as it
+    /// wrote it (latency summaries with `n`, `p50_ms`, `p95_ms`, `p99_ms`, and plain figures
+    /// such as `drain_ms`).
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub phases: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LatestDrill {
+    /// The report's file name in the drill directory.
+    pub file: String,
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    pub modified_at: String,
+    /// Whether its chart (`--svg`: the same name ending in `.svg`) is beside it and can be
+    /// served.
+    pub chart: bool,
+    pub report: DrillReport,
 }
 
 impl<T> Page<T> {

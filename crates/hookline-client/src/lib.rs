@@ -14,9 +14,9 @@ pub use hookline_api as api;
 use hookline_api::{
     CapacityView, Comparison, CreatedPortalSession, CreatedSubscriber, DeadLetter,
     DeadLetterGroups, DeadLetterQuery, Delivery, DeliveryQuery, Endpoint, ErrorBody, ErrorEnvelope,
-    Event, EventQuery, EventSummary, EventType, EventTypeChange, GroupQuery, Headers, NewEvent,
-    NewEventType, NewPolicy, NewPortalSession, NewRollout, NewSubscriber, NewTenant,
-    OperationalEndpointRequest, Page, PageQuery, Policy, PortalSession, Receipt, Replay,
+    Event, EventQuery, EventSummary, EventType, EventTypeChange, GroupQuery, Headers, LatestDrill,
+    NewEvent, NewEventType, NewPolicy, NewPortalSession, NewRollout, NewSubscriber, NewTenant,
+    OperationalEndpointRequest, Overview, Page, PageQuery, Policy, PortalSession, Receipt, Replay,
     ReplayPreview, ReplayQuery, ReplayRequest, ReplayStarted, Resend, ResendPreview, ResendQuery,
     ResendRequest, Rollout, RolloutAbort, RolloutShare, RotatedSecret, Secret, SecretRotation,
     Subscriber, SubscriberChange, SubscriberQuery, Tenant, TenantChange,
@@ -666,6 +666,16 @@ impl Client {
     }
 
     // Operations.
+
+    /// The state of the queue at a glance: counts, ages, open breakers, recent dead letters.
+    pub async fn overview(&self) -> Result<Overview, Error> {
+        self.get(&["v1", "overview"]).await
+    }
+
+    /// The newest drill report in the drill directory.
+    pub async fn latest_drill(&self) -> Result<LatestDrill, Error> {
+        self.get(&["v1", "drill", "latest"]).await
+    }
 
     /// The live capacity model, and whether publishes are admitted.
     pub async fn capacity(&self) -> Result<CapacityView, Error> {

@@ -370,6 +370,16 @@ async fn every_operation_through_the_client() {
 
     // Operations.
     assert!(client.capacity().await.unwrap().max_attempts >= 1);
+    let overview = client.overview().await.unwrap();
+    let died = &overview.dead_letters_last_hour;
+    assert_eq!(
+        (died[0].reason.as_str(), died[0].count),
+        ("permanent_failure", 1),
+        "{overview:?}"
+    );
+    // No drill has run: its absence is the API's 404.
+    let no_drill = client.latest_drill().await.unwrap_err();
+    assert_eq!(no_drill.code(), Some("not_found"));
     let endpoint = client
         .set_operational_endpoint(&OperationalEndpointRequest {
             url: rx.url("/ops"),
