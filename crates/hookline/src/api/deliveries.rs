@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
-/// The request bodies, beside the store's records of the same names.
+// The request bodies, beside the store's records of the same names.
 use hookline_api as wire;
 use hookline_api::{DeadLetterGroups, DeadLetterQuery, DeliveryQuery, GroupQuery, ReplayQuery};
 use hookline_policy::DeadReason;

@@ -5,7 +5,7 @@
 //! replaced, never removed (replace it with `{}` to accept anything): a payload that was
 //! refused yesterday is not let through by an edit that loses a schema by mistake.
 
-/// The request bodies, beside the store's records of the same names.
+// The request bodies, beside the store's records of the same names.
 use hookline_api as wire;
 use hookline_api::EventTypeChange;
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Extension;
 use axum::Json;
-/// The request bodies, beside the store's records of the same names.
+// The request bodies, beside the store's records of the same names.
 use hookline_api as wire;
 use hookline_api::EventQuery;
 use hookline_engine::traces::{Span, TRACEPARENT};

@@ -5,7 +5,7 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-/// The request bodies, beside the store's records of the same names.
+// The request bodies, beside the store's records of the same names.
 use hookline_api as wire;
 use hookline_api::{SecretRotation, SubscriberChange, SubscriberQuery};
 use hookline_engine::signer::{new_secret, SigningKey};

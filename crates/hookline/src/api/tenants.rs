@@ -6,7 +6,7 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-/// The request bodies, beside the store's records of the same names.
+// The request bodies, beside the store's records of the same names.
 use hookline_api as wire;
 use hookline_api::TenantChange;
 use hookline_policy::duration_ms;
