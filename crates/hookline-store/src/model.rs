@@ -477,7 +477,6 @@ impl DeliveryState {
 
 /// Delivery counts by state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StateCounts {
     pub scheduled: u64,
     pub in_flight: u64,

@@ -8,6 +8,7 @@
 //! nothing. The backlog is counted once a second (less often when counting takes long); what
 //! this process accepted since is added to it, so a burst between two counts cannot overshoot.
 
+pub use hookline_api::{CapacityView, DrainTermsView};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
@@ -20,9 +21,7 @@ use hookline_policy::{
     Shown, UnixMs, WaitTerms, Window,
 };
 use hookline_store::{Backlog, MeterReading, Store, StoreError};
-use serde::Serialize;
 use tokio::sync::watch;
-use utoipa::ToSchema;
 
 use crate::config::AdmissionConfig;
 use crate::rollouts::Policies;
@@ -131,83 +130,6 @@ impl Estimate {
             _ => "min_service_rate",
         }
     }
-}
-
-/// The live capacity model across every process, and whether publishes are admitted.
-#[derive(Serialize, ToSchema)]
-pub struct CapacityView {
-    /// Attempts completed per second (the last minute, every process).
-    pub service_rate_per_s: f64,
-    pub new_attempts_per_s: f64,
-    pub retry_attempts_per_s: f64,
-    /// The share of attempts that failed retryably.
-    pub failure_rate: f64,
-    /// The attempts per second admission projects with: what the process has shown it can do,
-    /// or `min_service_rate` before it has shown more. Never `null` since 0.2 (kept nullable
-    /// for clients of the older model).
-    #[schema(required = true)]
-    pub sustainable_rate_per_s: Option<f64>,
-    /// Where `sustainable_rate_per_s` comes from: `saturated` (measured with the slots full of
-    /// attempts that answered), `at_least` (the most completed while the slots had room), or
-    /// `min_service_rate` (the floor, not yet exceeded).
-    pub sustainable_from: &'static str,
-    /// What the process has shown it can do, kept in the store across restarts; `null` on a
-    /// fresh install. Attempts that hang or wait in the slow lane never lower it.
-    #[schema(required = true)]
-    pub shown_rate_per_s: Option<f64>,
-    /// `[admission] min_service_rate`: the floor before the process has shown more.
-    pub min_service_rate_per_s: f64,
-    /// Deliveries not ended (scheduled or in flight).
-    pub backlog: u64,
-    /// Of them, held for paused subscribers.
-    pub held_backlog: u64,
-    /// Of them, due now and waiting only for capacity.
-    pub due_backlog: u64,
-    /// How long the backlog (held deliveries left out) takes to end if destinations answer
-    /// from their next attempt on: the longest of the terms in `drain_terms`. `null` when it
-    /// cannot be computed (no rate to drain at).
-    #[schema(required = true)]
-    pub projected_drain_s: Option<f64>,
-    /// The term `projected_drain_s` comes from: `throughput`, `retries`, `breaker_deferred` or
-    /// `rate_limited`.
-    #[schema(schema_with = crate::schema::drain_term)]
-    pub projected_drain_by: &'static str,
-    pub drain_terms: DrainTermsView,
-    /// Of the backlog, deliveries waiting for a scheduled retry.
-    pub retry_backlog: u64,
-    /// Of the backlog, deliveries waiting for an open breaker's cool-down.
-    pub breaker_deferred_backlog: u64,
-    /// Of the backlog, deliveries of subscribers with a rate limit.
-    pub rate_limited_backlog: u64,
-    /// The policy in force's delivery window.
-    pub delivery_window_s: f64,
-    /// The policy in force's attempt budget.
-    pub max_attempts: u32,
-    /// The share of delivery slots busy.
-    pub utilization: f64,
-    pub admitting: bool,
-    #[schema(schema_with = crate::schema::refusal_or_null, required = true)]
-    pub refusing_reason: Option<&'static str>,
-    /// Deliveries a publish may fan out to now.
-    pub room: u64,
-    pub max_backlog: u64,
-    pub max_projected_drain_s: f64,
-    #[schema(format = DateTime)]
-    pub measured_at: String,
-}
-
-/// A projected drain term by term, in seconds from now.
-#[derive(Serialize, ToSchema)]
-pub struct DrainTermsView {
-    /// Every delivery not held, each costing the attempts the failure rate implies, at the
-    /// sustainable rate: the term a fan-out lengthens, and the one admission refuses on.
-    pub throughput_s: f64,
-    /// Until the latest scheduled retries, then the work due from then on.
-    pub retries_s: f64,
-    /// Until the latest open breaker's cool-down ends, then the work due from then on.
-    pub breaker_deferred_s: f64,
-    /// The longest any rate-limited subscriber needs for its own deliveries at its rate.
-    pub rate_limited_s: f64,
 }
 
 /// This process's view of capacity, and the admission it applies.
@@ -412,13 +334,13 @@ impl Capacity {
             retry_attempts_per_s: m.retry_per_s,
             failure_rate: m.failure_rate,
             sustainable_rate_per_s: Some(m.sustainable_per_s),
-            sustainable_from: e.sustainable_from(),
+            sustainable_from: e.sustainable_from().to_owned(),
             shown_rate_per_s: e.shown.map(|s| s.per_s),
             min_service_rate_per_s: self.admission.min_service_rate,
             backlog,
             due_backlog: e.backlog.due,
             projected_drain_s: Some(drain.seconds).filter(|s| s.is_finite()),
-            projected_drain_by: drain.by.as_str(),
+            projected_drain_by: drain.by.as_str().to_owned(),
             drain_terms: DrainTermsView {
                 throughput_s: finite(drain.throughput_s),
                 retries_s: finite(e.waits.retries_s),
@@ -433,7 +355,7 @@ impl Capacity {
             max_attempts: self.max_attempts(),
             utilization: m.utilization,
             admitting: room > 0,
-            refusing_reason: (room == 0).then(|| reason.as_str()),
+            refusing_reason: (room == 0).then(|| reason.as_str().to_owned()),
             room,
             max_backlog: self.admission.max_backlog,
             max_projected_drain_s: self.limits().max_projected_drain_s,

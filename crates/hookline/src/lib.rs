@@ -14,7 +14,7 @@ pub mod operational;
 pub mod policies;
 pub mod process_metrics;
 pub mod rollouts;
-pub mod schema;
+pub use hookline_api::schema;
 pub mod server;
 pub mod telemetry;
 pub mod tokens;

@@ -4,13 +4,15 @@
 //! `[breaker]` with the standard table are the policy `default`. A policy never changes once
 //! stored; its definition is the JSON [`PolicyExt::to_json`] wrote.
 
+pub use hookline_api::{
+    BreakerPart, ClassificationPart, NewPolicy, RetryPart, SpelledBreaker, SpelledClassification,
+    SpelledPolicy, SpelledRetry,
+};
 use std::time::Duration;
 
 use hookline_engine::policy::{Policy, DEFAULT_POLICY};
 use hookline_policy::{BreakerConfig, Classification, Jitter, RetryPolicy};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::ToSchema;
 
 use crate::config::{parse_duration, Config};
 
@@ -19,40 +21,6 @@ const MAX_STATUSES: usize = 500;
 const MAX_ATTEMPTS: u32 = 1000;
 const MAX_FAILURES: u32 = 1000;
 const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
-
-/// A policy as the API shows it: every part and field spelled out.
-#[derive(Serialize, ToSchema)]
-pub struct SpelledPolicy {
-    pub name: String,
-    pub classification: SpelledClassification,
-    pub retry: SpelledRetry,
-    pub breaker: SpelledBreaker,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct SpelledClassification {
-    /// HTTP statuses retried (any other non-2xx status is a permanent failure).
-    pub retryable: Vec<u16>,
-    /// Statuses that revoke the subscriber.
-    pub revoke: Vec<u16>,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct SpelledRetry {
-    #[schema(example = "2s")]
-    pub base_delay: String,
-    pub max_delay: String,
-    pub max_attempts: u32,
-    pub delivery_window: String,
-    #[schema(schema_with = crate::schema::jitter)]
-    pub jitter: &'static str,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct SpelledBreaker {
-    pub failures: u32,
-    pub cool_down: String,
-}
 
 /// A definition refused: the field, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,43 +35,6 @@ fn invalid(field: &str, message: impl Into<String>) -> Invalid {
         field: field.to_owned(),
         message: message.into(),
     }
-}
-
-/// A new policy: every part or field left out is the policy in force's.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = NewPolicy)]
-pub struct Definition {
-    /// 1 to 128 characters of `A-Za-z0-9._-`; never changes once stored.
-    #[schema(example = "retry-520", pattern = "^(?!\\.\\.?$)[A-Za-z0-9._-]{1,128}$")]
-    pub name: String,
-    classification: Option<ClassificationPart>,
-    retry: Option<RetryPart>,
-    breaker: Option<BreakerPart>,
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-struct ClassificationPart {
-    retryable: Option<Vec<u16>>,
-    revoke: Option<Vec<u16>>,
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-struct RetryPart {
-    base_delay: Option<String>,
-    max_delay: Option<String>,
-    max_attempts: Option<u32>,
-    delivery_window: Option<String>,
-    jitter: Option<String>,
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-struct BreakerPart {
-    failures: Option<u32>,
-    cool_down: Option<String>,
 }
 
 fn duration(field: &str, given: Option<&str>, default: Duration) -> Result<Duration, Invalid> {
@@ -142,11 +73,11 @@ pub trait PolicyExt: Sized {
     /// A new policy from a definition an operator sent: [`PolicyExt::read`], and refused when
     /// the retry schedule has an attempt that can never start inside the delivery window for
     /// attempts of `attempt_timeout`.
-    fn define(d: Definition, defaults: &Self, attempt_timeout: Duration) -> Result<Self, Invalid>;
+    fn define(d: NewPolicy, defaults: &Self, attempt_timeout: Duration) -> Result<Self, Invalid>;
 
     /// Reads a definition: every part or field it leaves out is `defaults'`; refused, naming
     /// the field, when a value is impossible.
-    fn read(d: Definition, defaults: &Self) -> Result<Self, Invalid>;
+    fn read(d: NewPolicy, defaults: &Self) -> Result<Self, Invalid>;
 
     /// The whole policy, every part and field spelled out.
     fn spelled(&self) -> SpelledPolicy;
@@ -166,7 +97,7 @@ impl PolicyExt for Policy {
     }
 
     fn define(
-        d: Definition,
+        d: NewPolicy,
         defaults: &Policy,
         attempt_timeout: Duration,
     ) -> Result<Policy, Invalid> {
@@ -178,7 +109,7 @@ impl PolicyExt for Policy {
         Ok(policy)
     }
 
-    fn read(d: Definition, defaults: &Policy) -> Result<Policy, Invalid> {
+    fn read(d: NewPolicy, defaults: &Policy) -> Result<Policy, Invalid> {
         let c = d.classification.unwrap_or(ClassificationPart {
             retryable: None,
             revoke: None,
@@ -277,7 +208,7 @@ impl PolicyExt for Policy {
                 max_delay: human(r.max_delay()),
                 max_attempts: r.max_attempts(),
                 delivery_window: human(r.delivery_window()),
-                jitter: r.jitter().as_str(),
+                jitter: r.jitter().as_str().to_owned(),
             },
             breaker: SpelledBreaker {
                 failures: self.breaker.failures,
@@ -298,7 +229,7 @@ mod tests {
 
     fn define(body: Value) -> Result<Policy, Invalid> {
         let config = Config::from_toml("").unwrap();
-        let definition: Definition = serde_json::from_value(body).unwrap();
+        let definition: NewPolicy = serde_json::from_value(body).unwrap();
         Policy::define(
             definition,
             &Policy::default_of(&config),
@@ -320,7 +251,7 @@ mod tests {
         assert_eq!(v["retry"]["base_delay"], "30s");
         assert_eq!(v["breaker"], json!({"failures": 5, "cool_down": "30s"}));
         // What it shows is a definition that reads back as the same policy.
-        let again: Definition = serde_json::from_value(v).unwrap();
+        let again: NewPolicy = serde_json::from_value(v).unwrap();
         let config = Config::from_toml("").unwrap();
         let back = Policy::define(again, &Policy::default_of(&config), Duration::from_secs(10));
         assert_eq!(back.unwrap(), p);

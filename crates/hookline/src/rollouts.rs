@@ -7,7 +7,8 @@
 //! [`REFRESH_EVERY_MS`]. Decisions read the snapshot when they decide, so an attempt that was
 //! under way during an abort is decided by the baseline.
 
-use std::collections::{BTreeMap, HashMap};
+pub use hookline_api::{CohortView, DifferenceView, DifferencesView, LatencyMs};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use hookline_engine::clock::Clock;
@@ -16,11 +17,9 @@ use hookline_policy::{compare_proportions, Difference, UnixMs};
 use hookline_store::{
     AbortIf, CohortQuery, CohortReport, Rollout, RolloutChange, Store, StoreError,
 };
-use serde::Serialize;
 use tokio::sync::watch;
-use utoipa::ToSchema;
 
-use crate::policies::{Definition, PolicyExt};
+use crate::policies::{NewPolicy, PolicyExt};
 
 /// How often a process reads the policies in force (a change made elsewhere reaches it within
 /// this).
@@ -79,7 +78,7 @@ impl Policies {
         }
         let stored = self.store.get_policy(name).await?;
         let unreadable = format!("policy {name:?} is stored unreadably");
-        let definition: Definition = serde_json::from_str(&stored.definition)
+        let definition: NewPolicy = serde_json::from_str(&stored.definition)
             .map_err(|e| StoreError::caused_by(unreadable.clone(), e))?;
         // A stored definition spells out every field: nothing comes from the defaults.
         let policy = Arc::new(
@@ -251,37 +250,6 @@ pub fn abort_reason(
     })
 }
 
-/// Percentiles of the time from a delivery's creation to the end of its first attempt.
-#[derive(Serialize, ToSchema)]
-pub struct LatencyMs {
-    #[schema(required = true)]
-    pub p50: Option<i64>,
-    #[schema(required = true)]
-    pub p99: Option<i64>,
-}
-
-/// One side of a comparison, as the API shows it.
-#[derive(Serialize, ToSchema)]
-pub struct CohortView {
-    pub policy: String,
-    pub subscribers: u64,
-    pub deliveries: u64,
-    pub first_attempt_latency_ms: LatencyMs,
-    /// Attempts after the first, per delivery.
-    #[schema(required = true)]
-    pub retry_rate: Option<f64>,
-    /// Deliveries attempted more than once.
-    pub retried: u64,
-    /// The share of ended deliveries that died.
-    #[schema(required = true)]
-    pub terminal_rate: Option<f64>,
-    pub ended: u64,
-    pub pending: u64,
-    pub delivered: u64,
-    pub dead: u64,
-    pub dead_by_reason: BTreeMap<String, u64>,
-}
-
 pub fn cohort_view(policy: &str, r: &CohortReport) -> CohortView {
     CohortView {
         policy: policy.to_owned(),
@@ -302,18 +270,6 @@ pub fn cohort_view(policy: &str, r: &CohortReport) -> CohortView {
     }
 }
 
-/// Candidate minus baseline, with a pooled two-proportion z-test at 95%.
-#[derive(Serialize, ToSchema)]
-pub struct DifferenceView {
-    #[schema(required = true)]
-    pub difference: Option<f64>,
-    #[schema(required = true)]
-    pub z: Option<f64>,
-    pub significant: bool,
-    /// Which proportion the test compared.
-    pub tested: &'static str,
-}
-
 fn difference_view(
     difference: Option<Difference>,
     rate_difference: Option<f64>,
@@ -323,14 +279,8 @@ fn difference_view(
         difference: rate_difference,
         z: difference.map(|d| d.z),
         significant: difference.is_some_and(|d| d.significant),
-        tested,
+        tested: tested.to_owned(),
     }
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct DifferencesView {
-    pub retry_rate: DifferenceView,
-    pub terminal_rate: DifferenceView,
 }
 
 /// The differences a comparison shows, candidate minus baseline, each with a two-proportion

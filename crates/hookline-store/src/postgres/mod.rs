@@ -103,13 +103,19 @@ fn connection_lost(kind: std::io::ErrorKind) -> bool {
     )
 }
 
-/// A pool that found no connection in time cannot reach the database now; one whose connecting
-/// failed says why through the connection's error (refused: unreachable; a password refused:
-/// a storage failure, which waiting does not mend).
+/// A pool that found no connection in time cannot reach the database now, nor one whose
+/// connecting failed without the server's answer (refused, lost, or no host taking writes:
+/// `target_session_attrs=read-write` during a failover); a server's answer says why through its
+/// SQLSTATE (a password refused is a storage failure, which waiting does not mend).
 impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         match e {
-            deadpool_postgres::PoolError::Backend(e) => StoreError::from(e),
+            deadpool_postgres::PoolError::Backend(e) if e.as_db_error().is_some() => {
+                StoreError::from(e)
+            }
+            deadpool_postgres::PoolError::Backend(e) => StoreError::Unreachable(
+                BackendError::new("cannot connect to PostgreSQL").with_source(e),
+            ),
             deadpool_postgres::PoolError::Timeout(_) => StoreError::Unreachable(
                 BackendError::new("no PostgreSQL connection in time").with_source(e),
             ),

@@ -8,12 +8,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
+// The request bodies, beside the store's records of the same names.
+use hookline_api as wire;
+use hookline_api::{DeadLetterGroups, DeadLetterQuery, DeliveryQuery, GroupQuery, ReplayQuery};
 use hookline_policy::DeadReason;
 use hookline_store::{
     DeadLetterFilter, DeliveryFilter, DeliveryState, ListOrder, ReplayRequest, SubscriberStatus,
 };
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
 use super::error::{parse_json, ErrorEnvelope};
@@ -61,31 +62,6 @@ pub async fn get(
     Ok((StatusCode::OK, Json(views::delivery(&d))))
 }
 
-/// Unknown query parameters are refused, naming them (`?stat=dead` is a typo, not a filter).
-#[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct DeliveryQuery {
-    /// Only this tenant's.
-    #[param(min_length = 1)]
-    tenant_id: Option<String>,
-    #[param(min_length = 1)]
-    event_id: Option<String>,
-    #[param(min_length = 1)]
-    subscriber_id: Option<String>,
-    #[param(schema_with = crate::schema::delivery_state)]
-    state: Option<String>,
-    /// `oldest` first (the default) or `newest` first; a cursor pages on in the same order.
-    #[param(schema_with = crate::schema::list_order)]
-    order: Option<String>,
-    /// 1 to 1000 (default 100).
-    #[param(minimum = 1, maximum = 1000)]
-    limit: Option<u32>,
-    /// `next_cursor` of the page before.
-    #[param(min_length = 1)]
-    cursor: Option<String>,
-}
-
 #[utoipa::path(get, path = "/v1/deliveries", operation_id = "list_deliveries", tag = DELIVERIES, params(DeliveryQuery),
     responses((status = 200, description = "A page of deliveries", body = views::Page<views::Delivery>)))]
 pub async fn list(
@@ -121,25 +97,6 @@ pub async fn list(
     Ok((StatusCode::OK, Json(views::page(&page, views::delivery))))
 }
 
-#[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct DeadLetterQuery {
-    /// Only this tenant's.
-    #[param(min_length = 1)]
-    tenant_id: Option<String>,
-    #[param(schema_with = crate::schema::dead_reason)]
-    reason: Option<String>,
-    #[param(min_length = 1)]
-    subscriber_id: Option<String>,
-    /// 1 to 1000 (default 100).
-    #[param(minimum = 1, maximum = 1000)]
-    limit: Option<u32>,
-    /// `next_cursor` of the page before.
-    #[param(min_length = 1)]
-    cursor: Option<String>,
-}
-
 /// Oldest dead first (then by id): the order a replay selects in.
 #[utoipa::path(get, path = "/v1/dead-letters", operation_id = "list_dead_letters", tag = DEAD_LETTERS, params(DeadLetterQuery),
     responses((status = 200, description = "A page of dead letters", body = views::Page<views::DeadLetter>)))]
@@ -163,14 +120,6 @@ pub async fn list_dead_letters(
     };
     let page = ctx.store.list_dead_letters(filter, limit, q.cursor).await?;
     Ok((StatusCode::OK, Json(views::page(&page, views::dead_letter))))
-}
-
-/// Dead letters by reason and subscriber.
-#[derive(Serialize, ToSchema)]
-pub struct DeadLetterGroups {
-    pub items: Vec<views::DeadLetterGroup>,
-    /// More groups exist than the 1,000 largest answered.
-    pub truncated: bool,
 }
 
 /// What is in the dead-letter queue, by reason and subscriber, largest groups first (at most
@@ -206,43 +155,9 @@ pub async fn dead_letter_groups(
     ))
 }
 
-#[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct GroupQuery {
-    /// Only this tenant's.
-    #[param(min_length = 1)]
-    tenant_id: Option<String>,
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = ReplayRequest)]
-pub(super) struct ReplayBody {
-    #[schema(schema_with = crate::schema::dead_reason)]
-    reason: String,
-    subscriber_id: Option<String>,
-    /// Only this tenant's dead letters (a tenant's token replays its own whatever this says:
-    /// naming another is 403).
-    tenant_id: Option<String>,
-    /// 1 to 1000: it releases exactly the first `limit` dead letters `GET /v1/dead-letters`
-    /// lists with the same filter.
-    #[schema(example = 100, minimum = 1, maximum = 1000)]
-    limit: u32,
-    /// 0.001 to 100,000 releases per second.
-    per_second: Option<f64>,
-    /// Answer what a replay would select now, changing nothing.
-    #[serde(default)]
-    dry_run: bool,
-    /// The `delivery_ids` a dry run answered (1 to `limit` of them): the replay releases
-    /// exactly these, or nothing (409) when what the filter selects changed since. Dead
-    /// letters that died after the preview sort after them and do not change it.
-    expected_delivery_ids: Option<Vec<String>>,
-}
-
 /// Bounded, paced and audited; `"dry_run": true` answers what it would release, changing
 /// nothing.
-#[utoipa::path(post, path = "/v1/dead-letters/replay", operation_id = "replay_dead_letters", tag = DEAD_LETTERS, request_body(content = ReplayBody, example = json!({
+#[utoipa::path(post, path = "/v1/dead-letters/replay", operation_id = "replay_dead_letters", tag = DEAD_LETTERS, request_body(content = wire::ReplayRequest, example = json!({
         "reason": "attempts_exhausted", "subscriber_id": "subscriber-731", "limit": 100,
         "per_second": 10, "dry_run": true})),
     responses(
@@ -257,7 +172,7 @@ pub async fn replay(
     tenancy: Tenancy,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body: ReplayBody = parse_json(&body?)?;
+    let body: wire::ReplayRequest = parse_json(&body?)?;
     let mut tenant_id = tenancy.owner(body.tenant_id)?;
     let reason = reason(&body.reason)?;
     hookline_store::check_replay(body.limit, body.per_second)?;
@@ -316,24 +231,6 @@ pub async fn replay(
         selected: replay.selected,
     };
     Ok((StatusCode::ACCEPTED, Json(started)).into_response())
-}
-
-#[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct ReplayQuery {
-    /// Only this tenant's.
-    #[param(min_length = 1)]
-    tenant_id: Option<String>,
-    /// `oldest` first (the default) or `newest` first; a cursor pages on in the same order.
-    #[param(schema_with = crate::schema::list_order)]
-    order: Option<String>,
-    /// 1 to 1000 (default 100).
-    #[param(minimum = 1, maximum = 1000)]
-    limit: Option<u32>,
-    /// `next_cursor` of the page before.
-    #[param(min_length = 1)]
-    cursor: Option<String>,
 }
 
 /// The audit.

@@ -6,7 +6,7 @@
 //! its limit whatever size it claims (files in `/proc` claim none), and the chart served so
 //! that nothing in it runs.
 
-use std::collections::BTreeMap;
+use hookline_api::{DrillReport, LatestDrill};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -17,9 +17,6 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hookline_policy::duration_ms;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use utoipa::ToSchema;
 
 use super::error::ErrorEnvelope;
 use super::{ApiError, ApiState};
@@ -33,36 +30,6 @@ const MAX_CHART_BYTES: u64 = 8 << 20;
 /// What one request reads at most looking for a report among the newest `.json` files, so
 /// that a directory of large non-reports costs a bounded amount per request.
 const MAX_BYTES_TRIED: u64 = 16 << 20;
-
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct DrillCheck {
-    pub check: String,
-    pub passed: bool,
-}
-
-/// What `hookline drill --json` writes.
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct DrillReport {
-    pub passed: bool,
-    pub checks: Vec<DrillCheck>,
-    /// By phase (`baseline`, `failure`, `restore`, ...): what the drill measured in it, as it
-    /// wrote it (latency summaries with `n`, `p50_ms`, `p95_ms`, `p99_ms`, and plain figures
-    /// such as `drain_ms`).
-    #[schema(value_type = Object)]
-    pub phases: BTreeMap<String, Value>,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct LatestDrill {
-    /// The report's file name in the drill directory.
-    pub file: String,
-    #[schema(format = DateTime)]
-    pub modified_at: String,
-    /// Whether its chart (`--svg`: the same name ending in `.svg`) is beside it and can be
-    /// served.
-    pub chart: bool,
-    pub report: DrillReport,
-}
 
 struct Found {
     path: PathBuf,

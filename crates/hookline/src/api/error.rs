@@ -5,52 +5,8 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+pub use hookline_api::{ErrorBody, ErrorEnvelope, SchemaViolation};
 use hookline_store::StoreError;
-use serde::Serialize;
-use utoipa::ToSchema;
-
-/// Every error's body.
-#[derive(Serialize, ToSchema)]
-pub struct ErrorEnvelope {
-    pub error: ErrorBody,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct ErrorBody {
-    /// What kind of failure, for programs: `invalid_request`, `malformed_json`, `not_found`,
-    /// `conflict`, `subscriber_revoked`, `unauthorized`, `forbidden`, `payload_too_large`,
-    /// `unsupported_media_type`, `request_timeout`, `method_not_allowed`, `bad_request`,
-    /// `over_capacity`, `over_quota`, `rate_limited`, `unavailable`, `storage_full`,
-    /// `storage_unavailable`, `storage_error`, `internal`;
-    /// a publish the event type catalog refuses: `unregistered_type`, `schema_violation`; a
-    /// schema it refuses: `invalid_schema`.
-    #[schema(example = "invalid_request")]
-    pub code: &'static str,
-    /// What went wrong, for people.
-    pub message: String,
-    /// With `schema_violation` only: where the payload broke its schema.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub details: Option<Box<SchemaViolation>>,
-}
-
-/// Where a payload broke its event type's schema (the first rule that failed).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SchemaViolation {
-    #[schema(example = "shipment.out_for_delivery")]
-    pub event_type: String,
-    /// The payload version whose schema refused it.
-    #[schema(example = 2)]
-    pub payload_version: i64,
-    /// Where in that payload, as a JSON pointer (RFC 6901); empty: the payload itself.
-    #[schema(example = "/items/3/quantity")]
-    pub pointer: String,
-    /// The JSON Schema keyword whose rule failed.
-    #[schema(example = "minimum")]
-    pub keyword: String,
-    /// Where that rule is in the schema, as a JSON pointer.
-    #[schema(example = "/properties/items/items/properties/quantity/minimum")]
-    pub schema_path: String,
-}
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -171,7 +127,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorEnvelope {
             error: ErrorBody {
-                code: self.code,
+                code: self.code.to_owned(),
                 message: self.message,
                 details: self.details,
             },

@@ -5,6 +5,9 @@
 //! replaced, never removed (replace it with `{}` to accept anything): a payload that was
 //! refused yesterday is not let through by an edit that loses a schema by mistake.
 
+// The request bodies, beside the store's records of the same names.
+use hookline_api as wire;
+use hookline_api::EventTypeChange;
 use std::collections::BTreeMap;
 
 use axum::body::Bytes;
@@ -13,57 +16,18 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use hookline_store::{EventTypePatch, NewEventType, MAX_SCHEMA_VERSIONS};
-use serde::Deserialize;
 use serde_json::Value;
-use utoipa::ToSchema;
 
 use super::auth::Caller;
 use super::error::{parse_json, ErrorEnvelope};
-use super::subscribers::{present, TEST_EVENT_TYPE};
-use super::{events, validate, views, Answer, ApiError, ApiState, PageQuery};
+use super::subscribers::TEST_EVENT_TYPE;
+use super::{events, page_limit, validate, views, Answer, ApiError, ApiState, PageQuery};
 use crate::catalog::compiled_schema;
 
 const TAG: &str = "event types";
 
 /// The longest description, in characters.
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = NewEventType)]
-pub(super) struct CreateBody {
-    /// The event type, exactly as events name it: 1 to 256 printable characters, without `*`
-    /// (a subscription's wildcard), not `.` or `..`, not `hookline.test`. Never reused.
-    #[schema(example = "shipment.out_for_delivery")]
-    name: String,
-    /// Up to 1024 characters.
-    #[schema(example = "The parcel left the depot with a driver")]
-    description: Option<String>,
-    /// Up to 16 JSON Schemas (draft 2020-12), by payload version (`"1"`, `"2"`, ...), each
-    /// at most 64 KiB as compact JSON, referring to nothing outside itself. A publish's payload
-    /// of a version with a schema must match it (else 422 `schema_violation`); a version
-    /// without one is not checked.
-    #[schema(value_type = Option<BTreeMap<String, Value>>, example = json!({"1": {"type": "object", "required": ["shipment"]}}))]
-    schemas: Option<BTreeMap<String, Value>>,
-    /// Subscribers that list a deprecated type are warned (default false).
-    deprecated: Option<bool>,
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = EventTypeChange)]
-pub(super) struct PatchBody {
-    /// `null` clears it.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    description: Option<Option<String>>,
-    /// Versions added or replaced, as at creation; the versions it leaves out keep their
-    /// schema. A version's schema is never removed (`null` is refused): replace it with `{}`
-    /// to accept any payload.
-    #[schema(value_type = Option<BTreeMap<String, Value>>, example = json!({"2": {"type": "object"}}))]
-    schemas: Option<BTreeMap<String, Value>>,
-    deprecated: Option<bool>,
-}
 
 /// A name the catalog may hold: an event type's rules, and none of what the catalog reserves.
 fn name(name: &str) -> Result<(), ApiError> {
@@ -126,7 +90,7 @@ fn schemas(given: BTreeMap<String, Value>) -> Result<BTreeMap<i64, String>, ApiE
 /// Registers a type. Its schemas are checked as schemas first (422 `invalid_schema` naming
 /// the version and the reason; 413 for one past 64 KiB).
 #[utoipa::path(post, path = "/v1/event-types", operation_id = "create_event_type", tag = TAG,
-    request_body(content = CreateBody, example = json!({
+    request_body(content = wire::NewEventType, example = json!({
         "name": "shipment.out_for_delivery", "description": "The parcel left the depot with a driver",
         "schemas": {"1": {"type": "object", "required": ["shipment"],
             "properties": {"shipment": {"type": "string"}}}}})),
@@ -141,7 +105,7 @@ pub async fn create(
     caller: Option<Extension<Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::EventType> {
-    let body: CreateBody = parse_json(&body?)?;
+    let body: wire::NewEventType = parse_json(&body?)?;
     name(&body.name)?;
     let new = NewEventType {
         description: description(body.description)?,
@@ -163,7 +127,10 @@ pub async fn list(
     query: Result<Query<PageQuery>, QueryRejection>,
 ) -> Answer<views::Page<views::EventType>> {
     let Query(q) = query?;
-    let page = ctx.store.list_event_types(q.limit()?, q.cursor).await?;
+    let page = ctx
+        .store
+        .list_event_types(page_limit(q.limit)?, q.cursor)
+        .await?;
     Ok((StatusCode::OK, Json(views::page(&page, views::event_type))))
 }
 
@@ -181,7 +148,7 @@ pub async fn get(State(ctx): ApiState, Path(name): Path<String>) -> Answer<views
 /// Fields left out keep their value; `schemas` adds or replaces versions (the next publish is
 /// checked against them).
 #[utoipa::path(patch, path = "/v1/event-types/{name}", operation_id = "update_event_type", tag = TAG, params(("name" = String, Path)),
-    request_body(content = PatchBody, example = json!({"deprecated": true})),
+    request_body(content = EventTypeChange, example = json!({"deprecated": true})),
     responses(
         (status = 200, description = "Changed", body = views::EventType),
         (status = 404, description = "No such type", body = ErrorEnvelope),
@@ -193,7 +160,7 @@ pub async fn update(
     Path(name): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::EventType> {
-    let body: PatchBody = parse_json(&body?)?;
+    let body: EventTypeChange = parse_json(&body?)?;
     let patch = EventTypePatch {
         description: body.description.map(description).transpose()?,
         schemas: schemas(body.schemas.unwrap_or_default())?,

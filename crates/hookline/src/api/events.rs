@@ -6,14 +6,15 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Extension;
 use axum::Json;
+// The request bodies, beside the store's records of the same names.
+use hookline_api as wire;
+use hookline_api::EventQuery;
 use hookline_engine::traces::{Span, TRACEPARENT};
 use hookline_policy::UnixMs;
 use hookline_store::{EventFilter, NewEvent, PublishOutcome, StoreError};
 use opentelemetry::trace::SpanKind;
 use opentelemetry::KeyValue;
-use serde::Deserialize;
 use serde_json::{Map, Value};
-use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Caller, Scope};
 use super::error::{parse_json, ErrorEnvelope};
@@ -21,45 +22,6 @@ use super::tenancy::{Listing, Tenancy};
 use super::{page_limit, validate, views, Answer, ApiContext, ApiError, ApiState};
 
 const TAG: &str = "events";
-
-/// An event to fan out: one payload, or several versions of it. It describes the body
-/// [`new_event`] reads by hand (a test holds its fields to [`FIELDS`]).
-#[allow(dead_code)]
-#[derive(serde::Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = NewEvent)]
-pub(super) struct PublishBody {
-    /// 1 to 128 characters of `A-Za-z0-9._:-`; when absent, the `Idempotency-Key` header, else
-    /// generated (give one of them, so a retry cannot make a second event). The same id again
-    /// with the same body answers 200 and the original receipt.
-    #[schema(
-        example = "evt_SHP-20418-out-for-delivery",
-        pattern = "^(?!\\.\\.?$)[A-Za-z0-9._:-]{1,128}$"
-    )]
-    id: Option<String>,
-    #[serde(rename = "type")]
-    #[schema(example = "shipment.out_for_delivery")]
-    event_type: String,
-    /// Any JSON value, within `max_payload_bytes`. Give this or `payloads`.
-    #[schema(value_type = Option<Value>, example = json!({"shipment": "SHP-20418", "status": "out_for_delivery"}))]
-    payload: Option<Value>,
-    /// This payload's version (default 1).
-    payload_version: Option<i64>,
-    /// Up to 16 versions by number: each subscriber gets the highest at or below its pin.
-    #[schema(value_type = Option<BTreeMap<String, Value>>)]
-    payloads: Option<Value>,
-    /// The tenant whose subscribers it goes to (theirs only); absent: subscribers without a
-    /// tenant. A tenant's token publishes for its own tenant (naming another is 403); an
-    /// unknown tenant is 422.
-    #[schema(example = "merchant-acme")]
-    tenant_id: Option<String>,
-    /// 1 to 128 printable characters (a shipment's id, say): each subscriber gets the events
-    /// of one key in publish order, the next sent only once the one before it is delivered or
-    /// dead. Waiting, a delivery shows `waiting_on: "ordering"`; its window still ends it.
-    /// Absent: sent as soon as it can be, beside anything else.
-    #[schema(example = "SHP-20418")]
-    ordering_key: Option<String>,
-}
 
 const FIELDS: [&str; 7] = [
     "id",
@@ -251,7 +213,7 @@ pub(super) fn new_event(
 }
 
 /// Answers once the event and all its deliveries are committed.
-#[utoipa::path(post, path = "/v1/events", operation_id = "publish_event", tag = TAG, request_body(content = PublishBody, example = json!({
+#[utoipa::path(post, path = "/v1/events", operation_id = "publish_event", tag = TAG, request_body(content = wire::NewEvent, example = json!({
         "id": "SHP-20418:out_for_delivery", "type": "shipment.out_for_delivery",
         "payload": {"shipment": "SHP-20418", "status": "out_for_delivery"}})),
     params(("Idempotency-Key" = Option<String>, Header,
@@ -420,34 +382,6 @@ pub(super) async fn publish_admitted(
     }
 }
 
-#[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct EventQuery {
-    /// Only events of this type.
-    #[serde(rename = "type")]
-    #[param(rename = "type", min_length = 1, max_length = 256)]
-    event_type: Option<String>,
-    /// Only events whose type starts with this (case-sensitive), e.g. `shipment.`.
-    #[param(min_length = 1, max_length = 256)]
-    type_prefix: Option<String>,
-    /// Only this tenant's.
-    #[param(min_length = 1)]
-    tenant_id: Option<String>,
-    /// Accepted at or after (RFC 3339, UTC, e.g. `2026-12-05T09:00:00Z`).
-    #[param(format = DateTime)]
-    since: Option<String>,
-    /// Accepted before (RFC 3339, UTC).
-    #[param(format = DateTime)]
-    until: Option<String>,
-    /// 1 to 1000 (default 100).
-    #[param(minimum = 1, maximum = 1000)]
-    limit: Option<u32>,
-    /// `next_cursor` of the page before.
-    #[param(min_length = 1)]
-    cursor: Option<String>,
-}
-
 /// A time an outsider sent as RFC 3339 (UTC), refused naming the field `name`.
 pub(super) fn instant(name: &str, text: Option<&str>) -> Result<Option<i64>, ApiError> {
     text.map(|t| {
@@ -528,7 +462,7 @@ mod tests {
     #[test]
     fn the_document_describes_the_fields_read() {
         use utoipa::PartialSchema;
-        let schema = serde_json::to_value(PublishBody::schema()).unwrap();
+        let schema = serde_json::to_value(wire::NewEvent::schema()).unwrap();
         let mut described: Vec<&str> = schema["properties"]
             .as_object()
             .unwrap()

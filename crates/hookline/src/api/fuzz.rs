@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use serde::de::DeserializeOwned;
 
 use super::error::parse_json;
-use super::{deliveries, events, rollouts, subscribers};
+use super::events;
 use crate::config::Config;
 
 fn config() -> ProptestConfig {
@@ -32,13 +32,13 @@ proptest! {
     #[test]
     fn api_bodies_never_panic(body in bodies()) {
         let _ = events::new_event(&body, None, 1024, 0);
-        survives::<subscribers::CreateBody>(&body);
-        survives::<subscribers::PatchBody>(&body);
-        survives::<subscribers::RotateBody>(&body);
-        survives::<deliveries::ReplayBody>(&body);
-        survives::<rollouts::StartBody>(&body);
-        survives::<rollouts::ShareBody>(&body);
-        survives::<rollouts::AbortBody>(&body);
+        survives::<hookline_api::NewSubscriber>(&body);
+        survives::<hookline_api::SubscriberChange>(&body);
+        survives::<hookline_api::SecretRotation>(&body);
+        survives::<hookline_api::ReplayRequest>(&body);
+        survives::<hookline_api::NewRollout>(&body);
+        survives::<hookline_api::RolloutShare>(&body);
+        survives::<hookline_api::RolloutAbort>(&body);
     }
 
     #[test]

@@ -26,15 +26,16 @@ mod tenants;
 pub(crate) mod validate;
 pub(crate) mod views;
 
+use hookline_api::PageQuery;
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::{middleware, Json, Router};
 use hookline_store::Store;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::sync::Notify;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -333,25 +334,6 @@ async fn healthz(State(ctx): ApiState) -> (StatusCode, Json<Health>) {
 
 async fn not_found() -> ApiError {
     ApiError::not_found("no such route")
-}
-
-/// `limit` and `cursor` of every list; any other parameter is refused, naming it.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct PageQuery {
-    /// 1 to 1000 (default 100).
-    #[param(minimum = 1, maximum = 1000)]
-    pub limit: Option<u32>,
-    /// `next_cursor` of the page before.
-    #[param(min_length = 1)]
-    pub cursor: Option<String>,
-}
-
-impl PageQuery {
-    pub fn limit(&self) -> Result<u32, ApiError> {
-        page_limit(self.limit)
-    }
 }
 
 pub fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {

@@ -7,42 +7,15 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use hookline_api::{Endpoint, OperationalEndpointRequest};
 use hookline_engine::signer::{new_secret, SigningKey};
 use hookline_store::StoreError;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::error::{parse_json, ErrorEnvelope};
 use super::{views, Answer, ApiContext, ApiError, ApiState};
 use crate::operational::{self, ENDPOINT_ID};
 
 const TAG: &str = "operational";
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = OperationalEndpointRequest)]
-pub(super) struct EndpointBody {
-    /// Where hookline's own events go (checked by the SSRF guard like a subscriber's URL).
-    #[schema(example = "https://ops.platform.example/hookline")]
-    url: String,
-    /// A Standard Webhooks secret (`whsec_` and base64 of 24 to 64 bytes); absent: a new
-    /// endpoint gets a generated one (answered once), a set one keeps its own.
-    secret: Option<String>,
-}
-
-/// The operational endpoint, as its subscriber record shows it.
-#[derive(Serialize, ToSchema)]
-pub struct Endpoint {
-    /// `file` when `[operational] url` sets it (changes here are refused), else `api`.
-    #[schema(example = "api")]
-    pub set_by: &'static str,
-    /// Its deliveries are those of this subscriber (`GET /v1/deliveries?subscriber_id=...`).
-    #[serde(flatten)]
-    pub subscriber: views::Subscriber,
-    /// In the answer that set it, when it made or took a secret: the one place it shows.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub secret: Option<String>,
-}
 
 fn set_by(ctx: &ApiContext) -> &'static str {
     if ctx.operational_from_file {
@@ -74,7 +47,7 @@ async fn shown(ctx: &ApiContext, secret: Option<String>) -> Result<Endpoint, Api
         })?;
     let now = ctx.clock.now_ms();
     Ok(Endpoint {
-        set_by: set_by(ctx),
+        set_by: set_by(ctx).to_owned(),
         subscriber: views::subscriber(&s, now, views::QueryValues::Shown),
         secret,
     })
@@ -84,7 +57,7 @@ async fn shown(ctx: &ApiContext, secret: Option<String>) -> Result<Endpoint, Api
 /// `.disabled`, `.revoked`, `dead_letters.spike`, `replay.finished`), signed as any delivery
 /// and retried by the default policy; resumes it if it was stopped.
 #[utoipa::path(post, path = "/v1/operational-endpoint", operation_id = "set_operational_endpoint", tag = TAG,
-    request_body(content = EndpointBody, example = json!({"url": "https://ops.platform.example/hookline"})),
+    request_body(content = OperationalEndpointRequest, example = json!({"url": "https://ops.platform.example/hookline"})),
     responses(
         (status = 201, description = "Set for the first time; the answer shows its secret", body = Endpoint),
         (status = 200, description = "Changed (its secret shown when one was given)", body = Endpoint),
@@ -92,7 +65,7 @@ async fn shown(ctx: &ApiContext, secret: Option<String>) -> Result<Endpoint, Api
         (status = 422, description = "A URL the guard refuses, or a malformed secret", body = ErrorEnvelope),
     ))]
 pub async fn set(State(ctx): ApiState, body: Result<Bytes, BytesRejection>) -> Answer<Endpoint> {
-    let body: EndpointBody = parse_json(&body?)?;
+    let body: OperationalEndpointRequest = parse_json(&body?)?;
     refuse_if_from_file(&ctx)?;
     if let Some(secret) = &body.secret {
         SigningKey::from_secret(secret)?;

@@ -1,77 +1,24 @@
 //! `/v1/overview` and `/v1/whoami`: what the console's first page and its controls need, in
 //! one read each.
 
-use std::collections::BTreeMap;
+use hookline_api::{HeldByOpenBreakers, Overview, ReasonCount};
 
 use axum::extract::State;
 use axum::{Extension, Json};
 use hookline_engine::clock::rfc3339;
 use hookline_policy::UnixMs;
-use hookline_store::{StateCounts, WaitingOn};
+use hookline_store::WaitingOn;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::auth::{Caller, Scope};
 use super::tenancy::Tenancy;
 use super::{views, ApiContext, ApiError, ApiState};
-use crate::capacity::CapacityView;
 
 const TAG: &str = "operations";
 
 /// How far back `dead_letters_last_hour` looks.
 pub(super) const HOUR_MS: i64 = 3_600_000;
-
-#[derive(Serialize, ToSchema)]
-pub struct ReasonCount {
-    #[schema(schema_with = crate::schema::dead_reason)]
-    pub reason: &'static str,
-    pub count: u64,
-}
-
-/// The queue, the dead-letter inflow, breakers, admission and the rollout, at a glance. A
-/// tenant's token sees its own: its deliveries by state (counted now), its subscribers' open
-/// breakers and its dead-letter inflow; the ages, what open breakers hold, capacity and the
-/// rollout are the platform's, `null` for it.
-#[derive(Serialize, ToSchema)]
-pub struct Overview {
-    /// When the queue figures were read (they are refreshed every `metrics.refresh_interval`).
-    #[schema(format = DateTime)]
-    pub measured_at: String,
-    pub deliveries: StateCounts,
-    /// Seconds the oldest first attempt a worker could take now has been due.
-    #[schema(required = true)]
-    pub oldest_ready_age_s: Option<f64>,
-    /// Seconds the oldest due delivery no claim can take has waited, by what it waits on
-    /// (`cap`, `host_cap`, `rate_limit`, `breaker`, `paused`); `null`: none waits on it.
-    pub oldest_waiting_age_s: BTreeMap<&'static str, Option<f64>>,
-    /// Seconds since the oldest delivery waiting for a retry was first seen.
-    #[schema(required = true)]
-    pub oldest_retrying_age_s: Option<f64>,
-    /// Subscribers whose breaker is open or half-open.
-    pub open_breakers: Vec<String>,
-    /// What waits behind those breakers (`null` for a tenant).
-    #[schema(required = true)]
-    pub held_by_open_breakers: Option<HeldByOpenBreakers>,
-    /// Dead letters that died in the last hour (and were not replayed since), by reason.
-    pub dead_letters_last_hour: Vec<ReasonCount>,
-    /// `null` for a tenant.
-    #[schema(required = true)]
-    pub capacity: Option<CapacityView>,
-    /// The running rollout, if one is.
-    #[schema(required = true)]
-    pub rollout: Option<views::Rollout>,
-}
-
-/// Deliveries waiting for subscribers whose breaker is open or half-open. A claim defers them
-/// to the half-open time, so they are not due and `oldest_waiting_age_s.breaker` (due
-/// deliveries only) rarely sees them: this is how much an open breaker holds back.
-#[derive(Serialize, ToSchema)]
-pub struct HeldByOpenBreakers {
-    pub deliveries: u64,
-    /// Seconds since the oldest of them was first seen; `null`: none waits.
-    #[schema(required = true)]
-    pub oldest_first_seen_age_s: Option<f64>,
-}
 
 fn age_s(now: UnixMs, since: Option<UnixMs>) -> Option<f64> {
     since.map(|t| now.saturating_sub(t).max(0) as f64 / 1000.0)
@@ -105,12 +52,12 @@ pub async fn overview(State(ctx): ApiState, tenancy: Tenancy) -> Result<Json<Ove
                 .iter()
                 .find(|(c, _)| c == cause)
                 .map(|(_, t)| *t);
-            (cause.as_str(), age_s(measured_at, since))
+            (cause.as_str().to_owned(), age_s(measured_at, since))
         })
         .collect();
     Ok(Json(Overview {
         measured_at: rfc3339(measured_at),
-        deliveries: stats.counts,
+        deliveries: views::state_counts(&stats.counts),
         oldest_ready_age_s: age_s(measured_at, stats.oldest_ready_since),
         oldest_waiting_age_s: waiting,
         oldest_retrying_age_s: age_s(measured_at, stats.oldest_retrying_first_seen),
@@ -134,7 +81,7 @@ fn reason_counts(inflow: Vec<(hookline_policy::DeadReason, u64)>) -> Vec<ReasonC
     inflow
         .into_iter()
         .map(|(reason, count)| ReasonCount {
-            reason: reason.as_str(),
+            reason: reason.as_str().to_owned(),
             count,
         })
         .collect()
@@ -167,11 +114,11 @@ async fn tenant_overview(ctx: &ApiContext, tenant: &str) -> Result<Overview, Api
     }
     Ok(Overview {
         measured_at: rfc3339(now),
-        deliveries,
+        deliveries: views::state_counts(&deliveries),
         oldest_ready_age_s: None,
         oldest_waiting_age_s: WaitingOn::ALL
             .iter()
-            .map(|cause| (cause.as_str(), None))
+            .map(|cause| (cause.as_str().to_owned(), None))
             .collect(),
         oldest_retrying_age_s: None,
         open_breakers,

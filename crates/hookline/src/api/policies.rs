@@ -11,13 +11,13 @@ use hookline_store::{StoredPolicy, NO_POLICY};
 
 use super::auth::Caller;
 use super::error::{parse_json, ErrorEnvelope};
-use super::{validate, views, Answer, ApiError, ApiState, PageQuery};
-use crate::policies::{Definition, PolicyExt};
+use super::{page_limit, validate, views, Answer, ApiError, ApiState, PageQuery};
+use crate::policies::{NewPolicy, PolicyExt};
 
 const TAG: &str = "policies";
 
 /// A policy never changes once created; roll it out with `POST /v1/rollouts`.
-#[utoipa::path(post, path = "/v1/policies", operation_id = "create_policy", tag = TAG, request_body(content = Definition, example = json!({
+#[utoipa::path(post, path = "/v1/policies", operation_id = "create_policy", tag = TAG, request_body(content = NewPolicy, example = json!({
         "name": "retry-520", "classification": {"retryable": [408, 429, 500, 502, 503, 504, 520]},
         "retry": {"max_attempts": 8}})),
     responses(
@@ -29,7 +29,7 @@ pub async fn create(
     caller: Option<Extension<Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Policy> {
-    let definition: Definition = parse_json(&body?)?;
+    let definition: NewPolicy = parse_json(&body?)?;
     validate::policy_name(&definition.name)?;
     if definition.name.eq_ignore_ascii_case(DEFAULT_POLICY) {
         return Err(ApiError::conflict(
@@ -94,7 +94,10 @@ pub async fn list(
     query: Result<Query<PageQuery>, QueryRejection>,
 ) -> Answer<views::Page<views::Policy>> {
     let Query(q) = query?;
-    let page = ctx.store.list_policies(q.limit()?, q.cursor).await?;
+    let page = ctx
+        .store
+        .list_policies(page_limit(q.limit)?, q.cursor)
+        .await?;
     let mut items = Vec::with_capacity(page.items.len());
     for stored in &page.items {
         let policy = ctx.policies.named(&stored.name).await?;

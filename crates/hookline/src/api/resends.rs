@@ -9,9 +9,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
+// The request bodies, beside the store's records of the same names.
+use hookline_api as wire;
+use hookline_api::ResendQuery;
 use hookline_store::{ListOrder, ResendFilter, ResendRequest, SubscriberStatus};
-use serde::Deserialize;
-use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
 use super::error::{parse_json, ErrorEnvelope};
@@ -21,43 +22,11 @@ use super::{page_limit, validate, views, Answer, ApiError, ApiState};
 
 const TAG: &str = "resends";
 
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = ResendRequest)]
-pub(super) struct ResendBody {
-    /// The subscriber to send to: it gets its tenant's events of the types it takes now.
-    subscriber_id: String,
-    /// Events accepted at or after this (RFC 3339, UTC).
-    #[schema(format = DateTime, example = "2026-12-05T09:00:00Z")]
-    since: String,
-    /// Events accepted before this (RFC 3339, UTC; default: now), after `since` and at most
-    /// 31 days after it.
-    #[schema(format = DateTime)]
-    until: Option<String>,
-    /// Only events of these types (at most 100; `shipment.*` and `*` as in a subscription),
-    /// among those the subscriber takes; absent or empty: every type it takes.
-    #[schema(max_items = 100)]
-    event_types: Option<Vec<String>>,
-    /// 1 to 1000 events, oldest first. A selection reads at most 100,000 events of the range
-    /// (matching or not) and stops there.
-    #[schema(example = 500, minimum = 1, maximum = 1000)]
-    limit: u32,
-    /// 0.001 to 100,000 deliveries released per second; absent: all at once.
-    per_second: Option<f64>,
-    /// Answer the events a resend would select now, changing nothing.
-    #[serde(default)]
-    dry_run: bool,
-    /// The `event_ids` a dry run answered (1 to `limit` of them): the resend sends exactly
-    /// these, or nothing (409) when what the request selects changed since. Events accepted
-    /// after the preview's last sort after it and do not change it.
-    expected_event_ids: Option<Vec<String>>,
-}
-
 /// New deliveries of published events to one subscriber, each with a fresh delivery id
 /// (`<event id>:<subscriber id>:resend-<n>`, its `webhook-id`), a fresh attempt budget and
 /// window; held while the subscriber is paused. Bounded, paced and audited;
 /// `"dry_run": true` answers what it would send, changing nothing.
-#[utoipa::path(post, path = "/v1/resends", operation_id = "resend", tag = TAG, request_body(content = ResendBody, example = json!({
+#[utoipa::path(post, path = "/v1/resends", operation_id = "resend", tag = TAG, request_body(content = wire::ResendRequest, example = json!({
         "subscriber_id": "subscriber-731", "since": "2026-12-04T09:00:00Z",
         "until": "2026-12-05T09:00:00Z", "event_types": ["shipment.out_for_delivery"],
         "limit": 500, "per_second": 20, "dry_run": true})),
@@ -73,7 +42,7 @@ pub async fn create(
     tenancy: Tenancy,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body: ResendBody = parse_json(&body?)?;
+    let body: wire::ResendRequest = parse_json(&body?)?;
     validate::subscriber_id(&body.subscriber_id)?;
     let now = ctx.clock.now_ms();
     let since = instant("since", Some(&body.since))?.unwrap_or(now);
@@ -145,27 +114,6 @@ pub async fn create(
         "resend created"
     );
     Ok((StatusCode::ACCEPTED, Json(views::resend(&resend))).into_response())
-}
-
-#[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct ResendQuery {
-    /// Only this tenant's.
-    #[param(min_length = 1)]
-    tenant_id: Option<String>,
-    /// Only those to this subscriber.
-    #[param(min_length = 1)]
-    subscriber_id: Option<String>,
-    /// `newest` first (the default) or `oldest` first; a cursor pages on in the same order.
-    #[param(schema_with = crate::schema::list_order)]
-    order: Option<String>,
-    /// 1 to 1000 (default 100).
-    #[param(minimum = 1, maximum = 1000)]
-    limit: Option<u32>,
-    /// `next_cursor` of the page before.
-    #[param(min_length = 1)]
-    cursor: Option<String>,
 }
 
 /// The audit, newest first.

@@ -6,16 +6,15 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
+use hookline_api::{AbortIfRequest, Comparison, EmptyBody, NewRollout, RolloutAbort, RolloutShare};
 use hookline_engine::policy::Policy;
 use hookline_policy::EVERYONE;
 use hookline_store::{AbortIf, Rollout, RolloutChange, RolloutState, StoreError};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::auth::Caller;
 use super::error::{parse_json, parse_optional_json, ErrorEnvelope};
-use super::{validate, views, Answer, ApiContext, ApiError, ApiState, PageQuery};
-use crate::rollouts::{cohort_view, differences_view, reports, CohortView, DifferencesView};
+use super::{page_limit, validate, views, Answer, ApiContext, ApiError, ApiState, PageQuery};
+use crate::rollouts::{cohort_view, differences_view, reports};
 
 const TAG: &str = "rollouts";
 
@@ -25,49 +24,6 @@ const MAX_LISTED: usize = 1_000;
 const MAX_REASON: usize = 500;
 /// `abort_if.min_deliveries` at most.
 const MAX_MIN_DELIVERIES: u64 = 100_000_000;
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = NewRollout)]
-pub(super) struct StartBody {
-    /// The candidate: a stored policy.
-    policy: String,
-    /// 0 to 100, at most two decimals, no exponent.
-    #[schema(value_type = f64, example = 5, minimum = 0, maximum = 100)]
-    percent: serde_json::Number,
-    /// Up to 1,000 existing subscribers, always in the cohort.
-    subscriber_ids: Option<Vec<String>>,
-    abort_if: Option<AbortIfBody>,
-}
-
-/// Abort by itself when the candidate's terminal rate passes the baseline's by more than
-/// `terminal_rate_increase`, once each cohort has `min_deliveries` ended deliveries.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = AbortIfRequest)]
-struct AbortIfBody {
-    /// Above 0, at most 1.
-    terminal_rate_increase: f64,
-    /// 1 to 100,000,000.
-    min_deliveries: u64,
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = RolloutShare)]
-pub(super) struct ShareBody {
-    /// 0 to 100, at most two decimals, no exponent.
-    #[schema(value_type = f64, example = 25, minimum = 0, maximum = 100)]
-    percent: serde_json::Number,
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = RolloutAbort)]
-pub(super) struct AbortBody {
-    /// 1 to 500 characters; default: who aborted.
-    reason: Option<String>,
-}
 
 /// The store's window sweep and claims apply one window to every delivery: a candidate with
 /// another window than the baseline's can only have everyone (and then its window is it).
@@ -121,7 +77,7 @@ fn basis_points(percent: &serde_json::Number) -> Result<u32, ApiError> {
     Ok(hundredths)
 }
 
-fn abort_if(body: AbortIfBody) -> Result<AbortIf, ApiError> {
+fn abort_if(body: AbortIfRequest) -> Result<AbortIf, ApiError> {
     let increase = body.terminal_rate_increase;
     if !(increase > 0.0 && increase <= 1.0) {
         return Err(ApiError::invalid(
@@ -167,7 +123,7 @@ async fn listed(ctx: &ApiContext, ids: Option<Vec<String>>) -> Result<Vec<String
 }
 
 /// A candidate policy for a share of subscribers (admin scope, like every change).
-#[utoipa::path(post, path = "/v1/rollouts", operation_id = "start_rollout", tag = TAG, request_body(content = StartBody, example = json!({
+#[utoipa::path(post, path = "/v1/rollouts", operation_id = "start_rollout", tag = TAG, request_body(content = NewRollout, example = json!({
         "policy": "retry-520", "percent": 5,
         "abort_if": {"terminal_rate_increase": 0.05, "min_deliveries": 200}})),
     responses(
@@ -179,7 +135,7 @@ pub async fn start(
     caller: Option<Extension<Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Rollout> {
-    let body: StartBody = parse_json(&body?)?;
+    let body: NewRollout = parse_json(&body?)?;
     validate::policy_name(&body.policy)?;
     let basis_points = basis_points(&body.percent)?;
     let abort_if = body.abort_if.map(abort_if).transpose()?;
@@ -252,7 +208,10 @@ pub async fn list(
     query: Result<Query<PageQuery>, QueryRejection>,
 ) -> Answer<views::Page<views::Rollout>> {
     let Query(q) = query?;
-    let page = ctx.store.list_rollouts(q.limit()?, q.cursor).await?;
+    let page = ctx
+        .store
+        .list_rollouts(page_limit(q.limit)?, q.cursor)
+        .await?;
     Ok((StatusCode::OK, Json(views::page(&page, views::rollout))))
 }
 
@@ -277,7 +236,7 @@ async fn change(ctx: &ApiContext, id: &str, change: RolloutChange) -> Answer<vie
 }
 
 /// `PATCH {"percent"}`: a new share (raising it only adds subscribers).
-#[utoipa::path(patch, path = "/v1/rollouts/{id}", operation_id = "change_rollout_share", tag = TAG, params(("id" = String, Path)), request_body(content = ShareBody, example = json!({"percent": 25})),
+#[utoipa::path(patch, path = "/v1/rollouts/{id}", operation_id = "change_rollout_share", tag = TAG, params(("id" = String, Path)), request_body(content = RolloutShare, example = json!({"percent": 25})),
     responses(
         (status = 200, description = "The new share is in force", body = views::Rollout),
         (status = 404, description = "No such rollout", body = ErrorEnvelope),
@@ -289,7 +248,7 @@ pub async fn patch(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Rollout> {
-    let body: ShareBody = parse_json(&body?)?;
+    let body: RolloutShare = parse_json(&body?)?;
     let basis_points = basis_points(&body.percent)?;
     let rollout = ctx.store.get_rollout(&id).await?;
     if rollout.state != RolloutState::Running {
@@ -339,7 +298,7 @@ pub async fn promote(
 
 /// The cohort returns to the baseline. The body, if any, is `{"reason"}`.
 #[utoipa::path(post, path = "/v1/rollouts/{id}/abort", operation_id = "abort_rollout", tag = TAG, params(("id" = String, Path)),
-    request_body(content = Option<AbortBody>, example = json!({"reason": "dead letters climbing"})),
+    request_body(content = Option<RolloutAbort>, example = json!({"reason": "dead letters climbing"})),
     responses(
         (status = 200, description = "Aborted", body = views::Rollout),
         (status = 404, description = "No such rollout", body = ErrorEnvelope),
@@ -353,7 +312,7 @@ pub async fn abort(
 ) -> Answer<views::Rollout> {
     let body = body?;
     let by = crate::logs::by(caller.as_ref().map(|Extension(c)| c)).to_owned();
-    let given = parse_optional_json::<AbortBody>(&body)?.and_then(|b| b.reason);
+    let given = parse_optional_json::<RolloutAbort>(&body)?.and_then(|b| b.reason);
     let reason = match given {
         Some(r) if r.chars().count() > MAX_REASON || r.trim().is_empty() => {
             return Err(ApiError::invalid(format!(
@@ -376,27 +335,6 @@ pub async fn abort(
     Ok(answer)
 }
 
-/// `{}`: promote takes no fields.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct EmptyBody {}
-
-/// Each cohort's deliveries since the rollout started (until it ended), side by side.
-#[derive(Serialize, ToSchema)]
-pub struct Comparison {
-    pub rollout: String,
-    #[schema(schema_with = crate::schema::rollout_state)]
-    pub state: &'static str,
-    #[schema(format = DateTime)]
-    pub since: String,
-    #[schema(format = DateTime)]
-    pub until: String,
-    pub baseline: CohortView,
-    pub candidate: CohortView,
-    /// Candidate minus baseline.
-    pub difference: DifferencesView,
-}
-
 /// What each cohort's deliveries did since the rollout started, side by side.
 #[utoipa::path(get, path = "/v1/rollouts/{id}/comparison", operation_id = "compare_rollout", tag = TAG, params(("id" = String, Path)),
     responses(
@@ -411,7 +349,7 @@ pub async fn comparison(State(ctx): ApiState, Path(id): Path<String>) -> Answer<
         StatusCode::OK,
         Json(Comparison {
             rollout: rollout.id.clone(),
-            state: rollout.state.as_str(),
+            state: rollout.state.as_str().to_owned(),
             since: hookline_engine::clock::rfc3339(rollout.started_at),
             until: hookline_engine::clock::rfc3339(rollout.ended_at.unwrap_or(now)),
             baseline: cohort_view(&rollout.baseline, &baseline),

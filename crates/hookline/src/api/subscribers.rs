@@ -5,16 +5,17 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
+// The request bodies, beside the store's records of the same names.
+use hookline_api as wire;
+use hookline_api::{SecretRotation, SubscriberChange, SubscriberQuery};
 use hookline_engine::signer::{new_secret, SigningKey};
 use hookline_policy::{duration_ms, UnixMs};
 use hookline_store::{
     DeliveryFilter, ListOrder, NewEvent, NewSubscriber, SubscriberFilter, SubscriberHeaders,
     SubscriberPatch, SubscriberStatus,
 };
-use serde::Deserialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
-use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
 use super::deliveries::MAX_GROUPS;
@@ -26,71 +27,6 @@ use super::{page_limit, validate, views, Answer, ApiContext, ApiError, ApiState}
 use crate::config::parse_duration;
 
 const TAG: &str = "subscribers";
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = NewSubscriber)]
-pub(super) struct CreateBody {
-    /// 1 to 128 characters of `A-Za-z0-9._-`; generated when absent.
-    #[schema(example = "sub_acme", pattern = "^(?!\\.\\.?$)[A-Za-z0-9._-]{1,128}$")]
-    id: Option<String>,
-    /// The tenant it belongs to, fixed for good: it receives that tenant's events only. A
-    /// tenant's token may leave it out (its own) or name its own; unknown: 422.
-    #[schema(example = "merchant-acme")]
-    tenant_id: Option<String>,
-    /// http(s), without credentials; private and loopback destinations are refused unless
-    /// allowed.
-    #[schema(example = "https://hooks.acme.example/hookline")]
-    url: String,
-    /// Up to 100; empty or absent: every type.
-    #[schema(example = json!(["shipment.out_for_delivery"]))]
-    event_types: Option<Vec<String>>,
-    /// `whsec_` + base64 of 24 to 64 bytes; generated when absent.
-    secret: Option<String>,
-    /// 1 to 1000: its own cap on attempts in flight.
-    #[schema(minimum = 1, maximum = 1000)]
-    max_in_flight: Option<u32>,
-    /// 0.001 to 100,000 attempts per second.
-    rate_limit_per_second: Option<f64>,
-    /// A pin: it receives the highest payload version at or below it.
-    payload_version: Option<i64>,
-    /// Up to 20 static headers sent with every attempt (not `webhook-*`, `content-*`, `host`,
-    /// `user-agent`, `proxy-*` or hop-by-hop); values printable ASCII, at most 4 KiB.
-    headers: Option<BTreeMap<String, String>>,
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = SubscriberChange)]
-pub(super) struct PatchBody {
-    url: Option<String>,
-    event_types: Option<Vec<String>>,
-    /// `paused`: its deliveries wait, spending no attempts, until `active` again or their
-    /// window ends.
-    #[schema(schema_with = crate::schema::settable_status_or_null)]
-    status: Option<String>,
-    /// `null` clears it.
-    #[serde(default, deserialize_with = "present")]
-    max_in_flight: Option<Option<u32>>,
-    /// `null` clears it.
-    #[serde(default, deserialize_with = "present")]
-    rate_limit_per_second: Option<Option<f64>>,
-    /// `null` clears it.
-    #[serde(default, deserialize_with = "present")]
-    payload_version: Option<Option<i64>>,
-    /// Replaces them all; `{}` or `null` removes them.
-    #[serde(default, deserialize_with = "present")]
-    headers: Option<Option<BTreeMap<String, String>>>,
-}
-
-/// Tells a field set to `null` (clear it) from one left out (keep it).
-pub(super) fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(d).map(Some)
-}
 
 pub const MAX_IN_FLIGHT_OVERRIDE: u32 = 1000;
 
@@ -147,7 +83,7 @@ async fn url(ctx: &super::ApiContext, tenant: Option<&str>, raw: &str) -> Result
         .map_err(ApiError::from)
 }
 
-#[utoipa::path(post, path = "/v1/subscribers", operation_id = "create_subscriber", tag = TAG, request_body(content = CreateBody, example = json!({
+#[utoipa::path(post, path = "/v1/subscribers", operation_id = "create_subscriber", tag = TAG, request_body(content = wire::NewSubscriber, example = json!({
         "id": "subscriber-731", "url": "https://hooks.acme.example/hookline",
         "event_types": ["shipment.out_for_delivery"], "max_in_flight": 8})),
     responses(
@@ -159,7 +95,7 @@ pub async fn create(
     tenancy: Tenancy,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::CreatedSubscriber> {
-    let body: CreateBody = parse_json(&body?)?;
+    let body: wire::NewSubscriber = parse_json(&body?)?;
     let tenant_id = tenancy.owner(body.tenant_id)?;
     let now = ctx.clock.now_ms();
     let id = match body.id {
@@ -221,25 +157,6 @@ async fn changeable(
 
 /// The longest text a subscriber search takes.
 const MAX_SEARCH: usize = 256;
-
-#[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct SubscriberQuery {
-    /// Only this tenant's subscribers.
-    tenant_id: Option<String>,
-    /// Only subscribers whose id or URL contains this, in any case (1 to 256 characters, no
-    /// NUL). A URL's query string is searched for admin tokens only (its values may be
-    /// credentials): other callers' searches stop at its `?`.
-    #[param(min_length = 1, max_length = 256)]
-    contains: Option<String>,
-    /// 1 to 1000 (default 100).
-    #[param(minimum = 1, maximum = 1000)]
-    limit: Option<u32>,
-    /// `next_cursor` of the page before.
-    #[param(min_length = 1)]
-    cursor: Option<String>,
-}
 
 /// Without secrets or header values, oldest first.
 #[utoipa::path(get, path = "/v1/subscribers", operation_id = "list_subscribers", tag = TAG, params(SubscriberQuery),
@@ -385,16 +302,6 @@ pub async fn headers(
     Ok((StatusCode::OK, Json(views::Headers { headers })))
 }
 
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = SecretRotation)]
-pub(super) struct RotateBody {
-    /// How long the previous secret keeps signing, e.g. "24h"; "0s" drops it at once.
-    grace_period: Option<String>,
-    /// The new secret; generated when absent.
-    secret: Option<String>,
-}
-
 pub const DEFAULT_ROTATION_GRACE: &str = "24h";
 /// A previous secret signs for at most this long after a rotation.
 pub const MAX_ROTATION_GRACE: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -402,7 +309,7 @@ pub const MAX_ROTATION_GRACE: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Until `previous_secret_valid_until` every request carries both signatures; the answer holds
 /// the new secret, once. The body may be empty.
 #[utoipa::path(post, path = "/v1/subscribers/{id}/secret/rotate", operation_id = "rotate_subscriber_secret", tag = TAG, params(("id" = String, Path)),
-    request_body(content = Option<RotateBody>, example = json!({"grace_period": "24h"})),
+    request_body(content = Option<SecretRotation>, example = json!({"grace_period": "24h"})),
     responses(
         (status = 200, description = "Rotated", body = views::RotatedSecret),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
@@ -416,7 +323,7 @@ pub async fn rotate_secret(
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::RotatedSecret> {
     changeable(&ctx, &tenancy, &id).await?;
-    let body = parse_optional_json(&body?)?.unwrap_or(RotateBody {
+    let body = parse_optional_json(&body?)?.unwrap_or(SecretRotation {
         grace_period: None,
         secret: None,
     });
@@ -513,7 +420,7 @@ pub async fn send_test_event(
 
 /// Fields left out keep their value.
 #[utoipa::path(patch, path = "/v1/subscribers/{id}", operation_id = "update_subscriber", tag = TAG, params(("id" = String, Path)),
-    request_body(content = PatchBody, example = json!({"status": "paused"})),
+    request_body(content = SubscriberChange, example = json!({"status": "paused"})),
     responses(
         (status = 200, description = "Changed", body = views::Subscriber),
         (status = 404, description = "No such subscriber", body = ErrorEnvelope),
@@ -527,7 +434,7 @@ pub async fn update(
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Subscriber> {
     let current = changeable(&ctx, &tenancy, &id).await?;
-    let body: PatchBody = parse_json(&body?)?;
+    let body: SubscriberChange = parse_json(&body?)?;
     let status = match body.status.as_deref() {
         None => None,
         Some("active") => Some(SubscriberStatus::Active),

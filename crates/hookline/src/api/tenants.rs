@@ -6,16 +6,16 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
+// The request bodies, beside the store's records of the same names.
+use hookline_api as wire;
+use hookline_api::TenantChange;
 use hookline_policy::duration_ms;
 use hookline_store::{NewPortalSession, NewTenant, StoreError, TenantPatch};
-use serde::Deserialize;
-use utoipa::ToSchema;
 
 use super::auth::Caller;
 use super::error::{parse_json, parse_optional_json, ErrorEnvelope};
-use super::subscribers::present;
 use super::tenancy::{Listing, Tenancy};
-use super::{validate, views, Answer, ApiError, ApiState, PageQuery};
+use super::{page_limit, validate, views, Answer, ApiError, ApiState, PageQuery};
 use crate::config::parse_duration;
 
 const TAG: &str = "tenants";
@@ -24,43 +24,6 @@ const TAG: &str = "tenants";
 const MAX_NAME: usize = 256;
 /// The most subscribers a quota may allow.
 pub const MAX_SUBSCRIBERS_QUOTA: u32 = 1_000_000;
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = NewTenant)]
-pub(super) struct CreateBody {
-    /// As a subscriber id: 1 to 128 characters of `A-Za-z0-9._-`. Never reused, even after a
-    /// delete.
-    #[schema(
-        example = "merchant-acme",
-        pattern = "^(?!\\.\\.?$)[A-Za-z0-9._-]{1,128}$"
-    )]
-    id: String,
-    /// For people: 1 to 256 printable characters.
-    #[schema(example = "Acme Parcels")]
-    name: Option<String>,
-    /// 1 to 1,000,000 subscribers (not revoked); creating one more is 422 `over_quota`.
-    #[schema(minimum = 1, maximum = 1000000)]
-    max_subscribers: Option<u32>,
-    /// 0.001 to 100,000 publishes per second, a second's worth at once; one more is 429
-    /// `rate_limited` with `Retry-After`.
-    max_events_per_second: Option<f64>,
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = TenantChange)]
-pub(super) struct PatchBody {
-    /// `null` clears it.
-    #[serde(default, deserialize_with = "present")]
-    name: Option<Option<String>>,
-    /// `null`: no limit. Lowering it below the subscribers it has revokes none of them.
-    #[serde(default, deserialize_with = "present")]
-    max_subscribers: Option<Option<u32>>,
-    /// `null`: no limit.
-    #[serde(default, deserialize_with = "present")]
-    max_events_per_second: Option<Option<f64>>,
-}
 
 fn name(name: Option<String>) -> Result<Option<String>, ApiError> {
     match name {
@@ -92,7 +55,7 @@ fn max_events_per_second(r: Option<f64>) -> Result<Option<f64>, ApiError> {
 }
 
 #[utoipa::path(post, path = "/v1/tenants", operation_id = "create_tenant", tag = TAG,
-    request_body(content = CreateBody, example = json!({
+    request_body(content = wire::NewTenant, example = json!({
         "id": "merchant-acme", "name": "Acme Parcels", "max_subscribers": 50,
         "max_events_per_second": 100})),
     responses(
@@ -103,7 +66,7 @@ pub async fn create(
     State(ctx): ApiState,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Tenant> {
-    let body: CreateBody = parse_json(&body?)?;
+    let body: wire::NewTenant = parse_json(&body?)?;
     validate::tenant_id(&body.id)?;
     let new = NewTenant {
         id: body.id,
@@ -124,7 +87,7 @@ pub async fn list(
     query: Result<Query<PageQuery>, QueryRejection>,
 ) -> Answer<views::Page<views::Tenant>> {
     let Query(q) = query?;
-    let limit = q.limit()?;
+    let limit = page_limit(q.limit)?;
     let page = match tenancy.listing(None)? {
         Listing::Of(Some(mine)) => views::Page {
             // Its own, once: a tenant that does not exist yet is an empty page.
@@ -159,7 +122,7 @@ pub async fn get(
 
 /// Fields left out keep their value.
 #[utoipa::path(patch, path = "/v1/tenants/{id}", operation_id = "update_tenant", tag = TAG, params(("id" = String, Path)),
-    request_body(content = PatchBody, example = json!({"max_events_per_second": 20})),
+    request_body(content = TenantChange, example = json!({"max_events_per_second": 20})),
     responses(
         (status = 200, description = "Changed", body = views::Tenant),
         (status = 404, description = "No such tenant (or deleted)", body = ErrorEnvelope),
@@ -169,7 +132,7 @@ pub async fn update(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::Tenant> {
-    let body: PatchBody = parse_json(&body?)?;
+    let body: TenantChange = parse_json(&body?)?;
     let patch = TenantPatch {
         name: body.name.map(name).transpose()?,
         max_subscribers: body.max_subscribers.map(max_subscribers).transpose()?,
@@ -212,23 +175,11 @@ pub const DEFAULT_PORTAL_TTL: &str = "1h";
 /// A portal session lasts at most this long: it is for one sitting, not a standing credential.
 pub const MAX_PORTAL_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = NewPortalSession)]
-pub(super) struct PortalSessionBody {
-    /// How long its token works, from 1 minute to 24 hours (default 1h).
-    #[schema(example = "1h")]
-    ttl: Option<String>,
-    /// `admin` (the default: the tenant manages its endpoints and replays) or `read`.
-    #[schema(example = "admin")]
-    scope: Option<String>,
-}
-
 /// Made for the platform's customer: a short-lived token of the tenant (shown once; only its
 /// hash is kept) and the portal's address with it, to open or embed.
 #[utoipa::path(post, path = "/v1/tenants/{id}/portal-sessions", operation_id = "create_portal_session", tag = TAG,
     params(("id" = String, Path)),
-    request_body(content = Option<PortalSessionBody>, example = json!({"ttl": "1h", "scope": "admin"})),
+    request_body(content = Option<wire::NewPortalSession>, example = json!({"ttl": "1h", "scope": "admin"})),
     responses(
         (status = 201, description = "Made; the one answer that shows its token", body = views::CreatedPortalSession),
         (status = 404, description = "No such tenant (or deleted)", body = ErrorEnvelope),
@@ -239,7 +190,7 @@ pub async fn create_portal_session(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<views::CreatedPortalSession> {
-    let body = parse_optional_json(&body?)?.unwrap_or(PortalSessionBody {
+    let body = parse_optional_json(&body?)?.unwrap_or(wire::NewPortalSession {
         ttl: None,
         scope: None,
     });

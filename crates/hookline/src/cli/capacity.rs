@@ -13,7 +13,9 @@ use hookline_policy::{
 };
 use serde_json::{json, Value};
 
-use super::client::{call, read_json};
+use hookline_client::api::{DeliveryQuery, NewEvent};
+
+use super::client::read_json;
 use super::{table, ApiArg, CapacityArgs, Output};
 use crate::capacity::whole_seconds;
 use crate::config::{Config, Overrides};
@@ -302,10 +304,9 @@ struct Budget {
 
 /// The sustainable rate a running hookline measures, and its policy in force.
 async fn running(api: &ApiArg) -> anyhow::Result<(f64, Budget)> {
-    let url = format!("{}/v1/capacity", api.api.trim_end_matches('/'));
-    let c = call(reqwest::Client::new().get(url), api).await?;
-    let rate = c["sustainable_rate_per_s"]
-        .as_f64()
+    let c = api.client()?.capacity().await?;
+    let rate = c
+        .sustainable_rate_per_s
         .filter(|r| *r > 0.0)
         .ok_or_else(|| {
             anyhow!(
@@ -315,13 +316,12 @@ async fn running(api: &ApiArg) -> anyhow::Result<(f64, Budget)> {
             )
         })?;
     // From another process: a window too large for a `Duration` is refused, not a panic.
-    let window = c["delivery_window_s"]
-        .as_f64()
-        .and_then(|w| Duration::try_from_secs_f64(w).ok())
+    let window = Duration::try_from_secs_f64(c.delivery_window_s)
+        .ok()
         .filter(|w| !w.is_zero());
-    let budget = match (c["max_attempts"].as_u64(), window) {
-        (Some(m), Some(window)) if m >= 1 => Budget {
-            max_attempts: u32::try_from(m).unwrap_or(u32::MAX),
+    let budget = match window {
+        Some(window) if c.max_attempts >= 1 => Budget {
+            max_attempts: c.max_attempts,
             window,
         },
         _ => {
@@ -621,18 +621,22 @@ async fn measure(config: Option<&Path>, mix: &Mix) -> anyhow::Result<Measurement
         .collect();
     hookline_testkit::create_subscribers(&http, &api, None, bodies, 8).await?;
     let started = Instant::now();
+    // A refused publish ends the measurement: not retried.
+    let client = hookline_client::Client::new(&api)?.with_retry(hookline_client::Retry::never());
     for e in 0..EVENTS {
-        let r = http
-            .post(format!("{api}/v1/events"))
-            .json(&json!({"id": format!("m-{e}"), "type": "capacity.measure", "payload": {"n": e}}))
-            .send()
-            .await?;
-        if !r.status().is_success() {
-            return Err(anyhow!(
-                "the measuring hookline refused a publish: {}",
-                r.status()
-            ));
-        }
+        let event = NewEvent {
+            id: Some(format!("m-{e}")),
+            event_type: "capacity.measure".to_owned(),
+            payload: Some(json!({"n": e})),
+            ..NewEvent::default()
+        };
+        client
+            .publish(&event)
+            .await
+            .map_err(|refused| match refused.status() {
+                Some(status) => anyhow!("the measuring hookline refused a publish: {status}"),
+                None => refused.into(),
+            })?;
     }
     let total = SUBSCRIBERS as u64 * u64::from(EVENTS);
     // Every first attempt has reached the sink and none is still under way: each has been
@@ -640,9 +644,14 @@ async fn measure(config: Option<&Path>, mix: &Mix) -> anyhow::Result<Measurement
     let attempts = loop {
         let stats = read_json(http.get(format!("{sink}/stats"))).await?;
         if stats["unique"].as_u64().unwrap_or(0) >= total {
-            let in_flight =
-                read_json(http.get(format!("{api}/v1/deliveries?state=in_flight&limit=1"))).await?;
-            if in_flight["items"].as_array().is_some_and(Vec::is_empty) {
+            let in_flight = client
+                .list_deliveries(&DeliveryQuery {
+                    state: Some("in_flight".to_owned()),
+                    limit: Some(1),
+                    ..DeliveryQuery::default()
+                })
+                .await?;
+            if in_flight.items.is_empty() {
                 break stats["received"].as_u64().unwrap_or(total);
             }
         }

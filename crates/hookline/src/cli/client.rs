@@ -1,39 +1,34 @@
-//! The commands that talk to a running hookline through its HTTP API: one way to send a
-//! request and read its answer or its error.
+//! The commands that talk to a running hookline through its HTTP API do it with
+//! `hookline-client`, this API's typed client (the CLI is its first user), and print its typed
+//! answers as the documents the API sent.
 
 use anyhow::{anyhow, Context};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::ApiArg;
 
-fn authorized(request: reqwest::RequestBuilder, api: &ApiArg) -> reqwest::RequestBuilder {
-    match &api.token {
-        Some(token) => request.bearer_auth(token),
-        None => request,
-    }
-}
-
-/// Sends `request` and reads its answer as JSON, whatever its status: for the loads the
-/// commands run themselves (the drill's, the capacity measurement's) and the sinks they read.
+/// Sends `request` and reads its answer as JSON, whatever its status: for the sinks the
+/// commands run themselves (the drill's, the capacity measurement's), which are not the API.
 pub async fn read_json(request: reqwest::RequestBuilder) -> anyhow::Result<Value> {
     Ok(request.send().await?.json().await?)
 }
 
-pub async fn call(request: reqwest::RequestBuilder, api: &ApiArg) -> anyhow::Result<Value> {
-    let response = authorized(request, api)
-        .send()
-        .await
-        .with_context(|| format!("cannot reach the hookline API at {}", api.api))?;
-    let status = response.status();
-    let body: Value = response
-        .json()
-        .await
-        .with_context(|| format!("the API at {} answered {status} without JSON", api.api))?;
-    if !status.is_success() {
-        let message = body["error"]["message"].as_str().unwrap_or("(no message)");
-        return Err(anyhow!("{status}: {message}"));
+impl ApiArg {
+    /// The typed client of the API these flags name, with their token: every command that
+    /// calls the API goes through it.
+    pub fn client(&self) -> anyhow::Result<hookline_client::Client> {
+        let client = hookline_client::Client::new(&self.api)?;
+        Ok(match &self.token {
+            Some(token) => client.with_token(token),
+            None => client,
+        })
     }
-    Ok(body)
+}
+
+/// An answer as the JSON document `-o json` prints: the API's answer as the API gave it.
+pub fn document(answer: &impl Serialize) -> Value {
+    serde_json::to_value(answer).expect("an answer serializes")
 }
 
 /// `GET {url}/healthz` answers 200, within `timeout` (a duration such as "5s"): what

@@ -1,8 +1,10 @@
 //! `hookline dlq`: the dead-letter queue through the HTTP API, as tables an operator can read.
 
-use serde_json::{json, Value};
+use hookline_client::api::{DeadLetterQuery, ReplayRequest};
+use hookline_client::Replayed;
+use serde_json::Value;
 
-use super::client::call;
+use super::client::document;
 use super::{table, ApiArg, Output};
 
 fn text(v: &Value) -> String {
@@ -21,13 +23,15 @@ pub async fn list(
     cursor: Option<String>,
     output: Output,
 ) -> anyhow::Result<()> {
-    let mut query = vec![("limit", limit.to_string())];
-    query.extend(reason.map(|r| ("reason", r)));
-    query.extend(subscriber.map(|s| ("subscriber_id", s)));
-    query.extend(cursor.map(|c| ("cursor", c)));
-    let url = format!("{}/v1/dead-letters", api.api.trim_end_matches('/'));
-    let page = call(reqwest::Client::new().get(url).query(&query), api).await?;
-    output.print(&page, render_list);
+    let query = DeadLetterQuery {
+        limit: Some(limit),
+        reason,
+        subscriber_id: subscriber,
+        cursor,
+        ..DeadLetterQuery::default()
+    };
+    let page = api.client()?.list_dead_letters(&query).await?;
+    output.print(&document(&page), render_list);
     Ok(())
 }
 
@@ -74,6 +78,11 @@ pub fn render_list(page: &Value) -> String {
     out
 }
 
+/// One row per id.
+fn rows(ids: &[String]) -> Vec<Vec<String>> {
+    ids.iter().map(|id| vec![id.clone()]).collect()
+}
+
 /// Whether `dlq replay` replays or only shows what it would select.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplayMode {
@@ -90,52 +99,43 @@ pub async fn replay(
     mode: ReplayMode,
     output: Output,
 ) -> anyhow::Result<()> {
-    let body = json!({
-        "reason": reason,
-        "subscriber_id": subscriber,
-        "limit": limit,
-        "per_second": per_second,
-        "dry_run": mode == ReplayMode::DryRun,
-    });
-    let base = api.api.trim_end_matches('/');
-    let client = reqwest::Client::new();
-    let answer = call(
-        client
-            .post(format!("{base}/v1/dead-letters/replay"))
-            .json(&body),
-        api,
-    )
-    .await?;
-    let rows = |ids: &Value| -> Vec<Vec<String>> {
-        ids.as_array()
-            .into_iter()
-            .flatten()
-            .map(|d| vec![text(d)])
-            .collect()
+    let request = ReplayRequest {
+        reason: reason.clone(),
+        subscriber_id: subscriber,
+        limit,
+        per_second,
+        dry_run: mode == ReplayMode::DryRun,
+        ..ReplayRequest::default()
     };
-    if mode == ReplayMode::DryRun {
-        // The preview as the API answers it: `selected` and `delivery_ids`.
-        output.print(&answer, |answer| {
-            table::render(&["WOULD REPLAY"], &rows(&answer["delivery_ids"]))
-                + &format!(
-                    "dry run: {} dead letter(s) with reason {reason} would be released; \
-                     nothing changed\n",
-                    text(&answer["selected"])
-                )
-        });
-        return Ok(());
-    }
-    let id = text(&answer["replay_id"]);
+    let client = api.client()?;
+    let started = match client.replay_dead_letters(&request).await? {
+        Replayed::Previewed(preview) => {
+            // The preview as the API answers it: `selected` and `delivery_ids`.
+            output.print(&document(&preview), |_| {
+                table::render(&["WOULD REPLAY"], &rows(&preview.delivery_ids))
+                    + &format!(
+                        "dry run: {} dead letter(s) with reason {reason} would be released; \
+                         nothing changed\n",
+                        preview.selected
+                    )
+            });
+            return Ok(());
+        }
+        Replayed::Started(started) => started,
+    };
+    let id = &started.replay_id;
     // The replay's audit record, as `GET /v1/replays/{id}` answers it.
-    let audit = call(client.get(format!("{base}/v1/replays/{id}")), api).await?;
-    output.print(&audit, |audit| {
-        table::render(&["REPLAYED DELIVERY"], &rows(&audit["delivery_ids"]))
+    let audit = client.get_replay(id).await?;
+    let base = api.api.trim_end_matches('/');
+    output.print(&document(&audit), |_| {
+        table::render(&["REPLAYED DELIVERY"], &rows(&audit.delivery_ids))
             + &format!(
                 "replay {id}: {} dead letter(s) with reason {reason}{} released{}\n\
                  follow it: GET {base}/v1/replays/{id}\n",
-                text(&answer["selected"]),
-                body["subscriber_id"]
-                    .as_str()
+                started.selected,
+                request
+                    .subscriber_id
+                    .as_ref()
                     .map_or(String::new(), |s| format!(" for subscriber {s}")),
                 per_second.map_or(String::new(), |r| format!(" at most {r}/s")),
             )

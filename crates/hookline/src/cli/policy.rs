@@ -1,16 +1,14 @@
 //! `hookline policy schedule NAME`: a named policy's retry schedule, read from the API and
 //! printed like `hookline schedule`.
 
-use anyhow::Context;
 use serde_json::json;
 use std::path::Path;
 
 use hookline_engine::policy::Policy;
 
-use super::client::call;
 use super::{ApiArg, Output};
 use crate::config::{Config, Overrides};
-use crate::policies::{Definition, PolicyExt};
+use crate::policies::{NewPolicy, PolicyExt};
 
 pub async fn schedule(
     name: &str,
@@ -25,16 +23,9 @@ pub async fn schedule(
             "{name:?} is not a policy name (1 to 128 characters of A-Z a-z 0-9 . _ -)"
         )));
     }
-    let url = format!("{}/v1/policies/{name}", api.api.trim_end_matches('/'));
-    let mut answer = call(reqwest::Client::new().get(url), api).await?;
+    let answer = api.client()?.get_policy(name).await?;
     // The definition, without when and by whom it was created.
-    if let Some(fields) = answer.as_object_mut() {
-        fields.remove("created_at");
-        fields.remove("created_by");
-    }
-    let definition: Definition = serde_json::from_value(answer)
-        .context("the API answered a policy this hookline cannot read")?;
-    let policy = Policy::read(definition, &Policy::default_of(&config))?;
+    let policy = Policy::read(NewPolicy::from(answer.policy), &Policy::default_of(&config))?;
     let c = &policy.classification;
     let list = |s: &std::collections::BTreeSet<u16>| {
         let v: Vec<String> = s.iter().map(u16::to_string).collect();

@@ -4,9 +4,10 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use serde_json::{json, Value};
+use hookline_client::api::{ResendPreview, ResendRequest};
+use hookline_client::Resent;
 
-use super::client::call;
+use super::client::document;
 use super::{table, ApiArg, Output};
 
 /// What a resend asks for, as the flags give it.
@@ -31,21 +32,9 @@ pub enum Confirm {
     DryRun,
 }
 
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    }
-}
-
 /// The ids in `list`, one row each.
-fn rows(list: &Value) -> Vec<Vec<String>> {
-    list.as_array()
-        .into_iter()
-        .flatten()
-        .map(|id| vec![text(id)])
-        .collect()
+fn rows(list: &[String]) -> Vec<Vec<String>> {
+    list.iter().map(|id| vec![id.clone()]).collect()
 }
 
 pub async fn run(
@@ -61,25 +50,34 @@ pub async fn run(
         ));
     }
     let base = api.api.trim_end_matches('/');
-    let client = reqwest::Client::new();
-    let mut body = json!({
-        "subscriber_id": asked.subscriber,
-        "since": asked.since,
-        "until": asked.until,
-        "event_types": asked.event_types,
-        "limit": asked.limit,
-        "per_second": asked.per_second,
-        "dry_run": true,
-    });
-    let preview = call(client.post(format!("{base}/v1/resends")).json(&body), api).await?;
-    let selected = text(&preview["selected"]);
+    let client = api.client()?;
+    let mut request = ResendRequest {
+        subscriber_id: asked.subscriber.clone(),
+        since: asked.since.clone(),
+        until: asked.until.clone(),
+        event_types: Some(asked.event_types.clone()),
+        limit: asked.limit,
+        per_second: asked.per_second,
+        dry_run: true,
+        expected_event_ids: None,
+    };
+    let preview = match client.resend(&request).await? {
+        Resent::Previewed(preview) => preview,
+        Resent::Started(resend) => {
+            return Err(anyhow::anyhow!(
+                "the API at {base} made resend {} when asked for a preview",
+                resend.id
+            ))
+        }
+    };
+    let selected = preview.selected;
     let to = &asked.subscriber;
     let preview_table =
-        |preview: &Value| table::render(&["WOULD RESEND"], &rows(&preview["event_ids"]));
+        |preview: &ResendPreview| table::render(&["WOULD RESEND"], &rows(&preview.event_ids));
     if confirm == Confirm::DryRun {
         // The preview as the API answers it: `selected` and `event_ids`.
-        output.print(&preview, |preview| {
-            preview_table(preview)
+        output.print(&document(&preview), |_| {
+            preview_table(&preview)
                 + &format!(
                     "dry run: {selected} event(s) would be resent to subscriber {to}; nothing \
                      changed\n"
@@ -90,9 +88,9 @@ pub async fn run(
     if output == Output::Table {
         print!("{}", preview_table(&preview));
     }
-    if preview["selected"].as_u64().unwrap_or(0) == 0 {
+    if selected == 0 {
         // Nothing made: the (empty) preview is the answer.
-        output.print(&preview, |_| {
+        output.print(&document(&preview), |_| {
             format!("nothing to resend: no event in the range that subscriber {to} takes\n")
         });
         return Ok(());
@@ -102,17 +100,24 @@ pub async fn run(
         println!("nothing resent");
         return Ok(());
     }
-    body["dry_run"] = json!(false);
-    body["expected_event_ids"] = preview["event_ids"].clone();
+    request.dry_run = false;
+    request.expected_event_ids = Some(preview.event_ids);
+    let resend = match client.resend(&request).await? {
+        Resent::Started(resend) => resend,
+        Resent::Previewed(_) => {
+            return Err(anyhow::anyhow!(
+                "the API at {base} answered a preview when asked to resend"
+            ))
+        }
+    };
     // The resend's audit record, as the API answers it.
-    let resend = call(client.post(format!("{base}/v1/resends")).json(&body), api).await?;
-    output.print(&resend, |resend| {
-        let id = text(&resend["id"]);
-        table::render(&["RESENT DELIVERY"], &rows(&resend["delivery_ids"]))
+    output.print(&document(&resend), |_| {
+        let id = &resend.id;
+        table::render(&["RESENT DELIVERY"], &rows(&resend.delivery_ids))
             + &format!(
                 "resend {id}: {} event(s) resent to subscriber {to}{}\n\
                  follow it: GET {base}/v1/resends/{id}\n",
-                text(&resend["selected"]),
+                resend.selected,
                 asked
                     .per_second
                     .map_or(String::new(), |r| format!(" at most {r}/s")),

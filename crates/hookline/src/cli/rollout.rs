@@ -5,7 +5,7 @@
 use anyhow::anyhow;
 use serde_json::Value;
 
-use super::client::call;
+use super::client::document;
 use super::table;
 use super::{ApiArg, Output};
 
@@ -14,11 +14,7 @@ pub async fn compare(id: &str, api: &ApiArg, output: Output) -> anyhow::Result<(
     if id.is_empty() || !id.chars().all(plain) {
         return Err(super::usage(format!("{id:?} is not a rollout id (ro_...)")));
     }
-    let url = format!(
-        "{}/v1/rollouts/{id}/comparison",
-        api.api.trim_end_matches('/')
-    );
-    let answer = call(reqwest::Client::new().get(url), api).await?;
+    let answer = document(&api.client()?.compare_rollout(id).await?);
     output.print(&answer, render);
     match against(&answer) {
         Some(by) => Err(anyhow!(

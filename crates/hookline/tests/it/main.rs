@@ -12,6 +12,7 @@ mod backup;
 mod browser;
 mod capacity;
 mod cli_output;
+mod client;
 mod cluster;
 mod compat;
 mod config;
