@@ -1,8 +1,9 @@
 //! Isolation that does not depend on how many subscribers hang: 2,000 destinations that never
 //! answer, all at once (four times the SQLite slots, twice PostgreSQL's), and a healthy
 //! subscriber published to alongside. Its first attempts must wait no longer than in its own
-//! baseline, measured in the same run: p99 at most 1.25x the baseline's plus 50 ms (the
-//! criterion of `hookline drill`). Real time and real sockets: slowness is about real time.
+//! baseline, measured in the same run before the storm and after it: p99 at most 1.25x the worse
+//! baseline's plus 50 ms (the criterion of `hookline drill`). Real time and real sockets: slowness
+//! is about real time.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -154,18 +155,7 @@ async fn two_thousand_hanging_subscribers_do_not_delay_a_healthy_one(app: &TestA
     let during = arrivals.latencies(app, "storm").await;
     let hanging_now = accepted.load(Ordering::SeqCst);
 
-    let p99 = |sorted: &[Duration]| hookline_testkit::percentile(sorted, 0.99).unwrap();
-    let (base, storm) = (p99(&baseline), p99(&during));
-    let bound = base.mul_f64(1.25) + Duration::from_millis(50);
-    eprintln!(
-        "healthy first attempt p99: baseline {base:?}, with {HANGING} hanging {storm:?} \
-         (bound {bound:?}); hanging attempts open {hanging_now}"
-    );
     assert_eq!(hanging_now, HANGING, "no hanging attempt was made twice");
-    assert!(
-        storm <= bound,
-        "p99 {storm:?} with {HANGING} hanging, against a baseline of {base:?}"
-    );
     // Every hanging delivery ends: one attempt each, a timeout, dead.
     for id in ["storm:hangs-0000", "storm:hangs-1999"] {
         let d = app
@@ -173,6 +163,23 @@ async fn two_thousand_hanging_subscribers_do_not_delay_a_healthy_one(app: &TestA
             .await;
         assert_eq!(d["dead_reason"], "attempts_exhausted", "{d}");
     }
+    // The baseline again, once the storm is over: the storm is held to the worse of the two,
+    // so a machine that got busier (or quieter) during the run moves the bound with it.
+    let after = arrivals.latencies(app, "after").await;
+
+    let p99 = |sorted: &[Duration]| hookline_testkit::percentile(sorted, 0.99).unwrap();
+    let (base, storm) = (p99(&baseline).max(p99(&after)), p99(&during));
+    let bound = base.mul_f64(1.25) + Duration::from_millis(50);
+    eprintln!(
+        "healthy first attempt p99: baseline {:?} before and {:?} after, with {HANGING} \
+         hanging {storm:?} (bound {bound:?}); hanging attempts open {hanging_now}",
+        p99(&baseline),
+        p99(&after)
+    );
+    assert!(
+        storm <= bound,
+        "p99 {storm:?} with {HANGING} hanging, against a baseline of {base:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
