@@ -225,6 +225,12 @@ impl Writer {
         self.conn.execute_batch("SAVEPOINT job")?;
         // A release that fails leaves the savepoint open: undone like a failed job's.
         let result = f(self).and_then(|done| {
+            // A part of `f` that failed and that `f` answers with (`complete_and_claim`'s
+            // claim) may have ended the whole transaction, this savepoint with it (a full
+            // disk): then `f` fails as that error did, not as a savepoint that is gone.
+            if self.conn.is_autocommit() {
+                return Err(self.ended("an error ended this batch's transaction"));
+            }
             self.conn.execute_batch("RELEASE job")?;
             Ok(done)
         });
@@ -480,6 +486,30 @@ mod tests {
         assert!(matches!(failed, Err(StoreError::Invalid(m)) if m == "the disk is full"));
         assert_eq!(url(&mut w), "https://one.example/hook", "as committed");
         assert!(w.state.scheduled().all_left_out(|_| false));
+    }
+
+    /// Found by the simulation (`hookline-sim`, seed 9 with 200 steps): `complete_and_claim`'s
+    /// job keeps its claim's error as its answer; a full disk during the claim ended the whole
+    /// transaction, and the job failed as "no such savepoint: job", a backend failure, where
+    /// it was a full disk.
+    #[test]
+    fn a_job_whose_part_ended_the_transaction_fails_as_that_part_did() {
+        let mut w = writer();
+        w.conn.execute_batch("BEGIN").unwrap();
+        let job = w.undoable(|w| {
+            let claim = w.undoable(|w| {
+                w.conn.execute_batch("ROLLBACK").unwrap();
+                Err::<(), _>(StoreError::StorageFull(crate::BackendError::new(
+                    "database or disk is full",
+                )))
+            });
+            assert!(matches!(claim, Err(StoreError::StorageFull(_))));
+            Ok(())
+        });
+        assert!(
+            matches!(job, Err(StoreError::StorageFull(_))),
+            "a full disk, not {job:?}"
+        );
     }
 
     /// Counts what reaches the dead-letter counter.
