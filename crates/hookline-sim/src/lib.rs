@@ -1,0 +1,956 @@
+//! A deterministic simulation of hookline's delivery loop (issue 40, item 1).
+//!
+//! The real store (SQLite on a file, or PostgreSQL in a schema of its own) and the real policy
+//! are driven as the engine's dispatcher drives them (`claim_due`, `complete_and_claim`,
+//! `rescue_expired`, `expire_windows`), but everything around them is simulated and seeded: the
+//! clock (milliseconds, moved only by the scheduler), the subscribers (each answers by a
+//! behaviour drawn per seed: 2xx, 5xx, 4xx, 410, `Retry-After`, a hang until the attempt
+//! timeout, a slow answer), the control changes (pause, resume, revoke, caps, rate limits,
+//! replays, new subscribers), crashes (the attempts in flight are dropped, the store reopened
+//! from its file) and, on SQLite, a full disk (`testing::cap_sqlite_pages`). After every step
+//! `check` holds the invariants of docs/ARCHITECTURE.md against the store's own reads and what
+//! the simulated network saw; a seed that breaks one stops there and says so, and replays the
+//! same steps (`HOOKLINE_SIM_SEED`).
+//!
+//! What runs in the process (the dispatcher's slots, slow lane and slowness, the HTTP sender) is
+//! not simulated: the simulation is the store and policy under the dispatcher's calls.
+
+mod check;
+mod network;
+mod prng;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookline_policy::{
+    AttemptResult, Attempted, BreakerConfig, Classification, DeadReason, Jitter, Outcome,
+    RetryPolicy, UnixMs,
+};
+use hookline_store::testing::PgSchema;
+use hookline_store::{
+    AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, InFlightCaps,
+    NewEvent, NewSubscriber, PublishOutcome, ReplayRequest, Store, StoreError, SubscriberHeaders,
+    SubscriberPatch, SubscriberStatus, WindowSweep,
+};
+
+use network::{Answer, Behaviour, NetworkLog, Seen};
+use prng::Prng;
+
+/// Where a seed's store lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A SQLite file in a temporary directory of the seed's own.
+    Sqlite,
+    /// A schema of the seed's own in the PostgreSQL `HOOKLINE_TEST_POSTGRES` names.
+    Postgres,
+}
+
+/// One seed's run.
+#[derive(Debug, Clone, Copy)]
+pub struct SimConfig {
+    pub seed: u64,
+    /// Scheduled steps before the drain (which runs the clock past every window).
+    pub steps: u32,
+    pub backend: Backend,
+}
+
+/// An invariant that did not hold: the seed, the step and what was seen.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    pub seed: u64,
+    /// The step it was seen after; past the scheduled steps, a step of the drain.
+    pub step: u32,
+    pub invariant: &'static str,
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seed {} step {}: invariant {:?} broken: {} (replay: HOOKLINE_SIM_SEED={})",
+            self.seed, self.step, self.invariant, self.detail, self.seed
+        )
+    }
+}
+
+/// What a seed did, for the soak's figures.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Summary {
+    pub steps: u32,
+    pub events: u64,
+    pub deliveries: u64,
+    pub sent: u64,
+    pub orphaned: u64,
+    pub delivered: u64,
+    pub dead: u64,
+    pub crashes: u64,
+    pub full_disks: u64,
+    pub refused_writes: u64,
+    pub replays: u64,
+}
+
+impl std::ops::AddAssign for Summary {
+    fn add_assign(&mut self, o: Summary) {
+        self.steps += o.steps;
+        self.events += o.events;
+        self.deliveries += o.deliveries;
+        self.sent += o.sent;
+        self.orphaned += o.orphaned;
+        self.delivered += o.delivered;
+        self.dead += o.dead;
+        self.crashes += o.crashes;
+        self.full_disks += o.full_disks;
+        self.refused_writes += o.refused_writes;
+        self.replays += o.replays;
+    }
+}
+
+/// Runs one seed to its end; the first invariant broken stops it.
+pub async fn run(config: SimConfig) -> Result<Summary, Violation> {
+    let place = match Place::make(config.backend).await {
+        Some(place) => place,
+        None => {
+            return Err(Violation {
+                seed: config.seed,
+                step: 0,
+                invariant: "setup",
+                detail: "no PostgreSQL to run on (HOOKLINE_TEST_POSTGRES)".into(),
+            })
+        }
+    };
+    let mut sim = Sim::start(config, place).await?;
+    let outcome = sim.run_steps().await;
+    sim.place.clean_up().await;
+    outcome.map(|()| sim.summary)
+}
+
+/// The store's location: a SQLite file (kept in its directory until the seed ends) or a
+/// PostgreSQL schema.
+enum Place {
+    Sqlite {
+        _dir: tempfile::TempDir,
+        path: String,
+    },
+    Postgres(PgSchema),
+}
+
+impl Place {
+    async fn make(backend: Backend) -> Option<Place> {
+        Some(match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("a temporary directory");
+                let path = dir.path().join("sim.db").to_string_lossy().into_owned();
+                Place::Sqlite { _dir: dir, path }
+            }
+            Backend::Postgres => Place::Postgres(PgSchema::create().await?),
+        })
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Place::Sqlite { path, .. } => format!("sqlite://{path}"),
+            Place::Postgres(schema) => schema.url(),
+        }
+    }
+
+    async fn clean_up(&mut self) {
+        if let Place::Postgres(schema) = std::mem::replace(
+            self,
+            Place::Sqlite {
+                _dir: tempfile::tempdir().expect("a temporary directory"),
+                path: String::new(),
+            },
+        ) {
+            schema.drop_schema().await;
+        }
+    }
+}
+
+/// The settings a seed runs under, drawn from it.
+#[derive(Debug, Clone)]
+struct Settings {
+    retry: RetryPolicy,
+    classification: Classification,
+    breaker: BreakerConfig,
+    window_ms: i64,
+    attempt_timeout_ms: i64,
+    /// As the engine's: the attempt timeout and a margin for the commit.
+    lease_ms: i64,
+    slots: usize,
+    caps: InFlightCaps,
+    /// The clock moves at most this far between two dispatcher passes.
+    max_advance_ms: i64,
+}
+
+impl Settings {
+    fn draw(rng: &mut Prng) -> Settings {
+        let window = Duration::from_secs(rng.between(20, 90));
+        let retry = RetryPolicy::new(
+            Duration::from_millis(rng.between(200, 1_000)),
+            Duration::from_secs(rng.between(2, 15)),
+            u32::try_from(rng.between(1, 8)).unwrap_or(1),
+            window,
+            *rng.pick(&Jitter::ALL).expect("jitters"),
+        )
+        .expect("a valid policy");
+        let attempt_timeout_ms = i64::try_from(rng.between(2_000, 10_000)).unwrap_or(2_000);
+        Settings {
+            retry,
+            classification: Classification::default(),
+            breaker: BreakerConfig {
+                failures: u32::try_from(rng.between(2, 6)).unwrap_or(2),
+                cool_down: Duration::from_secs(rng.between(1, 10)),
+                max_cool_down: Duration::from_secs(rng.between(10, 30)),
+            },
+            window_ms: hookline_policy::duration_ms(window),
+            attempt_timeout_ms,
+            lease_ms: attempt_timeout_ms + 5_000,
+            slots: usize::try_from(rng.between(2, 24)).unwrap_or(2),
+            caps: InFlightCaps {
+                max_in_flight_per_subscriber: u32::try_from(rng.between(1, 6)).unwrap_or(1),
+                max_in_flight_per_host: u32::try_from(rng.between(0, 8)).unwrap_or(0),
+            },
+            max_advance_ms: i64::try_from(rng.between(200, 3_000)).unwrap_or(200),
+        }
+    }
+}
+
+/// A subscriber as the simulation believes it is.
+#[derive(Debug, Clone)]
+struct SimSubscriber {
+    id: String,
+    origin: String,
+    event_types: Vec<String>,
+    behaviour: Behaviour,
+    status: SubscriberStatus,
+    max_in_flight: Option<u32>,
+}
+
+/// An attempt the network is carrying.
+#[derive(Debug, Clone)]
+struct Live {
+    claimed: ClaimedDelivery,
+    started_at: UnixMs,
+    answer: Answer,
+}
+
+/// An event the store accepted, and the subscribers it was for.
+#[derive(Debug, Clone)]
+struct Published {
+    id: String,
+    subscribers: BTreeSet<String>,
+}
+
+/// The event types the simulation publishes, and the patterns subscribers take.
+const EVENT_TYPES: [&str; 3] = ["order.created", "order.paid", "user.created"];
+const PATTERNS: [&str; 5] = ["*", "order.*", "order.created", "user.created", "user.*"];
+
+/// Two origins, so several subscribers share the cap per host.
+const ORIGINS: [&str; 2] = ["http://127.0.0.1:9001", "http://127.0.0.1:9002"];
+
+/// When the simulated clock starts: a fixed instant, so a seed replays exactly.
+const EPOCH: UnixMs = 1_800_000_000_000;
+
+/// An upper bound on a claim or rescue, for the sweep and rescue batches.
+const BATCH: usize = 1_000;
+
+/// `max_page_count` for a SQLite file whose disk has room again: SQLite's own ceiling.
+const NO_PAGE_CAP: u64 = 4_294_967_294;
+
+/// The names of the scheduled actions, by the index `run_steps` draws, for the trace.
+const ACTIONS: [&str; 10] = [
+    "publish",
+    "pause or resume",
+    "cap",
+    "rate limit",
+    "replay",
+    "new subscriber",
+    "revoke",
+    "crash",
+    "fill or free the disk",
+    "nothing",
+];
+
+struct Sim {
+    seed: u64,
+    /// `HOOKLINE_SIM_TRACE=1`: every step's action, claims and completions on standard error.
+    tracing: bool,
+    step: u32,
+    steps: u32,
+    rng: Prng,
+    now: UnixMs,
+    place: Place,
+    store: Arc<dyn Store>,
+    settings: Settings,
+    subscribers: Vec<SimSubscriber>,
+    /// Attempts under way, each until `started_at + answer.after_ms`.
+    live: Vec<Live>,
+    /// Deliveries in flight in the store with no attempt running (their worker was lost),
+    /// by key, with their subscriber: rescued once their lease runs out.
+    orphans: BTreeMap<i64, String>,
+    network: NetworkLog,
+    published: Vec<Published>,
+    /// Whether the SQLite file is capped at its size now (writes may fail `StorageFull`).
+    disk_full: bool,
+    /// When the disk last had room again: what a full disk held back ends after it.
+    disk_freed_at: UnixMs,
+    summary: Summary,
+}
+
+impl Sim {
+    async fn start(config: SimConfig, place: Place) -> Result<Sim, Violation> {
+        let mut rng = Prng::new(config.seed);
+        let settings = Settings::draw(&mut rng);
+        let store = hookline_store::open(&place.url())
+            .await
+            .map_err(|e| Violation {
+                seed: config.seed,
+                step: 0,
+                invariant: "setup",
+                detail: format!("cannot open the store: {e}"),
+            })?;
+        let mut sim = Sim {
+            seed: config.seed,
+            tracing: std::env::var("HOOKLINE_SIM_TRACE").as_deref() == Ok("1"),
+            step: 0,
+            steps: config.steps,
+            rng,
+            now: EPOCH,
+            place,
+            store,
+            settings,
+            subscribers: Vec::new(),
+            live: Vec::new(),
+            orphans: BTreeMap::new(),
+            network: NetworkLog::default(),
+            published: Vec::new(),
+            disk_full: false,
+            disk_freed_at: EPOCH,
+            summary: Summary::default(),
+        };
+        sim.trace(|| format!("settings {:?}", sim.settings));
+        for _ in 0..sim.rng.between(2, 6) {
+            sim.add_subscriber().await?;
+        }
+        Ok(sim)
+    }
+
+    fn trace(&self, what: impl FnOnce() -> String) {
+        if self.tracing {
+            eprintln!("[step {} at {} ms] {}", self.step, self.now - EPOCH, what());
+        }
+    }
+
+    fn violation(&self, invariant: &'static str, detail: String) -> Violation {
+        Violation {
+            seed: self.seed,
+            step: self.step,
+            invariant,
+            detail,
+        }
+    }
+
+    /// A store error is a violation unless the disk is full and it says so: then nothing of
+    /// the write was stored, and the caller goes on as the engine does.
+    fn refused(&mut self, what: &str, e: StoreError) -> Result<(), Violation> {
+        if self.disk_full && matches!(e, StoreError::StorageFull(_)) {
+            self.summary.refused_writes += 1;
+            self.trace(|| format!("{what} refused: {e}"));
+            return Ok(());
+        }
+        Err(self.violation("store answers", format!("{what} failed: {e}")))
+    }
+
+    async fn run_steps(&mut self) -> Result<(), Violation> {
+        while self.step < self.steps {
+            self.step += 1;
+            let advance = self
+                .rng
+                .between(0, self.settings.max_advance_ms.unsigned_abs());
+            self.now += i64::try_from(advance).unwrap_or(0);
+            let action = self.rng.weighted(&[30, 4, 3, 2, 2, 2, 2, 2, 2, 2]);
+            self.trace(|| format!("action {}", ACTIONS[action]));
+            match action {
+                0 => self.publish().await?,
+                1 => self.pause_or_resume().await?,
+                2 => self.change_caps().await?,
+                3 => self.change_rate().await?,
+                4 => self.replay().await?,
+                5 => self.add_subscriber().await?,
+                6 => self.revoke().await?,
+                7 => self.crash().await?,
+                8 => self.fill_or_free_disk().await?,
+                _ => {}
+            }
+            self.dispatch().await?;
+            self.check().await?;
+        }
+        self.drain().await
+    }
+
+    /// The end of a seed: no more changes, the disk has room, and the clock runs past every
+    /// window (and every lease) while the dispatcher works.
+    async fn drain(&mut self) -> Result<(), Violation> {
+        if self.disk_full {
+            self.reopen(Some(NO_PAGE_CAP)).await?;
+        }
+        let horizon = self.now
+            + self.settings.window_ms
+            + self.settings.lease_ms
+            + self.settings.max_advance_ms;
+        while self.now <= horizon {
+            self.step += 1;
+            self.now += self.settings.max_advance_ms.min(1_000);
+            self.dispatch().await?;
+            self.check().await?;
+        }
+        self.check_end().await
+    }
+
+    async fn add_subscriber(&mut self) -> Result<(), Violation> {
+        let n = self.subscribers.len();
+        let id = format!("s{n}");
+        let origin = (*self.rng.pick(&ORIGINS).expect("origins")).to_owned();
+        let pattern = (*self.rng.pick(&PATTERNS).expect("patterns")).to_owned();
+        let max_in_flight = self
+            .rng
+            .percent(30)
+            .then(|| u32::try_from(self.rng.between(1, 4)).unwrap_or(1));
+        let new = NewSubscriber {
+            id: id.clone(),
+            tenant_id: None,
+            url: format!("{origin}/hooks/{id}"),
+            event_types: vec![pattern.clone()],
+            secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0".into(),
+            max_in_flight,
+            rate_limit_per_second: None,
+            payload_version: None,
+            headers: SubscriberHeaders::default(),
+        };
+        match self.store.create_subscriber(new, self.now).await {
+            Ok(_) => {
+                let behaviour = Behaviour::draw(&mut self.rng);
+                self.subscribers.push(SimSubscriber {
+                    id,
+                    origin,
+                    event_types: vec![pattern],
+                    behaviour,
+                    status: SubscriberStatus::Active,
+                    max_in_flight,
+                });
+                Ok(())
+            }
+            Err(e) => self.refused("create_subscriber", e),
+        }
+    }
+
+    /// A subscriber not revoked, drawn at random.
+    fn pick_subscriber(&mut self) -> Option<usize> {
+        let open: Vec<usize> = (0..self.subscribers.len())
+            .filter(|&i| self.subscribers[i].status != SubscriberStatus::Revoked)
+            .collect();
+        self.rng.pick(&open).copied()
+    }
+
+    async fn patch(&mut self, i: usize, patch: SubscriberPatch) -> Result<bool, Violation> {
+        let id = self.subscribers[i].id.clone();
+        match self.store.update_subscriber(&id, patch, self.now).await {
+            Ok(_) => Ok(true),
+            Err(e) => self.refused("update_subscriber", e).map(|()| false),
+        }
+    }
+
+    async fn publish(&mut self) -> Result<(), Violation> {
+        let id = format!("e{}", self.summary.events + self.summary.refused_writes + 1);
+        let event_type = *self.rng.pick(&EVENT_TYPES).expect("types");
+        let subscribers: BTreeSet<String> = self
+            .subscribers
+            .iter()
+            .filter(|s| s.status != SubscriberStatus::Revoked)
+            .filter(|s| hookline_store::type_patterns::selects(&s.event_types, event_type))
+            .map(|s| s.id.clone())
+            .collect();
+        let event = NewEvent::single(&id, event_type, r#"{"n":1}"#, 1);
+        match self.store.publish(event, self.now).await {
+            Ok(PublishOutcome::Accepted(receipt)) => {
+                if receipt.deliveries != subscribers.len() as u64 {
+                    return Err(self.violation(
+                        "a publish fans out to every matching subscriber",
+                        format!(
+                            "event {id} ({event_type}): {} deliveries, expected {} ({subscribers:?})",
+                            receipt.deliveries,
+                            subscribers.len()
+                        ),
+                    ));
+                }
+                self.summary.events += 1;
+                self.summary.deliveries += receipt.deliveries;
+                self.published.push(Published { id, subscribers });
+                Ok(())
+            }
+            Ok(other) => {
+                Err(self.violation("a new event is accepted", format!("event {id}: {other:?}")))
+            }
+            Err(e) => {
+                self.refused("publish", e)?;
+                // Refused: nothing of it may be stored.
+                match self.store.get_event(&id).await {
+                    Err(StoreError::NotFound(_)) => Ok(()),
+                    other => Err(self.violation(
+                        "a refused publish stores nothing",
+                        format!("event {id} after a refused publish: {other:?}"),
+                    )),
+                }
+            }
+        }
+    }
+
+    async fn pause_or_resume(&mut self) -> Result<(), Violation> {
+        let Some(i) = self.pick_subscriber() else {
+            return Ok(());
+        };
+        let to = match self.subscribers[i].status {
+            SubscriberStatus::Active => SubscriberStatus::Paused,
+            _ => SubscriberStatus::Active,
+        };
+        let patch = SubscriberPatch {
+            status: Some(to),
+            ..SubscriberPatch::default()
+        };
+        if self.patch(i, patch).await? {
+            self.subscribers[i].status = to;
+        }
+        Ok(())
+    }
+
+    async fn change_caps(&mut self) -> Result<(), Violation> {
+        let Some(i) = self.pick_subscriber() else {
+            return Ok(());
+        };
+        let cap = self
+            .rng
+            .percent(70)
+            .then(|| u32::try_from(self.rng.between(1, 4)).unwrap_or(1));
+        let patch = SubscriberPatch {
+            max_in_flight: Some(cap),
+            ..SubscriberPatch::default()
+        };
+        if self.patch(i, patch).await? {
+            self.subscribers[i].max_in_flight = cap;
+        }
+        Ok(())
+    }
+
+    async fn change_rate(&mut self) -> Result<(), Violation> {
+        let Some(i) = self.pick_subscriber() else {
+            return Ok(());
+        };
+        let rate = self
+            .rng
+            .percent(70)
+            .then(|| self.rng.between(1, 40) as f64 / 10.0);
+        let patch = SubscriberPatch {
+            rate_limit_per_second: Some(rate),
+            ..SubscriberPatch::default()
+        };
+        self.patch(i, patch).await.map(|_| ())
+    }
+
+    async fn revoke(&mut self) -> Result<(), Violation> {
+        let Some(i) = self.pick_subscriber() else {
+            return Ok(());
+        };
+        let id = self.subscribers[i].id.clone();
+        match self.store.revoke_subscriber(&id, self.now).await {
+            Ok(_) => {
+                self.subscribers[i].status = SubscriberStatus::Revoked;
+                Ok(())
+            }
+            Err(e) => self.refused("revoke_subscriber", e),
+        }
+    }
+
+    async fn replay(&mut self) -> Result<(), Violation> {
+        let reasons = [
+            DeadReason::PermanentFailure,
+            DeadReason::AttemptsExhausted,
+            DeadReason::WindowExpired,
+            DeadReason::NextDelayExceedsWindow,
+        ];
+        let reason = *self.rng.pick(&reasons).expect("reasons");
+        let per_second = self
+            .rng
+            .percent(50)
+            .then(|| self.rng.between(1, 20) as f64 / 2.0);
+        let request = ReplayRequest {
+            tenant_id: None,
+            reason,
+            subscriber_id: None,
+            limit: u32::try_from(self.rng.between(1, 20)).unwrap_or(1),
+            per_second,
+            requested_by: Some("sim".into()),
+            expected: None,
+        };
+        match self.store.replay(request, self.now).await {
+            Ok(replay) => {
+                if replay.selected > 0 {
+                    self.summary.replays += 1;
+                }
+                Ok(())
+            }
+            // Nothing dead for that reason.
+            Err(StoreError::NotFound(_) | StoreError::Invalid(_)) => Ok(()),
+            Err(e) => self.refused("replay", e),
+        }
+    }
+
+    /// The process dies: every attempt under way is lost with it (the network saw the
+    /// requests; the store will record them `lost` once rescued), and a new process opens the
+    /// store again.
+    async fn crash(&mut self) -> Result<(), Violation> {
+        self.summary.crashes += 1;
+        self.reopen(None).await
+    }
+
+    /// On SQLite, the disk fills (the file may not grow: writes that need a new page fail
+    /// `StorageFull`) or, when full, has room again; each with a restart, as the cap is set
+    /// when the store opens.
+    async fn fill_or_free_disk(&mut self) -> Result<(), Violation> {
+        if !matches!(self.place, Place::Sqlite { .. }) {
+            return Ok(());
+        }
+        if self.disk_full {
+            self.reopen(Some(NO_PAGE_CAP)).await
+        } else {
+            self.summary.full_disks += 1;
+            // Below its size: SQLite keeps the file as it is and refuses to grow it.
+            self.reopen(Some(1)).await
+        }
+    }
+
+    async fn reopen(&mut self, page_cap: Option<u64>) -> Result<(), Violation> {
+        for live in std::mem::take(&mut self.live) {
+            self.orphan(&live.claimed);
+        }
+        if let (Some(pages), Place::Sqlite { path, .. }) = (page_cap, &self.place) {
+            hookline_store::testing::cap_sqlite_pages(path, pages);
+            self.disk_full = pages != NO_PAGE_CAP;
+            if !self.disk_full {
+                self.disk_freed_at = self.now;
+            }
+        }
+        // The new process's store replaces the old one, which is dropped (its writes all
+        // answered: nothing of it is pending). Opened without serving, so no file lock stands
+        // between the two.
+        match hookline_store::open(&self.place.url()).await {
+            Ok(store) => {
+                self.store = store;
+                Ok(())
+            }
+            Err(e) => Err(self.violation("the store reopens", format!("{e}"))),
+        }
+    }
+
+    /// `claimed` stays in flight in the store with nobody attempting it.
+    fn orphan(&mut self, claimed: &ClaimedDelivery) {
+        self.orphans
+            .insert(claimed.key.0, claimed.destination.subscriber_id.clone());
+        if let Some(seen) = self.network.by_key.get_mut(&claimed.key.0) {
+            seen.orphaned += 1;
+        }
+        self.summary.orphaned += 1;
+    }
+
+    fn subscriber(&self, id: &str) -> Option<&SimSubscriber> {
+        self.subscribers.iter().find(|s| s.id == id)
+    }
+
+    /// One pass of the dispatcher's loop, as `hookline-engine`'s `Dispatcher::run` makes it:
+    /// the window sweep, the rescue of expired leases (each recorded `lost` at once), then the
+    /// attempts that ended are completed and the next claim made in one call.
+    async fn dispatch(&mut self) -> Result<(), Violation> {
+        let now = self.now;
+        let sweep = WindowSweep {
+            now,
+            window_ms: self.settings.window_ms,
+            caps: self.settings.caps,
+            limit: BATCH,
+        };
+        if let Err(e) = self.store.expire_windows(sweep).await {
+            self.refused("expire_windows", e)?;
+        }
+        // An attempt that ended gave its slot back before its completion is seen (as the
+        // engine's `attempt` drops its slot first): the rescue may use it.
+        let (ended, running): (Vec<Live>, Vec<Live>) = std::mem::take(&mut self.live)
+            .into_iter()
+            .partition(|l| l.started_at + l.answer.after_ms <= now);
+        self.live = running;
+        let free = self.settings.slots.saturating_sub(self.live.len());
+        let mut finished = Vec::new();
+        if free > 0 {
+            match self
+                .store
+                .rescue_expired(now, free, self.settings.lease_ms)
+                .await
+            {
+                Ok(rescued) => {
+                    self.trace(|| {
+                        let ids: Vec<_> = rescued.iter().map(|d| d.id.as_str()).collect();
+                        format!("rescued {ids:?} ({free} slots free)")
+                    });
+                    for d in rescued {
+                        if self.orphans.remove(&d.key.0).is_none() {
+                            let under_way = self
+                                .live
+                                .iter()
+                                .find(|l| l.claimed.key == d.key)
+                                .map(|l| (l.started_at - EPOCH, l.answer.after_ms));
+                            return Err(self.violation(
+                                "only a lost attempt's lease runs out",
+                                format!(
+                                    "rescued {} (attempt {}) at {} ms while its attempt is under \
+                                     way (started at and lasting, ms: {under_way:?})",
+                                    d.id,
+                                    d.attempt,
+                                    now - EPOCH
+                                ),
+                            ));
+                        }
+                        let Some(lost_at) = d.lost_attempt_started_at else {
+                            return Err(self.violation(
+                                "a rescue says when the lost attempt started",
+                                format!("rescued {} without lost_attempt_started_at", d.id),
+                            ));
+                        };
+                        let record_at = lost_at;
+                        finished.push((d, record_at, AttemptResult::Lost, None));
+                    }
+                }
+                Err(e) => self.refused("rescue_expired", e)?,
+            }
+        }
+        for l in ended {
+            finished.push((
+                l.claimed,
+                l.started_at,
+                l.answer.result,
+                l.answer.retry_after,
+            ));
+        }
+        let completions: Vec<(ClaimedDelivery, Completion)> = finished
+            .into_iter()
+            .map(|(d, started_at, result, retry_after)| {
+                let completion = self.completion(&d, started_at, result, retry_after);
+                (d, completion)
+            })
+            .collect();
+        let want = self.settings.slots.saturating_sub(self.live.len());
+        let request = ClaimRequest {
+            now,
+            limit: want,
+            slots: self.settings.slots,
+            lend: 0,
+            lease_ms: self.settings.lease_ms,
+            max_in_flight_per_subscriber: self.settings.caps.max_in_flight_per_subscriber,
+            max_in_flight_per_host: self.settings.caps.max_in_flight_per_host,
+            max_retries: want.div_ceil(2),
+            exclude_subscribers: Vec::new(),
+            window_ended_for_start: now.saturating_sub(self.settings.window_ms),
+        };
+        // What the store must refuse to claim for: paused and revoked as of before the call.
+        let unclaimable: BTreeSet<String> = self
+            .subscribers
+            .iter()
+            .filter(|s| s.status != SubscriberStatus::Active)
+            .map(|s| s.id.clone())
+            .collect();
+        self.trace(|| {
+            let done: Vec<_> = completions
+                .iter()
+                .map(|(d, c)| (d.id.as_str(), d.attempt, c.record.outcome, c.transition))
+                .collect();
+            format!("completing {done:?}")
+        });
+        let sent: Vec<Completion> = completions.iter().map(|(_, c)| c.clone()).collect();
+        let (completing, claimed) = self.store.complete_and_claim(sent, request).await;
+        match completing.await {
+            Ok(results) => {
+                for ((d, c), result) in completions.iter().zip(results) {
+                    if result == CompletionResult::LeaseLost {
+                        return Err(self.violation(
+                            "a completion holding its lease applies",
+                            format!("{} (attempt {}) lost its lease", d.id, d.attempt),
+                        ));
+                    }
+                    if c.revoke_subscriber {
+                        if let Some(s) = self
+                            .subscribers
+                            .iter_mut()
+                            .find(|s| s.id == d.destination.subscriber_id)
+                        {
+                            s.status = SubscriberStatus::Revoked;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                self.refused("complete", e)?;
+                // Not recorded: the rows stay in flight until their leases run out, and the
+                // rescue records these attempts as lost, as the engine's `commit` says.
+                for (d, c) in &completions {
+                    if c.record.outcome != Outcome::Lost {
+                        self.orphan(d);
+                    } else {
+                        self.orphans
+                            .insert(d.key.0, d.destination.subscriber_id.clone());
+                    }
+                }
+            }
+        }
+        match claimed {
+            Ok(claimed) => {
+                self.trace(|| {
+                    let ids: Vec<_> = claimed.iter().map(|d| (d.id.as_str(), d.attempt)).collect();
+                    format!("claimed {ids:?} ({} under way)", self.live.len())
+                });
+                self.send(claimed, &unclaimable)?
+            }
+            Err(e) => self.refused("claim_due", e)?,
+        }
+        Ok(())
+    }
+
+    /// `d`'s attempt, ended now with `result`, as the engine's `attempt` records and decides it.
+    fn completion(
+        &self,
+        d: &ClaimedDelivery,
+        started_at: UnixMs,
+        result: AttemptResult,
+        retry_after: Option<Duration>,
+    ) -> Completion {
+        let outcome = self.settings.classification.classify(result);
+        let transition = self.settings.retry.decide(&Attempted {
+            delivery_id: &d.id,
+            outcome,
+            number: d.attempt,
+            window_start: d.window_start,
+            now: self.now,
+            retry_after,
+        });
+        Completion {
+            key: d.key,
+            lease: d.lease,
+            record: AttemptRecord {
+                ordinal: d.attempt,
+                started_at,
+                duration_ms: u64::try_from(self.now - started_at).unwrap_or(0),
+                outcome,
+                status: match result {
+                    AttemptResult::Status(code) => Some(code),
+                    _ => None,
+                },
+                error: (outcome != Outcome::Success).then(|| format!("{result:?}")),
+                response_body: None,
+                policy: Some("default".into()),
+            },
+            transition,
+            revoke_subscriber: self.settings.classification.revokes_subscription(result),
+            breaker: self.settings.breaker,
+        }
+    }
+
+    /// The claimed deliveries go out: each request is checked as the network carries it.
+    fn send(
+        &mut self,
+        claimed: Vec<ClaimedDelivery>,
+        unclaimable: &BTreeSet<String>,
+    ) -> Result<(), Violation> {
+        let mut claimed_for: BTreeSet<String> = BTreeSet::new();
+        for d in claimed {
+            let subscriber = d.destination.subscriber_id.clone();
+            if unclaimable.contains(&subscriber) {
+                return Err(self.violation(
+                    "nothing is sent to a paused or revoked subscriber",
+                    format!("claimed {} for {subscriber}", d.id),
+                ));
+            }
+            let window_end = d.window_start + self.settings.window_ms;
+            if self.now >= window_end {
+                return Err(self.violation(
+                    "no attempt is sent after its window",
+                    format!(
+                        "{} attempt {} sent at {} ms, its window ended at {} ms",
+                        d.id,
+                        d.attempt,
+                        self.now - EPOCH,
+                        window_end - EPOCH
+                    ),
+                ));
+            }
+            if d.lost_attempt_started_at.is_some() {
+                return Err(self.violation(
+                    "a claim rescues nothing",
+                    format!("claim_due answered {} as rescued", d.id),
+                ));
+            }
+            let seen = self.network.by_key.entry(d.key.0).or_insert_with(|| Seen {
+                webhook_id: d.id.clone(),
+                ..Seen::default()
+            });
+            if seen.webhook_id != d.id {
+                let first = seen.webhook_id.clone();
+                return Err(self.violation(
+                    "the same webhook-id on every attempt",
+                    format!("delivery key {} sent as {first}, now as {}", d.key.0, d.id),
+                ));
+            }
+            seen.sent += 1;
+            self.summary.sent += 1;
+            let behaviour = match self.subscriber(&subscriber) {
+                Some(s) => s.behaviour,
+                None => {
+                    return Err(self.violation(
+                        "deliveries go to known subscribers",
+                        format!("claimed {} for unknown {subscriber}", d.id),
+                    ))
+                }
+            };
+            let answer = Answer::draw(behaviour, self.settings.attempt_timeout_ms, &mut self.rng);
+            claimed_for.insert(subscriber);
+            self.live.push(Live {
+                claimed: d,
+                started_at: self.now,
+                answer,
+            });
+        }
+        check::caps(self, &claimed_for)
+    }
+
+    async fn check(&mut self) -> Result<(), Violation> {
+        check::step(self).await
+    }
+
+    async fn check_end(&mut self) -> Result<(), Violation> {
+        check::end(self).await
+    }
+}
+
+/// Keys of what is in flight in the store as the simulation knows it.
+fn in_flight_keys(sim: &Sim) -> BTreeMap<i64, String> {
+    let mut keys = sim.orphans.clone();
+    for l in &sim.live {
+        keys.insert(l.claimed.key.0, l.claimed.destination.subscriber_id.clone());
+    }
+    keys
+}
+
+/// Runs `config` on a runtime of its own (one thread: the schedule alone decides the order).
+pub fn run_blocking(config: SimConfig) -> Result<Summary, Violation> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(run(config))
+}
