@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use hookline_policy::Outcome;
+use hookline_policy::{DeadReason, Outcome};
 use hookline_store::{Delivery, DeliveryFilter, DeliveryState};
 
 use crate::{in_flight_keys, Sim, Violation};
@@ -218,6 +218,12 @@ pub(crate) async fn end(sim: &mut Sim) -> Result<(), Violation> {
             sim.summary.delivered += 1;
         } else {
             sim.summary.dead += 1;
+            let reason = DeadReason::ALL
+                .iter()
+                .position(|r| Some(*r) == d.dead_reason);
+            if let Some(slot) = reason.and_then(|i| sim.summary.dead_by_reason.get_mut(i)) {
+                *slot += 1;
+            }
         }
     }
     // The store recorded each request the network carried, the lost ones as `lost`.

@@ -85,6 +85,8 @@ pub struct Summary {
     pub orphaned: u64,
     pub delivered: u64,
     pub dead: u64,
+    /// Of the dead, by reason, in the order of `DeadReason::ALL`.
+    pub dead_by_reason: [u64; 5],
     pub crashes: u64,
     pub full_disks: u64,
     pub refused_writes: u64,
@@ -100,6 +102,9 @@ impl std::ops::AddAssign for Summary {
         self.orphaned += o.orphaned;
         self.delivered += o.delivered;
         self.dead += o.dead;
+        for (mine, theirs) in self.dead_by_reason.iter_mut().zip(o.dead_by_reason) {
+            *mine += theirs;
+        }
         self.crashes += o.crashes;
         self.full_disks += o.full_disks;
         self.refused_writes += o.refused_writes;
@@ -260,7 +265,7 @@ const BATCH: usize = 1_000;
 const NO_PAGE_CAP: u64 = 4_294_967_294;
 
 /// The names of the scheduled actions, by the index `run_steps` draws, for the trace.
-const ACTIONS: [&str; 10] = [
+const ACTIONS: [&str; 11] = [
     "publish",
     "pause or resume",
     "cap",
@@ -270,6 +275,7 @@ const ACTIONS: [&str; 10] = [
     "revoke",
     "crash",
     "fill or free the disk",
+    "new URL",
     "nothing",
 ];
 
@@ -370,7 +376,7 @@ impl Sim {
                 .rng
                 .between(0, self.settings.max_advance_ms.unsigned_abs());
             self.now += i64::try_from(advance).unwrap_or(0);
-            let action = self.rng.weighted(&[30, 4, 3, 2, 2, 2, 2, 2, 2, 2]);
+            let action = self.rng.weighted(&[30, 4, 3, 2, 2, 2, 2, 2, 2, 2, 2]);
             self.trace(|| format!("action {}", ACTIONS[action]));
             match action {
                 0 => self.publish().await?,
@@ -382,6 +388,7 @@ impl Sim {
                 6 => self.revoke().await?,
                 7 => self.crash().await?,
                 8 => self.fill_or_free_disk().await?,
+                9 => self.move_subscriber().await?,
                 _ => {}
             }
             self.dispatch().await?;
@@ -556,6 +563,23 @@ impl Sim {
             ..SubscriberPatch::default()
         };
         self.patch(i, patch).await.map(|_| ())
+    }
+
+    /// A new URL, perhaps at the other origin: the cap per host follows it.
+    async fn move_subscriber(&mut self) -> Result<(), Violation> {
+        let Some(i) = self.pick_subscriber() else {
+            return Ok(());
+        };
+        let origin = (*self.rng.pick(&ORIGINS).expect("origins")).to_owned();
+        let url = format!("{origin}/hooks/{}/{}", self.subscribers[i].id, self.step);
+        let patch = SubscriberPatch {
+            url: Some(url),
+            ..SubscriberPatch::default()
+        };
+        if self.patch(i, patch).await? {
+            self.subscribers[i].origin = origin;
+        }
+        Ok(())
     }
 
     async fn revoke(&mut self) -> Result<(), Violation> {

@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use clap::Parser;
+use hookline_policy::DeadReason;
 use hookline_sim::{run_blocking, Backend, SimConfig, Summary};
 
 #[derive(Parser)]
@@ -68,4 +69,10 @@ fn main() {
         "{ran} seeds passed in {:.1?} on {backend:?}: {total:?}",
         started.elapsed()
     );
+    let dead: Vec<String> = DeadReason::ALL
+        .iter()
+        .zip(total.dead_by_reason)
+        .map(|(reason, n)| format!("{reason} {n}"))
+        .collect();
+    println!("dead by reason: {}", dead.join(", "));
 }
