@@ -798,8 +798,20 @@ impl Sim {
             format!("completing {done:?}")
         });
         let sent: Vec<Completion> = completions.iter().map(|(_, c)| c.clone()).collect();
-        let (completing, claimed) = self.store.complete_and_claim(sent, request).await;
-        match completing.await {
+        // PostgreSQL runs `complete_and_claim`'s completions beside its claim, so whether the
+        // claim sees the slots they free is a matter of timing: there the simulation commits
+        // the completions first, then claims, and a seed replays exactly on both backends.
+        let (completed, claimed) = match self.place {
+            Place::Sqlite { .. } => {
+                let (completing, claimed) = self.store.complete_and_claim(sent, request).await;
+                (completing.await, claimed)
+            }
+            Place::Postgres(_) => {
+                let completed = self.store.complete(sent, now).await;
+                (completed, self.store.claim_due(request).await)
+            }
+        };
+        match completed {
             Ok(results) => {
                 for ((d, c), result) in completions.iter().zip(results) {
                     if result == CompletionResult::LeaseLost {
