@@ -23,6 +23,27 @@ pub(crate) fn caps(sim: &Sim, claimed_for: &BTreeSet<String>) -> Result<(), Viol
             *per_origin.entry(&s.origin).or_default() += 1;
         }
     }
+    // For each subscriber and ordering key at most one delivery is on its way, bar replays.
+    let mut per_line: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+    for (key, subscriber) in &in_flight {
+        let Some(seen) = sim.network.by_key.get(key) else {
+            continue;
+        };
+        let event = seen.webhook_id.split(':').next().unwrap_or_default();
+        if sim.replayed.contains(&seen.webhook_id) {
+            continue;
+        }
+        if let Some(ordering_key) = sim.ordering_keys.get(event) {
+            let line = per_line.entry((subscriber, ordering_key)).or_default();
+            line.push(&seen.webhook_id);
+            if line.len() > 1 {
+                return Err(sim.violation(
+                    "at most one delivery per subscriber and ordering key on its way",
+                    format!("{subscriber}, key {ordering_key}: {line:?} in flight"),
+                ));
+            }
+        }
+    }
     let host_cap = sim.settings.caps.max_in_flight_per_host;
     for id in claimed_for {
         let Some(s) = sim.subscriber(id) else {

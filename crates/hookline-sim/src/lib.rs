@@ -298,6 +298,11 @@ struct Sim {
     orphans: BTreeMap<i64, String>,
     network: NetworkLog,
     published: Vec<Published>,
+    /// The ordering key of each keyed event published (also of one whose publish a full disk
+    /// refused: it stored nothing, so it is never claimed).
+    ordering_keys: BTreeMap<String, String>,
+    /// Deliveries a replay released: out of their key's line.
+    replayed: BTreeSet<String>,
     /// Whether the SQLite file is capped at its size now (writes may fail `StorageFull`).
     disk_full: bool,
     /// When the disk last had room again: what a full disk held back ends after it.
@@ -332,6 +337,8 @@ impl Sim {
             orphans: BTreeMap::new(),
             network: NetworkLog::default(),
             published: Vec::new(),
+            ordering_keys: BTreeMap::new(),
+            replayed: BTreeSet::new(),
             disk_full: false,
             disk_freed_at: EPOCH,
             summary: Summary::default(),
@@ -479,7 +486,12 @@ impl Sim {
             .filter(|s| hookline_store::type_patterns::selects(&s.event_types, event_type))
             .map(|s| s.id.clone())
             .collect();
-        let event = NewEvent::single(&id, event_type, r#"{"n":1}"#, 1);
+        let mut event = NewEvent::single(&id, event_type, r#"{"n":1}"#, 1);
+        if self.rng.percent(30) {
+            let key = format!("k{}", self.rng.between(0, 2));
+            self.ordering_keys.insert(id.clone(), key.clone());
+            event.ordering_key = Some(key);
+        }
         match self.store.publish(event, self.now).await {
             Ok(PublishOutcome::Accepted(receipt)) => {
                 if receipt.deliveries != subscribers.len() as u64 {
@@ -622,6 +634,7 @@ impl Sim {
                 if replay.selected > 0 {
                     self.summary.replays += 1;
                 }
+                self.replayed.extend(replay.delivery_ids);
                 Ok(())
             }
             // Nothing dead for that reason.
