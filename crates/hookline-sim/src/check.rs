@@ -8,7 +8,7 @@ use hookline_store::{Delivery, DeliveryFilter, DeliveryState};
 use crate::{in_flight_keys, Sim, Violation};
 
 /// Rows per page when the checks list deliveries.
-pub const PAGE: u32 = 500;
+const PAGE: u32 = 500;
 
 /// After a claim: no subscriber that got a delivery in it has more in flight than its cap, and
 /// no origin more than the cap per host. In flight counts what the store holds in flight:

@@ -126,9 +126,16 @@ pub async fn run(config: SimConfig) -> Result<Summary, Violation> {
         }
     };
     let mut sim = Sim::start(config, place).await?;
-    let outcome = sim.run_steps().await;
-    sim.place.clean_up().await;
-    outcome.map(|()| sim.summary)
+    sim.run_steps().await?;
+    let Sim {
+        place,
+        store,
+        summary,
+        ..
+    } = sim;
+    drop(store);
+    place.clean_up().await;
+    Ok(summary)
 }
 
 /// The store's location: a SQLite file (kept in its directory until the seed ends) or a
@@ -160,14 +167,10 @@ impl Place {
         }
     }
 
-    async fn clean_up(&mut self) {
-        if let Place::Postgres(schema) = std::mem::replace(
-            self,
-            Place::Sqlite {
-                _dir: tempfile::tempdir().expect("a temporary directory"),
-                path: String::new(),
-            },
-        ) {
+    /// After a seed that passed: a failing seed's schema is left for inspection (its
+    /// SQLite file goes with its temporary directory: the seed replays).
+    async fn clean_up(self) {
+        if let Place::Postgres(schema) = self {
             schema.drop_schema().await;
         }
     }
@@ -303,6 +306,8 @@ struct Sim {
     ordering_keys: BTreeMap<String, String>,
     /// Deliveries a replay released: out of their key's line.
     replayed: BTreeSet<String>,
+    /// When the last delivery a paced replay released is released, at the latest.
+    last_release: UnixMs,
     /// Whether the SQLite file is capped at its size now (writes may fail `StorageFull`).
     disk_full: bool,
     /// When the disk last had room again: what a full disk held back ends after it.
@@ -339,6 +344,7 @@ impl Sim {
             published: Vec::new(),
             ordering_keys: BTreeMap::new(),
             replayed: BTreeSet::new(),
+            last_release: EPOCH,
             disk_full: false,
             disk_freed_at: EPOCH,
             summary: Summary::default(),
@@ -410,7 +416,8 @@ impl Sim {
         if self.disk_full {
             self.reopen(Some(NO_PAGE_CAP)).await?;
         }
-        let horizon = self.now
+        // A paced replay opens its last window when it releases its last delivery.
+        let horizon = self.now.max(self.last_release)
             + self.settings.window_ms
             + self.settings.lease_ms
             + self.settings.max_advance_ms;
@@ -633,6 +640,11 @@ impl Sim {
             Ok(replay) => {
                 if replay.selected > 0 {
                     self.summary.replays += 1;
+                }
+                if let Some(per_second) = replay.per_second {
+                    let span = Duration::try_from_secs_f64(replay.selected as f64 / per_second)
+                        .map_or(i64::MAX, hookline_policy::duration_ms);
+                    self.last_release = self.last_release.max(self.now.saturating_add(span));
                 }
                 self.replayed.extend(replay.delivery_ids);
                 Ok(())
