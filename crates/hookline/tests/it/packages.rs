@@ -140,3 +140,48 @@ async fn healthcheck_exits_zero_only_for_a_healthy_answer() {
     assert_eq!(gone.status.code(), Some(1), "{gone:?}");
     assert!(String::from_utf8_lossy(&gone.stderr).contains("cannot reach"));
 }
+
+/// The README's first command, `cargo run --release -- serve` at the repository's root, runs
+/// the service: cargo must find exactly one binary to run there, hookline's, however many
+/// crates of the workspace have binaries of their own (hookline-sim has).
+#[test]
+fn the_readme_s_first_command_has_one_binary_to_run() {
+    let output = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let defaults: Vec<&str> = metadata["workspace_default_members"]
+        .as_array()
+        .expect("cargo reports the default members")
+        .iter()
+        .map(|id| id.as_str().unwrap())
+        .collect();
+    let binaries: Vec<String> = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| defaults.contains(&p["id"].as_str().unwrap()))
+        .flat_map(|p| p["targets"].as_array().unwrap().iter())
+        .filter(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "bin"))
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        binaries,
+        ["hookline"],
+        "cargo run at the root would ask which binary"
+    );
+    assert!(read("README.md").contains("cargo run --release -- serve"));
+}
