@@ -186,7 +186,7 @@ impl Watcher {
                 subscriber = %s.id,
                 failing_since = ?s.failing.since,
                 by = "hookline",
-                "subscriber paused: every attempt failed for [lifecycle] disable_after"
+                "subscriber paused: failing, with no attempt succeeding, for [lifecycle] disable_after"
             );
         }
         Ok(())
