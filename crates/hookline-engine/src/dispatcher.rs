@@ -310,6 +310,8 @@ impl Dispatcher {
                     }
                 }
             }
+            // The claim lent what it took past the free slots; the other places are free again.
+            lent.keep(batch.len().saturating_sub(s.slots.free()));
             // Keyed by the shared event's address: a claim batch shares one Arc per event.
             let mut bodies: HashMap<usize, Bytes> = HashMap::new();
             for delivery in batch {
@@ -329,10 +331,13 @@ impl Dispatcher {
                 };
                 // Past the free slots, the claim lent: those start in the places set aside.
                 let slot = match s.slots.free() {
-                    0 => lent.take(kind(&delivery), usual),
+                    0 => lent.take(AttemptKind::of(&delivery), usual, Instant::now()),
                     _ => None,
                 };
-                let slot = slot.unwrap_or_else(|| s.slots.take(kind(&delivery), standing, usual));
+                let slot = slot.unwrap_or_else(|| {
+                    s.slots
+                        .take(AttemptKind::of(&delivery), standing, usual, Instant::now())
+                });
                 let span = attempt_span(&s.traces, &delivery, &claim_span);
                 let traced = Traced { delivery, span };
                 attempts.spawn(attempt(s.clone(), traced, slot, body, done_tx.clone()));
@@ -431,15 +436,6 @@ impl Dispatcher {
                 }
             }
         }
-    }
-}
-
-/// Attempts that are not a delivery's first: they count against the retry slots.
-fn kind(d: &ClaimedDelivery) -> AttemptKind {
-    if d.attempt > 1 || d.lost_attempt_started_at.is_some() {
-        AttemptKind::Retry
-    } else {
-        AttemptKind::First
     }
 }
 
@@ -559,7 +555,7 @@ async fn attempt(
             tokio::select! {
                 report = &mut send => break report,
                 _ = tokio::time::sleep_until(to_lane), if !slot.is_slow() => {
-                    if slot.move_to_slow_lane(timer, usual) {
+                    if slot.move_to_slow_lane(timer, usual, Instant::now()) {
                         telemetry::slow_lane(s.slots.in_slow_lane());
                         tracing::debug!(delivery = %d.id, %subscriber, "attempt moved to the slow lane");
                         s.wake.notify_one();
@@ -614,7 +610,7 @@ async fn attempt(
         AttemptResult::Status(_) => Showing::Answered,
         _ => Showing::Hung,
     };
-    s.meter.attempt(now, kind(&d), outcome, showing);
+    s.meter.attempt(now, AttemptKind::of(&d), outcome, showing);
     let status = match report.result {
         AttemptResult::Status(code) => Some(code),
         _ => None,

@@ -84,7 +84,8 @@ impl Lane {
                 )
             })
             .filter(|(_, past)| *past > 1.0)
-            .max_by(|a, b| a.1.total_cmp(&b.1));
+            // Of two equally far past, the one that entered first: the same choice every time.
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
         let Some((id, _)) = furthest else {
             return false;
         };
@@ -175,8 +176,15 @@ impl Slots {
 
     /// Takes a place for one attempt starting now: a slot, or for a subscriber on probation
     /// whose share of the slots is used up, a place in the slow lane. It is given back when the
-    /// returned [`Slot`] drops.
-    pub fn take(self: &Arc<Self>, kind: AttemptKind, standing: Standing, usual: Duration) -> Slot {
+    /// returned [`Slot`] drops. `now` is when it starts (the simulation's time in
+    /// `hookline-sim`, `Instant::now()` in the dispatcher).
+    pub fn take(
+        self: &Arc<Self>,
+        kind: AttemptKind,
+        standing: Standing,
+        usual: Duration,
+        now: Instant,
+    ) -> Slot {
         let probation = standing == Standing::Unproven
             && self
                 .busy_probation
@@ -195,7 +203,7 @@ impl Slots {
             self.busy_retries.fetch_add(1, Ordering::AcqRel);
         }
         if standing == Standing::Unproven && !probation {
-            slot.move_to_slow_lane(Instant::now(), usual);
+            slot.move_to_slow_lane(now, usual, now);
         }
         slot
     }
@@ -242,11 +250,20 @@ impl LaneReservation {
     /// A place in the lane for an attempt starting now without a slot (`usual`: its
     /// subscriber's usual answer time, which ranks it for shedding as any other there); `None`
     /// when every place set aside is taken.
-    pub fn take(&mut self, kind: AttemptKind, usual: Duration) -> Option<Slot> {
+    /// Gives back every place past the first `lent`, once the claim has answered how many
+    /// deliveries it lent: held any longer, the places it did not use would keep attempts out
+    /// of the lane (a subscriber on probation past its share would keep a slot).
+    pub fn keep(&mut self, lent: usize) {
+        let unused = self.places.saturating_sub(lent);
+        self.places -= unused;
+        self.slots.lane.lock().unwrap().reserved -= unused;
+    }
+
+    pub fn take(&mut self, kind: AttemptKind, usual: Duration, now: Instant) -> Option<Slot> {
         self.places = self.places.checked_sub(1)?;
         let mut lane = self.slots.lane.lock().unwrap();
         lane.reserved -= 1;
-        let (id, shed) = lane.enter(Instant::now(), usual);
+        let (id, shed) = lane.enter(now, usual);
         Some(Slot {
             slots: self.slots.clone(),
             kind,
@@ -283,6 +300,18 @@ pub enum AttemptKind {
     Retry,
 }
 
+impl AttemptKind {
+    /// A first attempt, or a retry: a later attempt, and a rescue (which records the attempt
+    /// its lost worker made).
+    pub fn of(d: &hookline_store::ClaimedDelivery) -> AttemptKind {
+        if d.attempt > 1 || d.lost_attempt_started_at.is_some() {
+            AttemptKind::Retry
+        } else {
+            AttemptKind::First
+        }
+    }
+}
+
 #[derive(Debug)]
 enum Place {
     Slot,
@@ -310,12 +339,12 @@ impl Slot {
     /// Moves the attempt (started at `started`, its subscriber's usual answer time `usual`) to
     /// the slow lane, freeing its slot and shedding another attempt if the lane is full; false
     /// (and nothing changes) when the lane is full of attempts still within their usual time.
-    pub fn move_to_slow_lane(&mut self, started: Instant, usual: Duration) -> bool {
+    pub fn move_to_slow_lane(&mut self, started: Instant, usual: Duration, now: Instant) -> bool {
         if self.is_slow() {
             return true;
         }
         let mut lane = self.slots.lane.lock().unwrap();
-        if !lane.room(self.slots.slow_lane, Instant::now()) {
+        if !lane.room(self.slots.slow_lane, now) {
             return false;
         }
         let (id, shed) = lane.enter(started, usual);
@@ -380,43 +409,83 @@ mod tests {
     fn places_set_aside_in_the_lane_start_attempts_without_a_slot_and_count_against_it() {
         let slots = slots(2, 2, 2, 2);
         let now = Instant::now();
-        let _a = slots.take(AttemptKind::First, Standing::Answering, USUAL);
-        let mut b = slots.take(AttemptKind::First, Standing::Answering, USUAL);
+        let _a = slots.take(
+            AttemptKind::First,
+            Standing::Answering,
+            USUAL,
+            Instant::now(),
+        );
+        let mut b = slots.take(
+            AttemptKind::First,
+            Standing::Answering,
+            USUAL,
+            Instant::now(),
+        );
         let mut lent = slots.reserve_lane(5);
         assert_eq!((lent.places(), slots.free()), (2, 0));
         // The places set aside are not the lane's to give a slow attempt.
-        assert!(!b.move_to_slow_lane(now, USUAL));
-        let borrowed = lent.take(AttemptKind::First, USUAL).unwrap();
+        assert!(!b.move_to_slow_lane(now, USUAL, Instant::now()));
+        let borrowed = lent
+            .take(AttemptKind::First, USUAL, Instant::now())
+            .unwrap();
         assert!(borrowed.is_slow());
         assert_eq!((slots.free(), slots.in_slow_lane()), (0, 1));
         // The one not used comes back when the reservation ends.
         drop(lent);
-        assert!(b.move_to_slow_lane(now, USUAL));
+        assert!(b.move_to_slow_lane(now, USUAL, Instant::now()));
         assert_eq!((slots.free(), slots.in_slow_lane()), (1, 2));
         let mut none_left = slots.reserve_lane(5);
-        assert!(none_left.take(AttemptKind::Retry, USUAL).is_none());
+        assert!(none_left
+            .take(AttemptKind::Retry, USUAL, Instant::now())
+            .is_none());
         drop(borrowed);
         assert_eq!(slots.in_slow_lane(), 1);
+    }
+
+    #[test]
+    fn places_the_claim_did_not_lend_are_free_for_attempts_on_probation() {
+        let slots = slots(4, 4, 1, 2);
+        let mut lent = slots.reserve_lane(4);
+        assert_eq!(lent.places(), 2);
+        lent.keep(1);
+        assert_eq!(lent.places(), 1);
+        let now = Instant::now();
+        let on_probation = slots.take(AttemptKind::First, Standing::Unproven, USUAL, now);
+        let past_the_share = slots.take(AttemptKind::First, Standing::Unproven, USUAL, now);
+        assert!(!on_probation.is_slow());
+        assert!(past_the_share.is_slow(), "the place not lent is free");
+        assert!(lent.take(AttemptKind::First, USUAL, now).is_some());
+        assert!(lent.take(AttemptKind::First, USUAL, now).is_none());
     }
 
     #[test]
     fn a_slow_attempt_frees_its_slot_while_the_lane_has_room() {
         let slots = slots(2, 1, 2, 1);
         let now = Instant::now();
-        let mut hanging = slots.take(AttemptKind::Retry, Standing::Answering, USUAL);
-        let mut also_hanging = slots.take(AttemptKind::First, Standing::Answering, USUAL);
+        let mut hanging = slots.take(
+            AttemptKind::Retry,
+            Standing::Answering,
+            USUAL,
+            Instant::now(),
+        );
+        let mut also_hanging = slots.take(
+            AttemptKind::First,
+            Standing::Answering,
+            USUAL,
+            Instant::now(),
+        );
         assert_eq!((slots.free(), slots.free_for_retries()), (0, 0));
 
-        assert!(hanging.move_to_slow_lane(now, USUAL));
+        assert!(hanging.move_to_slow_lane(now, USUAL, Instant::now()));
         assert_eq!((slots.free(), slots.free_for_retries()), (1, 1));
         assert_eq!(slots.in_slow_lane(), 1);
         // The lane is full of an attempt still within its usual time: the second keeps its slot.
-        assert!(!also_hanging.move_to_slow_lane(now, Duration::from_secs(3600)));
+        assert!(!also_hanging.move_to_slow_lane(now, Duration::from_secs(3600), Instant::now()));
         assert_eq!(slots.free(), 1);
 
         drop(hanging);
         assert_eq!((slots.in_slow_lane(), slots.free()), (0, 1));
-        assert!(also_hanging.move_to_slow_lane(now, USUAL));
+        assert!(also_hanging.move_to_slow_lane(now, USUAL, Instant::now()));
         drop(also_hanging);
         assert_eq!((slots.in_slow_lane(), slots.free()), (0, 2));
     }
@@ -424,9 +493,14 @@ mod tests {
     #[test]
     fn a_slot_is_given_back_once() {
         let slots = slots(1, 1, 1, 1);
-        let mut slot = slots.take(AttemptKind::Retry, Standing::Answering, USUAL);
-        assert!(slot.move_to_slow_lane(Instant::now(), USUAL));
-        assert!(slot.move_to_slow_lane(Instant::now(), USUAL));
+        let mut slot = slots.take(
+            AttemptKind::Retry,
+            Standing::Answering,
+            USUAL,
+            Instant::now(),
+        );
+        assert!(slot.move_to_slow_lane(Instant::now(), USUAL, Instant::now()));
+        assert!(slot.move_to_slow_lane(Instant::now(), USUAL, Instant::now()));
         assert_eq!(slots.in_slow_lane(), 1);
         drop(slot);
         assert_eq!(
@@ -441,11 +515,23 @@ mod tests {
     fn subscribers_without_an_answer_hold_only_their_share_of_the_slots() {
         let slots = slots(4, 2, 1, 1_000);
         let unproven: Vec<Slot> = (0..500)
-            .map(|_| slots.take(AttemptKind::First, Standing::Unproven, USUAL))
+            .map(|_| {
+                slots.take(
+                    AttemptKind::First,
+                    Standing::Unproven,
+                    USUAL,
+                    Instant::now(),
+                )
+            })
             .collect();
         assert_eq!(slots.busy(), 1, "the probation share");
         assert_eq!(slots.in_slow_lane(), 499);
-        let answering = slots.take(AttemptKind::First, Standing::Answering, USUAL);
+        let answering = slots.take(
+            AttemptKind::First,
+            Standing::Answering,
+            USUAL,
+            Instant::now(),
+        );
         assert!(!answering.is_slow());
         assert_eq!(slots.free(), 2);
         drop(unproven);
@@ -455,7 +541,12 @@ mod tests {
             (0, 0, 4)
         );
         // The share is given back: the next one holds a slot again.
-        let again = slots.take(AttemptKind::First, Standing::Unproven, USUAL);
+        let again = slots.take(
+            AttemptKind::First,
+            Standing::Unproven,
+            USUAL,
+            Instant::now(),
+        );
         assert!(!again.is_slow());
     }
 
@@ -465,13 +556,28 @@ mod tests {
         let slots = slots(4, 4, 4, 2);
         let long_ago = Instant::now() - Duration::from_secs(10);
         // 10 s in flight: 100x its usual 100 ms, and 2x its usual 5 s.
-        let mut far_past = slots.take(AttemptKind::First, Standing::Answering, USUAL);
-        assert!(far_past.move_to_slow_lane(long_ago, USUAL));
-        let mut a_little_past = slots.take(AttemptKind::First, Standing::Answering, USUAL);
-        assert!(a_little_past.move_to_slow_lane(long_ago, Duration::from_secs(5)));
+        let mut far_past = slots.take(
+            AttemptKind::First,
+            Standing::Answering,
+            USUAL,
+            Instant::now(),
+        );
+        assert!(far_past.move_to_slow_lane(long_ago, USUAL, Instant::now()));
+        let mut a_little_past = slots.take(
+            AttemptKind::First,
+            Standing::Answering,
+            USUAL,
+            Instant::now(),
+        );
+        assert!(a_little_past.move_to_slow_lane(long_ago, Duration::from_secs(5), Instant::now()));
 
-        let mut next = slots.take(AttemptKind::First, Standing::Answering, USUAL);
-        assert!(next.move_to_slow_lane(Instant::now(), USUAL));
+        let mut next = slots.take(
+            AttemptKind::First,
+            Standing::Answering,
+            USUAL,
+            Instant::now(),
+        );
+        assert!(next.move_to_slow_lane(Instant::now(), USUAL, Instant::now()));
         far_past.shed().await;
         assert_eq!(slots.in_slow_lane(), 2);
         drop(far_past);
@@ -479,11 +585,21 @@ mod tests {
 
         // Nothing in the lane is past its usual time now but the second: it goes next; then
         // the lane holds only attempts within theirs, and the next keeps its slot.
-        let mut another = slots.take(AttemptKind::First, Standing::Answering, USUAL);
-        assert!(another.move_to_slow_lane(Instant::now(), USUAL));
+        let mut another = slots.take(
+            AttemptKind::First,
+            Standing::Answering,
+            USUAL,
+            Instant::now(),
+        );
+        assert!(another.move_to_slow_lane(Instant::now(), USUAL, Instant::now()));
         a_little_past.shed().await;
-        let mut kept = slots.take(AttemptKind::First, Standing::Answering, USUAL);
-        assert!(!kept.move_to_slow_lane(Instant::now(), USUAL));
+        let mut kept = slots.take(
+            AttemptKind::First,
+            Standing::Answering,
+            USUAL,
+            Instant::now(),
+        );
+        assert!(!kept.move_to_slow_lane(Instant::now(), USUAL, Instant::now()));
         assert!(!kept.is_slow());
         // An attempt holding a slot is never shed.
         let never = tokio::time::timeout(Duration::from_millis(10), kept.shed()).await;

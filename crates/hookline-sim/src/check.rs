@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hookline_policy::{DeadReason, Outcome};
 use hookline_store::{Delivery, DeliveryFilter, DeliveryState};
 
+use crate::process::Live;
 use crate::{in_flight_keys, Sim, Violation};
 
 /// Rows per page when the checks list deliveries.
@@ -66,6 +67,76 @@ pub(crate) fn caps(sim: &Sim, claimed_for: &BTreeSet<String>) -> Result<(), Viol
                 format!("{}: {at_host} in flight, cap {host_cap}", s.origin),
             ));
         }
+    }
+    Ok(())
+}
+
+/// After a pass: hanging destinations hold no slot. An attempt past its subscriber's slot
+/// patience has given its slot back, and attempts of subscribers that have not answered yet hold
+/// at most the probation share of them, unless the slow lane is full of attempts all still
+/// within their usual time (the one case `slots.rs` lets an attempt keep its slot). Never more
+/// attempts under way than the slots and the lane together.
+pub(crate) fn slots(sim: &Sim) -> Result<(), Violation> {
+    let delivery = &sim.settings.delivery;
+    let now = sim.now;
+    let (in_lane, in_slots): (Vec<&Live>, Vec<&Live>) =
+        sim.live.iter().partition(|l| l.slot.is_slow());
+    if sim.live.len() > delivery.concurrency + delivery.slow_lane {
+        return Err(sim.violation(
+            "never more attempts under way than the slots and the slow lane",
+            format!(
+                "{} under way, {} slots and {} places in the lane",
+                sim.live.len(),
+                delivery.concurrency,
+                delivery.slow_lane
+            ),
+        ));
+    }
+    let lane_full_of_the_usual =
+        in_lane.len() >= delivery.slow_lane && in_lane.iter().all(|l| !l.past_usual(now));
+    if lane_full_of_the_usual {
+        return Ok(());
+    }
+    let held: Vec<String> = in_slots
+        .iter()
+        .filter(|l| {
+            l.patience_ends
+                .saturating_add(crate::process::LANE_RETRY_MS)
+                <= now
+        })
+        .map(|l| {
+            format!(
+                "{} to {} for {} ms (patience {} ms)",
+                l.claimed.id,
+                l.claimed.destination.subscriber_id,
+                now - l.started_at,
+                l.patience_ends - l.started_at
+            )
+        })
+        .collect();
+    if !held.is_empty() {
+        return Err(sim.violation(
+            "an attempt past its subscriber's usual time holds no slot while the lane has room",
+            format!(
+                "{} of {} slots held past patience, {} of {} places in the lane taken: {}",
+                held.len(),
+                delivery.concurrency,
+                in_lane.len(),
+                delivery.slow_lane,
+                held.join("; ")
+            ),
+        ));
+    }
+    let unproven = in_slots.iter().filter(|l| l.on_probation).count();
+    if unproven > delivery.probation_slots() {
+        return Err(sim.violation(
+            "subscribers that have not answered hold at most the probation share of the slots",
+            format!(
+                "{unproven} slots held by them, their share is {} of {}",
+                delivery.probation_slots(),
+                delivery.concurrency
+            ),
+        ));
     }
     Ok(())
 }
@@ -160,7 +231,7 @@ pub(crate) async fn step(sim: &Sim) -> Result<(), Violation> {
 /// After the drain: every accepted event's deliveries ended, and the store's attempts are the
 /// network's.
 pub(crate) async fn end(sim: &mut Sim) -> Result<(), Violation> {
-    if !sim.live.is_empty() || !sim.orphans.is_empty() {
+    if !sim.live.is_empty() || !sim.shed.is_empty() || !sim.orphans.is_empty() {
         return Err(sim.violation(
             "the drain ends every attempt",
             format!(

@@ -12,12 +12,14 @@
 //! the simulated network saw; a seed that breaks one stops there and says so, and replays the
 //! same steps (`HOOKLINE_SIM_SEED`).
 //!
-//! What runs in the process (the dispatcher's slots, slow lane and slowness, the HTTP sender) is
-//! not simulated: the simulation is the store and policy under the dispatcher's calls.
+//! The process's own delivery slots, slow lane and knowledge of subscribers' answer times are
+//! the engine's (`process.rs`), on the simulated clock; some seeds send a crowd of hanging
+//! subscribers, several times the slots. The HTTP sender is not simulated: the network answers.
 
 mod check;
 mod network;
 mod prng;
+mod process;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -34,8 +36,11 @@ use hookline_store::{
     SubscriberPatch, SubscriberStatus, WindowSweep,
 };
 
+use hookline_engine::config::DeliveryConfig;
+use hookline_engine::slots::LaneReservation;
 use network::{Answer, Behaviour, NetworkLog, Seen};
 use prng::Prng;
+use process::{Finished, Live, Process};
 
 /// Where a seed's store lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,7 +191,8 @@ struct Settings {
     attempt_timeout_ms: i64,
     /// As the engine's: the attempt timeout and a margin for the commit.
     lease_ms: i64,
-    slots: usize,
+    /// The process's slots, slow lane and slowness threshold (the caps are in `caps`).
+    delivery: DeliveryConfig,
     caps: InFlightCaps,
     /// The clock moves at most this far between two dispatcher passes.
     max_advance_ms: i64,
@@ -204,6 +210,21 @@ impl Settings {
         )
         .expect("a valid policy");
         let attempt_timeout_ms = i64::try_from(rng.between(2_000, 10_000)).unwrap_or(2_000);
+        let concurrency = usize::try_from(rng.between(2, 24)).unwrap_or(2);
+        let caps = InFlightCaps {
+            max_in_flight_per_subscriber: u32::try_from(rng.between(1, 6)).unwrap_or(1),
+            max_in_flight_per_host: u32::try_from(rng.between(0, 8)).unwrap_or(0),
+        };
+        let delivery = DeliveryConfig {
+            concurrency,
+            attempt_timeout: Duration::from_millis(attempt_timeout_ms.unsigned_abs()),
+            max_in_flight_per_subscriber: caps.max_in_flight_per_subscriber,
+            max_in_flight_per_host: caps.max_in_flight_per_host,
+            first_attempt_share: *rng.pick(&[0.25, 0.5, 0.75]).expect("shares"),
+            slow_after: Duration::from_millis(rng.between(200, 3_000)),
+            // From a lane that fills at once to one with room for every slot twice.
+            slow_lane: usize::try_from(rng.between(1, 2 * concurrency as u64)).unwrap_or(1),
+        };
         Settings {
             retry,
             classification: Classification::default(),
@@ -215,11 +236,8 @@ impl Settings {
             window_ms: hookline_policy::duration_ms(window),
             attempt_timeout_ms,
             lease_ms: attempt_timeout_ms + 5_000,
-            slots: usize::try_from(rng.between(2, 24)).unwrap_or(2),
-            caps: InFlightCaps {
-                max_in_flight_per_subscriber: u32::try_from(rng.between(1, 6)).unwrap_or(1),
-                max_in_flight_per_host: u32::try_from(rng.between(0, 8)).unwrap_or(0),
-            },
+            delivery,
+            caps,
             max_advance_ms: i64::try_from(rng.between(200, 3_000)).unwrap_or(200),
         }
     }
@@ -234,14 +252,6 @@ struct SimSubscriber {
     behaviour: Behaviour,
     status: SubscriberStatus,
     max_in_flight: Option<u32>,
-}
-
-/// An attempt the network is carrying.
-#[derive(Debug, Clone)]
-struct Live {
-    claimed: ClaimedDelivery,
-    started_at: UnixMs,
-    answer: Answer,
 }
 
 /// An event the store accepted, and the subscribers it was for.
@@ -294,8 +304,12 @@ struct Sim {
     store: Arc<dyn Store>,
     settings: Settings,
     subscribers: Vec<SimSubscriber>,
-    /// Attempts under way, each until `started_at + answer.after_ms`.
+    /// Attempts under way, each until `started_at + answer.after_ms` or shed.
     live: Vec<Live>,
+    /// The process's slots, slow lane and slowness: new after each crash.
+    process: Process,
+    /// Attempts the lane shed when another started there: completed in the next pass.
+    shed: Vec<Finished>,
     /// Deliveries in flight in the store with no attempt running (their worker was lost),
     /// by key, with their subscriber: rescued once their lease runs out.
     orphans: BTreeMap<i64, String>,
@@ -327,6 +341,7 @@ impl Sim {
                 invariant: "setup",
                 detail: format!("cannot open the store: {e}"),
             })?;
+        let process = Process::start(settings.delivery.clone(), EPOCH);
         let mut sim = Sim {
             seed: config.seed,
             tracing: std::env::var("HOOKLINE_SIM_TRACE").as_deref() == Ok("1"),
@@ -339,6 +354,8 @@ impl Sim {
             settings,
             subscribers: Vec::new(),
             live: Vec::new(),
+            process,
+            shed: Vec::new(),
             orphans: BTreeMap::new(),
             network: NetworkLog::default(),
             published: Vec::new(),
@@ -352,6 +369,14 @@ impl Sim {
         sim.trace(|| format!("settings {:?}", sim.settings));
         for _ in 0..sim.rng.between(2, 6) {
             sim.add_subscriber().await?;
+        }
+        // A crowd of new destinations that hang, one to three times the slots: they must not
+        // take the slots from the others (the slow lane, `slots.rs`).
+        if sim.rng.percent(30) {
+            let slots = sim.settings.delivery.concurrency as u64;
+            for _ in 0..sim.rng.between(slots, 3 * slots) {
+                sim.add_subscriber_behaving(Behaviour::Hangs).await?;
+            }
         }
         Ok(sim)
     }
@@ -431,6 +456,11 @@ impl Sim {
     }
 
     async fn add_subscriber(&mut self) -> Result<(), Violation> {
+        let behaviour = Behaviour::draw(&mut self.rng);
+        self.add_subscriber_behaving(behaviour).await
+    }
+
+    async fn add_subscriber_behaving(&mut self, behaviour: Behaviour) -> Result<(), Violation> {
         let n = self.subscribers.len();
         let id = format!("s{n}");
         let origin = (*self.rng.pick(&ORIGINS).expect("origins")).to_owned();
@@ -452,7 +482,6 @@ impl Sim {
         };
         match self.store.create_subscriber(new, self.now).await {
             Ok(_) => {
-                let behaviour = Behaviour::draw(&mut self.rng);
                 self.subscribers.push(SimSubscriber {
                     id,
                     origin,
@@ -683,6 +712,10 @@ impl Sim {
         for live in std::mem::take(&mut self.live) {
             self.orphan(&live.claimed);
         }
+        for shed in std::mem::take(&mut self.shed) {
+            self.orphan(&shed.claimed);
+        }
+        self.process = Process::start(self.settings.delivery.clone(), EPOCH);
         if let (Some(pages), Place::Sqlite { path, .. }) = (page_cap, &self.place) {
             hookline_store::testing::cap_sqlite_pages(path, pages);
             self.disk_full = pages != NO_PAGE_CAP;
@@ -732,11 +765,9 @@ impl Sim {
         }
         // An attempt that ended gave its slot back before its completion is seen (as the
         // engine's `attempt` drops its slot first): the rescue may use it.
-        let (ended, running): (Vec<Live>, Vec<Live>) = std::mem::take(&mut self.live)
-            .into_iter()
-            .partition(|l| l.started_at + l.answer.after_ms <= now);
-        self.live = running;
-        let free = self.settings.slots.saturating_sub(self.live.len());
+        let mut ended = std::mem::take(&mut self.shed);
+        ended.extend(self.process.run_until(&mut self.live, now));
+        let free = self.process.slots.free();
         let mut finished = Vec::new();
         if free > 0 {
             match self
@@ -773,39 +804,42 @@ impl Sim {
                                 format!("rescued {} without lost_attempt_started_at", d.id),
                             ));
                         };
-                        let record_at = lost_at;
-                        finished.push((d, record_at, AttemptResult::Lost, None));
+                        finished.push(Finished {
+                            claimed: d,
+                            started_at: lost_at,
+                            result: AttemptResult::Lost,
+                            retry_after: None,
+                            shed: false,
+                        });
                     }
                 }
                 Err(e) => self.refused("rescue_expired", e)?,
             }
         }
-        for l in ended {
-            finished.push((
-                l.claimed,
-                l.started_at,
-                l.answer.result,
-                l.answer.retry_after,
-            ));
-        }
+        // The engine's rescued deliveries each take a slot for the moment it takes to record
+        // them: the claim wants that many fewer.
+        let rescued = finished.len();
+        finished.extend(ended);
         let completions: Vec<(ClaimedDelivery, Completion)> = finished
             .into_iter()
-            .map(|(d, started_at, result, retry_after)| {
-                let completion = self.completion(&d, started_at, result, retry_after);
-                (d, completion)
+            .map(|f| {
+                let completion = self.completion(&f);
+                (f.claimed, completion)
             })
             .collect();
-        let want = self.settings.slots.saturating_sub(self.live.len());
+        let want = self.process.slots.free().saturating_sub(rescued);
+        let slots = self.settings.delivery.concurrency;
+        let mut lent = self.process.slots.reserve_lane(slots);
         let request = ClaimRequest {
             now,
             limit: want,
-            slots: self.settings.slots,
-            lend: 0,
+            slots,
+            lend: lent.places(),
             lease_ms: self.settings.lease_ms,
             max_in_flight_per_subscriber: self.settings.caps.max_in_flight_per_subscriber,
             max_in_flight_per_host: self.settings.caps.max_in_flight_per_host,
-            max_retries: want.div_ceil(2),
-            exclude_subscribers: Vec::new(),
+            max_retries: self.process.slots.free_for_retries(),
+            exclude_subscribers: self.process.suspects(now),
             window_ended_for_start: now.saturating_sub(self.settings.window_ms),
         };
         // What the store must refuse to claim for: paused and revoked as of before the call.
@@ -876,21 +910,24 @@ impl Sim {
                     let ids: Vec<_> = claimed.iter().map(|d| (d.id.as_str(), d.attempt)).collect();
                     format!("claimed {ids:?} ({} under way)", self.live.len())
                 });
-                self.send(claimed, &unclaimable)?
+                self.send(claimed, &unclaimable, &mut lent)?
             }
             Err(e) => self.refused("claim_due", e)?,
         }
-        Ok(())
+        drop(lent);
+        check::slots(self)
     }
 
-    /// `d`'s attempt, ended now with `result`, as the engine's `attempt` records and decides it.
-    fn completion(
-        &self,
-        d: &ClaimedDelivery,
-        started_at: UnixMs,
-        result: AttemptResult,
-        retry_after: Option<Duration>,
-    ) -> Completion {
+    /// An attempt that ended, as the engine's `attempt` records and decides it (now).
+    fn completion(&self, f: &Finished) -> Completion {
+        let Finished {
+            claimed: d,
+            started_at,
+            result,
+            retry_after,
+            ..
+        } = f;
+        let (started_at, result, retry_after) = (*started_at, *result, *retry_after);
         let outcome = self.settings.classification.classify(result);
         let transition = self.settings.retry.decide(&Attempted {
             delivery_id: &d.id,
@@ -912,7 +949,11 @@ impl Sim {
                     AttemptResult::Status(code) => Some(code),
                     _ => None,
                 },
-                error: (outcome != Outcome::Success).then(|| format!("{result:?}")),
+                error: match (f.shed, outcome) {
+                    (true, _) => Some("shed from a full slow lane".into()),
+                    (false, Outcome::Success) => None,
+                    (false, _) => Some(format!("{result:?}")),
+                },
                 response_body: None,
                 policy: Some("default".into()),
             },
@@ -927,8 +968,11 @@ impl Sim {
         &mut self,
         claimed: Vec<ClaimedDelivery>,
         unclaimable: &BTreeSet<String>,
+        lent: &mut LaneReservation,
     ) -> Result<(), Violation> {
         let mut claimed_for: BTreeSet<String> = BTreeSet::new();
+        // As the dispatcher: the places the claim did not lend go back to the lane.
+        lent.keep(claimed.len().saturating_sub(self.process.slots.free()));
         for d in claimed {
             let subscriber = d.destination.subscriber_id.clone();
             if unclaimable.contains(&subscriber) {
@@ -980,11 +1024,10 @@ impl Sim {
             };
             let answer = Answer::draw(behaviour, self.settings.attempt_timeout_ms, &mut self.rng);
             claimed_for.insert(subscriber);
-            self.live.push(Live {
-                claimed: d,
-                started_at: self.now,
-                answer,
-            });
+            let live = self.process.begin(d, answer, lent, self.now);
+            self.live.push(live);
+            let shed = self.process.shed_from(&mut self.live);
+            self.shed.extend(shed);
         }
         check::caps(self, &claimed_for)
     }
@@ -1001,8 +1044,9 @@ impl Sim {
 /// Keys of what is in flight in the store as the simulation knows it.
 fn in_flight_keys(sim: &Sim) -> BTreeMap<i64, String> {
     let mut keys = sim.orphans.clone();
-    for l in &sim.live {
-        keys.insert(l.claimed.key.0, l.claimed.destination.subscriber_id.clone());
+    let claimed = sim.live.iter().map(|l| &l.claimed);
+    for d in claimed.chain(sim.shed.iter().map(|f| &f.claimed)) {
+        keys.insert(d.key.0, d.destination.subscriber_id.clone());
     }
     keys
 }
