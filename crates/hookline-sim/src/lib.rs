@@ -277,20 +277,52 @@ const BATCH: usize = 1_000;
 /// `max_page_count` for a SQLite file whose disk has room again: SQLite's own ceiling.
 const NO_PAGE_CAP: u64 = 4_294_967_294;
 
-/// The names of the scheduled actions, by the index `run_steps` draws, for the trace.
-const ACTIONS: [&str; 11] = [
-    "publish",
-    "pause or resume",
-    "cap",
-    "rate limit",
-    "replay",
-    "new subscriber",
-    "revoke",
-    "crash",
-    "fill or free the disk",
-    "new URL",
-    "nothing",
-];
+/// What a step does besides the dispatcher's pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Publish,
+    PauseOrResume,
+    Cap,
+    RateLimit,
+    Replay,
+    NewSubscriber,
+    Revoke,
+    Crash,
+    FillOrFreeDisk,
+    NewUrl,
+    Nothing,
+}
+
+impl Action {
+    /// Each with how often it is drawn.
+    const DRAWN: [(Action, u64); 11] = [
+        (Action::Publish, 30),
+        (Action::PauseOrResume, 4),
+        (Action::Cap, 3),
+        (Action::RateLimit, 2),
+        (Action::Replay, 2),
+        (Action::NewSubscriber, 2),
+        (Action::Revoke, 2),
+        (Action::Crash, 2),
+        (Action::FillOrFreeDisk, 2),
+        (Action::NewUrl, 2),
+        (Action::Nothing, 2),
+    ];
+
+    /// Whether, on PostgreSQL, it may run beside the claim (an api process and a worker at the
+    /// same moment). Not a cap or a URL: the checks after the claim read the caps and origins
+    /// as they are after it.
+    fn may_run_beside_a_claim(self) -> bool {
+        matches!(
+            self,
+            Action::Publish
+                | Action::PauseOrResume
+                | Action::RateLimit
+                | Action::Replay
+                | Action::Revoke
+        )
+    }
+}
 
 struct Sim {
     seed: u64,
@@ -414,25 +446,40 @@ impl Sim {
                 .rng
                 .between(0, self.settings.max_advance_ms.unsigned_abs());
             self.now += i64::try_from(advance).unwrap_or(0);
-            let action = self.rng.weighted(&[30, 4, 3, 2, 2, 2, 2, 2, 2, 2, 2]);
-            self.trace(|| format!("action {}", ACTIONS[action]));
-            match action {
-                0 => self.publish().await?,
-                1 => self.pause_or_resume().await?,
-                2 => self.change_caps().await?,
-                3 => self.change_rate().await?,
-                4 => self.replay().await?,
-                5 => self.add_subscriber().await?,
-                6 => self.revoke().await?,
-                7 => self.crash().await?,
-                8 => self.fill_or_free_disk().await?,
-                9 => self.move_subscriber().await?,
-                _ => {}
+            let weights = Action::DRAWN.map(|(_, weight)| weight);
+            let action = Action::DRAWN[self.rng.weighted(&weights)].0;
+            // On PostgreSQL, half of them run beside the claim, in a transaction of their own:
+            // which goes first is up to the database, not the seed.
+            let beside = matches!(self.place, Place::Postgres(_))
+                && action.may_run_beside_a_claim()
+                && self.rng.percent(50);
+            if beside {
+                self.trace(|| format!("action {action:?} beside the claim"));
+                self.dispatch(action).await?;
+            } else {
+                self.trace(|| format!("action {action:?}"));
+                self.act(action).await?;
+                self.dispatch(Action::Nothing).await?;
             }
-            self.dispatch().await?;
             self.check().await?;
         }
         self.drain().await
+    }
+
+    async fn act(&mut self, action: Action) -> Result<(), Violation> {
+        match action {
+            Action::Publish => self.publish().await,
+            Action::PauseOrResume => self.pause_or_resume().await,
+            Action::Cap => self.change_caps().await,
+            Action::RateLimit => self.change_rate().await,
+            Action::Replay => self.replay().await,
+            Action::NewSubscriber => self.add_subscriber().await,
+            Action::Revoke => self.revoke().await,
+            Action::Crash => self.crash().await,
+            Action::FillOrFreeDisk => self.fill_or_free_disk().await,
+            Action::NewUrl => self.move_subscriber().await,
+            Action::Nothing => Ok(()),
+        }
     }
 
     /// The end of a seed: no more changes, the disk has room, and the clock runs past every
@@ -449,7 +496,7 @@ impl Sim {
         while self.now <= horizon {
             self.step += 1;
             self.now += self.settings.max_advance_ms.min(1_000);
-            self.dispatch().await?;
+            self.dispatch(Action::Nothing).await?;
             self.check().await?;
         }
         self.check_end().await
@@ -752,7 +799,7 @@ impl Sim {
     /// One pass of the dispatcher's loop, as `hookline-engine`'s `Dispatcher::run` makes it:
     /// the window sweep, the rescue of expired leases (each recorded `lost` at once), then the
     /// attempts that ended are completed and the next claim made in one call.
-    async fn dispatch(&mut self) -> Result<(), Violation> {
+    async fn dispatch(&mut self, beside_the_claim: Action) -> Result<(), Violation> {
         let now = self.now;
         let sweep = WindowSweep {
             now,
@@ -843,12 +890,7 @@ impl Sim {
             window_ended_for_start: now.saturating_sub(self.settings.window_ms),
         };
         // What the store must refuse to claim for: paused and revoked as of before the call.
-        let unclaimable: BTreeSet<String> = self
-            .subscribers
-            .iter()
-            .filter(|s| s.status != SubscriberStatus::Active)
-            .map(|s| s.id.clone())
-            .collect();
+        let before = self.unclaimable();
         self.trace(|| {
             let done: Vec<_> = completions
                 .iter()
@@ -860,16 +902,57 @@ impl Sim {
         // PostgreSQL runs `complete_and_claim`'s completions beside its claim, so whether the
         // claim sees the slots they free is a matter of timing: there the simulation commits
         // the completions first, then claims, and a seed replays exactly on both backends.
-        let (completed, claimed) = match self.place {
+        let claimed = match self.place {
             Place::Sqlite { .. } => {
+                // One writer: whatever runs beside the claim runs before it.
+                self.act(beside_the_claim).await?;
                 let (completing, claimed) = self.store.complete_and_claim(sent, request).await;
-                (completing.await, claimed)
+                self.completed(&completions, completing.await)?;
+                claimed
             }
             Place::Postgres(_) => {
                 let completed = self.store.complete(sent, now).await;
-                (completed, self.store.claim_due(request).await)
+                self.completed(&completions, completed)?;
+                let store = self.store.clone();
+                let (claimed, acted) =
+                    tokio::join!(store.claim_due(request), self.act(beside_the_claim));
+                acted?;
+                claimed
             }
         };
+        match claimed {
+            Ok(claimed) => {
+                self.trace(|| {
+                    let ids: Vec<_> = claimed.iter().map(|d| (d.id.as_str(), d.attempt)).collect();
+                    format!("claimed {ids:?} ({} under way)", self.live.len())
+                });
+                // And after what ran beside it: a subscriber resumed meanwhile may be claimed.
+                let unclaimable: BTreeSet<String> =
+                    before.intersection(&self.unclaimable()).cloned().collect();
+                self.send(claimed, &unclaimable, &mut lent)?
+            }
+            Err(e) => self.refused("claim_due", e)?,
+        }
+        drop(lent);
+        check::slots(self)
+    }
+
+    /// The subscribers paused or revoked.
+    fn unclaimable(&self) -> BTreeSet<String> {
+        self.subscribers
+            .iter()
+            .filter(|s| s.status != SubscriberStatus::Active)
+            .map(|s| s.id.clone())
+            .collect()
+    }
+
+    /// What the store answered to `completions`: a revoking one revoked its subscriber; a
+    /// commit refused leaves them in flight until their leases run out.
+    fn completed(
+        &mut self,
+        completions: &[(ClaimedDelivery, Completion)],
+        completed: hookline_store::Result<Vec<CompletionResult>>,
+    ) -> Result<(), Violation> {
         match completed {
             Ok(results) => {
                 for ((d, c), result) in completions.iter().zip(results) {
@@ -894,7 +977,7 @@ impl Sim {
                 self.refused("complete", e)?;
                 // Not recorded: the rows stay in flight until their leases run out, and the
                 // rescue records these attempts as lost, as the engine's `commit` says.
-                for (d, c) in &completions {
+                for (d, c) in completions {
                     if c.record.outcome != Outcome::Lost {
                         self.orphan(d);
                     } else {
@@ -904,18 +987,7 @@ impl Sim {
                 }
             }
         }
-        match claimed {
-            Ok(claimed) => {
-                self.trace(|| {
-                    let ids: Vec<_> = claimed.iter().map(|d| (d.id.as_str(), d.attempt)).collect();
-                    format!("claimed {ids:?} ({} under way)", self.live.len())
-                });
-                self.send(claimed, &unclaimable, &mut lent)?
-            }
-            Err(e) => self.refused("claim_due", e)?,
-        }
-        drop(lent);
-        check::slots(self)
+        Ok(())
     }
 
     /// An attempt that ended, as the engine's `attempt` records and decides it (now).
