@@ -334,13 +334,13 @@ pub(crate) async fn end(sim: &mut Sim) -> Result<(), Violation> {
                 .count(),
         )
         .unwrap_or(u32::MAX);
-        if recorded != seen.sent || lost != seen.orphaned {
+        if recorded != seen.sent + seen.unsent || lost != seen.orphaned + seen.unsent {
             return Err(sim.violation(
                 "attempts in the store match the network",
                 format!(
                     "{}: the store recorded {recorded} attempts ({lost} lost), the network \
-                     carried {} ({} lost with their worker)",
-                    d.id, seen.sent, seen.orphaned
+                     carried {} ({} lost with their worker) and {} claims died unsent",
+                    d.id, seen.sent, seen.orphaned, seen.unsent
                 ),
             ));
         }

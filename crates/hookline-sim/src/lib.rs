@@ -20,15 +20,13 @@ mod check;
 mod network;
 mod prng;
 mod process;
+mod rollouts;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookline_policy::{
-    AttemptResult, Attempted, BreakerConfig, Classification, DeadReason, Jitter, Outcome,
-    RetryPolicy, UnixMs,
-};
+use hookline_policy::{AttemptResult, Attempted, Classification, DeadReason, Outcome, UnixMs};
 use hookline_store::testing::PgSchema;
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, InFlightCaps,
@@ -36,7 +34,9 @@ use hookline_store::{
     SubscriberPatch, SubscriberStatus, WindowSweep,
 };
 
+use hookline::rollouts::Policies;
 use hookline_engine::config::DeliveryConfig;
+use hookline_engine::policy::{Policy, DEFAULT_POLICY};
 use hookline_engine::slots::LaneReservation;
 use network::{Answer, Behaviour, NetworkLog, Seen};
 use prng::Prng;
@@ -58,24 +58,66 @@ pub struct SimConfig {
     /// Scheduled steps before the drain (which runs the clock past every window).
     pub steps: u32,
     pub backend: Backend,
+    pub changes: Changes,
 }
 
-/// An invariant that did not hold: the seed, the step and what was seen.
+/// When the control changes of a step run on PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Changes {
+    /// Half of those that may (publishes, pauses and resumes, rate limits, replays,
+    /// revocations, rollouts) run beside the claim, in a transaction of their own, as an api
+    /// process's do beside a worker's: which goes first is the database's choice, so a seed
+    /// replays its schedule exactly but not always the order of those transactions.
+    BesideClaims,
+    /// Each before the claim: a seed replays exactly, on PostgreSQL too (`--in-turn`). SQLite,
+    /// which has one writer, always runs them so.
+    InTurn,
+}
+
+/// An invariant that did not hold: the seed's run, the step and what was seen.
 #[derive(Debug, Clone)]
 pub struct Violation {
-    pub seed: u64,
+    pub config: SimConfig,
     /// The step it was seen after; past the scheduled steps, a step of the drain.
     pub step: u32,
     pub invariant: &'static str,
     pub detail: String,
 }
 
+impl Violation {
+    fn at_setup(config: SimConfig, detail: String) -> Violation {
+        Violation {
+            config,
+            step: 0,
+            invariant: "setup",
+            detail,
+        }
+    }
+}
+
 impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let SimConfig {
+            seed,
+            steps,
+            backend,
+            changes,
+        } = self.config;
+        let postgres = if backend == Backend::Postgres {
+            " --postgres"
+        } else {
+            ""
+        };
+        let in_turn = if changes == Changes::InTurn && backend == Backend::Postgres {
+            " --in-turn"
+        } else {
+            ""
+        };
         write!(
             f,
-            "seed {} step {}: invariant {:?} broken: {} (replay: HOOKLINE_SIM_SEED={})",
-            self.seed, self.step, self.invariant, self.detail, self.seed
+            "seed {seed} step {}: invariant {:?} broken: {} (replay: HOOKLINE_SIM_SEED={seed} \
+             cargo run -p hookline-sim -- --steps {steps}{postgres}{in_turn})",
+            self.step, self.invariant, self.detail
         )
     }
 }
@@ -88,6 +130,8 @@ pub struct Summary {
     pub deliveries: u64,
     pub sent: u64,
     pub orphaned: u64,
+    /// Claims whose process died before sending them.
+    pub unsent: u64,
     pub delivered: u64,
     pub dead: u64,
     /// Of the dead, by reason, in the order of `DeadReason::ALL`.
@@ -96,6 +140,7 @@ pub struct Summary {
     pub full_disks: u64,
     pub refused_writes: u64,
     pub replays: u64,
+    pub rollouts: u64,
 }
 
 impl std::ops::AddAssign for Summary {
@@ -105,6 +150,7 @@ impl std::ops::AddAssign for Summary {
         self.deliveries += o.deliveries;
         self.sent += o.sent;
         self.orphaned += o.orphaned;
+        self.unsent += o.unsent;
         self.delivered += o.delivered;
         self.dead += o.dead;
         for (mine, theirs) in self.dead_by_reason.iter_mut().zip(o.dead_by_reason) {
@@ -114,6 +160,7 @@ impl std::ops::AddAssign for Summary {
         self.full_disks += o.full_disks;
         self.refused_writes += o.refused_writes;
         self.replays += o.replays;
+        self.rollouts += o.rollouts;
     }
 }
 
@@ -122,12 +169,10 @@ pub async fn run(config: SimConfig) -> Result<Summary, Violation> {
     let place = match Place::make(config.backend).await {
         Some(place) => place,
         None => {
-            return Err(Violation {
-                seed: config.seed,
-                step: 0,
-                invariant: "setup",
-                detail: "no PostgreSQL to run on (HOOKLINE_TEST_POSTGRES)".into(),
-            })
+            return Err(Violation::at_setup(
+                config,
+                "no PostgreSQL to run on (HOOKLINE_TEST_POSTGRES)".into(),
+            ))
         }
     };
     let mut sim = Sim::start(config, place).await?;
@@ -172,6 +217,39 @@ impl Place {
         }
     }
 
+    /// On PostgreSQL, the full disk `Sim::fill_or_free_disk` turns on and off: a trigger on
+    /// every table of the store (made by now) fails one write statement in `sim_fault.every`
+    /// with SQLSTATE 53100 while that table has a row. The count is a sequence, which a
+    /// rollback does not undo, so a seed run in turn fails the same statements each time.
+    async fn install_full_disk(&self) {
+        let Place::Postgres(schema) = self else {
+            return;
+        };
+        schema
+            .sql(&[
+                "CREATE TABLE sim_fault (every bigint NOT NULL)",
+                "CREATE SEQUENCE sim_fault_statements",
+                "CREATE FUNCTION sim_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN
+                   IF nextval('sim_fault_statements') % (SELECT every FROM sim_fault LIMIT 1) = 0 THEN
+                     RAISE EXCEPTION 'hookline-sim: the disk is full' USING ERRCODE = 'disk_full';
+                   END IF;
+                   RETURN NULL;
+                 END $$",
+                "DO $$
+                 DECLARE t text;
+                 BEGIN
+                   FOR t IN SELECT tablename FROM pg_tables
+                            WHERE schemaname = current_schema() AND tablename <> 'sim_fault'
+                   LOOP
+                     EXECUTE format('CREATE TRIGGER sim_fault BEFORE INSERT OR UPDATE OR DELETE ON %I
+                                     FOR EACH STATEMENT EXECUTE FUNCTION sim_fault()', t);
+                   END LOOP;
+                 END $$",
+            ])
+            .await;
+    }
+
     /// After a seed that passed: a failing seed's schema is left for inspection (its
     /// SQLite file goes with its temporary directory: the seed replays).
     async fn clean_up(self) {
@@ -184,9 +262,8 @@ impl Place {
 /// The settings a seed runs under, drawn from it.
 #[derive(Debug, Clone)]
 struct Settings {
-    retry: RetryPolicy,
-    classification: Classification,
-    breaker: BreakerConfig,
+    /// The configuration's `default` policy: the standard classification table.
+    policy: Policy,
     window_ms: i64,
     attempt_timeout_ms: i64,
     /// As the engine's: the attempt timeout and a margin for the commit.
@@ -201,14 +278,10 @@ struct Settings {
 impl Settings {
     fn draw(rng: &mut Prng) -> Settings {
         let window = Duration::from_secs(rng.between(20, 90));
-        let retry = RetryPolicy::new(
-            Duration::from_millis(rng.between(200, 1_000)),
-            Duration::from_secs(rng.between(2, 15)),
-            u32::try_from(rng.between(1, 8)).unwrap_or(1),
-            window,
-            *rng.pick(&Jitter::ALL).expect("jitters"),
-        )
-        .expect("a valid policy");
+        let policy = Policy {
+            classification: Classification::default(),
+            ..rollouts::draw(rng, DEFAULT_POLICY, window)
+        };
         let attempt_timeout_ms = i64::try_from(rng.between(2_000, 10_000)).unwrap_or(2_000);
         let concurrency = usize::try_from(rng.between(2, 24)).unwrap_or(2);
         let caps = InFlightCaps {
@@ -226,13 +299,7 @@ impl Settings {
             slow_lane: usize::try_from(rng.between(1, 2 * concurrency as u64)).unwrap_or(1),
         };
         Settings {
-            retry,
-            classification: Classification::default(),
-            breaker: BreakerConfig {
-                failures: u32::try_from(rng.between(2, 6)).unwrap_or(2),
-                cool_down: Duration::from_secs(rng.between(1, 10)),
-                max_cool_down: Duration::from_secs(rng.between(10, 30)),
-            },
+            policy,
             window_ms: hookline_policy::duration_ms(window),
             attempt_timeout_ms,
             lease_ms: attempt_timeout_ms + 5_000,
@@ -290,12 +357,13 @@ enum Action {
     Crash,
     FillOrFreeDisk,
     NewUrl,
+    Rollout,
     Nothing,
 }
 
 impl Action {
     /// Each with how often it is drawn.
-    const DRAWN: [(Action, u64); 11] = [
+    const DRAWN: [(Action, u64); 12] = [
         (Action::Publish, 30),
         (Action::PauseOrResume, 4),
         (Action::Cap, 3),
@@ -306,6 +374,7 @@ impl Action {
         (Action::Crash, 2),
         (Action::FillOrFreeDisk, 2),
         (Action::NewUrl, 2),
+        (Action::Rollout, 2),
         (Action::Nothing, 2),
     ];
 
@@ -320,16 +389,16 @@ impl Action {
                 | Action::RateLimit
                 | Action::Replay
                 | Action::Revoke
+                | Action::Rollout
         )
     }
 }
 
 struct Sim {
-    seed: u64,
+    config: SimConfig,
     /// `HOOKLINE_SIM_TRACE=1`: every step's action, claims and completions on standard error.
     tracing: bool,
     step: u32,
-    steps: u32,
     rng: Prng,
     now: UnixMs,
     place: Place,
@@ -342,6 +411,10 @@ struct Sim {
     process: Process,
     /// Attempts the lane shed when another started there: completed in the next pass.
     shed: Vec<Finished>,
+    /// The process's view of the policies in force (new after each crash).
+    policies: Arc<Policies>,
+    /// The rollout running, by id.
+    rollout: Option<String>,
     /// Deliveries in flight in the store with no attempt running (their worker was lost),
     /// by key, with their subscriber: rescued once their lease runs out.
     orphans: BTreeMap<i64, String>,
@@ -367,18 +440,14 @@ impl Sim {
         let settings = Settings::draw(&mut rng);
         let store = hookline_store::open(&place.url())
             .await
-            .map_err(|e| Violation {
-                seed: config.seed,
-                step: 0,
-                invariant: "setup",
-                detail: format!("cannot open the store: {e}"),
-            })?;
+            .map_err(|e| Violation::at_setup(config, format!("cannot open the store: {e}")))?;
+        place.install_full_disk().await;
         let process = Process::start(settings.delivery.clone(), EPOCH);
+        let policies = Policies::new(store.clone(), settings.policy.clone());
         let mut sim = Sim {
-            seed: config.seed,
+            config,
             tracing: std::env::var("HOOKLINE_SIM_TRACE").as_deref() == Ok("1"),
             step: 0,
-            steps: config.steps,
             rng,
             now: EPOCH,
             place,
@@ -388,6 +457,8 @@ impl Sim {
             live: Vec::new(),
             process,
             shed: Vec::new(),
+            policies,
+            rollout: None,
             orphans: BTreeMap::new(),
             network: NetworkLog::default(),
             published: Vec::new(),
@@ -421,7 +492,7 @@ impl Sim {
 
     fn violation(&self, invariant: &'static str, detail: String) -> Violation {
         Violation {
-            seed: self.seed,
+            config: self.config,
             step: self.step,
             invariant,
             detail,
@@ -440,7 +511,7 @@ impl Sim {
     }
 
     async fn run_steps(&mut self) -> Result<(), Violation> {
-        while self.step < self.steps {
+        while self.step < self.config.steps {
             self.step += 1;
             let advance = self
                 .rng
@@ -451,6 +522,7 @@ impl Sim {
             // On PostgreSQL, half of them run beside the claim, in a transaction of their own:
             // which goes first is up to the database, not the seed.
             let beside = matches!(self.place, Place::Postgres(_))
+                && self.config.changes == Changes::BesideClaims
                 && action.may_run_beside_a_claim()
                 && self.rng.percent(50);
             if beside {
@@ -478,6 +550,7 @@ impl Sim {
             Action::Crash => self.crash().await,
             Action::FillOrFreeDisk => self.fill_or_free_disk().await,
             Action::NewUrl => self.move_subscriber().await,
+            Action::Rollout => rollouts::step(self).await,
             Action::Nothing => Ok(()),
         }
     }
@@ -486,7 +559,7 @@ impl Sim {
     /// window (and every lease) while the dispatcher works.
     async fn drain(&mut self) -> Result<(), Violation> {
         if self.disk_full {
-            self.reopen(Some(NO_PAGE_CAP)).await?;
+            self.free_disk().await?;
         }
         // A paced replay opens its last window when it releases its last delivery.
         let horizon = self.now.max(self.last_release)
@@ -739,19 +812,39 @@ impl Sim {
         self.reopen(None).await
     }
 
-    /// On SQLite, the disk fills (the file may not grow: writes that need a new page fail
-    /// `StorageFull`) or, when full, has room again; each with a restart, as the cap is set
-    /// when the store opens.
+    /// The disk fills or, when full, has room again. On SQLite the file may not grow (writes
+    /// that need a new page fail `StorageFull`), set with a restart, as the cap is set when the
+    /// store opens. On PostgreSQL one write statement in `every` (1 to 4, drawn), on any table,
+    /// fails as the server fails on a full disk (SQLSTATE 53100), wherever in a transaction
+    /// it is: a trigger of the seed's schema (`Place::make`), with no restart.
     async fn fill_or_free_disk(&mut self) -> Result<(), Violation> {
-        if !matches!(self.place, Place::Sqlite { .. }) {
-            return Ok(());
-        }
         if self.disk_full {
-            self.reopen(Some(NO_PAGE_CAP)).await
-        } else {
-            self.summary.full_disks += 1;
+            return self.free_disk().await;
+        }
+        self.summary.full_disks += 1;
+        match &self.place {
             // Below its size: SQLite keeps the file as it is and refuses to grow it.
-            self.reopen(Some(1)).await
+            Place::Sqlite { .. } => self.reopen(Some(1)).await,
+            Place::Postgres(schema) => {
+                let every = self.rng.between(1, 4);
+                schema
+                    .sql(&[&format!("INSERT INTO sim_fault (every) VALUES ({every})")])
+                    .await;
+                self.disk_full = true;
+                Ok(())
+            }
+        }
+    }
+
+    async fn free_disk(&mut self) -> Result<(), Violation> {
+        match &self.place {
+            Place::Sqlite { .. } => self.reopen(Some(NO_PAGE_CAP)).await,
+            Place::Postgres(schema) => {
+                schema.sql(&["DELETE FROM sim_fault"]).await;
+                self.disk_full = false;
+                self.disk_freed_at = self.now;
+                Ok(())
+            }
         }
     }
 
@@ -775,11 +868,29 @@ impl Sim {
         // between the two.
         match hookline_store::open(&self.place.url()).await {
             Ok(store) => {
+                self.policies = Policies::new(store.clone(), self.settings.policy.clone());
                 self.store = store;
-                Ok(())
+                rollouts::refresh(self).await
             }
             Err(e) => Err(self.violation("the store reopens", format!("{e}"))),
         }
+    }
+
+    /// The process dies between the claim's commit and its first request: the claimed
+    /// deliveries stay leased with nothing sent, and their rescue records an attempt `lost`.
+    async fn die_before_sending(&mut self, claimed: Vec<ClaimedDelivery>) -> Result<(), Violation> {
+        self.trace(|| format!("the process dies before sending {} claimed", claimed.len()));
+        for d in claimed {
+            let seen = self.network.by_key.entry(d.key.0).or_insert_with(|| Seen {
+                webhook_id: d.id.clone(),
+                ..Seen::default()
+            });
+            seen.unsent += 1;
+            self.summary.unsent += 1;
+            self.orphans
+                .insert(d.key.0, d.destination.subscriber_id.clone());
+        }
+        self.crash().await
     }
 
     /// `claimed` stays in flight in the store with nobody attempting it.
@@ -926,6 +1037,10 @@ impl Sim {
                     let ids: Vec<_> = claimed.iter().map(|d| (d.id.as_str(), d.attempt)).collect();
                     format!("claimed {ids:?} ({} under way)", self.live.len())
                 });
+                if !claimed.is_empty() && self.rng.percent(2) {
+                    drop(lent);
+                    return self.die_before_sending(claimed).await;
+                }
                 // And after what ran beside it: a subscriber resumed meanwhile may be claimed.
                 let unclaimable: BTreeSet<String> =
                     before.intersection(&self.unclaimable()).cloned().collect();
@@ -1000,8 +1115,11 @@ impl Sim {
             ..
         } = f;
         let (started_at, result, retry_after) = (*started_at, *result, *retry_after);
-        let outcome = self.settings.classification.classify(result);
-        let transition = self.settings.retry.decide(&Attempted {
+        // Decided by the policy in force for its subscriber now, as the engine's `attempt`.
+        let in_force = self.policies.current();
+        let policy = in_force.policy_for(&d.destination.subscriber_id);
+        let outcome = policy.classification.classify(result);
+        let transition = policy.retry.decide(&Attempted {
             delivery_id: &d.id,
             outcome,
             number: d.attempt,
@@ -1027,11 +1145,11 @@ impl Sim {
                     (false, _) => Some(format!("{result:?}")),
                 },
                 response_body: None,
-                policy: Some("default".into()),
+                policy: Some(policy.name.clone()),
             },
             transition,
-            revoke_subscriber: self.settings.classification.revokes_subscription(result),
-            breaker: self.settings.breaker,
+            revoke_subscriber: policy.classification.revokes_subscription(result),
+            breaker: policy.breaker,
         }
     }
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use hookline_policy::DeadReason;
-use hookline_sim::{run_blocking, Backend, SimConfig, Summary};
+use hookline_sim::{run_blocking, Backend, Changes, SimConfig, Summary};
 
 #[derive(Parser)]
 #[command(about = "Deterministic simulation of hookline's delivery loop")]
@@ -26,6 +26,10 @@ struct Args {
     /// Run on PostgreSQL (`HOOKLINE_TEST_POSTGRES`, a schema per seed) instead of SQLite.
     #[arg(long)]
     postgres: bool,
+    /// On PostgreSQL, run each control change before the claim rather than beside it: an
+    /// exact replay, which cannot show what only a race between them shows.
+    #[arg(long)]
+    in_turn: bool,
 }
 
 fn main() {
@@ -34,6 +38,11 @@ fn main() {
         Backend::Postgres
     } else {
         Backend::Sqlite
+    };
+    let changes = if args.in_turn {
+        Changes::InTurn
+    } else {
+        Changes::BesideClaims
     };
     let seeds = match args.seed {
         Some(seed) => seed..seed + 1,
@@ -47,6 +56,7 @@ fn main() {
             seed,
             steps: args.steps,
             backend,
+            changes,
         };
         match run_blocking(config) {
             Ok(summary) => {

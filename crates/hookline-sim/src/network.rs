@@ -105,6 +105,8 @@ pub struct Seen {
     /// Of them, those whose worker was lost before recording an outcome (a crash, a commit
     /// refused by a full disk): the store records them as `lost` once rescued.
     pub orphaned: u32,
+    /// Claims whose worker died before sending them: no request, an attempt recorded `lost`.
+    pub unsent: u32,
 }
 
 /// Every request the simulated network carried, by delivery key.

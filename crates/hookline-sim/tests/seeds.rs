@@ -2,7 +2,7 @@
 //! `HOOKLINE_TEST_POSTGRES_REQUIRED=1`). A failure names its seed and step; replay it with
 //! `HOOKLINE_SIM_SEED=<seed> cargo run -p hookline-sim`.
 
-use hookline_sim::{run_blocking, Backend, SimConfig};
+use hookline_sim::{run_blocking, Backend, Changes, SimConfig};
 
 /// Seeds and steps sized for a debug build on two cores: 30 s for both tests alone, 50 s beside
 /// another build.
@@ -16,6 +16,7 @@ fn run_all(backend: Backend, seeds: std::ops::RangeInclusive<u64>) {
             seed,
             steps: STEPS,
             backend,
+            changes: Changes::BesideClaims,
         };
         if let Err(violation) = run_blocking(config) {
             panic!("{violation}");
