@@ -1,20 +1,19 @@
 //! A deterministic simulation of hookline's delivery loop (issue 40, item 1).
 //!
-//! The real store (SQLite on a file, or PostgreSQL in a schema of its own) and the real policy
-//! are driven as the engine's dispatcher drives them (`claim_due`, `complete_and_claim`,
-//! `rescue_expired`, `expire_windows`), but everything around them is simulated and seeded: the
-//! clock (milliseconds, moved only by the scheduler), the subscribers (each answers by a
-//! behaviour drawn per seed: 2xx, 5xx, 4xx, 410, `Retry-After`, a hang until the attempt
-//! timeout, a slow answer), the control changes (pause, resume, revoke, caps, rate limits,
-//! replays, new subscribers), crashes (the attempts in flight are dropped, the store reopened
-//! from its file) and, on SQLite, a full disk (`testing::cap_sqlite_pages`). After every step
-//! `check` holds the invariants of docs/ARCHITECTURE.md against the store's own reads and what
-//! the simulated network saw; a seed that breaks one stops there and says so, and replays the
-//! same steps (`HOOKLINE_SIM_SEED`).
-//!
-//! The process's own delivery slots, slow lane and knowledge of subscribers' answer times are
-//! the engine's (`process.rs`), on the simulated clock; some seeds send a crowd of hanging
-//! subscribers, several times the slots. The HTTP sender is not simulated: the network answers.
+//! The real store (SQLite on a file, or PostgreSQL in a schema of its own), the real policy
+//! and the engine's own slots and slowness are driven as the engine's dispatcher drives them
+//! (`claim_due`, `complete_and_claim`, `rescue_expired`, `expire_windows`; `process.rs`), but
+//! everything around them is simulated and seeded: the clock (milliseconds, moved only by the
+//! scheduler), the subscribers (each answers by a behaviour drawn per seed: 2xx, 5xx, 4xx, 410,
+//! `Retry-After`, a hang until the attempt timeout, a slow answer; some seeds add a crowd that
+//! hangs, several times the slots), the control changes (pause, resume, revoke, caps, rate
+//! limits, replays, new subscribers and URLs, rollouts: `rollouts.rs`), crashes (the attempts in
+//! flight and the process's memory are dropped, the store reopened; also between a claim's
+//! commit and its first request) and full disks. After every step `check` holds the invariants
+//! of docs/ARCHITECTURE.md against the store's own reads and what the simulated network saw; a
+//! seed that breaks one stops there and says so, and replays the same steps
+//! (`HOOKLINE_SIM_SEED`). On PostgreSQL some changes run beside the claim ([`Changes`]).
+//! The HTTP sender is not simulated: the network answers.
 
 mod check;
 mod network;
@@ -596,7 +595,11 @@ impl Sim {
             event_types: vec![pattern.clone()],
             secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0".into(),
             max_in_flight,
-            rate_limit_per_second: None,
+            // A rate limit makes each claim lock the subscriber's row (`rate_next_at`).
+            rate_limit_per_second: self
+                .rng
+                .percent(30)
+                .then(|| self.rng.between(1, 200) as f64 / 10.0),
             payload_version: None,
             headers: SubscriberHeaders::default(),
         };
