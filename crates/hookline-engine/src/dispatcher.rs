@@ -330,14 +330,12 @@ impl Dispatcher {
                     None => standing,
                 };
                 // Past the free slots, the claim lent: those start in the places set aside.
+                let (kind, starting) = (AttemptKind::of(&delivery), Instant::now());
                 let slot = match s.slots.free() {
-                    0 => lent.take(AttemptKind::of(&delivery), usual, Instant::now()),
+                    0 => lent.take(kind, usual, starting),
                     _ => None,
                 };
-                let slot = slot.unwrap_or_else(|| {
-                    s.slots
-                        .take(AttemptKind::of(&delivery), standing, usual, Instant::now())
-                });
+                let slot = slot.unwrap_or_else(|| s.slots.take(kind, standing, usual, starting));
                 let span = attempt_span(&s.traces, &delivery, &claim_span);
                 let traced = Traced { delivery, span };
                 attempts.spawn(attempt(s.clone(), traced, slot, body, done_tx.clone()));

@@ -114,8 +114,8 @@ impl Lane {
 
 /// How many times its usual time an attempt has been in flight (a usual time of zero, for a
 /// subscriber that has not answered yet, counts as one millisecond: of two attempts waiting
-/// equally long, the one whose subscriber never answered goes first).
-fn past_usual(elapsed: Duration, usual: Duration) -> f64 {
+/// equally long, the one whose subscriber never answered goes first). Above 1.0 it may be shed.
+pub fn past_usual(elapsed: Duration, usual: Duration) -> f64 {
     elapsed.as_secs_f64() / usual.max(Duration::from_millis(1)).as_secs_f64()
 }
 
@@ -247,9 +247,6 @@ impl LaneReservation {
         self.places
     }
 
-    /// A place in the lane for an attempt starting now without a slot (`usual`: its
-    /// subscriber's usual answer time, which ranks it for shedding as any other there); `None`
-    /// when every place set aside is taken.
     /// Gives back every place past the first `lent`, once the claim has answered how many
     /// deliveries it lent: held any longer, the places it did not use would keep attempts out
     /// of the lane (a subscriber on probation past its share would keep a slot).
@@ -259,6 +256,9 @@ impl LaneReservation {
         self.slots.lane.lock().unwrap().reserved -= unused;
     }
 
+    /// A place in the lane for an attempt starting `now` without a slot (`usual`: its
+    /// subscriber's usual answer time, which ranks it for shedding as any other there); `None`
+    /// when every place set aside is taken.
     pub fn take(&mut self, kind: AttemptKind, usual: Duration, now: Instant) -> Option<Slot> {
         self.places = self.places.checked_sub(1)?;
         let mut lane = self.slots.lane.lock().unwrap();

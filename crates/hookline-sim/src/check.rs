@@ -71,68 +71,46 @@ pub(crate) fn caps(sim: &Sim, claimed_for: &BTreeSet<String>) -> Result<(), Viol
     Ok(())
 }
 
-/// After a pass: hanging destinations hold no slot. An attempt past its subscriber's slot
-/// patience has given its slot back, and attempts of subscribers that have not answered yet hold
-/// at most the probation share of them, unless the slow lane is full of attempts all still
-/// within their usual time (the one case `slots.rs` lets an attempt keep its slot). Never more
-/// attempts under way than the slots and the lane together.
+/// After a pass: hanging destinations hold no slot. No attempt past its subscriber's slot
+/// patience kept its slot when the lane would have taken it (a free place, or one to shed: the
+/// one case `slots.rs` lets an attempt keep its slot is a lane full of attempts all within their
+/// usual time); attempts of subscribers that have not answered yet hold at most the probation
+/// share of the slots; never more attempts in the slots than slots, in the lane than places.
 pub(crate) fn slots(sim: &Sim) -> Result<(), Violation> {
     let delivery = &sim.settings.delivery;
-    let now = sim.now;
     let (in_lane, in_slots): (Vec<&Live>, Vec<&Live>) =
         sim.live.iter().partition(|l| l.slot.is_slow());
-    if sim.live.len() > delivery.concurrency + delivery.slow_lane {
+    if in_slots.len() > delivery.concurrency || in_lane.len() > delivery.slow_lane {
         return Err(sim.violation(
             "never more attempts under way than the slots and the slow lane",
             format!(
-                "{} under way, {} slots and {} places in the lane",
-                sim.live.len(),
+                "{} in slots of {}, {} in the lane of {}",
+                in_slots.len(),
                 delivery.concurrency,
+                in_lane.len(),
                 delivery.slow_lane
             ),
         ));
     }
-    let lane_full_of_the_usual =
-        in_lane.len() >= delivery.slow_lane && in_lane.iter().all(|l| !l.past_usual(now));
-    if lane_full_of_the_usual {
-        return Ok(());
-    }
-    let held: Vec<String> = in_slots
-        .iter()
-        .filter(|l| {
-            l.patience_ends
-                .saturating_add(crate::process::LANE_RETRY_MS)
-                <= now
-        })
-        .map(|l| {
-            format!(
-                "{} to {} for {} ms (patience {} ms)",
-                l.claimed.id,
-                l.claimed.destination.subscriber_id,
-                now - l.started_at,
-                l.patience_ends - l.started_at
-            )
-        })
-        .collect();
-    if !held.is_empty() {
+    if let Some(first) = sim.process.refused_wrongly.first() {
         return Err(sim.violation(
-            "an attempt past its subscriber's usual time holds no slot while the lane has room",
+            "an attempt past its subscriber's slot patience holds no slot while the lane has room",
             format!(
-                "{} of {} slots held past patience, {} of {} places in the lane taken: {}",
-                held.len(),
-                delivery.concurrency,
+                "{} kept a slot ({} such refusals since the last pass, {} of {} places in the \
+                 lane taken now)",
+                first,
+                sim.process.refused_wrongly.len(),
                 in_lane.len(),
-                delivery.slow_lane,
-                held.join("; ")
+                delivery.slow_lane
             ),
         ));
     }
-    let unproven = in_slots.iter().filter(|l| l.on_probation).count();
-    if unproven > delivery.probation_slots() {
+    let on_probation = in_slots.iter().filter(|l| l.on_probation).count();
+    if on_probation > delivery.probation_slots() {
         return Err(sim.violation(
             "subscribers that have not answered hold at most the probation share of the slots",
             format!(
-                "{unproven} slots held by them, their share is {} of {}",
+                "{on_probation} slots held by them, their share is {} of {}",
                 delivery.probation_slots(),
                 delivery.concurrency
             ),
@@ -192,11 +170,14 @@ pub(crate) async fn step(sim: &Sim) -> Result<(), Violation> {
             format!("in flight only in the store: {extra:?}; only on the network: {missing:?}"),
         ));
     }
-    // Nothing waits past its window (the sweep of this pass ended it) and nothing is on its
-    // way long past it. A full disk may refuse the sweep: then it waits for room.
+    // Nothing waits past its window and nothing is on its way long past it. A window that
+    // ended by the previous pass was swept by this one; one that ended since may hold a retry
+    // decided when its attempt ended (inside it) and committed after this pass's sweep, which
+    // the next sweep ends. A full disk may refuse the sweep: then it waits for room.
     let window = sim.settings.window_ms;
     for d in listed(sim, Some(DeliveryState::Scheduled)).await? {
-        if !sim.disk_full && (d.window_start + window).max(sim.disk_freed_at) <= sim.now {
+        let swept_by = (d.window_start + window).max(sim.disk_freed_at);
+        if !sim.disk_full && swept_by <= sim.previous_pass_at {
             return Err(sim.violation(
                 "every delivery ends within its window",
                 format!(

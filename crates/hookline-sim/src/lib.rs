@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookline_policy::{AttemptResult, Attempted, Classification, DeadReason, Outcome, UnixMs};
+use hookline_policy::{AttemptResult, Attempted, DeadReason, Outcome, UnixMs};
 use hookline_store::testing::PgSchema;
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, InFlightCaps,
@@ -39,7 +39,7 @@ use hookline_engine::policy::{Policy, DEFAULT_POLICY};
 use hookline_engine::slots::LaneReservation;
 use network::{Answer, Behaviour, NetworkLog, Seen};
 use prng::Prng;
-use process::{Finished, Live, Process};
+use process::{Ending, Finished, Live, Process, Request};
 
 /// Where a seed's store lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,10 +277,7 @@ struct Settings {
 impl Settings {
     fn draw(rng: &mut Prng) -> Settings {
         let window = Duration::from_secs(rng.between(20, 90));
-        let policy = Policy {
-            classification: Classification::default(),
-            ..rollouts::draw(rng, DEFAULT_POLICY, window)
-        };
+        let policy = rollouts::draw(rng, DEFAULT_POLICY, window);
         let attempt_timeout_ms = i64::try_from(rng.between(2_000, 10_000)).unwrap_or(2_000);
         let concurrency = usize::try_from(rng.between(2, 24)).unwrap_or(2);
         let caps = InFlightCaps {
@@ -400,6 +397,9 @@ struct Sim {
     step: u32,
     rng: Prng,
     now: UnixMs,
+    /// When the dispatcher's last pass ran, and the one before it.
+    pass_at: UnixMs,
+    previous_pass_at: UnixMs,
     place: Place,
     store: Arc<dyn Store>,
     settings: Settings,
@@ -449,6 +449,8 @@ impl Sim {
             step: 0,
             rng,
             now: EPOCH,
+            pass_at: EPOCH,
+            previous_pass_at: EPOCH,
             place,
             store,
             settings,
@@ -520,10 +522,11 @@ impl Sim {
             let action = Action::DRAWN[self.rng.weighted(&weights)].0;
             // On PostgreSQL, half of them run beside the claim, in a transaction of their own:
             // which goes first is up to the database, not the seed.
+            // The coin is drawn whatever `changes` says: a seed has one schedule.
             let beside = matches!(self.place, Place::Postgres(_))
-                && self.config.changes == Changes::BesideClaims
                 && action.may_run_beside_a_claim()
-                && self.rng.percent(50);
+                && self.rng.percent(50)
+                && self.config.changes == Changes::BesideClaims;
             if beside {
                 self.trace(|| format!("action {action:?} beside the claim"));
                 self.dispatch(action).await?;
@@ -881,25 +884,30 @@ impl Sim {
 
     /// The process dies between the claim's commit and its first request: the claimed
     /// deliveries stay leased with nothing sent, and their rescue records an attempt `lost`.
-    async fn die_before_sending(&mut self, claimed: Vec<ClaimedDelivery>) -> Result<(), Violation> {
+    async fn die_before_sending(
+        &mut self,
+        claimed: Vec<ClaimedDelivery>,
+        unclaimable: &BTreeSet<String>,
+    ) -> Result<(), Violation> {
         self.trace(|| format!("the process dies before sending {} claimed", claimed.len()));
         for d in claimed {
-            let seen = self.network.by_key.entry(d.key.0).or_insert_with(|| Seen {
-                webhook_id: d.id.clone(),
-                ..Seen::default()
-            });
-            seen.unsent += 1;
+            self.check_claimed(&d, unclaimable)?;
+            self.network.by_key.entry(d.key.0).or_default().unsent += 1;
             self.summary.unsent += 1;
-            self.orphans
-                .insert(d.key.0, d.destination.subscriber_id.clone());
+            self.left_leased(&d);
         }
         self.crash().await
     }
 
+    /// `d` stays in flight in the store until its lease runs out and a rescue records it.
+    fn left_leased(&mut self, d: &ClaimedDelivery) {
+        self.orphans
+            .insert(d.key.0, d.destination.subscriber_id.clone());
+    }
+
     /// `claimed` stays in flight in the store with nobody attempting it.
     fn orphan(&mut self, claimed: &ClaimedDelivery) {
-        self.orphans
-            .insert(claimed.key.0, claimed.destination.subscriber_id.clone());
+        self.left_leased(claimed);
         if let Some(seen) = self.network.by_key.get_mut(&claimed.key.0) {
             seen.orphaned += 1;
         }
@@ -915,6 +923,7 @@ impl Sim {
     /// attempts that ended are completed and the next claim made in one call.
     async fn dispatch(&mut self, beside_the_claim: Action) -> Result<(), Violation> {
         let now = self.now;
+        self.previous_pass_at = std::mem::replace(&mut self.pass_at, now);
         let sweep = WindowSweep {
             now,
             window_ms: self.settings.window_ms,
@@ -968,9 +977,10 @@ impl Sim {
                         finished.push(Finished {
                             claimed: d,
                             started_at: lost_at,
+                            ended_at: now,
                             result: AttemptResult::Lost,
                             retry_after: None,
-                            shed: false,
+                            ending: Ending::Rescue,
                         });
                     }
                 }
@@ -1003,8 +1013,6 @@ impl Sim {
             exclude_subscribers: self.process.suspects(now),
             window_ended_for_start: now.saturating_sub(self.settings.window_ms),
         };
-        // What the store must refuse to claim for: paused and revoked as of before the call.
-        let before = self.unclaimable();
         self.trace(|| {
             let done: Vec<_> = completions
                 .iter()
@@ -1015,23 +1023,27 @@ impl Sim {
         let sent: Vec<Completion> = completions.iter().map(|(_, c)| c.clone()).collect();
         // PostgreSQL runs `complete_and_claim`'s completions beside its claim, so whether the
         // claim sees the slots they free is a matter of timing: there the simulation commits
-        // the completions first, then claims, and a seed replays exactly on both backends.
-        let claimed = match self.place {
+        // the completions first, then claims. What the store must refuse to claim for: the
+        // subscribers paused and revoked before the claim, those its completions revoked
+        // (a 410) included.
+        let (claimed, before) = match self.place {
             Place::Sqlite { .. } => {
-                // One writer: whatever runs beside the claim runs before it.
+                // `run_steps` runs changes beside a claim on PostgreSQL only: with one writer,
+                // one would run before it.
                 self.act(beside_the_claim).await?;
                 let (completing, claimed) = self.store.complete_and_claim(sent, request).await;
                 self.completed(&completions, completing.await)?;
-                claimed
+                (claimed, self.unclaimable())
             }
             Place::Postgres(_) => {
                 let completed = self.store.complete(sent, now).await;
                 self.completed(&completions, completed)?;
+                let before = self.unclaimable();
                 let store = self.store.clone();
                 let (claimed, acted) =
                     tokio::join!(store.claim_due(request), self.act(beside_the_claim));
                 acted?;
-                claimed
+                (claimed, before)
             }
         };
         match claimed {
@@ -1040,13 +1052,13 @@ impl Sim {
                     let ids: Vec<_> = claimed.iter().map(|d| (d.id.as_str(), d.attempt)).collect();
                     format!("claimed {ids:?} ({} under way)", self.live.len())
                 });
-                if !claimed.is_empty() && self.rng.percent(2) {
-                    drop(lent);
-                    return self.die_before_sending(claimed).await;
-                }
                 // And after what ran beside it: a subscriber resumed meanwhile may be claimed.
                 let unclaimable: BTreeSet<String> =
                     before.intersection(&self.unclaimable()).cloned().collect();
+                if !claimed.is_empty() && self.rng.percent(2) {
+                    drop(lent);
+                    return self.die_before_sending(claimed, &unclaimable).await;
+                }
                 self.send(claimed, &unclaimable, &mut lent)?
             }
             Err(e) => self.refused("claim_due", e)?,
@@ -1099,8 +1111,7 @@ impl Sim {
                     if c.record.outcome != Outcome::Lost {
                         self.orphan(d);
                     } else {
-                        self.orphans
-                            .insert(d.key.0, d.destination.subscriber_id.clone());
+                        self.left_leased(d);
                     }
                 }
             }
@@ -1108,17 +1119,21 @@ impl Sim {
         Ok(())
     }
 
-    /// An attempt that ended, as the engine's `attempt` records and decides it (now).
+    /// An attempt that ended, as the engine's `attempt` records and decides it when it ended
+    /// (by the policy in force at this pass: a change between its end and the pass is read
+    /// early).
     fn completion(&self, f: &Finished) -> Completion {
         let Finished {
             claimed: d,
             started_at,
+            ended_at,
             result,
             retry_after,
-            ..
+            ending,
         } = f;
-        let (started_at, result, retry_after) = (*started_at, *result, *retry_after);
-        // Decided by the policy in force for its subscriber now, as the engine's `attempt`.
+        let (started_at, ended_at, result, retry_after) =
+            (*started_at, *ended_at, *result, *retry_after);
+        // Decided by the policy in force for its subscriber, as the engine's `attempt`.
         let in_force = self.policies.current();
         let policy = in_force.policy_for(&d.destination.subscriber_id);
         let outcome = policy.classification.classify(result);
@@ -1127,7 +1142,7 @@ impl Sim {
             outcome,
             number: d.attempt,
             window_start: d.window_start,
-            now: self.now,
+            now: ended_at,
             retry_after,
         });
         Completion {
@@ -1136,16 +1151,16 @@ impl Sim {
             record: AttemptRecord {
                 ordinal: d.attempt,
                 started_at,
-                duration_ms: u64::try_from(self.now - started_at).unwrap_or(0),
+                duration_ms: u64::try_from(ended_at - started_at).unwrap_or(0),
                 outcome,
                 status: match result {
                     AttemptResult::Status(code) => Some(code),
                     _ => None,
                 },
-                error: match (f.shed, outcome) {
-                    (true, _) => Some("shed from a full slow lane".into()),
-                    (false, Outcome::Success) => None,
-                    (false, _) => Some(format!("{result:?}")),
+                error: match (ending, outcome) {
+                    (Ending::Shed, _) => Some("shed from a full slow lane".into()),
+                    (_, Outcome::Success) => None,
+                    _ => Some(format!("{result:?}")),
                 },
                 response_body: None,
                 policy: Some(policy.name.clone()),
@@ -1164,48 +1179,14 @@ impl Sim {
         lent: &mut LaneReservation,
     ) -> Result<(), Violation> {
         let mut claimed_for: BTreeSet<String> = BTreeSet::new();
-        // As the dispatcher: the places the claim did not lend go back to the lane.
+        // As the dispatcher: the places the claim did not lend go back to the lane. (The
+        // dispatcher counts its rescues in the batch too; here they took no slot.)
         lent.keep(claimed.len().saturating_sub(self.process.slots.free()));
         for d in claimed {
-            let subscriber = d.destination.subscriber_id.clone();
-            if unclaimable.contains(&subscriber) {
-                return Err(self.violation(
-                    "nothing is sent to a paused or revoked subscriber",
-                    format!("claimed {} for {subscriber}", d.id),
-                ));
-            }
-            let window_end = d.window_start + self.settings.window_ms;
-            if self.now >= window_end {
-                return Err(self.violation(
-                    "no attempt is sent after its window",
-                    format!(
-                        "{} attempt {} sent at {} ms, its window ended at {} ms",
-                        d.id,
-                        d.attempt,
-                        self.now - EPOCH,
-                        window_end - EPOCH
-                    ),
-                ));
-            }
-            if d.lost_attempt_started_at.is_some() {
-                return Err(self.violation(
-                    "a claim rescues nothing",
-                    format!("claim_due answered {} as rescued", d.id),
-                ));
-            }
-            let seen = self.network.by_key.entry(d.key.0).or_insert_with(|| Seen {
-                webhook_id: d.id.clone(),
-                ..Seen::default()
-            });
-            if seen.webhook_id != d.id {
-                let first = seen.webhook_id.clone();
-                return Err(self.violation(
-                    "the same webhook-id on every attempt",
-                    format!("delivery key {} sent as {first}, now as {}", d.key.0, d.id),
-                ));
-            }
-            seen.sent += 1;
+            self.check_claimed(&d, unclaimable)?;
+            self.network.by_key.entry(d.key.0).or_default().sent += 1;
             self.summary.sent += 1;
+            let subscriber = d.destination.subscriber_id.clone();
             let behaviour = match self.subscriber(&subscriber) {
                 Some(s) => s.behaviour,
                 None => {
@@ -1217,12 +1198,59 @@ impl Sim {
             };
             let answer = Answer::draw(behaviour, self.settings.attempt_timeout_ms, &mut self.rng);
             claimed_for.insert(subscriber);
-            let live = self.process.begin(d, answer, lent, self.now);
-            self.live.push(live);
-            let shed = self.process.shed_from(&mut self.live);
+            let request = Request { claimed: d, answer };
+            let shed = self.process.begin(&mut self.live, request, lent, self.now);
             self.shed.extend(shed);
         }
         check::caps(self, &claimed_for)
+    }
+
+    /// What a claimed delivery must be for its request to go out: for an active subscriber,
+    /// inside its window, not a rescue, under the `webhook-id` of its every request (recorded
+    /// here with its first).
+    fn check_claimed(
+        &mut self,
+        d: &ClaimedDelivery,
+        unclaimable: &BTreeSet<String>,
+    ) -> Result<(), Violation> {
+        let subscriber = &d.destination.subscriber_id;
+        if unclaimable.contains(subscriber) {
+            return Err(self.violation(
+                "nothing is sent to a paused or revoked subscriber",
+                format!("claimed {} for {subscriber}", d.id),
+            ));
+        }
+        let window_end = d.window_start + self.settings.window_ms;
+        if self.now >= window_end {
+            return Err(self.violation(
+                "no attempt is sent after its window",
+                format!(
+                    "{} attempt {} sent at {} ms, its window ended at {} ms",
+                    d.id,
+                    d.attempt,
+                    self.now - EPOCH,
+                    window_end - EPOCH
+                ),
+            ));
+        }
+        if d.lost_attempt_started_at.is_some() {
+            return Err(self.violation(
+                "a claim rescues nothing",
+                format!("claim_due answered {} as rescued", d.id),
+            ));
+        }
+        let seen = self.network.by_key.entry(d.key.0).or_insert_with(|| Seen {
+            webhook_id: d.id.clone(),
+            ..Seen::default()
+        });
+        if seen.webhook_id != d.id {
+            let first = seen.webhook_id.clone();
+            return Err(self.violation(
+                "the same webhook-id on every attempt",
+                format!("delivery key {} sent as {first}, now as {}", d.key.0, d.id),
+            ));
+        }
+        Ok(())
     }
 
     async fn check(&mut self) -> Result<(), Violation> {

@@ -14,7 +14,9 @@ use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use hookline_engine::config::DeliveryConfig;
-use hookline_engine::slots::{AttemptKind, LaneReservation, Slot, Slots, SlotsConfig, Standing};
+use hookline_engine::slots::{
+    past_usual, AttemptKind, LaneReservation, Slot, Slots, SlotsConfig, Standing,
+};
 use hookline_engine::slowness::{Ended, Slowness};
 use hookline_policy::{AttemptResult, UnixMs};
 use hookline_store::ClaimedDelivery;
@@ -23,7 +25,14 @@ use crate::network::Answer;
 
 /// How soon an attempt that found the slow lane full tries again, as the engine's dispatcher
 /// (`LANE_RETRY`).
-pub(crate) const LANE_RETRY_MS: i64 = 50;
+const LANE_RETRY_MS: i64 = 50;
+
+/// A claimed delivery and the answer the network will give its request.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub claimed: ClaimedDelivery,
+    pub answer: Answer,
+}
 
 /// An attempt under way: what the network carries, and its place in the process.
 #[derive(Debug)]
@@ -34,47 +43,53 @@ pub(crate) struct Live {
     pub slot: Slot,
     /// Its subscriber's usual answer time when it started (zero: none yet).
     pub usual: Duration,
-    /// When it stops holding a slot: its start plus its subscriber's slot patience.
-    pub patience_ends: UnixMs,
-    /// When it next tries to move to the slow lane (after `patience_ends`, each
-    /// [`LANE_RETRY_MS`] while the lane is full of attempts within their usual time).
+    /// When it next tries to move to the slow lane: its start plus its subscriber's slot
+    /// patience, then each [`LANE_RETRY_MS`] while the lane is full of attempts within their
+    /// usual time.
     pub to_lane_at: UnixMs,
     /// Its subscriber had not answered yet when it started and it kept a slot though the lane
-    /// had free places: it must hold one of the probation share.
+    /// would have taken it: it must hold one of the probation share.
     pub on_probation: bool,
 }
 
 impl Live {
-    pub fn answered_at(&self) -> UnixMs {
+    fn answered_at(&self) -> UnixMs {
         self.started_at.saturating_add(self.answer.after_ms)
-    }
-
-    /// Whether it is further past its subscriber's usual time than a full lane lets it stay
-    /// (the lane's rule, `slots.rs`), with one `LANE_RETRY_MS` of slack for when it was looked
-    /// at last.
-    pub fn past_usual(&self, now: UnixMs) -> bool {
-        let usual = i64::try_from(self.usual.as_millis())
-            .unwrap_or(i64::MAX)
-            .max(1);
-        now.saturating_sub(self.started_at) > usual.saturating_add(LANE_RETRY_MS)
     }
 }
 
-/// An attempt that ended: at its answer (or timeout), or shed from the lane.
+/// How an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// With the network's answer, or its attempt timeout.
+    Network,
+    /// Shed from a full slow lane to make room.
+    Shed,
+    /// Its worker was lost: the rescue records it.
+    Rescue,
+}
+
+/// An attempt that ended, to be decided and completed.
 #[derive(Debug)]
 pub(crate) struct Finished {
     pub claimed: ClaimedDelivery,
     pub started_at: UnixMs,
+    /// When it ended: what the engine's attempt decides at.
+    pub ended_at: UnixMs,
     pub result: AttemptResult,
     pub retry_after: Option<Duration>,
-    pub shed: bool,
+    pub ending: Ending,
 }
 
 pub(crate) struct Process {
     pub config: DeliveryConfig,
     pub slots: Arc<Slots>,
     pub slowness: Slowness,
-    /// The monotonic instant standing for the simulation's `EPOCH` in this process.
+    /// Moves to the lane refused while the lane would have taken them (since the last pass):
+    /// each an attempt that kept its slot past its subscriber's usual time for nothing.
+    pub refused_wrongly: Vec<String>,
+    /// The monotonic instant standing for the simulation's `EPOCH` in this process: only
+    /// differences from it are read.
     base: Instant,
     epoch: UnixMs,
 }
@@ -93,13 +108,14 @@ impl Process {
             config,
             slots,
             slowness,
+            refused_wrongly: Vec::new(),
             base: Instant::now(),
             epoch,
         }
     }
 
     /// The simulated time `t` on the monotonic timer the slots and slowness read.
-    pub fn instant(&self, t: UnixMs) -> Instant {
+    fn instant(&self, t: UnixMs) -> Instant {
         self.base + Duration::from_millis(u64::try_from(t - self.epoch).unwrap_or(0))
     }
 
@@ -110,22 +126,36 @@ impl Process {
         suspects
     }
 
-    /// Starts `d`'s attempt at `now` as the dispatcher does: a slot (or, for a subscriber on
+    /// Whether the lane has room for one more at `at`, as `slots.rs` makes it: a free place, or
+    /// an attempt in it past its usual time to shed. Places a claim set aside are not counted:
+    /// they are given back before its attempts start (`LaneReservation::keep`).
+    fn lane_takes_one_more(&self, live: &[Live], at: UnixMs) -> bool {
+        let in_lane: Vec<&Live> = live.iter().filter(|l| l.slot.is_slow()).collect();
+        in_lane.len() < self.config.slow_lane
+            || in_lane.iter().any(|l| {
+                let waited = Duration::from_millis(u64::try_from(at - l.started_at).unwrap_or(0));
+                past_usual(waited, l.usual) > 1.0
+            })
+    }
+
+    /// Starts an attempt at `now` as the dispatcher does: a slot (or, for a subscriber on
     /// probation past its share, a place in the lane; past the free slots, a place the claim
-    /// set aside), its subscriber's usual time and slot patience.
+    /// set aside), its subscriber's usual time and slot patience. Answers the attempts the lane
+    /// shed to make room for it: they end now.
     pub fn begin(
         &mut self,
-        d: ClaimedDelivery,
-        answer: Answer,
+        live: &mut Vec<Live>,
+        request: Request,
         lent: &mut LaneReservation,
         now: UnixMs,
-    ) -> Live {
+    ) -> Vec<Finished> {
+        let Request { claimed, answer } = request;
         let at = self.instant(now);
-        let subscriber = d.destination.subscriber_id.clone();
+        let subscriber = claimed.destination.subscriber_id.clone();
         let standing = self.slowness.standing(&subscriber);
         let usual = self.slowness.usual(&subscriber);
-        let kind = AttemptKind::of(&d);
-        let lane_had_room = self.slots.in_slow_lane() < self.config.slow_lane;
+        let kind = AttemptKind::of(&claimed);
+        let lane_takes_it = self.lane_takes_one_more(live, now);
         let lent_place = match self.slots.free() {
             0 => lent.take(kind, usual, at),
             _ => None,
@@ -133,18 +163,17 @@ impl Process {
         let slot = lent_place.unwrap_or_else(|| self.slots.take(kind, standing, usual, at));
         self.slowness.started(&subscriber, at);
         let patience = self.slowness.slot_patience(&subscriber);
-        let patience_ends = now.saturating_add(hookline_policy::duration_ms(patience));
-        let on_probation = standing == Standing::Unproven && !slot.is_slow() && lane_had_room;
-        Live {
-            claimed: d,
+        let on_probation = standing == Standing::Unproven && !slot.is_slow() && lane_takes_it;
+        live.push(Live {
+            claimed,
             started_at: now,
             answer,
             slot,
             usual,
-            patience_ends,
-            to_lane_at: patience_ends,
+            to_lane_at: now.saturating_add(hookline_policy::duration_ms(patience)),
             on_probation,
-        }
+        });
+        self.shed_from(live, now)
     }
 
     /// Plays out, in time order up to `now`, what the attempts under way do on their own: each
@@ -152,6 +181,7 @@ impl Process {
     /// time when the lane is full), and each ends at its answer. Answers the attempts that
     /// ended, in the order they did; `live` keeps the rest.
     pub fn run_until(&mut self, live: &mut Vec<Live>, now: UnixMs) -> Vec<Finished> {
+        self.refused_wrongly.clear();
         let mut ended = Vec::new();
         loop {
             // The earliest moment due: an answer, or a move to the lane before its answer.
@@ -176,9 +206,10 @@ impl Process {
                     )),
                     _ => Ended::NoAnswer,
                 };
-                ended.push(self.end(l, answered));
+                ended.push(self.end(l, at, answered, Ending::Network));
                 continue;
             }
+            let lane_takes_it = self.lane_takes_one_more(live, at);
             let started = self.instant(live[i].started_at);
             let usual = live[i].usual;
             if live[i]
@@ -186,25 +217,34 @@ impl Process {
                 .move_to_slow_lane(started, usual, self.instant(at))
             {
                 // Room may have been made by shedding another.
-                ended.extend(self.shed_from(live));
+                ended.extend(self.shed_from(live, at));
             } else {
+                if lane_takes_it {
+                    let l = &live[i];
+                    self.refused_wrongly.push(format!(
+                        "{} to {}, {} ms in flight, at {} ms",
+                        l.claimed.id,
+                        l.claimed.destination.subscriber_id,
+                        at - l.started_at,
+                        at - self.epoch
+                    ));
+                }
                 live[i].to_lane_at = at.saturating_add(LANE_RETRY_MS);
             }
         }
     }
 
-    /// The attempts the lane shed to make room (for a move, or for an attempt that started
-    /// there): they end now, as timeouts, as the engine's attempt task ends them when told.
-    pub fn shed_from(&mut self, live: &mut Vec<Live>) -> Vec<Finished> {
+    /// The attempts the lane shed to make room: they end `at`, as timeouts, as the engine's
+    /// attempt task ends them when told.
+    fn shed_from(&mut self, live: &mut Vec<Live>, at: UnixMs) -> Vec<Finished> {
         let mut shed = Vec::new();
         let mut i = 0;
         while i < live.len() {
             if was_shed(&mut live[i].slot) {
                 let l = live.remove(i);
-                let mut ended = self.end(l, Ended::NoAnswer);
+                let mut ended = self.end(l, at, Ended::NoAnswer, Ending::Shed);
                 ended.result = AttemptResult::Timeout;
                 ended.retry_after = None;
-                ended.shed = true;
                 shed.push(ended);
             } else {
                 i += 1;
@@ -213,15 +253,16 @@ impl Process {
         shed
     }
 
-    fn end(&mut self, l: Live, answered: Ended) -> Finished {
+    fn end(&mut self, l: Live, at: UnixMs, answered: Ended, ending: Ending) -> Finished {
         let subscriber = &l.claimed.destination.subscriber_id;
         self.slowness
             .finished(subscriber, self.instant(l.started_at), answered);
         Finished {
             started_at: l.started_at,
+            ended_at: at,
             result: l.answer.result,
             retry_after: l.answer.retry_after,
-            shed: false,
+            ending,
             claimed: l.claimed,
         }
     }

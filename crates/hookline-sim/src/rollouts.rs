@@ -13,10 +13,9 @@ use hookline_store::{Rollout, RolloutChange, RolloutState, StoreError, StoredPol
 use crate::prng::Prng;
 use crate::{Sim, Violation};
 
-/// A policy drawn from the seed: its retry schedule (within `window`, which every policy of a
-/// seed shares: only a candidate for everyone may have another, and the checks read one),
-/// its breaker and its classification (the standard table, or one that retries a 400 or gives
-/// up on a 503 at once).
+/// A policy drawn from the seed, with the standard classification table: its retry schedule
+/// (within `window`, which every policy of a seed shares: only a candidate for everyone may
+/// have another, and the checks read one) and its breaker.
 pub(crate) fn draw(rng: &mut Prng, name: &str, window: Duration) -> Policy {
     let retry = RetryPolicy::new(
         Duration::from_millis(rng.between(200, 1_000)),
@@ -26,21 +25,9 @@ pub(crate) fn draw(rng: &mut Prng, name: &str, window: Duration) -> Policy {
         *rng.pick(&Jitter::ALL).expect("jitters"),
     )
     .expect("a valid policy");
-    let standard = Classification::default();
-    let mut retryable: BTreeSet<u16> = standard.retryable().clone();
-    match rng.between(0, 3) {
-        0 => {
-            retryable.insert(400);
-        }
-        1 => {
-            retryable.remove(&503);
-        }
-        _ => {}
-    }
     Policy {
         name: name.to_owned(),
-        classification: Classification::new(retryable, standard.revoke().iter().copied())
-            .expect("a valid table"),
+        classification: Classification::default(),
         retry,
         breaker: BreakerConfig {
             failures: u32::try_from(rng.between(2, 6)).unwrap_or(2),
@@ -82,11 +69,31 @@ pub(crate) async fn step(sim: &mut Sim) -> Result<(), Violation> {
     refresh(sim).await
 }
 
+/// A candidate's classification: the standard table, or one that retries a 400 or gives up on
+/// a 503 at once.
+fn draw_classification(rng: &mut Prng) -> Classification {
+    let standard = Classification::default();
+    let mut retryable: BTreeSet<u16> = standard.retryable().clone();
+    match rng.between(0, 3) {
+        0 => {
+            retryable.insert(400);
+        }
+        1 => {
+            retryable.remove(&503);
+        }
+        _ => return standard,
+    }
+    Classification::new(retryable, standard.revoke().iter().copied()).expect("a valid table")
+}
+
 async fn start(sim: &mut Sim) -> Result<(), StoreError> {
     // Named by the step: a step whose start a full disk refused leaves its name unused.
     let n = sim.step;
     let window = Duration::from_millis(sim.settings.window_ms.unsigned_abs());
-    let candidate = draw(&mut sim.rng, &format!("candidate-{n}"), window);
+    let candidate = Policy {
+        classification: draw_classification(&mut sim.rng),
+        ..draw(&mut sim.rng, &format!("candidate-{n}"), window)
+    };
     let baseline = sim.policies.current().default.name.clone();
     let named: Vec<String> = sim
         .subscribers
