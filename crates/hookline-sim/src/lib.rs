@@ -29,8 +29,8 @@ use hookline_policy::{AttemptResult, Attempted, DeadReason, Outcome, UnixMs};
 use hookline_store::testing::PgSchema;
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, InFlightCaps,
-    NewEvent, NewSubscriber, PublishOutcome, ReplayRequest, Store, StoreError, SubscriberHeaders,
-    SubscriberPatch, SubscriberStatus, WindowSweep,
+    NewEvent, NewSubscriber, NewTenant, PublishOutcome, ReplayRequest, Store, StoreError,
+    SubscriberHeaders, SubscriberPatch, SubscriberStatus, WindowSweep,
 };
 
 use hookline::rollouts::Policies;
@@ -131,6 +131,8 @@ pub struct Summary {
     pub orphaned: u64,
     /// Claims whose process died before sending them.
     pub unsent: u64,
+    /// Attempts started in a place of the slow lane a claim lent to a tenant under its share.
+    pub lent: u64,
     pub delivered: u64,
     pub dead: u64,
     /// Of the dead, by reason, in the order of `DeadReason::ALL`.
@@ -150,6 +152,7 @@ impl std::ops::AddAssign for Summary {
         self.sent += o.sent;
         self.orphaned += o.orphaned;
         self.unsent += o.unsent;
+        self.lent += o.lent;
         self.delivered += o.delivered;
         self.dead += o.dead;
         for (mine, theirs) in self.dead_by_reason.iter_mut().zip(o.dead_by_reason) {
@@ -282,7 +285,12 @@ impl Settings {
         let concurrency = usize::try_from(rng.between(2, 24)).unwrap_or(2);
         let caps = InFlightCaps {
             max_in_flight_per_subscriber: u32::try_from(rng.between(1, 6)).unwrap_or(1),
-            max_in_flight_per_host: u32::try_from(rng.between(0, 8)).unwrap_or(0),
+            // Half the seeds without a cap per host (0), so that the slots can fill.
+            max_in_flight_per_host: if rng.percent(50) {
+                0
+            } else {
+                u32::try_from(rng.between(1, 8)).unwrap_or(1)
+            },
         };
         let delivery = DeliveryConfig {
             concurrency,
@@ -310,6 +318,8 @@ impl Settings {
 #[derive(Debug, Clone)]
 struct SimSubscriber {
     id: String,
+    /// The tenant whose events it gets (`None`: the platform's).
+    tenant: Option<&'static str>,
     origin: String,
     event_types: Vec<String>,
     behaviour: Behaviour,
@@ -327,6 +337,10 @@ struct Published {
 /// The event types the simulation publishes, and the patterns subscribers take.
 const EVENT_TYPES: [&str; 3] = ["order.created", "order.paid", "user.created"];
 const PATTERNS: [&str; 5] = ["*", "order.*", "order.created", "user.created", "user.*"];
+
+/// The platform's own subscribers and events (`None`) and two tenants': claims share the slots
+/// across them (`ClaimRequest::lend`).
+const TENANTS: [Option<&str>; 3] = [None, Some("t1"), Some("t2")];
 
 /// Two origins, so several subscribers share the cap per host.
 const ORIGINS: [&str; 2] = ["http://127.0.0.1:9001", "http://127.0.0.1:9002"];
@@ -471,15 +485,32 @@ impl Sim {
             summary: Summary::default(),
         };
         sim.trace(|| format!("settings {:?}", sim.settings));
+        for tenant in TENANTS.into_iter().flatten() {
+            let new = NewTenant {
+                id: tenant.to_owned(),
+                name: None,
+                max_subscribers: None,
+                max_events_per_second: None,
+            };
+            if let Err(e) = sim.store.create_tenant(new, sim.now).await {
+                return Err(sim.violation("store answers", format!("create_tenant: {e}")));
+            }
+        }
         for _ in 0..sim.rng.between(2, 6) {
             sim.add_subscriber().await?;
         }
-        // A crowd of new destinations that hang, one to three times the slots: they must not
-        // take the slots from the others (the slow lane, `slots.rs`).
+        // A crowd of new destinations, one to three times the slots, all one tenant's, that
+        // hang (they must not take the slots from the others: the slow lane, `slots.rs`) or
+        // answer slowly (they hold slots, within their usual time: the other tenants get
+        // their share, in lent places).
         if sim.rng.percent(30) {
             let slots = sim.settings.delivery.concurrency as u64;
+            let behaviour = *sim
+                .rng
+                .pick(&[Behaviour::Hangs, Behaviour::Slow])
+                .expect("behaviours");
             for _ in 0..sim.rng.between(slots, 3 * slots) {
-                sim.add_subscriber_behaving(Behaviour::Hangs).await?;
+                sim.add_subscriber_behaving(behaviour, TENANTS[1]).await?;
             }
         }
         Ok(sim)
@@ -579,10 +610,15 @@ impl Sim {
 
     async fn add_subscriber(&mut self) -> Result<(), Violation> {
         let behaviour = Behaviour::draw(&mut self.rng);
-        self.add_subscriber_behaving(behaviour).await
+        let tenant = *self.rng.pick(&TENANTS).expect("tenants");
+        self.add_subscriber_behaving(behaviour, tenant).await
     }
 
-    async fn add_subscriber_behaving(&mut self, behaviour: Behaviour) -> Result<(), Violation> {
+    async fn add_subscriber_behaving(
+        &mut self,
+        behaviour: Behaviour,
+        tenant: Option<&'static str>,
+    ) -> Result<(), Violation> {
         let n = self.subscribers.len();
         let id = format!("s{n}");
         let origin = (*self.rng.pick(&ORIGINS).expect("origins")).to_owned();
@@ -593,7 +629,7 @@ impl Sim {
             .then(|| u32::try_from(self.rng.between(1, 4)).unwrap_or(1));
         let new = NewSubscriber {
             id: id.clone(),
-            tenant_id: None,
+            tenant_id: tenant.map(str::to_owned),
             url: format!("{origin}/hooks/{id}"),
             event_types: vec![pattern.clone()],
             secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0".into(),
@@ -610,6 +646,7 @@ impl Sim {
             Ok(_) => {
                 self.subscribers.push(SimSubscriber {
                     id,
+                    tenant,
                     origin,
                     event_types: vec![pattern],
                     behaviour,
@@ -641,14 +678,16 @@ impl Sim {
     async fn publish(&mut self) -> Result<(), Violation> {
         let id = format!("e{}", self.summary.events + self.summary.refused_writes + 1);
         let event_type = *self.rng.pick(&EVENT_TYPES).expect("types");
+        let tenant = *self.rng.pick(&TENANTS).expect("tenants");
         let subscribers: BTreeSet<String> = self
             .subscribers
             .iter()
-            .filter(|s| s.status != SubscriberStatus::Revoked)
+            .filter(|s| s.status != SubscriberStatus::Revoked && s.tenant == tenant)
             .filter(|s| hookline_store::type_patterns::selects(&s.event_types, event_type))
             .map(|s| s.id.clone())
             .collect();
         let mut event = NewEvent::single(&id, event_type, r#"{"n":1}"#, 1);
+        event.tenant_id = tenant.map(str::to_owned);
         if self.rng.percent(30) {
             let key = format!("k{}", self.rng.between(0, 2));
             self.ordering_keys.insert(id.clone(), key.clone());
@@ -1050,7 +1089,11 @@ impl Sim {
             Ok(claimed) => {
                 self.trace(|| {
                     let ids: Vec<_> = claimed.iter().map(|d| (d.id.as_str(), d.attempt)).collect();
-                    format!("claimed {ids:?} ({} under way)", self.live.len())
+                    format!(
+                        "claimed {ids:?} ({} under way; {want} wanted, {} lendable)",
+                        self.live.len(),
+                        lent.places()
+                    )
                 });
                 // And after what ran beside it: a subscriber resumed meanwhile may be claimed.
                 let unclaimable: BTreeSet<String> =
@@ -1182,6 +1225,7 @@ impl Sim {
         // As the dispatcher: the places the claim did not lend go back to the lane. (The
         // dispatcher counts its rescues in the batch too; here they took no slot.)
         lent.keep(claimed.len().saturating_sub(self.process.slots.free()));
+        let lendable = lent.places();
         for d in claimed {
             self.check_claimed(&d, unclaimable)?;
             self.network.by_key.entry(d.key.0).or_default().sent += 1;
@@ -1202,6 +1246,7 @@ impl Sim {
             let shed = self.process.begin(&mut self.live, request, lent, self.now);
             self.shed.extend(shed);
         }
+        self.summary.lent += (lendable - lent.places()) as u64;
         check::caps(self, &claimed_for)
     }
 
