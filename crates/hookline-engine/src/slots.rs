@@ -409,35 +409,21 @@ mod tests {
     fn places_set_aside_in_the_lane_start_attempts_without_a_slot_and_count_against_it() {
         let slots = slots(2, 2, 2, 2);
         let now = Instant::now();
-        let _a = slots.take(
-            AttemptKind::First,
-            Standing::Answering,
-            USUAL,
-            Instant::now(),
-        );
-        let mut b = slots.take(
-            AttemptKind::First,
-            Standing::Answering,
-            USUAL,
-            Instant::now(),
-        );
+        let _a = slots.take(AttemptKind::First, Standing::Answering, USUAL, now);
+        let mut b = slots.take(AttemptKind::First, Standing::Answering, USUAL, now);
         let mut lent = slots.reserve_lane(5);
         assert_eq!((lent.places(), slots.free()), (2, 0));
         // The places set aside are not the lane's to give a slow attempt.
-        assert!(!b.move_to_slow_lane(now, USUAL, Instant::now()));
-        let borrowed = lent
-            .take(AttemptKind::First, USUAL, Instant::now())
-            .unwrap();
+        assert!(!b.move_to_slow_lane(now, USUAL, now));
+        let borrowed = lent.take(AttemptKind::First, USUAL, now).unwrap();
         assert!(borrowed.is_slow());
         assert_eq!((slots.free(), slots.in_slow_lane()), (0, 1));
         // The one not used comes back when the reservation ends.
         drop(lent);
-        assert!(b.move_to_slow_lane(now, USUAL, Instant::now()));
+        assert!(b.move_to_slow_lane(now, USUAL, now));
         assert_eq!((slots.free(), slots.in_slow_lane()), (1, 2));
         let mut none_left = slots.reserve_lane(5);
-        assert!(none_left
-            .take(AttemptKind::Retry, USUAL, Instant::now())
-            .is_none());
+        assert!(none_left.take(AttemptKind::Retry, USUAL, now).is_none());
         drop(borrowed);
         assert_eq!(slots.in_slow_lane(), 1);
     }
@@ -462,45 +448,31 @@ mod tests {
     fn a_slow_attempt_frees_its_slot_while_the_lane_has_room() {
         let slots = slots(2, 1, 2, 1);
         let now = Instant::now();
-        let mut hanging = slots.take(
-            AttemptKind::Retry,
-            Standing::Answering,
-            USUAL,
-            Instant::now(),
-        );
-        let mut also_hanging = slots.take(
-            AttemptKind::First,
-            Standing::Answering,
-            USUAL,
-            Instant::now(),
-        );
+        let mut hanging = slots.take(AttemptKind::Retry, Standing::Answering, USUAL, now);
+        let mut also_hanging = slots.take(AttemptKind::First, Standing::Answering, USUAL, now);
         assert_eq!((slots.free(), slots.free_for_retries()), (0, 0));
 
-        assert!(hanging.move_to_slow_lane(now, USUAL, Instant::now()));
+        assert!(hanging.move_to_slow_lane(now, USUAL, now));
         assert_eq!((slots.free(), slots.free_for_retries()), (1, 1));
         assert_eq!(slots.in_slow_lane(), 1);
         // The lane is full of an attempt still within its usual time: the second keeps its slot.
-        assert!(!also_hanging.move_to_slow_lane(now, Duration::from_secs(3600), Instant::now()));
+        assert!(!also_hanging.move_to_slow_lane(now, Duration::from_secs(3600), now));
         assert_eq!(slots.free(), 1);
 
         drop(hanging);
         assert_eq!((slots.in_slow_lane(), slots.free()), (0, 1));
-        assert!(also_hanging.move_to_slow_lane(now, USUAL, Instant::now()));
+        assert!(also_hanging.move_to_slow_lane(now, USUAL, now));
         drop(also_hanging);
         assert_eq!((slots.in_slow_lane(), slots.free()), (0, 2));
     }
 
     #[test]
     fn a_slot_is_given_back_once() {
+        let now = Instant::now();
         let slots = slots(1, 1, 1, 1);
-        let mut slot = slots.take(
-            AttemptKind::Retry,
-            Standing::Answering,
-            USUAL,
-            Instant::now(),
-        );
-        assert!(slot.move_to_slow_lane(Instant::now(), USUAL, Instant::now()));
-        assert!(slot.move_to_slow_lane(Instant::now(), USUAL, Instant::now()));
+        let mut slot = slots.take(AttemptKind::Retry, Standing::Answering, USUAL, now);
+        assert!(slot.move_to_slow_lane(now, USUAL, now));
+        assert!(slot.move_to_slow_lane(now, USUAL, now));
         assert_eq!(slots.in_slow_lane(), 1);
         drop(slot);
         assert_eq!(
@@ -513,25 +485,14 @@ mod tests {
     /// however many there are, the slots stay free for those that answer.
     #[test]
     fn subscribers_without_an_answer_hold_only_their_share_of_the_slots() {
+        let now = Instant::now();
         let slots = slots(4, 2, 1, 1_000);
         let unproven: Vec<Slot> = (0..500)
-            .map(|_| {
-                slots.take(
-                    AttemptKind::First,
-                    Standing::Unproven,
-                    USUAL,
-                    Instant::now(),
-                )
-            })
+            .map(|_| slots.take(AttemptKind::First, Standing::Unproven, USUAL, now))
             .collect();
         assert_eq!(slots.busy(), 1, "the probation share");
         assert_eq!(slots.in_slow_lane(), 499);
-        let answering = slots.take(
-            AttemptKind::First,
-            Standing::Answering,
-            USUAL,
-            Instant::now(),
-        );
+        let answering = slots.take(AttemptKind::First, Standing::Answering, USUAL, now);
         assert!(!answering.is_slow());
         assert_eq!(slots.free(), 2);
         drop(unproven);
@@ -541,43 +502,24 @@ mod tests {
             (0, 0, 4)
         );
         // The share is given back: the next one holds a slot again.
-        let again = slots.take(
-            AttemptKind::First,
-            Standing::Unproven,
-            USUAL,
-            Instant::now(),
-        );
+        let again = slots.take(AttemptKind::First, Standing::Unproven, USUAL, now);
         assert!(!again.is_slow());
     }
 
     /// A full lane sheds the attempt furthest past its own usual time, never one within it.
     #[tokio::test]
     async fn a_full_lane_sheds_the_attempt_furthest_past_its_usual_time() {
+        let now = Instant::now();
         let slots = slots(4, 4, 4, 2);
         let long_ago = Instant::now() - Duration::from_secs(10);
         // 10 s in flight: 100x its usual 100 ms, and 2x its usual 5 s.
-        let mut far_past = slots.take(
-            AttemptKind::First,
-            Standing::Answering,
-            USUAL,
-            Instant::now(),
-        );
-        assert!(far_past.move_to_slow_lane(long_ago, USUAL, Instant::now()));
-        let mut a_little_past = slots.take(
-            AttemptKind::First,
-            Standing::Answering,
-            USUAL,
-            Instant::now(),
-        );
-        assert!(a_little_past.move_to_slow_lane(long_ago, Duration::from_secs(5), Instant::now()));
+        let mut far_past = slots.take(AttemptKind::First, Standing::Answering, USUAL, now);
+        assert!(far_past.move_to_slow_lane(long_ago, USUAL, now));
+        let mut a_little_past = slots.take(AttemptKind::First, Standing::Answering, USUAL, now);
+        assert!(a_little_past.move_to_slow_lane(long_ago, Duration::from_secs(5), now));
 
-        let mut next = slots.take(
-            AttemptKind::First,
-            Standing::Answering,
-            USUAL,
-            Instant::now(),
-        );
-        assert!(next.move_to_slow_lane(Instant::now(), USUAL, Instant::now()));
+        let mut next = slots.take(AttemptKind::First, Standing::Answering, USUAL, now);
+        assert!(next.move_to_slow_lane(now, USUAL, now));
         far_past.shed().await;
         assert_eq!(slots.in_slow_lane(), 2);
         drop(far_past);
@@ -585,21 +527,11 @@ mod tests {
 
         // Nothing in the lane is past its usual time now but the second: it goes next; then
         // the lane holds only attempts within theirs, and the next keeps its slot.
-        let mut another = slots.take(
-            AttemptKind::First,
-            Standing::Answering,
-            USUAL,
-            Instant::now(),
-        );
-        assert!(another.move_to_slow_lane(Instant::now(), USUAL, Instant::now()));
+        let mut another = slots.take(AttemptKind::First, Standing::Answering, USUAL, now);
+        assert!(another.move_to_slow_lane(now, USUAL, now));
         a_little_past.shed().await;
-        let mut kept = slots.take(
-            AttemptKind::First,
-            Standing::Answering,
-            USUAL,
-            Instant::now(),
-        );
-        assert!(!kept.move_to_slow_lane(Instant::now(), USUAL, Instant::now()));
+        let mut kept = slots.take(AttemptKind::First, Standing::Answering, USUAL, now);
+        assert!(!kept.move_to_slow_lane(now, USUAL, now));
         assert!(!kept.is_slow());
         // An attempt holding a slot is never shed.
         let never = tokio::time::timeout(Duration::from_millis(10), kept.shed()).await;
