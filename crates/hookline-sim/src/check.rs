@@ -170,14 +170,14 @@ pub(crate) async fn step(sim: &Sim) -> Result<(), Violation> {
             format!("in flight only in the store: {extra:?}; only on the network: {missing:?}"),
         ));
     }
-    // Nothing waits past its window and nothing is on its way long past it. A window that
-    // ended by the previous pass was swept by this one; one that ended since may hold a retry
-    // decided when its attempt ended (inside it) and committed after this pass's sweep, which
-    // the next sweep ends. A full disk may refuse the sweep: then it waits for room.
+    // Nothing waits past its window (this pass's sweep ended it) and nothing is on its way
+    // long past it. A retry this pass's completions scheduled was decided when its attempt
+    // ended, inside the window, and committed after the sweep: the next sweep ends it. A full
+    // disk may refuse the sweep: then it waits for room.
     let window = sim.settings.window_ms;
     for d in listed(sim, Some(DeliveryState::Scheduled)).await? {
         let swept_by = (d.window_start + window).max(sim.disk_freed_at);
-        if !sim.disk_full && swept_by <= sim.previous_pass_at {
+        if !sim.disk_full && swept_by <= sim.now && !sim.rescheduled.contains(&d.id) {
             return Err(sim.violation(
                 "every delivery ends within its window",
                 format!(

@@ -30,7 +30,7 @@ use hookline_store::testing::PgSchema;
 use hookline_store::{
     AttemptRecord, ClaimRequest, ClaimedDelivery, Completion, CompletionResult, InFlightCaps,
     NewEvent, NewSubscriber, NewTenant, PublishOutcome, ReplayRequest, Store, StoreError,
-    SubscriberHeaders, SubscriberPatch, SubscriberStatus, WindowSweep,
+    SubscriberHeaders, SubscriberPatch, SubscriberStatus, Transition, WindowSweep,
 };
 
 use hookline::rollouts::Policies;
@@ -39,7 +39,7 @@ use hookline_engine::policy::{Policy, DEFAULT_POLICY};
 use hookline_engine::slots::LaneReservation;
 use network::{Answer, Behaviour, NetworkLog, Seen};
 use prng::Prng;
-use process::{Ending, Finished, Live, Process, Request};
+use process::{Ending, Finished, Lending, Live, Process, Request};
 
 /// Where a seed's store lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -411,9 +411,9 @@ struct Sim {
     step: u32,
     rng: Prng,
     now: UnixMs,
-    /// When the dispatcher's last pass ran, and the one before it.
-    pass_at: UnixMs,
-    previous_pass_at: UnixMs,
+    /// The deliveries this pass's completions rescheduled: decided when their attempt ended,
+    /// committed after the pass's window sweep.
+    rescheduled: BTreeSet<String>,
     place: Place,
     store: Arc<dyn Store>,
     settings: Settings,
@@ -463,8 +463,7 @@ impl Sim {
             step: 0,
             rng,
             now: EPOCH,
-            pass_at: EPOCH,
-            previous_pass_at: EPOCH,
+            rescheduled: BTreeSet::new(),
             place,
             store,
             settings,
@@ -962,7 +961,7 @@ impl Sim {
     /// attempts that ended are completed and the next claim made in one call.
     async fn dispatch(&mut self, beside_the_claim: Action) -> Result<(), Violation> {
         let now = self.now;
-        self.previous_pass_at = std::mem::replace(&mut self.pass_at, now);
+        self.rescheduled.clear();
         let sweep = WindowSweep {
             now,
             window_ms: self.settings.window_ms,
@@ -1100,6 +1099,8 @@ impl Sim {
                     before.intersection(&self.unclaimable()).cloned().collect();
                 if !claimed.is_empty() && self.rng.percent(2) {
                     drop(lent);
+                    // What the pass moved to the lane is checked before the process dies.
+                    check::slots(self)?;
                     return self.die_before_sending(claimed, &unclaimable).await;
                 }
                 self.send(claimed, &unclaimable, &mut lent)?
@@ -1129,6 +1130,9 @@ impl Sim {
         match completed {
             Ok(results) => {
                 for ((d, c), result) in completions.iter().zip(results) {
+                    if let Transition::Reschedule { .. } = c.transition {
+                        self.rescheduled.insert(d.id.clone());
+                    }
                     if result == CompletionResult::LeaseLost {
                         return Err(self.violation(
                             "a completion holding its lease applies",
@@ -1224,8 +1228,13 @@ impl Sim {
         let mut claimed_for: BTreeSet<String> = BTreeSet::new();
         // As the dispatcher: the places the claim did not lend go back to the lane. (The
         // dispatcher counts its rescues in the batch too; here they took no slot.)
-        lent.keep(claimed.len().saturating_sub(self.process.slots.free()));
+        let lent_by_claim = claimed.len().saturating_sub(self.process.slots.free());
+        lent.keep(lent_by_claim);
         let lendable = lent.places();
+        let mut lending = Lending {
+            reservation: lent,
+            left: lent_by_claim,
+        };
         for d in claimed {
             self.check_claimed(&d, unclaimable)?;
             self.network.by_key.entry(d.key.0).or_default().sent += 1;
@@ -1243,10 +1252,12 @@ impl Sim {
             let answer = Answer::draw(behaviour, self.settings.attempt_timeout_ms, &mut self.rng);
             claimed_for.insert(subscriber);
             let request = Request { claimed: d, answer };
-            let shed = self.process.begin(&mut self.live, request, lent, self.now);
+            let shed = self
+                .process
+                .begin(&mut self.live, request, &mut lending, self.now);
             self.shed.extend(shed);
         }
-        self.summary.lent += (lendable - lent.places()) as u64;
+        self.summary.lent += (lendable - lending.reservation.places()) as u64;
         check::caps(self, &claimed_for)
     }
 

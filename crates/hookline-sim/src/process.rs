@@ -27,6 +27,14 @@ use crate::network::Answer;
 /// (`LANE_RETRY`).
 const LANE_RETRY_MS: i64 = 50;
 
+/// The places of the lane a claim lent, as the attempts of its batch start: the reservation,
+/// and how many of its places the claim lent and no attempt has taken yet (counted here, not
+/// read from the reservation, whose accounting is what the checks are about).
+pub(crate) struct Lending<'a> {
+    pub reservation: &'a mut LaneReservation,
+    pub left: usize,
+}
+
 /// A claimed delivery and the answer the network will give its request.
 #[derive(Debug)]
 pub(crate) struct Request {
@@ -126,12 +134,13 @@ impl Process {
         suspects
     }
 
-    /// Whether the lane has room for one more at `at`, as `slots.rs` makes it: a free place, or
-    /// an attempt in it past its usual time to shed. Places a claim set aside are not counted:
-    /// they are given back before its attempts start (`LaneReservation::keep`).
-    fn lane_takes_one_more(&self, live: &[Live], at: UnixMs) -> bool {
+    /// Whether the lane has room for one more at `at`, as `slots.rs` makes it: a free place
+    /// (past the `lent` places set aside for a claim's lent attempts that have not started), or
+    /// an attempt in it past its usual time to shed. The places a claim did not lend are not
+    /// counted: they are given back before its attempts start (`LaneReservation::keep`).
+    fn lane_takes_one_more(&self, live: &[Live], lent: usize, at: UnixMs) -> bool {
         let in_lane: Vec<&Live> = live.iter().filter(|l| l.slot.is_slow()).collect();
-        in_lane.len() < self.config.slow_lane
+        in_lane.len() + lent < self.config.slow_lane
             || in_lane.iter().any(|l| {
                 let waited = Duration::from_millis(u64::try_from(at - l.started_at).unwrap_or(0));
                 past_usual(waited, l.usual) > 1.0
@@ -146,7 +155,7 @@ impl Process {
         &mut self,
         live: &mut Vec<Live>,
         request: Request,
-        lent: &mut LaneReservation,
+        lending: &mut Lending<'_>,
         now: UnixMs,
     ) -> Vec<Finished> {
         let Request { claimed, answer } = request;
@@ -155,11 +164,14 @@ impl Process {
         let standing = self.slowness.standing(&subscriber);
         let usual = self.slowness.usual(&subscriber);
         let kind = AttemptKind::of(&claimed);
-        let lane_takes_it = self.lane_takes_one_more(live, now);
+        let lane_takes_it = self.lane_takes_one_more(live, lending.left, now);
         let lent_place = match self.slots.free() {
-            0 => lent.take(kind, usual, at),
+            0 => lending.reservation.take(kind, usual, at),
             _ => None,
         };
+        if lent_place.is_some() {
+            lending.left = lending.left.saturating_sub(1);
+        }
         let slot = lent_place.unwrap_or_else(|| self.slots.take(kind, standing, usual, at));
         self.slowness.started(&subscriber, at);
         let patience = self.slowness.slot_patience(&subscriber);
@@ -209,7 +221,8 @@ impl Process {
                 ended.push(self.end(l, at, answered, Ending::Network));
                 continue;
             }
-            let lane_takes_it = self.lane_takes_one_more(live, at);
+            // No claim's places are set aside between passes.
+            let lane_takes_it = self.lane_takes_one_more(live, 0, at);
             let started = self.instant(live[i].started_at);
             let usual = live[i].usual;
             if live[i]
