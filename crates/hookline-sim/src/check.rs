@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use hookline_policy::{DeadReason, Outcome};
+use hookline_policy::{DeadReason, Outcome, UnixMs};
 use hookline_store::{Delivery, DeliveryFilter, DeliveryState};
 
 use crate::process::Live;
@@ -175,17 +175,19 @@ pub(crate) async fn step(sim: &Sim) -> Result<(), Violation> {
     // ended, inside the window, and committed after the sweep: the next sweep ends it. A full
     // disk may refuse the sweep: then it waits for room.
     let window = sim.settings.window_ms;
+    let past_window = |id: &str, state: &str, window_start: UnixMs| {
+        sim.violation(
+            "every delivery ends within its window",
+            format!(
+                "{id} still {state} {} ms after its window ended",
+                sim.now - window_start - window
+            ),
+        )
+    };
     for d in listed(sim, Some(DeliveryState::Scheduled)).await? {
         let swept_by = (d.window_start + window).max(sim.disk_freed_at);
         if !sim.disk_full && swept_by <= sim.now && !sim.rescheduled.contains(&d.id) {
-            return Err(sim.violation(
-                "every delivery ends within its window",
-                format!(
-                    "{} still scheduled {} ms after its window ended",
-                    d.id,
-                    sim.now - d.window_start - window
-                ),
-            ));
+            return Err(past_window(&d.id, "scheduled", d.window_start));
         }
     }
     for id in &store_in_flight {
@@ -196,14 +198,7 @@ pub(crate) async fn step(sim: &Sim) -> Result<(), Violation> {
             .map_err(|e| sim.violation("store answers", format!("get_delivery {id}: {e}")))?;
         let end_by = (d.window_start + window).max(sim.disk_freed_at) + grace_ms(sim);
         if !sim.disk_full && end_by <= sim.now {
-            return Err(sim.violation(
-                "every delivery ends within its window",
-                format!(
-                    "{} still in flight {} ms after its window ended",
-                    d.id,
-                    sim.now - d.window_start - window
-                ),
-            ));
+            return Err(past_window(&d.id, "in flight", d.window_start));
         }
     }
     Ok(())

@@ -45,8 +45,8 @@ fn main() {
         Changes::BesideClaims
     };
     let seeds = match args.seed {
-        Some(seed) => seed..seed + 1,
-        None => args.first..args.first + args.seeds,
+        Some(seed) => seed..seed.saturating_add(1),
+        None => args.first..args.first.saturating_add(args.seeds),
     };
     let started = Instant::now();
     let mut total = Summary::default();
